@@ -1,0 +1,10 @@
+/* attn: attention and attention-based sequence-to-sequence models in C.
+ * Include this one header for the whole library. */
+#ifndef ATTN_H
+#define ATTN_H
+
+#include "attn/attn_core.h"
+#include "attn/attn_kernels.h"
+#include "attn/attn_attention.h"
+
+#endif /* ATTN_H */

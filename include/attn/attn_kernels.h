@@ -1,0 +1,123 @@
+/* attn kernels: matrix multiply and the element-wise and row-wise operations that models
+ * are built from, each with its backward.
+ *
+ * All arrays are float32, row-major and contiguous unless a leading dimension says
+ * otherwise. Backward functions ACCUMULATE into their gradient outputs (see attn_core.h).
+ * Every kernel runs the instruction set chosen by attn_set_isa(); ATTN_ISA_REFERENCE runs
+ * the plain scalar version that the tests treat as ground truth.
+ */
+#ifndef ATTN_KERNELS_H
+#define ATTN_KERNELS_H
+
+#include "attn/attn_core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- matrix multiply ------------------------------------------------------------------ */
+
+typedef enum attn_transpose { ATTN_NO_TRANS = 0, ATTN_TRANS = 1 } attn_transpose;
+
+/* C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C, row-major with leading dimensions
+ * (as CBLAS with CblasRowMajor). op(X) = X or X^T. beta = 0 overwrites C (C may hold NaN).
+ * m, n or k may be 0. */
+ATTN_API attn_status attn_gemm(attn_transpose trans_a, attn_transpose trans_b, int64_t m,
+                               int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                               const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+
+/* The GEMM implementation in use, e.g. "built-in avx512". */
+ATTN_API const char *attn_gemm_backend(void);
+
+/* ---- softmax over the last dimension ------------------------------------------------ */
+
+ATTN_API attn_status attn_softmax_forward(int64_t rows, int64_t cols, const float *x, float *y);
+/* dx += y * (dy - sum(dy * y)) */
+ATTN_API attn_status attn_softmax_backward(int64_t rows, int64_t cols, const float *y,
+                                           const float *dy, float *dx);
+ATTN_API attn_status attn_log_softmax_forward(int64_t rows, int64_t cols, const float *x,
+                                              float *y);
+/* dx += dy - exp(y) * sum(dy) */
+ATTN_API attn_status attn_log_softmax_backward(int64_t rows, int64_t cols, const float *y,
+                                               const float *dy, float *dx);
+
+/* ---- cross-entropy from logits, with label smoothing and an ignore index --------------- */
+
+/* As torch.nn.functional.cross_entropy(logits, targets, ignore_index=ignore_index,
+ * label_smoothing=smoothing, reduction='sum'): per row,
+ *   loss = (1 - smoothing) * (-log p[target]) + smoothing * mean_c(-log p[c]),
+ * rows whose target equals ignore_index contribute nothing. Writes the summed loss and
+ * the number of counted rows (divide for the mean), and each row's log-sum-exp into
+ * row_lse[rows] for the backward (row_lse may be NULL if no backward follows).
+ * A target outside [0, vocab) that is not ignore_index is an error. */
+ATTN_API attn_status attn_cross_entropy_forward(int64_t rows, int64_t vocab,
+                                                const float *logits, const int32_t *targets,
+                                                int32_t ignore_index, float smoothing,
+                                                double *loss_sum, int64_t *counted,
+                                                float *row_lse);
+/* dlogits += grad_scale * d(loss of each row)/dlogits; use grad_scale = 1/counted for the
+ * mean reduction. Ignored rows get no gradient. */
+ATTN_API attn_status attn_cross_entropy_backward(int64_t rows, int64_t vocab,
+                                                 const float *logits, const int32_t *targets,
+                                                 int32_t ignore_index, float smoothing,
+                                                 const float *row_lse, float grad_scale,
+                                                 float *dlogits);
+
+/* ---- layer norm over the last dimension --------------------------------------------- */
+
+/* y = (x - mean) / sqrt(var + eps) * gamma + beta (biased variance, as PyTorch). gamma and
+ * beta may be NULL (no affine). mean and rstd [rows] are saved for the backward and may be
+ * NULL if no backward follows. */
+ATTN_API attn_status attn_layer_norm_forward(int64_t rows, int64_t dim, const float *x,
+                                             const float *gamma, const float *beta, float eps,
+                                             float *y, float *mean, float *rstd);
+/* dx, dgamma, dbeta accumulate; dgamma/dbeta may be NULL. */
+ATTN_API attn_status attn_layer_norm_backward(int64_t rows, int64_t dim, const float *x,
+                                              const float *gamma, const float *mean,
+                                              const float *rstd, const float *dy, float *dx,
+                                              float *dgamma, float *dbeta);
+
+/* ---- activations (element-wise over n values) ---------------------------------------- */
+
+typedef enum attn_activation {
+    ATTN_ACT_RELU = 0,
+    ATTN_ACT_GELU = 1,      /* exact: x * Phi(x), with erf (PyTorch's default) */
+    ATTN_ACT_GELU_TANH = 2, /* the tanh approximation */
+    ATTN_ACT_TANH = 3,
+    ATTN_ACT_SIGMOID = 4
+} attn_activation;
+
+/* y may alias x. */
+ATTN_API attn_status attn_activation_forward(attn_activation act, int64_t n, const float *x,
+                                             float *y);
+/* dx += f'(x) * dy. Needs the forward input x (and, for tanh and sigmoid, uses it too). */
+ATTN_API attn_status attn_activation_backward(attn_activation act, int64_t n, const float *x,
+                                              const float *dy, float *dx);
+
+/* ---- dropout ------------------------------------------------------------------------- */
+
+/* Inverted dropout: y = x * keep / (1 - p), keep = attn_hash_uniform(seed, offset + i) >= p.
+ * The mask depends only on (seed, offset + i), never on threads. p in [0, 1); p = 0 copies.
+ * mask [n] may be NULL; if given, receives 1 for kept and 0 for dropped elements. */
+ATTN_API attn_status attn_dropout_forward(int64_t n, float p, uint64_t seed, uint64_t offset,
+                                          const float *x, float *y, uint8_t *mask);
+/* dx += dy * keep / (1 - p), regenerating the mask from (seed, offset). */
+ATTN_API attn_status attn_dropout_backward(int64_t n, float p, uint64_t seed, uint64_t offset,
+                                           const float *dy, float *dx);
+
+/* ---- embedding lookup --------------------------------------------------------------- */
+
+/* out[t, :] = table[ids[t], :] * scale. An id outside [0, vocab) is an error. */
+ATTN_API attn_status attn_embedding_forward(int64_t tokens, int64_t vocab, int64_t dim,
+                                            const float *table, const int32_t *ids, float scale,
+                                            float *out);
+/* dtable[ids[t], :] += scale * dout[t, :]; deterministic (fixed summation order). */
+ATTN_API attn_status attn_embedding_backward(int64_t tokens, int64_t vocab, int64_t dim,
+                                             const int32_t *ids, float scale,
+                                             const float *dout, float *dtable);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTN_KERNELS_H */

@@ -1,0 +1,15 @@
+#include "attn/attn.h"
+#include "cli/commands.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int attn_cmd_bench(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        printf("usage: attn bench attention [--json]\n");
+        return argc < 2 ? 2 : 0;
+    }
+    fprintf(stderr, "attn bench: unknown benchmark '%s'\n", argv[1]);
+    return 2;
+}

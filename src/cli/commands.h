@@ -1,0 +1,9 @@
+/* Subcommands of the attn program. Each takes argv starting at its own name and returns the
+ * process exit code: 0 success, 1 failure while running, 2 bad usage. */
+#ifndef ATTN_CLI_COMMANDS_H
+#define ATTN_CLI_COMMANDS_H
+
+int attn_cmd_bench(int argc, char **argv);
+int attn_cmd_info(int argc, char **argv);
+
+#endif

@@ -1,0 +1,50 @@
+/* The attn program: one binary, one subcommand per job. */
+#include "attn/attn.h"
+#include "cli/commands.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+    {"bench", attn_cmd_bench, "measure kernels against references (attn bench attention)"},
+    {"info", attn_cmd_info, "print the build: version, threading, instruction sets"},
+};
+
+static void print_usage(FILE *out)
+{
+    fprintf(out, "usage: attn [--help] [--version] <command> [options]\n\n"
+                 "attn: attention and attention-based sequence-to-sequence models.\n\n"
+                 "commands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\n'attn <command> --help' describes a command's options.\n"
+                 "Environment: ATTN_NUM_THREADS (threads), ATTN_ISA "
+                 "(reference|portable|avx2|avx512).\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        print_usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        print_usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("attn %s\n", attn_version());
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "attn: unknown command '%s' (see 'attn --help')\n", argv[1]);
+    return 2;
+}

@@ -1,0 +1,90 @@
+/* Run-time choice of instruction set: what the CPU supports, capped by the user's choice. */
+#include "core/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int isa_initialised;
+static attn_isa chosen_isa = ATTN_ISA_AUTO;
+
+int attn_isa_supported(attn_isa isa)
+{
+    switch (isa) {
+    case ATTN_ISA_AUTO:
+    case ATTN_ISA_REFERENCE:
+    case ATTN_ISA_PORTABLE:
+        return 1;
+#if defined(__x86_64__) || defined(__i386__)
+    case ATTN_ISA_AVX2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case ATTN_ISA_AVX512:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    case ATTN_ISA_AVX2:
+    case ATTN_ISA_AVX512:
+        return 0;
+#endif
+    }
+    return 0;
+}
+
+const char *attn_isa_name(attn_isa isa)
+{
+    switch (isa) {
+    case ATTN_ISA_AUTO: return "auto";
+    case ATTN_ISA_REFERENCE: return "reference";
+    case ATTN_ISA_PORTABLE: return "portable";
+    case ATTN_ISA_AVX2: return "avx2";
+    case ATTN_ISA_AVX512: return "avx512";
+    }
+    return "unknown";
+}
+
+static attn_isa best_supported(void)
+{
+    if (attn_isa_supported(ATTN_ISA_AVX512))
+        return ATTN_ISA_AVX512;
+    if (attn_isa_supported(ATTN_ISA_AVX2))
+        return ATTN_ISA_AVX2;
+    return ATTN_ISA_PORTABLE;
+}
+
+static void init_from_environment(void)
+{
+    if (isa_initialised)
+        return;
+    isa_initialised = 1;
+    const char *env = getenv("ATTN_ISA");
+    if (env == NULL || *env == '\0')
+        return;
+    for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_AVX512; isa++) {
+        if (strcmp(env, attn_isa_name((attn_isa)isa)) == 0 && attn_isa_supported((attn_isa)isa)) {
+            chosen_isa = (attn_isa)isa;
+            return;
+        }
+    }
+    /* An unknown or unsupported ATTN_ISA falls back to the best supported set. */
+}
+
+attn_status attn_set_isa(attn_isa isa)
+{
+    isa_initialised = 1;
+    if (isa < ATTN_ISA_AUTO || isa > ATTN_ISA_AVX512)
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_set_isa: unknown instruction set %d",
+                         (int)isa);
+    if (!attn_isa_supported(isa))
+        return attn_fail(ATTN_ERR_UNSUPPORTED, "attn_set_isa: this CPU does not support %s",
+                         attn_isa_name(isa));
+    chosen_isa = isa;
+    return ATTN_OK;
+}
+
+attn_isa attn_get_isa(void)
+{
+    init_from_environment();
+    return chosen_isa == ATTN_ISA_AUTO ? best_supported() : chosen_isa;
+}
+
+attn_isa attn_active_isa(void) { return attn_get_isa(); }

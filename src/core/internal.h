@@ -1,0 +1,63 @@
+/* Helpers shared by the library's own sources; not part of the public API. */
+#ifndef ATTN_CORE_INTERNAL_H
+#define ATTN_CORE_INTERNAL_H
+
+#include "attn/attn_core.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define ATTN_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#define ATTN_INTERNAL __attribute__((visibility("hidden")))
+#else
+#define ATTN_PRINTF(fmt, args)
+#define ATTN_INTERNAL
+#endif
+
+/* Record a failure message for attn_last_error() and return the status, so that error
+ * paths read: return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "q: expected 4 dims, got %d", n); */
+ATTN_INTERNAL attn_status attn_fail(attn_status status, const char *fmt, ...) ATTN_PRINTF(2, 3);
+
+/* Argument checks that set a message naming the function and the argument. */
+#define ATTN_CHECK_NOT_NULL(ptr)                                                          \
+    do {                                                                                  \
+        if ((ptr) == NULL)                                                                \
+            return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s must not be NULL",        \
+                             __func__, #ptr);                                             \
+    } while (0)
+
+#define ATTN_CHECK_ARG(cond, ...)                                                         \
+    do {                                                                                  \
+        if (!(cond))                                                                      \
+            return attn_fail(ATTN_ERR_INVALID_ARGUMENT, __VA_ARGS__);                     \
+    } while (0)
+
+#define ATTN_TRY(expr)                                                                    \
+    do {                                                                                  \
+        attn_status attn_try_status_ = (expr);                                            \
+        if (attn_try_status_ != ATTN_OK)                                                  \
+            return attn_try_status_;                                                      \
+    } while (0)
+
+/* ---- threads: the library's only parallel construct ------------------------------------ */
+
+/* Runs body(ctx, begin, end, thread_index) over a static partition of [0, n) into
+ * contiguous chunks, one per thread (never more chunks than n / min_chunk). The partition
+ * depends only on n, min_chunk and the thread count, which keeps results deterministic.
+ * Runs serially when already inside a parallel region. */
+typedef void (*attn_range_fn)(void *ctx, int64_t begin, int64_t end, int thread_index);
+ATTN_INTERNAL void attn_parallel_for(int64_t n, int64_t min_chunk, attn_range_fn body,
+                                     void *ctx);
+/* Threads attn_parallel_for may use right now (1 inside a parallel region). */
+ATTN_INTERNAL int attn_parallel_threads(void);
+
+/* ---- dispatch -------------------------------------------------------------------------- */
+
+/* The instruction set kernels should use now: the user's choice, capped by the CPU. */
+ATTN_INTERNAL attn_isa attn_active_isa(void);
+
+/* Checked size arithmetic for allocations: returns 0 and sets an error on overflow. */
+ATTN_INTERNAL int attn_mul_size(size_t a, size_t b, size_t *out);
+
+#endif /* ATTN_CORE_INTERNAL_H */

@@ -1,0 +1,125 @@
+#include "harness.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+
+int test_checks_failed;
+int test_checks_passed;
+
+void test_record(int ok, const char *file, int line, const char *fmt, ...)
+{
+    if (ok) {
+        test_checks_passed++;
+        return;
+    }
+    test_checks_failed++;
+    fprintf(stderr, "%s:%d: check failed: ", file, line);
+    va_list args;
+    va_start(args, fmt);
+    vfprintf(stderr, fmt, args);
+    va_end(args);
+    fputc('\n', stderr);
+}
+
+int test_close(double a, double b, double atol, double rtol)
+{
+    if (isnan(a) || isnan(b))
+        return isnan(a) && isnan(b);
+    if (isinf(a) || isinf(b))
+        return a == b;
+    return fabs(a - b) <= atol + rtol * fabs(b);
+}
+
+int test_summary(void)
+{
+    printf("%d passed, %d failed\n", test_checks_passed, test_checks_failed);
+    return test_checks_failed == 0 ? 0 : 1;
+}
+
+static uint64_t next_state(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+void test_fill_uniform(float *x, size_t n, float lo, float hi, uint64_t seed)
+{
+    uint64_t s = seed;
+    for (size_t i = 0; i < n; i++)
+        x[i] = lo + (hi - lo) * (float)((double)(next_state(&s) >> 11) / 9007199254740992.0);
+}
+
+void test_fill_uniform_double(double *x, size_t n, double lo, double hi, uint64_t seed)
+{
+    uint64_t s = seed;
+    for (size_t i = 0; i < n; i++)
+        x[i] = lo + (hi - lo) * ((double)(next_state(&s) >> 11) / 9007199254740992.0);
+}
+
+double test_max_abs_diff(const float *a, const float *b, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (d > m || isnan(d))
+            m = isnan(d) ? INFINITY : d;
+    }
+    return m;
+}
+
+double test_max_abs_diff_double(const double *a, const double *b, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs(a[i] - b[i]);
+        if (d > m || isnan(d))
+            m = isnan(d) ? INFINITY : d;
+    }
+    return m;
+}
+
+double test_max_abs(const float *a, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (fabs((double)a[i]) > m)
+            m = fabs((double)a[i]);
+    return m;
+}
+
+int test_arrays_close(const char *what, const float *a, const double *b, size_t n,
+                      double atol, double rtol)
+{
+    size_t worst = 0;
+    double worst_excess = 0;
+    int ok = 1;
+    for (size_t i = 0; i < n; i++) {
+        double limit = atol + rtol * fabs(b[i]);
+        double d = fabs((double)a[i] - b[i]);
+        if (!(d <= limit)) {
+            double excess = isnan(d) ? INFINITY : d - limit;
+            if (ok || excess > worst_excess) {
+                worst = i;
+                worst_excess = excess;
+            }
+            ok = 0;
+        }
+    }
+    if (!ok)
+        fprintf(stderr, "  %s: worst at [%zu]: got %.9g, expected %.9g\n", what, worst,
+                (double)a[worst], b[worst]);
+    return ok;
+}
+
+void *test_alloc(size_t bytes)
+{
+    void *p = calloc(1, bytes ? bytes : 1);
+    if (p == NULL) {
+        fprintf(stderr, "test: out of memory (%zu bytes)\n", bytes);
+        exit(2);
+    }
+    return p;
+}
