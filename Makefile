@@ -5,7 +5,7 @@ PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all build test demo bench install clean sanitize-test
+.PHONY: all build test demo bench install clean sanitize-test valgrind-test
 
 all: build
 
@@ -30,8 +30,16 @@ sanitize-test:
 	cmake --build $(BUILD)-sanitize -j $(JOBS)
 	cd $(BUILD)-sanitize && ctest --output-on-failure -j $(JOBS) -L c
 
+# The C tests under valgrind memcheck. Valgrind does not emulate AVX-512, so the library's
+# run-time dispatch picks the AVX2 kernels there by itself.
+valgrind-test:
+	cmake -S . -B $(BUILD)-valgrind -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTN_PYTHON_TESTS=OFF \
+	  -DATTN_TEST_LAUNCHER="valgrind;--quiet;--error-exitcode=99;--leak-check=full;--errors-for-leak-kinds=definite"
+	cmake --build $(BUILD)-valgrind -j $(JOBS)
+	cd $(BUILD)-valgrind && ctest --output-on-failure -j $(JOBS) -L c
+
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-sanitize
+	rm -rf $(BUILD) $(BUILD)-sanitize $(BUILD)-valgrind
