@@ -42,7 +42,7 @@ typedef struct attn_sdpa_options {
     int attn_mask_per_head;
 } attn_sdpa_options;
 
-/* Options with no mask and the default scale. */
+/* Options with no mask and the default scale. Passing options = NULL means the same. */
 ATTN_API attn_sdpa_options attn_sdpa_default_options(void);
 
 /* lse [B, H, Lq] (contiguous) receives each row's log-sum-exp of the scaled, masked scores;
@@ -54,7 +54,7 @@ ATTN_API attn_status attn_sdpa_forward(const attn_tensor *q, const attn_tensor *
                                        attn_tensor *out, float *lse, float *weights);
 
 /* Recomputes probabilities tile by tile from q, k and the saved lse (O(n) extra memory).
- * dq, dk, dv have the shapes of q, k, v and accumulate. */
+ * dq, dk, dv have the shapes of q, k, v and accumulate; out, lse and grad_out are required. */
 ATTN_API attn_status attn_sdpa_backward(const attn_tensor *q, const attn_tensor *k,
                                         const attn_tensor *v, const attn_sdpa_options *options,
                                         const attn_tensor *out, const float *lse,
