@@ -183,7 +183,8 @@ def multi_head_attention_backward(query, key, value, num_heads, in_proj_weight, 
                                   q_proj_weight=None, k_proj_weight=None, v_proj_weight=None):
     """Gradients of sum(out * grad_out) as a dict with the keys query, key, value and every
     parameter name (None for a parameter passed as None). When query, key and value are one
-    array, their entries are one array holding the total gradient (as torch's x.grad)."""
+    array, their entries are one array holding the total gradient (as torch's x.grad).
+    Runs the forward again to fill the buffer the backward reads."""
     params = {"in_proj_weight": in_proj_weight, "q_proj_weight": q_proj_weight,
               "k_proj_weight": k_proj_weight, "v_proj_weight": v_proj_weight,
               "in_proj_bias": in_proj_bias, "out_proj_weight": out_proj_weight,

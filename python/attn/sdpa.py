@@ -140,7 +140,8 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, key_padding_mask=None,
 def scaled_dot_product_attention_backward(q, k, v, grad_out, attn_mask=None,
                                           key_padding_mask=None, is_causal=False, window=None,
                                           scale=None):
-    """Gradients (dq, dk, dv) of sum(out * grad_out), with the options of the forward."""
+    """Gradients (dq, dk, dv) of sum(out * grad_out), with the options of the forward
+    (which this runs again to get the output and log-sum-exp the backward reads)."""
     q, k, v, options = _prepare(q, k, v, attn_mask, key_padding_mask, is_causal, window, scale)
     grad_out = as_float32("grad_out", grad_out, 4)
     out, lse, _ = _forward(q, k, v, options, False)
