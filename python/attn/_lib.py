@@ -20,7 +20,9 @@ def _find_library():
     if env:
         return env
     root = Path(__file__).resolve().parents[2]
-    for candidate in sorted(root.glob("build*/libattn.so*")):
+    # build/ only: the sanitizer and valgrind builds (build-sanitize/, ...) cannot be
+    # loaded into an uninstrumented Python.
+    for candidate in sorted(root.glob("build/libattn.so*")):
         return str(candidate)
     raise OSError("libattn.so not found: build the project (make) or set ATTN_LIBRARY")
 
