@@ -1,0 +1,74 @@
+/* The per-step engine behind additive and Luong attention. Both reduce to one pipeline per
+ * sentence b of the batch, once the query has been projected:
+ *   score e_j      DOT: u . k_j           MLP: v . tanh(q + k_j)
+ *   window         all positions, or [lo, hi] around a target position (Luong local)
+ *   weights        masked softmax over the window, times a Gaussian for Luong local-p
+ *   context        sum_j weights_j values_j
+ * so the projections (attn_gemm) stay in additive.c / luong.c and the row loops live here,
+ * in a double reference and a threaded float version. */
+#ifndef ATTN_CLASSIC_INTERNAL_H
+#define ATTN_CLASSIC_INTERNAL_H
+
+#include "attn/attn_attention.h"
+#include "core/internal.h"
+
+/* Argument checks for functions that validate in a helper: name the public function. */
+#define ATTN_CLASSIC_NOT_NULL(fn, ptr)                                                    \
+    do {                                                                                  \
+        if ((ptr) == NULL)                                                                \
+            return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s must not be NULL", (fn),  \
+                             #ptr);                                                       \
+    } while (0)
+
+typedef enum attn_classic_score {
+    ATTN_CLASSIC_DOT = 0, /* e_j = query . keys_j */
+    ATTN_CLASSIC_MLP = 1  /* e_j = v . tanh(query + keys_j) */
+} attn_classic_score;
+
+typedef struct attn_classic_step {
+    attn_classic_score score;
+    attn_luong_align align; /* ATTN_LUONG_GLOBAL for additive attention */
+    int64_t batch;
+    int64_t src_len;
+    int64_t key_dim;      /* length of query rows and key vectors */
+    int64_t value_dim;
+    const float *query;   /* [B, key_dim]: u for DOT, the projected query q for MLP */
+    const float *keys;    /* [B, src_len, key_dim] */
+    const float *v;       /* MLP: [key_dim] */
+    const float *values;  /* [B, src_len, value_dim] */
+    const uint8_t *mask;  /* [B, src_len] or NULL */
+    int64_t window;       /* D, local alignments */
+    int64_t position;     /* t, local-m */
+    const float *centers; /* p_t [B], local-p */
+} attn_classic_step;
+
+/* Gradient outputs of the engine. The overwritten ones are scratch rows that the callers
+ * turn into parameter gradients with a fixed-order reduction over the batch. */
+typedef struct attn_classic_grads {
+    float *dquery;   /* [B, key_dim], overwritten */
+    float *dkeys;    /* [B, src_len, key_dim], accumulated, or NULL */
+    float *dvalues;  /* [B, src_len, value_dim], accumulated, or NULL */
+    float *dv_rows;  /* MLP: [B, key_dim] per-row d(v), overwritten, or NULL */
+    float *dcenters; /* local-p: [B], overwritten */
+    float *dscores;  /* [B, src_len] scratch */
+} attn_classic_grads;
+
+/* 1 + the last unmasked position of sentence b: its length before padding. */
+ATTN_INTERNAL int64_t attn_classic_sentence_length(const uint8_t *mask, int64_t src_len,
+                                                   int64_t b);
+
+/* Raw scores [B, src_len] for every position (no mask, no window). */
+ATTN_INTERNAL void attn_classic_scores(const attn_classic_step *step, float *scores);
+ATTN_INTERNAL void attn_classic_forward(const attn_classic_step *step, float *context,
+                                        float *weights);
+/* dweights may be NULL. */
+ATTN_INTERNAL void attn_classic_backward(const attn_classic_step *step, const float *weights,
+                                         const float *dcontext, const float *dweights,
+                                         const attn_classic_grads *grads);
+
+/* out[j] += sum_b rows[b, j] for b in order, summed in double: the deterministic
+ * reduction of per-row gradient pieces into a parameter gradient. */
+ATTN_INTERNAL void attn_classic_sum_rows(int64_t rows, int64_t cols, const float *in,
+                                         float *out);
+
+#endif /* ATTN_CLASSIC_INTERNAL_H */
