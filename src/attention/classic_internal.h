@@ -53,6 +53,48 @@ typedef struct attn_classic_grads {
     float *dscores;  /* [B, src_len] scratch */
 } attn_classic_grads;
 
+/* The MLP score of one key, v . tanh(q + k) over n features, and its backward for a score
+ * gradient de: with t = tanh(q + k) and g = de v (1 - t^2), dq += g, dk += g (dk may be
+ * NULL) and dv_row += de t (may be NULL). The float versions share one tanh approximation
+ * (within 1.5 ulp, see classic_rows.c), since glibc's tanhf costs ~30 ns and a step takes
+ * B * Lk * da of them. */
+typedef float (*attn_classic_mlp_score_fn)(const float *q, const float *k, const float *v,
+                                           int64_t n);
+typedef void (*attn_classic_mlp_backward_fn)(const float *q, const float *k, const float *v,
+                                             float de, int64_t n, float *dq, float *dk,
+                                             float *dv_row);
+ATTN_INTERNAL float attn_classic_mlp_score_portable(const float *q, const float *k,
+                                                    const float *v, int64_t n);
+ATTN_INTERNAL void attn_classic_mlp_backward_portable(const float *q, const float *k,
+                                                      const float *v, float de, int64_t n,
+                                                      float *dq, float *dk, float *dv_row);
+ATTN_INTERNAL float attn_classic_mlp_score_avx2(const float *q, const float *k, const float *v,
+                                                int64_t n);
+ATTN_INTERNAL void attn_classic_mlp_backward_avx2(const float *q, const float *k,
+                                                  const float *v, float de, int64_t n,
+                                                  float *dq, float *dk, float *dv_row);
+ATTN_INTERNAL float attn_classic_mlp_score_avx512(const float *q, const float *k,
+                                                  const float *v, int64_t n);
+ATTN_INTERNAL void attn_classic_mlp_backward_avx512(const float *q, const float *k,
+                                                    const float *v, float de, int64_t n,
+                                                    float *dq, float *dk, float *dv_row);
+
+/* Coefficients of the float tanh shared by every version:
+ *  |x| <  ATTN_TANH_SMALL: x + x^3 P(x^2), P fitted for relative error on [0, 0.5625];
+ *  |x| >= ATTN_TANH_SMALL: sign(x) (1 - 2 / (e^{2|x|} + 1)), e^y = 2^n e^r with
+ *  y = n ln2 + r, |r| <= ln2 / 2, e^r by its Taylor series to r^7, and y capped at 20,
+ *  past which (|x| > 9.01) tanh rounds to exactly 1. */
+#define ATTN_TANH_SMALL 0.5625f
+#define ATTN_TANH_P4 -0.0061798254027962685f
+#define ATTN_TANH_P3 0.021007470786571503f
+#define ATTN_TANH_P2 -0.05383743345737457f
+#define ATTN_TANH_P1 0.1333245187997818f
+#define ATTN_TANH_P0 -0.3333331346511841f
+#define ATTN_TANH_MAX_2X 20.0f
+#define ATTN_LOG2E 1.44269504f
+#define ATTN_LN2_HI 0.693145751953125f /* few bits, so n * ATTN_LN2_HI is exact */
+#define ATTN_LN2_LO 1.428606765330187e-06f
+
 /* 1 + the last unmasked position of sentence b: its length before padding. */
 ATTN_INTERNAL int64_t attn_classic_sentence_length(const uint8_t *mask, int64_t src_len,
                                                    int64_t b);

@@ -1,8 +1,9 @@
 /* Row loops of additive and Luong attention: a scalar reference in double and a float
  * version threaded over the batch. Sentences are independent, so each row writes only its
- * own outputs and the results do not depend on the thread count. AVX2 and AVX-512 run the
- * float version: a step reads every key and value once and, for MLP scores, spends its time
- * in tanh, so wider arithmetic alone buys nothing measurable. */
+ * own outputs and the results do not depend on the thread count. The float version's time
+ * goes into tanh for MLP scores, so only that part (classic_mlp_avx2.c / _avx512.c) has
+ * SIMD versions; dot scores, softmax and context read every key and value once and are
+ * memory-bound, so AVX2 and AVX-512 share the portable loops for them. */
 #include "attention/classic_internal.h"
 
 #include <math.h>
@@ -207,28 +208,92 @@ static float dot_lanes(const float *x, const float *y, int64_t n)
            ((lane[2] + lane[6]) + (lane[3] + lane[7])) + tail;
 }
 
-static float mlp_score(const float *q, const float *k, const float *v, int64_t n)
+/* The float tanh described in classic_internal.h, in plain C. */
+static float tanh_approx(float x)
+{
+    float ax = fabsf(x), u = x * x;
+    float p = ATTN_TANH_P4;
+    p = p * u + ATTN_TANH_P3;
+    p = p * u + ATTN_TANH_P2;
+    p = p * u + ATTN_TANH_P1;
+    p = p * u + ATTN_TANH_P0;
+    float small = x + (x * u) * p;
+
+    float y = fminf(2.0f * ax, ATTN_TANH_MAX_2X);
+    int32_t n = (int32_t)(y * ATTN_LOG2E + 0.5f); /* round to nearest, y >= 0 */
+    float r = (y - (float)n * ATTN_LN2_HI) - (float)n * ATTN_LN2_LO;
+    float e = 1.0f / 5040.0f;
+    e = e * r + 1.0f / 720.0f;
+    e = e * r + 1.0f / 120.0f;
+    e = e * r + 1.0f / 24.0f;
+    e = e * r + 1.0f / 6.0f;
+    e = e * r + 0.5f;
+    e = e * r + 1.0f;
+    e = e * r + 1.0f;
+    uint32_t exponent_bits = (uint32_t)(n + 127) << 23; /* 2^n, n in [0, 29] */
+    float scale;
+    memcpy(&scale, &exponent_bits, sizeof scale);
+    e *= scale;
+    float large = copysignf(1.0f - 2.0f / (e + 1.0f), x);
+    /* Written so that NaN takes the small branch and stays NaN. */
+    return ax >= ATTN_TANH_SMALL ? large : small;
+}
+
+float attn_classic_mlp_score_portable(const float *q, const float *k, const float *v, int64_t n)
 {
     float sum = 0;
     for (int64_t d = 0; d < n; d++)
-        sum += v[d] * tanhf(q[d] + k[d]);
+        sum += v[d] * tanh_approx(q[d] + k[d]);
     return sum;
 }
 
-static float score_fast(const attn_classic_step *step, int64_t b, int64_t j)
+void attn_classic_mlp_backward_portable(const float *q, const float *k, const float *v,
+                                        float de, int64_t n, float *dq, float *dk,
+                                        float *dv_row)
 {
-    int64_t n = step->key_dim;
-    const float *q = step->query + b * n;
-    const float *k = step->keys + (b * step->src_len + j) * n;
-    return step->score == ATTN_CLASSIC_DOT ? dot_lanes(q, k, n) : mlp_score(q, k, step->v, n);
+    for (int64_t d = 0; d < n; d++) {
+        float t = tanh_approx(q[d] + k[d]);
+        float g = de * v[d] * (1.0f - t * t);
+        dq[d] += g;
+        if (dk != NULL)
+            dk[d] += g;
+        if (dv_row != NULL)
+            dv_row[d] += de * t;
+    }
 }
 
 typedef struct row_job {
     const attn_classic_step *step;
+    attn_classic_mlp_score_fn mlp_score;
+    attn_classic_mlp_backward_fn mlp_backward;
     float *scores, *context, *weights;
     const float *dcontext, *dweights, *weights_in;
     const attn_classic_grads *grads;
 } row_job;
+
+static float score_fast(const row_job *job, int64_t b, int64_t j)
+{
+    const attn_classic_step *step = job->step;
+    int64_t n = step->key_dim;
+    const float *q = step->query + b * n;
+    const float *k = step->keys + (b * step->src_len + j) * n;
+    return step->score == ATTN_CLASSIC_DOT ? dot_lanes(q, k, n) : job->mlp_score(q, k, step->v, n);
+}
+
+static row_job make_job(const attn_classic_step *step)
+{
+    row_job job = {.step = step,
+                   .mlp_score = attn_classic_mlp_score_portable,
+                   .mlp_backward = attn_classic_mlp_backward_portable};
+    if (attn_active_isa() == ATTN_ISA_AVX2) {
+        job.mlp_score = attn_classic_mlp_score_avx2;
+        job.mlp_backward = attn_classic_mlp_backward_avx2;
+    } else if (attn_active_isa() == ATTN_ISA_AVX512) {
+        job.mlp_score = attn_classic_mlp_score_avx512;
+        job.mlp_backward = attn_classic_mlp_backward_avx512;
+    }
+    return job;
+}
 
 static void scores_rows(void *ctx, int64_t begin, int64_t end, int thread_index)
 {
@@ -237,7 +302,7 @@ static void scores_rows(void *ctx, int64_t begin, int64_t end, int thread_index)
     const attn_classic_step *step = job->step;
     for (int64_t b = begin; b < end; b++)
         for (int64_t j = 0; j < step->src_len; j++)
-            job->scores[b * step->src_len + j] = score_fast(step, b, j);
+            job->scores[b * step->src_len + j] = score_fast(job, b, j);
 }
 
 static void forward_rows(void *ctx, int64_t begin, int64_t end, int thread_index)
@@ -256,7 +321,7 @@ static void forward_rows(void *ctx, int64_t begin, int64_t end, int thread_index
         int64_t active = 0;
         for (int64_t j = w.lo; j <= w.hi; j++)
             if (is_active(step, &w, b, j)) {
-                a[j] = score_fast(step, b, j);
+                a[j] = score_fast(job, b, j);
                 max = a[j] > max ? a[j] : max;
                 active++;
             }
@@ -328,23 +393,15 @@ static void backward_rows(void *ctx, int64_t begin, int64_t end, int thread_inde
             float de = a[j] * ds[j] - alpha * weighted_sum;
             const float *k = step->keys + (b * lk + j) * n;
             float *dk = g->dkeys != NULL ? g->dkeys + (b * lk + j) * n : NULL;
-            if (step->score == ATTN_CLASSIC_DOT) {
-                for (int64_t d = 0; d < n; d++)
-                    dq[d] += de * k[d];
-                if (dk != NULL)
-                    for (int64_t d = 0; d < n; d++)
-                        dk[d] += de * q[d];
+            if (step->score == ATTN_CLASSIC_MLP) {
+                job->mlp_backward(q, k, step->v, de, n, dq, dk, dv_row);
                 continue;
             }
-            for (int64_t d = 0; d < n; d++) {
-                float t = tanhf(q[d] + k[d]);
-                float dkey = de * step->v[d] * (1.0f - t * t);
-                dq[d] += dkey;
-                if (dk != NULL)
-                    dk[d] += dkey;
-                if (dv_row != NULL)
-                    dv_row[d] += de * t;
-            }
+            for (int64_t d = 0; d < n; d++)
+                dq[d] += de * k[d];
+            if (dk != NULL)
+                for (int64_t d = 0; d < n; d++)
+                    dk[d] += de * q[d];
         }
     }
 }
@@ -357,7 +414,8 @@ void attn_classic_scores(const attn_classic_step *step, float *scores)
         scores_reference(step, scores);
         return;
     }
-    row_job job = {.step = step, .scores = scores};
+    row_job job = make_job(step);
+    job.scores = scores;
     attn_parallel_for(step->batch, rows_per_chunk(step), scores_rows, &job);
 }
 
@@ -367,7 +425,9 @@ void attn_classic_forward(const attn_classic_step *step, float *context, float *
         forward_reference(step, context, weights);
         return;
     }
-    row_job job = {.step = step, .context = context, .weights = weights};
+    row_job job = make_job(step);
+    job.context = context;
+    job.weights = weights;
     attn_parallel_for(step->batch, rows_per_chunk(step), forward_rows, &job);
 }
 
@@ -379,8 +439,11 @@ void attn_classic_backward(const attn_classic_step *step, const float *weights,
         backward_reference(step, weights, dcontext, dweights, grads);
         return;
     }
-    row_job job = {.step = step, .weights_in = weights, .dcontext = dcontext,
-                   .dweights = dweights, .grads = grads};
+    row_job job = make_job(step);
+    job.weights_in = weights;
+    job.dcontext = dcontext;
+    job.dweights = dweights;
+    job.grads = grads;
     attn_parallel_for(step->batch, rows_per_chunk(step), backward_rows, &job);
 }
 

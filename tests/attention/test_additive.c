@@ -2,6 +2,8 @@
  * its backward against finite differences, then every instruction set against it. */
 #include "classic_test_util.h"
 
+#include "attention/classic_internal.h"
+
 /* score(s, h_j) = v . tanh(W_s s + W_h h_j + b), softmax over the unmasked j,
  * context = sum_j alpha_j x_j with x the values (x may be h itself). */
 typedef struct problem {
@@ -512,8 +514,77 @@ static void test_bad_input(void)
     CHECK_OK(attn_additive_forward(&empty, &params, NULL, NULL, NULL, NULL, NULL, NULL, NULL));
 }
 
+/* The float tanh behind every MLP score, reached through the one-feature score
+ * v . tanh(q + k) with k = 0 and v = 1, in each version this CPU can run. */
+static void test_tanh_versions(void)
+{
+    struct {
+        const char *name;
+        attn_isa isa;
+        attn_classic_mlp_score_fn score;
+        attn_classic_mlp_backward_fn backward;
+    } versions[] = {
+        {"portable", ATTN_ISA_PORTABLE, attn_classic_mlp_score_portable,
+         attn_classic_mlp_backward_portable},
+        {"avx2", ATTN_ISA_AVX2, attn_classic_mlp_score_avx2, attn_classic_mlp_backward_avx2},
+        {"avx512", ATTN_ISA_AVX512, attn_classic_mlp_score_avx512,
+         attn_classic_mlp_backward_avx512},
+    };
+    const float zero = 0.0f, one = 1.0f;
+    for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++) {
+        if (!attn_isa_supported(versions[i].isa))
+            continue;
+        double worst_ulps = 0, worst_x = 0;
+        for (float x = 1e-30f; x < 30.0f; x *= 1.0002f)
+            for (int sign = -1; sign <= 1; sign += 2) {
+                float xs = (float)sign * x;
+                double exact = tanh((double)xs);
+                float rounded = (float)fabs(exact);
+                double ulp = (double)nextafterf(rounded, INFINITY) - (double)rounded;
+                double err = fabs(versions[i].score(&xs, &zero, &one, 1) - exact) / ulp;
+                if (err > worst_ulps) {
+                    worst_ulps = err;
+                    worst_x = xs;
+                }
+            }
+        CHECK(worst_ulps <= 2.0, "%s tanh: %.2f ulp at %g", versions[i].name, worst_ulps,
+              worst_x);
+        float inf = INFINITY, minus_inf = -INFINITY, nan_value = NAN;
+        CHECK(versions[i].score(&inf, &zero, &one, 1) == 1.0f &&
+                  versions[i].score(&minus_inf, &zero, &one, 1) == -1.0f &&
+                  isnan(versions[i].score(&nan_value, &zero, &one, 1)),
+              "%s tanh: +-inf and NaN", versions[i].name);
+
+        /* Every length around the vector width, against double. */
+        float q[67], k[67], v[67], dq[67], dk[67], dv[67];
+        test_fill_uniform(q, 67, -3, 3, 1);
+        test_fill_uniform(k, 67, -3, 3, 2);
+        test_fill_uniform(v, 67, -1, 1, 3);
+        int ok = 1;
+        for (int64_t n = 1; n <= 67; n++) {
+            double sum = 0;
+            for (int64_t d = 0; d < n; d++)
+                sum += (double)v[d] * tanh((double)q[d] + k[d]);
+            ok &= test_close(versions[i].score(q, k, v, n), sum, 1e-6, 1e-6);
+            memset(dq, 0, sizeof dq);
+            memset(dk, 0, sizeof dk);
+            memset(dv, 0, sizeof dv);
+            versions[i].backward(q, k, v, 0.75f, n, dq, dk, dv);
+            for (int64_t d = 0; d < 67; d++) {
+                double t = d < n ? tanh((double)q[d] + k[d]) : 0.0;
+                double g = d < n ? 0.75 * v[d] * (1 - t * t) : 0.0;
+                ok &= test_close(dq[d], g, 1e-7, 1e-6) && dk[d] == dq[d] &&
+                      test_close(dv[d], 0.75 * t, 1e-7, 1e-6);
+            }
+        }
+        CHECK(ok, "%s: score and backward for every length 1..67, nothing past the end",
+              versions[i].name);
+    }
+}
+
 int main(void)
 {
+    RUN_TEST(test_tanh_versions);
     RUN_TEST(test_reference_backward_matches_finite_differences);
     RUN_TEST(test_every_isa_matches_reference);
     RUN_TEST(test_runs_are_bit_identical);
