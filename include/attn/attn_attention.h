@@ -66,7 +66,7 @@ ATTN_API attn_status attn_sdpa_backward(const attn_tensor *q, const attn_tensor 
 /* Additive (Bahdanau), multiplicative (Luong) and hard attention are the building blocks of
  * RNN encoder-decoders: the decoder calls them once per output step for a batch of B
  * sentences, while the encoder's annotations stay fixed for the whole sentence. Shapes:
- *   query    [B, dq]      the decoder state s
+ *   query    [B, ds]      the decoder state s
  *   keys     [B, Lk, dk]  what the query is scored against: the annotations themselves for
  *                         Luong dot and general scores; for additive and Luong concat scores,
  *                         the annotations projected once per sentence by *_project_keys
@@ -85,8 +85,10 @@ ATTN_API attn_status attn_sdpa_backward(const attn_tensor *q, const attn_tensor 
  * Gradient outputs may be NULL to skip them; the rest accumulate (+=).
  *
  * ATTN_ISA_REFERENCE runs scalar loops in double; every other instruction set runs a float
- * version threaded over the batch (these steps are bound by memory and tanh, not by
- * arithmetic width, so AVX2 and AVX-512 use the portable code). Projections use attn_gemm. */
+ * version threaded over the batch, whose MLP scores (additive, Luong concat) use a float
+ * tanh within 1.5 ulp, vectorised for AVX2 and AVX-512. Dot scores, softmax and context
+ * read each key and value once and are memory-bound: one portable loop serves all
+ * instruction sets there. Projections use attn_gemm. */
 
 /* ---- additive attention (Bahdanau, Cho and Bengio 2015) ---------------------------- */
 
@@ -131,7 +133,8 @@ ATTN_API attn_status attn_additive_project_keys_backward(const attn_additive_dim
                                                          const float *w_key, const float *dkeys,
                                                          float *dannotations, float *dw_key);
 
-/* The raw scores [B, Lk] (no mask applied), e.g. for hard attention. */
+/* The raw scores [B, Lk] (no mask applied), e.g. for hard attention; saved is used as by
+ * the forward. */
 ATTN_API attn_status attn_additive_scores(const attn_additive_dims *dims,
                                           const attn_additive_params *params,
                                           const float *query, const float *keys,
@@ -225,13 +228,15 @@ ATTN_API attn_status attn_luong_project_keys_backward(const attn_luong_config *c
                                                       const float *dkeys, float *dannotations,
                                                       float *dw);
 
-/* The raw scores [B, Lk]: no mask, no window, no Gaussian (e.g. for hard attention). */
+/* The raw scores [B, Lk]: no mask, no window, no Gaussian (e.g. for hard attention);
+ * saved is used as by the forward (NULL is fine when its size is 0). */
 ATTN_API attn_status attn_luong_scores(const attn_luong_config *config,
                                        const attn_luong_params *params, const float *query,
                                        const float *keys, float *scores, float *saved);
 
 /* One decoder step; position is the target position t for local-m (>= 0; ignored
- * otherwise). context [B, dv] and weights [B, Lk] are required. */
+ * otherwise). context [B, dv] and weights [B, Lk] are required; saved may be NULL when
+ * attn_luong_saved_floats is 0 (dot scores with no local-p). */
 ATTN_API attn_status attn_luong_forward(const attn_luong_config *config,
                                         const attn_luong_params *params, int64_t position,
                                         const float *query, const float *keys,
@@ -255,8 +260,8 @@ typedef enum attn_hard_mode {
 } attn_hard_mode;
 
 /* Chooses one position per row from scores [B, Lk] (attn_additive_scores,
- * attn_luong_scores or any other): masked positions and scores of -INFINITY are never
- * chosen. chosen [B] receives the index, or -1 for a row with nothing to choose;
+ * attn_luong_scores or any other): masked positions and scores of -INFINITY or NaN are
+ * never chosen. chosen [B] receives the index, or -1 for a row with nothing to choose;
  * context [B, dv] = values[b, chosen] (zeros for -1); weights [B, Lk] (may be NULL) is
  * one-hot (all zero for -1). ATTN_HARD_SAMPLE needs rng and takes exactly one draw per row,
  * in row order, so a seed fixes the result at any thread count; argmax ignores rng.

@@ -5,8 +5,15 @@
 
 static int dims_valid(const attn_additive_dims *d)
 {
-    return d != NULL && d->batch >= 0 && d->src_len >= 0 && d->query_dim >= 1 &&
-           d->key_dim >= 1 && d->value_dim >= 1 && d->attn_dim >= 1;
+    if (d == NULL || d->batch < 0 || d->src_len < 0 || d->query_dim < 1 || d->key_dim < 1 ||
+        d->value_dim < 1 || d->attn_dim < 1)
+        return 0;
+    int64_t b = d->batch, lk = d->src_len, da = d->attn_dim;
+    return attn_classic_count_fits(b, lk, d->key_dim) &&
+           attn_classic_count_fits(b, lk, d->value_dim) && attn_classic_count_fits(b, lk, da) &&
+           attn_classic_count_fits(b, d->query_dim, 1) && attn_classic_count_fits(b, da, 1) &&
+           attn_classic_count_fits(da, d->query_dim, 1) &&
+           attn_classic_count_fits(da, d->key_dim, 1);
 }
 
 static attn_status check_dims(const char *fn, const attn_additive_dims *dims)
@@ -17,7 +24,7 @@ static attn_status check_dims(const char *fn, const attn_additive_dims *dims)
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
                          "%s: bad sizes batch=%lld src_len=%lld query_dim=%lld key_dim=%lld "
                          "value_dim=%lld attn_dim=%lld (batch and src_len must be >= 0, the "
-                         "others >= 1)",
+                         "others >= 1, and their products below 2^60)",
                          fn, (long long)d->batch, (long long)d->src_len, (long long)d->query_dim,
                          (long long)d->key_dim, (long long)d->value_dim, (long long)d->attn_dim);
     return ATTN_OK;

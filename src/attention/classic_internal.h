@@ -95,6 +95,10 @@ ATTN_INTERNAL void attn_classic_mlp_backward_avx512(const float *q, const float 
 #define ATTN_LN2_HI 0.693145751953125f /* few bits, so n * ATTN_LN2_HI is exact */
 #define ATTN_LN2_LO 1.428606765330187e-06f
 
+/* Nonzero when a * b * c (all >= 0) stays below 2^60: every element count and index the
+ * steps compute is a small sum of such products, so none can overflow int64_t. */
+ATTN_INTERNAL int attn_classic_count_fits(int64_t a, int64_t b, int64_t c);
+
 /* 1 + the last unmasked position of sentence b: its length before padding. */
 ATTN_INTERNAL int64_t attn_classic_sentence_length(const uint8_t *mask, int64_t src_len,
                                                    int64_t b);

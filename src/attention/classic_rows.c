@@ -9,6 +9,14 @@
 #include <math.h>
 #include <string.h>
 
+int attn_classic_count_fits(int64_t a, int64_t b, int64_t c)
+{
+    const int64_t limit = (int64_t)1 << 60;
+    if (a == 0 || b == 0 || c == 0)
+        return 1;
+    return a <= limit / b && a * b <= limit / c;
+}
+
 int64_t attn_classic_sentence_length(const uint8_t *mask, int64_t src_len, int64_t b)
 {
     if (mask == NULL)

@@ -83,9 +83,11 @@ attn_status attn_hard_attention(int64_t batch, int64_t src_len, int64_t value_di
                                  attn_hard_mode mode, attn_rng *rng, int64_t *chosen,
                                  float *weights, float *context)
 {
-    ATTN_CHECK_ARG(batch >= 0 && src_len >= 0 && value_dim >= 1,
+    ATTN_CHECK_ARG(batch >= 0 && src_len >= 0 && value_dim >= 1 &&
+                       attn_classic_count_fits(batch, src_len, value_dim) &&
+                       attn_classic_count_fits(batch, src_len + value_dim, 1),
                    "attn_hard_attention: bad sizes batch=%lld src_len=%lld value_dim=%lld "
-                   "(batch and src_len must be >= 0, value_dim >= 1)",
+                   "(batch and src_len must be >= 0, value_dim >= 1, the product below 2^60)",
                    (long long)batch, (long long)src_len, (long long)value_dim);
     ATTN_CHECK_ARG(mode == ATTN_HARD_ARGMAX || mode == ATTN_HARD_SAMPLE,
                    "attn_hard_attention: unknown mode %d", (int)mode);

@@ -20,10 +20,22 @@ attn_luong_config attn_luong_default_config(attn_luong_score score, attn_luong_a
     return config;
 }
 
+static int sizes_fit(const attn_luong_config *c)
+{
+    int64_t b = c->batch, lk = c->src_len, ds = c->query_dim, dk = c->key_dim;
+    int64_t da = c->attn_dim > 0 ? c->attn_dim : 0, dp = c->predict_dim > 0 ? c->predict_dim : 0;
+    return attn_classic_count_fits(b, lk, dk) && attn_classic_count_fits(b, lk, c->value_dim) &&
+           attn_classic_count_fits(b, lk, da) && attn_classic_count_fits(b, ds + dk + da, 1) &&
+           attn_classic_count_fits(da + dk, ds + dk, 1) && attn_classic_count_fits(b, dp + 1, 1) &&
+           attn_classic_count_fits(dp, ds, 1);
+}
+
 static int config_valid(const attn_luong_config *c)
 {
     if (c == NULL || c->batch < 0 || c->src_len < 0 || c->query_dim < 1 || c->key_dim < 1 ||
-        c->value_dim < 1)
+        c->value_dim < 1 || c->query_dim > ((int64_t)1 << 60) ||
+        c->key_dim > ((int64_t)1 << 60) || c->attn_dim > ((int64_t)1 << 60) ||
+        c->predict_dim > ((int64_t)1 << 60) || !sizes_fit(c))
         return 0;
     switch (c->score) {
     case ATTN_LUONG_DOT:
@@ -76,7 +88,8 @@ static attn_status check_config(const char *fn, const attn_luong_config *config)
     return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
                      "%s: bad sizes batch=%lld src_len=%lld query_dim=%lld key_dim=%lld "
                      "value_dim=%lld attn_dim=%lld predict_dim=%lld (batch and src_len must be "
-                     ">= 0, the others >= 1 where the score or alignment uses them)",
+                     ">= 0, the others >= 1 where the score or alignment uses them, and "
+                     "their products below 2^60)",
                      fn, (long long)c->batch, (long long)c->src_len, (long long)c->query_dim,
                      (long long)c->key_dim, (long long)c->value_dim, (long long)c->attn_dim,
                      (long long)c->predict_dim);

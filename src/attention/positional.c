@@ -13,6 +13,9 @@ attn_status attn_positional_encoding(int64_t length, int64_t d_model, attn_pe_la
                    (long long)length);
     ATTN_CHECK_ARG(d_model >= 1, "attn_positional_encoding: d_model must be >= 1, got %lld",
                    (long long)d_model);
+    ATTN_CHECK_ARG(length == 0 || d_model <= INT64_MAX / length,
+                   "attn_positional_encoding: length %lld times d_model %lld overflows",
+                   (long long)length, (long long)d_model);
     ATTN_CHECK_ARG(layout == ATTN_PE_INTERLEAVED || layout == ATTN_PE_CONCATENATED,
                    "attn_positional_encoding: unknown layout %d", (int)layout);
     if (length == 0)

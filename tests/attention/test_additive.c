@@ -498,8 +498,12 @@ static void test_bad_input(void)
     CHECK_FAILS(attn_additive_project_keys(&dims, buf, NULL, buf), ATTN_ERR_INVALID_ARGUMENT);
     CHECK_FAILS(attn_additive_project_keys_backward(&dims, buf, buf, NULL, buf, buf),
                 ATTN_ERR_INVALID_ARGUMENT);
-    const int64_t bad[][6] = {{-1, 3, 4, 5, 6, 7}, {2, -3, 4, 5, 6, 7}, {2, 3, 0, 5, 6, 7},
-                              {2, 3, 4, 0, 6, 7},  {2, 3, 4, 5, 0, 7},  {2, 3, 4, 5, 6, -7}};
+    const int64_t huge = (int64_t)1 << 31;
+    const int64_t bad[][6] = {{-1, 3, 4, 5, 6, 7},      {2, -3, 4, 5, 6, 7},
+                              {2, 3, 0, 5, 6, 7},       {2, 3, 4, 0, 6, 7},
+                              {2, 3, 4, 5, 0, 7},       {2, 3, 4, 5, 6, -7},
+                              {huge, huge, 4, 5, 6, 7}, {huge, 0, 4, 5, 6, huge},
+                              {2, 3, huge, 5, 6, huge}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         attn_additive_dims d = {bad[i][0], bad[i][1], bad[i][2], bad[i][3], bad[i][4], bad[i][5]};
         CHECK_FAILS(attn_additive_forward(&d, &params, buf, buf, buf, mask, buf, buf, buf),

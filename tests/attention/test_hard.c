@@ -242,6 +242,9 @@ static void test_bad_input(void)
     CHECK_FAILS(attn_hard_attention(2, 3, 0, buf, NULL, buf, ATTN_HARD_ARGMAX, NULL, chosen,
                                     NULL, buf),
                 ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_hard_attention((int64_t)1 << 31, (int64_t)1 << 31, 4, buf, NULL, buf,
+                                    ATTN_HARD_ARGMAX, NULL, chosen, NULL, buf),
+                ATTN_ERR_INVALID_ARGUMENT);
     CHECK_OK(attn_hard_attention(0, 3, 4, NULL, NULL, NULL, ATTN_HARD_SAMPLE, NULL, NULL, NULL,
                                  NULL));
     /* No positions at all: -1 everywhere. */

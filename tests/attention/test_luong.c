@@ -729,6 +729,12 @@ static void test_bad_input(void)
     CHECK_FAILS(attn_luong_forward(&bad, &params, 0, buf, buf, buf, mask, buf, buf, buf),
                 ATTN_ERR_INVALID_ARGUMENT);
     bad = c;
+    bad.batch = bad.src_len = (int64_t)1 << 31; /* B * Lk * d overflows */
+    CHECK_FAILS(attn_luong_forward(&bad, &params, 0, buf, buf, buf, mask, buf, buf, buf),
+                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(attn_luong_saved_floats(&bad) == 0 && attn_luong_workspace_floats(&bad) == 0,
+          "no sizes when they overflow");
+    bad = c;
     bad.value_dim = 0;
     CHECK_FAILS(attn_luong_forward(&bad, &params, 0, buf, buf, buf, mask, buf, buf, buf),
                 ATTN_ERR_INVALID_ARGUMENT);

@@ -70,6 +70,11 @@ static void test_bad_input(void)
     CHECK_FAILS(attn_positional_encoding(2, 4, (attn_pe_layout)2, out), ATTN_ERR_INVALID_ARGUMENT);
     CHECK_FAILS(attn_positional_encoding(2, 4, ATTN_PE_CONCATENATED, NULL),
                 ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_positional_encoding((int64_t)1 << 40, (int64_t)1 << 40,
+                                         ATTN_PE_INTERLEAVED, out),
+                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(attn_last_error(), "overflows") != NULL, "size overflow: %s",
+          attn_last_error());
     CHECK_OK(attn_positional_encoding(0, 4, ATTN_PE_INTERLEAVED, NULL));
 }
 
