@@ -42,7 +42,8 @@ static __m512 tanh16(__m512 x)
 
 static __mmask16 tail_mask(int64_t remaining)
 {
-    return remaining >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << remaining) - 1u);
+    uint32_t bits = remaining >= 16 ? 0xFFFFu : (1u << remaining) - 1u;
+    return (__mmask16)bits;
 }
 
 float attn_classic_mlp_score_avx512(const float *q, const float *k, const float *v, int64_t n)

@@ -584,6 +584,35 @@ static void test_runs_are_bit_identical(void)
     }
 }
 
+/* Rows never share work, so the row loops give the same bits at any thread count (dot
+ * scores with local-m use no GEMM, whose own partition is not this test's business). */
+static void test_thread_count_does_not_change_bits(void)
+{
+    /* 129 rows: enough work per row chunk for the loops to split between two threads. */
+    problem p = make_problem(ATTN_LUONG_DOT, ATTN_LUONG_LOCAL_M, 129, 23, 0, 24, 16, 0, 0, 5, 9,
+                             0, 1, 8000);
+    attn_isa isas[4];
+    int n_isas = supported_isas(isas);
+    for (int i = 1; i < n_isas; i++) {
+        CHECK_OK(attn_set_isa(isas[i]));
+        CHECK_OK(attn_set_num_threads(1));
+        library_run one = run_library(&p, 5);
+        CHECK_OK(attn_set_num_threads(2));
+        library_run two = run_library(&p, 5);
+        int same = memcmp(one.ctx, two.ctx, 129 * 16 * sizeof(float)) == 0 &&
+                   memcmp(one.wts, two.wts, 129 * 23 * sizeof(float)) == 0 &&
+                   memcmp(one.ds, two.ds, n_s(&p) * sizeof(float)) == 0 &&
+                   memcmp(one.dh, two.dh, n_h(&p) * sizeof(float)) == 0 &&
+                   memcmp(one.dx, two.dx, n_x(&p) * sizeof(float)) == 0;
+        CHECK(same, "%s: 1 and 2 threads agree", attn_isa_name(isas[i]));
+        free_run(&one);
+        free_run(&two);
+    }
+    CHECK_OK(attn_set_num_threads(0));
+    CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
+    free_problem(&p);
+}
+
 /* local-m weights live only inside [t - D, t + D] and the sentence; a window wider than any
  * sentence (even D = INT64_MAX) is global attention; a t past the sentence leaves nothing. */
 static void test_local_windows(void)
@@ -792,6 +821,7 @@ int main(void)
     RUN_TEST(test_reference_backward_matches_finite_differences);
     RUN_TEST(test_every_isa_matches_reference);
     RUN_TEST(test_runs_are_bit_identical);
+    RUN_TEST(test_thread_count_does_not_change_bits);
     RUN_TEST(test_local_windows);
     RUN_TEST(test_local_p_window_follows_prediction);
     RUN_TEST(test_fully_masked_rows);
