@@ -145,17 +145,234 @@ ATTN_API attn_status attn_mha_backward(const attn_mha_dims *dims, const attn_mha
                                        float *grad_query, float *grad_key, float *grad_value,
                                        const attn_mha_grads *grads);
 
+/* ---- attention for RNN encoder-decoders: shared conventions ------------------------- */
+
+/* Additive (Bahdanau), multiplicative (Luong) and hard attention are the building blocks of
+ * RNN encoder-decoders: the decoder calls them once per output step for a batch of B
+ * sentences, while the encoder's annotations stay fixed for the whole sentence. Shapes:
+ *   query    [B, ds]      the decoder state s
+ *   keys     [B, Lk, dk]  what the query is scored against: the annotations themselves for
+ *                         Luong dot and general scores; for additive and Luong concat scores,
+ *                         the annotations projected once per sentence by *_project_keys
+ *   values   [B, Lk, dv]  what the context averages, usually the annotations (the same
+ *                         pointer as keys is fine, and so is the same gradient buffer)
+ *   mask     [B, Lk]      uint8 or NULL: nonzero = padding, never attended
+ *   weights  [B, Lk]      the attention weights (forward output, backward input)
+ *   context  [B, dv]      sum_j weights[b, j] values[b, j]
+ * A row with no position left (all masked, or a local window outside the sentence) gets
+ * zero weights, zero context and zero gradients, never NaN. B = 0 and Lk = 0 are allowed;
+ * feature sizes must be >= 1.
+ *
+ * No step allocates: a forward writes what its backward needs into the caller's `saved`
+ * buffer (attn_*_saved_floats floats; keep one per step for training) and a backward uses
+ * the caller's scratch `workspace` (attn_*_workspace_floats floats, reusable across steps).
+ * Gradient outputs may be NULL to skip them; the rest accumulate (+=).
+ *
+ * ATTN_ISA_REFERENCE runs scalar loops in double; every other instruction set runs a float
+ * version threaded over the batch, whose MLP scores (additive, Luong concat) use a float
+ * tanh within 1.5 ulp, vectorised for AVX2 and AVX-512. Dot scores, softmax and context
+ * read each key and value once and are memory-bound: one portable loop serves all
+ * instruction sets there. Projections use attn_gemm. */
+
+/* ---- additive attention (Bahdanau, Cho and Bengio 2015) ---------------------------- */
+
+/* score(s, h_j) = v . tanh(W_s s + W_h h_j + b); weights = masked softmax over j;
+ * context = sum_j weights_j values_j. */
+typedef struct attn_additive_dims {
+    int64_t batch;     /* B */
+    int64_t src_len;   /* Lk, the padded source length */
+    int64_t query_dim; /* ds, the decoder state size */
+    int64_t key_dim;   /* dh, the size of the annotations the keys are projected from */
+    int64_t value_dim; /* dv */
+    int64_t attn_dim;  /* da, the hidden size of the scoring network */
+} attn_additive_dims;
+
+typedef struct attn_additive_params {
+    const float *w_query; /* W_s [da, ds] */
+    const float *bias;    /* b [da], or NULL for none */
+    const float *v;       /* v [da] */
+} attn_additive_params;
+
+/* Gradients of the parameters above; each may be NULL (not wanted). */
+typedef struct attn_additive_grads {
+    float *w_query;
+    float *bias;
+    float *v;
+} attn_additive_grads;
+
+/* B * da: the projected query W_s s + b. */
+ATTN_API size_t attn_additive_saved_floats(const attn_additive_dims *dims);
+/* B * (2 * da + Lk). */
+ATTN_API size_t attn_additive_workspace_floats(const attn_additive_dims *dims);
+
+/* Once per sentence: keys[b, j] = W_h annotations[b, j], annotations [B, Lk, dh],
+ * w_key = W_h [da, dh], keys [B, Lk, da]. */
+ATTN_API attn_status attn_additive_project_keys(const attn_additive_dims *dims,
+                                                const float *annotations, const float *w_key,
+                                                float *keys);
+/* Turns the dkeys of the steps (summed over steps, or step by step) into
+ * dannotations += dkeys W_h and dw_key += dkeys^T annotations; either may be NULL. */
+ATTN_API attn_status attn_additive_project_keys_backward(const attn_additive_dims *dims,
+                                                         const float *annotations,
+                                                         const float *w_key, const float *dkeys,
+                                                         float *dannotations, float *dw_key);
+
+/* The raw scores [B, Lk] (no mask applied), e.g. for hard attention; saved is used as by
+ * the forward. */
+ATTN_API attn_status attn_additive_scores(const attn_additive_dims *dims,
+                                          const attn_additive_params *params,
+                                          const float *query, const float *keys,
+                                          float *scores, float *saved);
+
+/* One decoder step: context [B, dv] and weights [B, Lk], both required. */
+ATTN_API attn_status attn_additive_forward(const attn_additive_dims *dims,
+                                           const attn_additive_params *params,
+                                           const float *query, const float *keys,
+                                           const float *values, const uint8_t *mask,
+                                           float *context, float *weights, float *saved);
+
+/* Backward of one step from dcontext [B, dv] and, optionally, dweights [B, Lk] (a loss on
+ * the weights themselves; NULL for none). Accumulates dquery [B, ds], dkeys [B, Lk, da]
+ * (for attn_additive_project_keys_backward), dvalues [B, Lk, dv] and the parameter
+ * gradients. weights and saved are the step's forward outputs. */
+ATTN_API attn_status attn_additive_backward(
+    const attn_additive_dims *dims, const attn_additive_params *params, const float *query,
+    const float *keys, const float *values, const uint8_t *mask, const float *weights,
+    const float *saved, const float *dcontext, const float *dweights, float *dquery,
+    float *dkeys, float *dvalues, const attn_additive_grads *grads, float *workspace);
+
+/* ---- multiplicative attention (Luong, Pham and Manning 2015) ----------------------- */
+
+typedef enum attn_luong_score {
+    ATTN_LUONG_DOT = 0,     /* s . h_j (needs ds == dk) */
+    ATTN_LUONG_GENERAL = 1, /* s . (W h_j), computed as (W^T s) . h_j; W [ds, dk] */
+    /* v . tanh(W [s; h_j]) = v . tanh(W_1 s + W_2 h_j), W = [W_1 | W_2] [da, ds + dk], no
+     * bias; the keys are W_2 h, projected once per sentence by attn_luong_project_keys. */
+    ATTN_LUONG_CONCAT = 2
+} attn_luong_score;
+
+typedef enum attn_luong_align {
+    ATTN_LUONG_GLOBAL = 0, /* softmax over every (unmasked) position */
+    /* Softmax over the positions j in [t - D, t + D], t = the caller's target position,
+     * clipped to the sentence. */
+    ATTN_LUONG_LOCAL_M = 1,
+    /* p_t = S * sigmoid(v_p . tanh(W_p s)), S the sentence's unpadded length (1 + its last
+     * unmasked position). Softmax over [round(p_t) - D, round(p_t) + D] clipped to the
+     * sentence, then each weight times exp(-(j - p_t)^2 / (2 sigma^2)), sigma = D / 2, not
+     * renormalised (as in the paper). Gradients reach W_p and v_p through p_t (the choice
+     * of the window itself is piecewise constant). round(x) = floor(x + 0.5). */
+    ATTN_LUONG_LOCAL_P = 2
+} attn_luong_align;
+
+typedef struct attn_luong_config {
+    attn_luong_score score;
+    attn_luong_align align;
+    int64_t batch;       /* B */
+    int64_t src_len;     /* Lk */
+    int64_t query_dim;   /* ds */
+    int64_t key_dim;     /* dk: the annotations' size (for concat, before projection) */
+    int64_t value_dim;   /* dv */
+    int64_t attn_dim;    /* da: concat only (the keys passed to a step are [B, Lk, da]) */
+    int64_t predict_dim; /* dp: local-p only, the hidden size of the position predictor */
+    int64_t window;      /* D: local only; >= 0 for local-m, >= 1 for local-p */
+} attn_luong_config;
+
+/* A config for the given score and alignment with every size 0 (fill them in). */
+ATTN_API attn_luong_config attn_luong_default_config(attn_luong_score score,
+                                                     attn_luong_align align);
+
+typedef struct attn_luong_params {
+    const float *w;   /* general: [ds, dk]; concat: [da, ds + dk]; dot: unused */
+    const float *v;   /* concat: [da] */
+    const float *w_p; /* local-p: [dp, ds] */
+    const float *v_p; /* local-p: [dp] */
+} attn_luong_params;
+
+/* Gradients of the parameters in use; each may be NULL (not wanted). */
+typedef struct attn_luong_grads {
+    float *w;
+    float *v;
+    float *w_p;
+    float *v_p;
+} attn_luong_grads;
+
+/* B * (dk for general, da for concat, 0 for dot) + B * (dp + 1) for local-p. */
+ATTN_API size_t attn_luong_saved_floats(const attn_luong_config *config);
+/* B * Lk + B * (dk for dot and general, 2 * da for concat) + B * (dp + 1) for local-p. */
+ATTN_API size_t attn_luong_workspace_floats(const attn_luong_config *config);
+
+/* Concat only, once per sentence: keys[b, j] = W_2 annotations[b, j], annotations
+ * [B, Lk, dk], keys [B, Lk, da], w the full [da, ds + dk] matrix. */
+ATTN_API attn_status attn_luong_project_keys(const attn_luong_config *config,
+                                             const float *annotations, const float *w,
+                                             float *keys);
+/* dannotations += dkeys W_2, dw[:, ds:] += dkeys^T annotations; either may be NULL. */
+ATTN_API attn_status attn_luong_project_keys_backward(const attn_luong_config *config,
+                                                      const float *annotations, const float *w,
+                                                      const float *dkeys, float *dannotations,
+                                                      float *dw);
+
+/* The raw scores [B, Lk]: no mask, no window, no Gaussian (e.g. for hard attention);
+ * saved is used as by the forward (NULL is fine when its size is 0). */
+ATTN_API attn_status attn_luong_scores(const attn_luong_config *config,
+                                       const attn_luong_params *params, const float *query,
+                                       const float *keys, float *scores, float *saved);
+
+/* One decoder step; position is the target position t for local-m (>= 0; ignored
+ * otherwise). context [B, dv] and weights [B, Lk] are required; saved may be NULL when
+ * attn_luong_saved_floats is 0 (dot scores with no local-p). */
+ATTN_API attn_status attn_luong_forward(const attn_luong_config *config,
+                                        const attn_luong_params *params, int64_t position,
+                                        const float *query, const float *keys,
+                                        const float *values, const uint8_t *mask,
+                                        float *context, float *weights, float *saved);
+
+/* As attn_additive_backward; for dot and general scores dkeys has the keys' shape
+ * [B, Lk, dk], for concat [B, Lk, da] (see attn_luong_project_keys_backward). */
+ATTN_API attn_status attn_luong_backward(
+    const attn_luong_config *config, const attn_luong_params *params, int64_t position,
+    const float *query, const float *keys, const float *values, const uint8_t *mask,
+    const float *weights, const float *saved, const float *dcontext, const float *dweights,
+    float *dquery, float *dkeys, float *dvalues, const attn_luong_grads *grads,
+    float *workspace);
+
+/* ---- hard attention ---------------------------------------------------------------- */
+
+typedef enum attn_hard_mode {
+    ATTN_HARD_ARGMAX = 0, /* the highest score; ties go to the lowest index */
+    ATTN_HARD_SAMPLE = 1  /* a draw from the softmax of the scores */
+} attn_hard_mode;
+
+/* Chooses one position per row from scores [B, Lk] (attn_additive_scores,
+ * attn_luong_scores or any other): masked positions and scores of -INFINITY or NaN are
+ * never chosen. chosen [B] receives the index, or -1 for a row with nothing to choose;
+ * context [B, dv] = values[b, chosen] (zeros for -1); weights [B, Lk] (may be NULL) is
+ * one-hot (all zero for -1). ATTN_HARD_SAMPLE needs rng and takes exactly one draw per row,
+ * in row order, so a seed fixes the result at any thread count; argmax ignores rng.
+ * Not differentiable, so there is no backward: training a hard-attention model needs
+ * REINFORCE-style estimators, which are out of scope here. */
+ATTN_API attn_status attn_hard_attention(int64_t batch, int64_t src_len, int64_t value_dim,
+                                         const float *scores, const uint8_t *mask,
+                                         const float *values, attn_hard_mode mode,
+                                         attn_rng *rng, int64_t *chosen, float *weights,
+                                         float *context);
+
 /* ---- sinusoidal positional encoding ------------------------------------------------- */
 
 typedef enum attn_pe_layout {
     /* As in "Attention Is All You Need": PE[pos, 2i] = sin(pos / 10000^(2i/d)),
      * PE[pos, 2i+1] = cos(pos / 10000^(2i/d)). */
     ATTN_PE_INTERLEAVED = 0,
-    /* sin in the first half of the features, cos in the second (tensor2tensor, fairseq). */
+    /* The same features with sin in the first half, cos in the second:
+     * PE[pos, i] = sin(pos * w_i), PE[pos, d/2 + i] = cos(pos * w_i), w_i = 10000^(-2i/d)
+     * (as Hugging Face's Marian and BART). tensor2tensor and fairseq also concatenate
+     * but space the frequencies as 10000^(-i/(d/2 - 1)): a different encoding. */
     ATTN_PE_CONCATENATED = 1
 } attn_pe_layout;
 
-/* out [length, d_model]. An odd d_model is allowed: the last feature is a sine. */
+/* out [length, d_model], computed in double and rounded once. An odd d_model is allowed:
+ * the last feature is a sine, sin(pos * w_h) with h = d_model / 2 (rounded down), in both
+ * layouts, so the two layouts always hold the same values in a different order. */
 ATTN_API attn_status attn_positional_encoding(int64_t length, int64_t d_model,
                                               attn_pe_layout layout, float *out);
 
