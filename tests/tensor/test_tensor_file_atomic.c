@@ -219,7 +219,7 @@ static void full_disk_body(void *ctx)
     target *t = ctx;
     if (unshare(CLONE_NEWNS) != 0)
         skip_child("no permission to make a private mount namespace for a small tmpfs");
-    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+    if (mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0 ||
         mount("attn_test", t->folder, "tmpfs", MS_NOSUID | MS_NODEV, "size=256k") != 0)
         skip_child("cannot mount a small tmpfs");
     target_write_old(t);
