@@ -1,0 +1,329 @@
+/* Writing safetensors files atomically: a temporary file in the same folder, synced to disk,
+ * then renamed over the destination, so a crash or a full disk never leaves a partial file
+ * where a checkpoint used to be. */
+#define _POSIX_C_SOURCE 200809L
+
+#include "tensor/tensor_file_internal.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Element sizes in the order their tensors are laid out, so that every tensor starts at a
+ * multiple of its element size without padding (the format allows none between tensors). */
+static const size_t layout_sizes[] = {8, 4, 2, 1};
+
+typedef struct tensor_plan {
+    uint64_t nbytes;
+    uint64_t begin;
+} tensor_plan;
+
+static int compare_names(const void *a, const void *b)
+{
+    return strcmp(**(const char *const *const *)a, **(const char *const *const *)b);
+}
+
+/* Checks one tensor's description and computes its size in bytes. */
+static attn_status plan_tensor(const attn_named_tensor *t, size_t index, tensor_plan *plan)
+{
+    static const char *fn = "attn_tensor_file_write";
+    if (t->name == NULL)
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s: tensors[%zu].name must not be NULL", fn,
+                         index);
+    size_t name_length = strlen(t->name);
+    ATTN_CHECK_ARG(name_length > 0, "%s: tensors[%zu].name is empty", fn, index);
+    ATTN_CHECK_ARG(attn_utf8_error_offset(t->name, name_length) == name_length,
+                   "%s: tensors[%zu].name is not valid UTF-8", fn, index);
+    ATTN_CHECK_ARG(strcmp(t->name, "__metadata__") != 0,
+                   "%s: tensors[%zu].name '__metadata__' is reserved for the metadata", fn, index);
+    size_t element_size = attn_dtype_size(t->dtype);
+    ATTN_CHECK_ARG(element_size > 0, "%s: tensor '%s' has unknown dtype %d", fn, t->name,
+                   (int)t->dtype);
+    ATTN_CHECK_ARG(t->ndim >= 0 && t->ndim <= ATTN_MAX_DIMS,
+                   "%s: tensor '%s' has ndim %d, outside [0, %d]", fn, t->name, t->ndim,
+                   ATTN_MAX_DIMS);
+    uint64_t numel = 1;
+    int empty = 0;
+    for (int d = 0; d < t->ndim; d++) {
+        ATTN_CHECK_ARG(t->shape[d] >= 0, "%s: tensor '%s' has negative shape[%d] = %lld", fn,
+                       t->name, d, (long long)t->shape[d]);
+        ATTN_CHECK_ARG((uint64_t)t->shape[d] <= ATTN_SAFETENSORS_MAX_INTEGER,
+                       "%s: tensor '%s' shape[%d] = %lld is too large for the format", fn, t->name,
+                       d, (long long)t->shape[d]);
+        empty |= t->shape[d] == 0;
+    }
+    for (int d = 0; d < t->ndim && !empty; d++) {
+        ATTN_CHECK_ARG(numel <= ATTN_SAFETENSORS_MAX_INTEGER / element_size / (uint64_t)t->shape[d],
+                       "%s: tensor '%s' is too large for the format", fn, t->name);
+        numel *= (uint64_t)t->shape[d];
+    }
+    plan->nbytes = empty ? 0 : numel * element_size;
+    ATTN_CHECK_ARG(plan->nbytes == 0 || t->data != NULL,
+                   "%s: tensor '%s' has %llu bytes but data is NULL", fn, t->name,
+                   (unsigned long long)plan->nbytes);
+    return ATTN_OK;
+}
+
+static attn_status check_metadata(const attn_metadata_entry *metadata, size_t n_metadata)
+{
+    static const char *fn = "attn_tensor_file_write";
+    for (size_t i = 0; i < n_metadata; i++) {
+        const char *key = metadata[i].key, *value = metadata[i].value;
+        ATTN_CHECK_ARG(key != NULL, "%s: metadata[%zu].key must not be NULL", fn, i);
+        ATTN_CHECK_ARG(value != NULL, "%s: metadata '%s' has a NULL value", fn, key);
+        ATTN_CHECK_ARG(attn_utf8_error_offset(key, strlen(key)) == strlen(key),
+                       "%s: metadata[%zu].key is not valid UTF-8", fn, i);
+        ATTN_CHECK_ARG(attn_utf8_error_offset(value, strlen(value)) == strlen(value),
+                       "%s: the value of metadata '%s' is not valid UTF-8", fn, key);
+    }
+    return ATTN_OK;
+}
+
+/* Names (or keys) at `first` with the given stride must all differ; `what` names them. */
+static attn_status check_unique(const char *const *first, size_t stride_bytes, size_t n,
+                                const char *what)
+{
+    if (n < 2)
+        return ATTN_OK;
+    const char *const **sorted = malloc(n * sizeof *sorted);
+    if (sorted == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_tensor_file_write: out of memory");
+    for (size_t i = 0; i < n; i++)
+        sorted[i] = (const char *const *)((const char *)first + i * stride_bytes);
+    qsort(sorted, n, sizeof *sorted, compare_names);
+    attn_status status = ATTN_OK;
+    for (size_t i = 1; i < n && status == ATTN_OK; i++)
+        if (strcmp(*sorted[i - 1], *sorted[i]) == 0)
+            status = attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                               "attn_tensor_file_write: two %s are named '%s'", what, *sorted[i]);
+    free(sorted);
+    return status;
+}
+
+/* Adds item under key (or to an array when key is NULL); frees item if that fails. */
+static int add_item(cJSON *parent, const char *key, cJSON *item)
+{
+    if (item == NULL)
+        return 0;
+    cJSON_bool added =
+        key ? cJSON_AddItemToObject(parent, key, item) : cJSON_AddItemToArray(parent, item);
+    if (!added)
+        cJSON_Delete(item);
+    return added;
+}
+
+static cJSON *number_list(const uint64_t *values, int count)
+{
+    cJSON *list = cJSON_CreateArray();
+    for (int i = 0; list != NULL && i < count; i++) {
+        if (!add_item(list, NULL, cJSON_CreateNumber((double)values[i]))) {
+            cJSON_Delete(list);
+            list = NULL;
+        }
+    }
+    return list;
+}
+
+static cJSON *tensor_entry(const attn_named_tensor *t, const tensor_plan *plan)
+{
+    uint64_t shape[ATTN_MAX_DIMS];
+    for (int d = 0; d < t->ndim; d++)
+        shape[d] = (uint64_t)t->shape[d];
+    uint64_t offsets[2] = {plan->begin, plan->begin + plan->nbytes};
+    cJSON *entry = cJSON_CreateObject();
+    if (entry != NULL && add_item(entry, "dtype", cJSON_CreateString(attn_dtype_name(t->dtype))) &&
+        add_item(entry, "shape", number_list(shape, t->ndim)) &&
+        add_item(entry, "data_offsets", number_list(offsets, 2)))
+        return entry;
+    cJSON_Delete(entry);
+    return NULL;
+}
+
+/* The 8-byte length and the JSON header padded with spaces to a multiple of 8 bytes, so the
+ * data area (and with the layout above, every tensor) is aligned in the file. */
+static attn_status build_header(const attn_named_tensor *tensors, const tensor_plan *plans,
+                                size_t n_tensors, const attn_metadata_entry *metadata,
+                                size_t n_metadata, unsigned char **out, size_t *out_length)
+{
+    cJSON *root = cJSON_CreateObject();
+    int ok = root != NULL;
+    if (ok && n_metadata > 0) {
+        cJSON *map = cJSON_CreateObject();
+        ok = add_item(root, "__metadata__", map);
+        for (size_t i = 0; ok && i < n_metadata; i++)
+            ok = add_item(map, metadata[i].key, cJSON_CreateString(metadata[i].value));
+    }
+    for (size_t i = 0; ok && i < n_tensors; i++)
+        ok = add_item(root, tensors[i].name, tensor_entry(&tensors[i], &plans[i]));
+    char *json = ok ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    if (json == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY,
+                         "attn_tensor_file_write: out of memory building the header");
+    size_t json_length = strlen(json);
+    size_t padded = (json_length + 7) / 8 * 8;
+    if ((uint64_t)padded > ATTN_SAFETENSORS_MAX_HEADER) {
+        cJSON_free(json);
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                         "attn_tensor_file_write: the header would be %zu bytes, above the "
+                         "format's limit of %llu",
+                         padded, (unsigned long long)ATTN_SAFETENSORS_MAX_HEADER);
+    }
+    unsigned char *header = malloc(8 + padded);
+    if (header == NULL) {
+        cJSON_free(json);
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY,
+                         "attn_tensor_file_write: out of memory for a %zu-byte header", padded);
+    }
+    for (int b = 0; b < 8; b++)
+        header[b] = (unsigned char)((uint64_t)padded >> (8 * b));
+    memcpy(header + 8, json, json_length);
+    memset(header + 8 + json_length, ' ', padded - json_length);
+    cJSON_free(json);
+    *out = header;
+    *out_length = 8 + padded;
+    return ATTN_OK;
+}
+
+static attn_status io_failure(const char *path, const char *step, const char *subject, int error)
+{
+    char reason[128];
+    if (strerror_r(error, reason, sizeof reason) != 0)
+        snprintf(reason, sizeof reason, "error %d", error);
+    return attn_fail(ATTN_ERR_IO, "attn_tensor_file_write: '%s': %s '%s' failed: %s", path, step,
+                     subject, reason);
+}
+
+/* Makes the rename durable: until the folder's entry is on disk, a power cut may bring back
+ * the old name table. */
+static attn_status sync_folder(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char *folder =
+        slash == NULL ? strdup(".") : strndup(path, slash == path ? 1 : (size_t)(slash - path));
+    if (folder == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_tensor_file_write: out of memory");
+    attn_status status = ATTN_OK;
+    int fd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        status = io_failure(path, "opening the folder", folder, errno);
+    } else {
+        /* Some file systems cannot sync a folder and say EINVAL: there is nothing to wait for. */
+        if (fsync(fd) != 0 && errno != EINVAL)
+            status = io_failure(path, "syncing the folder", folder, errno);
+        close(fd);
+    }
+    free(folder);
+    return status;
+}
+
+/* Writes header and data to f; on failure returns 0 with errno set and *step naming the step. */
+static int write_contents(FILE *f, const unsigned char *header, size_t header_length,
+                          const attn_named_tensor *tensors, const tensor_plan *plans,
+                          size_t n_tensors, const char **step)
+{
+    *step = "writing";
+    if (fwrite(header, 1, header_length, f) != header_length)
+        return 0;
+    for (size_t s = 0; s < sizeof layout_sizes / sizeof layout_sizes[0]; s++)
+        for (size_t i = 0; i < n_tensors; i++)
+            if (attn_dtype_size(tensors[i].dtype) == layout_sizes[s] && plans[i].nbytes > 0 &&
+                fwrite(tensors[i].data, 1, plans[i].nbytes, f) != plans[i].nbytes)
+                return 0;
+    *step = "flushing";
+    if (fflush(f) != 0)
+        return 0;
+    *step = "syncing";
+    return fsync(fileno(f)) == 0;
+}
+
+static attn_status write_atomically(const char *path, const unsigned char *header,
+                                    size_t header_length, const attn_named_tensor *tensors,
+                                    const tensor_plan *plans, size_t n_tensors)
+{
+    size_t temp_capacity = strlen(path) + 32;
+    char *temp = malloc(temp_capacity);
+    if (temp == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_tensor_file_write: out of memory");
+    snprintf(temp, temp_capacity, "%s.tmp.%ld", path, (long)getpid());
+
+    const char *step = "creating";
+    errno = 0;
+    FILE *f = fopen(temp, "wb");
+    int ok = f != NULL, created = f != NULL;
+    if (created) {
+        ok = write_contents(f, header, header_length, tensors, plans, n_tensors, &step);
+        int error = errno;
+        /* fclose also reports write errors the kernel deferred (network file systems do). */
+        if (fclose(f) != 0 && ok) {
+            step = "closing";
+            ok = 0;
+            error = errno;
+        }
+        errno = error;
+    }
+    if (ok && rename(temp, path) != 0) {
+        step = "renaming";
+        ok = 0;
+    }
+    attn_status status = ATTN_OK;
+    if (!ok) {
+        int error = errno != 0 ? errno : EIO;
+        if (created)
+            unlink(temp);
+        status = io_failure(path, step, temp, error);
+    }
+    free(temp);
+    return status == ATTN_OK ? sync_folder(path) : status;
+}
+
+attn_status attn_tensor_file_write(const char *path, const attn_named_tensor *tensors,
+                                   size_t n_tensors, const attn_metadata_entry *metadata,
+                                   size_t n_metadata)
+{
+    ATTN_CHECK_NOT_NULL(path);
+    ATTN_CHECK_ARG(path[0] != '\0', "attn_tensor_file_write: path is empty");
+    ATTN_CHECK_ARG(tensors != NULL || n_tensors == 0,
+                   "attn_tensor_file_write: tensors is NULL but n_tensors is %zu", n_tensors);
+    ATTN_CHECK_ARG(metadata != NULL || n_metadata == 0,
+                   "attn_tensor_file_write: metadata is NULL but n_metadata is %zu", n_metadata);
+    ATTN_TRY(check_metadata(metadata, n_metadata));
+    if (n_metadata > 0)
+        ATTN_TRY(check_unique(&metadata[0].key, sizeof metadata[0], n_metadata, "metadata keys"));
+
+    tensor_plan *plans = calloc(n_tensors > 0 ? n_tensors : 1, sizeof *plans);
+    if (plans == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_tensor_file_write: out of memory");
+    attn_status status = ATTN_OK;
+    for (size_t i = 0; i < n_tensors && status == ATTN_OK; i++)
+        status = plan_tensor(&tensors[i], i, &plans[i]);
+    if (status == ATTN_OK && n_tensors > 0)
+        status = check_unique(&tensors[0].name, sizeof tensors[0], n_tensors, "tensors");
+    uint64_t offset = 0;
+    for (size_t s = 0; status == ATTN_OK && s < sizeof layout_sizes / sizeof layout_sizes[0]; s++) {
+        for (size_t i = 0; i < n_tensors && status == ATTN_OK; i++) {
+            if (attn_dtype_size(tensors[i].dtype) != layout_sizes[s])
+                continue;
+            plans[i].begin = offset;
+            offset += plans[i].nbytes;
+            if (offset > ATTN_SAFETENSORS_MAX_INTEGER)
+                status = attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                                   "attn_tensor_file_write: the tensors total more than 2^53 "
+                                   "bytes, too large for the format");
+        }
+    }
+    unsigned char *header = NULL;
+    size_t header_length = 0;
+    if (status == ATTN_OK)
+        status =
+            build_header(tensors, plans, n_tensors, metadata, n_metadata, &header, &header_length);
+    if (status == ATTN_OK)
+        status = write_atomically(path, header, header_length, tensors, plans, n_tensors);
+    free(header);
+    free(plans);
+    return status;
+}
