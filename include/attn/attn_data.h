@@ -99,11 +99,14 @@ typedef enum attn_tokenizer_kind {
     ATTN_TOKENIZER_BPE = 2
 } attn_tokenizer_kind;
 
+/* For BPE, symbols that min_count or max_vocab leave out still come out of the merges and
+ * then encode as <unk>. */
 typedef struct attn_tokenizer_config {
     attn_tokenizer_kind kind;
-    int64_t bpe_merges; /* BPE: most merges to learn (> 0); ignored otherwise */
+    int64_t bpe_merges; /* BPE: most merges to learn, in [1, 2^31); ignored otherwise */
     int64_t min_count;  /* vocabulary: tokens seen fewer times become <unk> (<= 1 keeps all) */
-    int64_t max_vocab;  /* vocabulary: at most this many ids, specials included (0: no limit) */
+    int64_t max_vocab;  /* vocabulary: at most this many ids, specials included, in [4, 2^31)
+                           (0: no limit) */
 } attn_tokenizer_config;
 
 /* Parses "char", "word" or "bpe:N" (N merges) into a config with min_count 1, max_vocab 0. */

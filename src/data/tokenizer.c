@@ -68,9 +68,14 @@ static attn_status check_config(const char *fn, const attn_tokenizer_config *con
                        (config->bpe_merges > 0 && config->bpe_merges < INT32_MAX),
                    "%s: bpe_merges must be positive (and below 2^31), got %lld", fn,
                    (long long)config->bpe_merges);
-    ATTN_CHECK_ARG(config->max_vocab == 0 || config->max_vocab >= ATTN_NUM_SPECIAL_IDS,
-                   "%s: max_vocab must be 0 (no limit) or at least %d, got %lld", fn,
+    ATTN_CHECK_ARG(config->max_vocab == 0 || (config->max_vocab >= ATTN_NUM_SPECIAL_IDS &&
+                                              config->max_vocab <= INT32_MAX),
+                   "%s: max_vocab must be 0 (no limit) or in [%d, 2^31), got %lld", fn,
                    ATTN_NUM_SPECIAL_IDS, (long long)config->max_vocab);
+    /* Ids are int32, so larger limits mean nothing; keeping them in int32 range also keeps
+     * them exact in JSON. */
+    ATTN_CHECK_ARG(config->min_count >= INT32_MIN && config->min_count <= INT32_MAX,
+                   "%s: min_count %lld is out of range", fn, (long long)config->min_count);
     return ATTN_OK;
 }
 

@@ -198,6 +198,20 @@ static void test_bpe_classic_example(void)
                 ATTN_ERR_INVALID_ARGUMENT);
     attn_tokenizer_destroy(tokenizer);
 
+    /* A vocabulary cut to the 5 most frequent symbols: merges still apply, and what they
+     * make outside the vocabulary is <unk>. Counts: e 17, w 11 (both not word-final), then
+     * at 9, bytewise: es, est</w>, s, t</w>; so e w es est</w> s are kept. */
+    attn_tokenizer_config config = {ATTN_TOKENIZER_BPE, 100, 1, ATTN_NUM_SPECIAL_IDS + 5};
+    CHECK_OK(attn_tokenizer_train(&config, classic_lines, 2, &tokenizer));
+    if (tokenizer != NULL) {
+        CHECK(attn_vocab_size(attn_tokenizer_vocab(tokenizer)) == ATTN_NUM_SPECIAL_IDS + 5,
+              "max_vocab respected");
+        tokens = encode_to_tokens(tokenizer, "lowest");
+        CHECK(strcmp(tokens, "<unk>|est</w>") == 0, "'low' was cut, 'est</w>' kept: %s", tokens);
+        free(tokens);
+        attn_tokenizer_destroy(tokenizer);
+    }
+
     tokenizer = train("bpe:3", classic_lines, 2);
     if (tokenizer == NULL)
         return;
@@ -664,6 +678,8 @@ static void test_bad_arguments(void)
     bad = (attn_tokenizer_config){(attn_tokenizer_kind)7, 0, 1, 0};
     CHECK_FAILS(attn_tokenizer_train(&bad, lines, 1, &tokenizer), ATTN_ERR_INVALID_ARGUMENT);
     bad = (attn_tokenizer_config){ATTN_TOKENIZER_CHAR, 0, 1, 2};
+    CHECK_FAILS(attn_tokenizer_train(&bad, lines, 1, &tokenizer), ATTN_ERR_INVALID_ARGUMENT);
+    bad = (attn_tokenizer_config){ATTN_TOKENIZER_CHAR, 0, (int64_t)1 << 40, 0};
     CHECK_FAILS(attn_tokenizer_train(&bad, lines, 1, &tokenizer), ATTN_ERR_INVALID_ARGUMENT);
     CHECK(tokenizer == NULL, "no tokenizer after failures");
 
