@@ -65,7 +65,6 @@ typedef struct strtab {
     size_t slot_count; /* a power of two, at least twice count */
 } strtab;
 
-ATTN_INTERNAL uint64_t strtab_hash(const char *bytes, size_t size);
 /* Id of the string, or -1. */
 ATTN_INTERNAL int32_t strtab_find(const strtab *table, const char *bytes, size_t size);
 /* Id of the string, inserting it if new (*added says which, if not NULL). */

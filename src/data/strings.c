@@ -138,7 +138,7 @@ void byte_buffer_free(byte_buffer *buf)
 /* ---- string table ----------------------------------------------------------------------- */
 
 /* FNV-1a, then a final mix so that the low bits used for slots depend on every byte. */
-uint64_t strtab_hash(const char *bytes, size_t size)
+static uint64_t strtab_hash(const char *bytes, size_t size)
 {
     uint64_t h = 0xcbf29ce484222325ULL;
     for (size_t i = 0; i < size; i++) {
