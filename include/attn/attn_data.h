@@ -1,0 +1,234 @@
+/* attn data layer: UTF-8 text files, vocabularies, tokenizers (characters, whitespace words,
+ * byte-pair encoding), parallel corpora and length-bucketed batches.
+ *
+ * Conventions:
+ *  - All text is UTF-8. Text that is not valid UTF-8 (or contains a NUL byte) is rejected with
+ *    ATTN_ERR_FORMAT; for files the message names the file and the 1-based line number.
+ *  - Token ids are int32. Ids 0..3 are always <pad>, <s>, </s>, <unk> (ATTN_PAD_ID ...).
+ *  - Arrays and strings a function returns through an `out` pointer to a pointer are allocated
+ *    with malloc; release them with free(). Objects have their own _destroy function.
+ *  - Pointers that accessors return (strings, id arrays, batches) point into the object and
+ *    stay valid until it is destroyed (batches: until the next attn_batcher_next).
+ */
+#ifndef ATTN_DATA_H
+#define ATTN_DATA_H
+
+#include "attn/attn_core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- special tokens ------------------------------------------------------------------- */
+
+enum {
+    ATTN_PAD_ID = 0, /* "<pad>": fills batches past each sentence's end */
+    ATTN_BOS_ID = 1, /* "<s>":   starts every target sentence */
+    ATTN_EOS_ID = 2, /* "</s>":  ends every target sentence */
+    ATTN_UNK_ID = 3, /* "<unk>": any token the vocabulary does not have */
+    ATTN_NUM_SPECIAL_IDS = 4
+};
+
+/* ---- lines of UTF-8 text --------------------------------------------------------------- */
+
+/* The lines of a text, each without its "\n" and without a trailing "\r". A UTF-8 byte-order
+ * mark at the start is dropped. Empty lines are kept (a final "\n" does not start one). */
+typedef struct attn_lines {
+    int64_t count;
+    char **line;   /* line[i] is NUL-terminated, i < count */
+    char *storage; /* owns the text; internal */
+} attn_lines;
+
+/* Reads a file. ATTN_ERR_IO if it cannot be read; ATTN_ERR_FORMAT (message "file:line: ...")
+ * for a line that is not valid UTF-8, and ("file: no sentences") for a file without lines. */
+ATTN_API attn_status attn_lines_read(const char *path, attn_lines *out);
+/* The same for text already in memory (size bytes, need not be NUL-terminated); `name`
+ * stands for the file name in messages. */
+ATTN_API attn_status attn_lines_parse(const char *name, const char *text, size_t size,
+                                      attn_lines *out);
+/* Frees the lines and zeroes the struct; NULL or an already-freed struct is fine. */
+ATTN_API void attn_lines_free(attn_lines *lines);
+
+/* Nonzero if the size bytes at text are valid UTF-8 (no overlong forms, surrogates or code
+ * points above U+10FFFF). NUL bytes are rejected too, since the library's strings end there. */
+ATTN_API int attn_utf8_valid(const char *text, size_t size);
+
+/* ---- vocabularies ---------------------------------------------------------------------- */
+
+/* A fixed list of distinct, non-empty UTF-8 token strings: ids 0..3 the specials, then the
+ * tokens ordered by count (most frequent first), ties by bytewise order of the strings. */
+typedef struct attn_vocab attn_vocab;
+
+/* Builds a vocabulary from n distinct tokens and their counts (in any order). Tokens seen
+ * fewer than min_count times are left out (min_count <= 1 keeps all); max_size > 0 keeps at
+ * most max_size ids in all, the 4 specials included (0: no limit). Tokens spelled like a
+ * special ("<unk>", ...) are left out: they already have their ids. */
+ATTN_API attn_status attn_vocab_build(const char *const *tokens, const int64_t *counts, int64_t n,
+                                      int64_t min_count, int64_t max_size, attn_vocab **out);
+ATTN_API void attn_vocab_destroy(attn_vocab *vocab);
+/* Number of ids, specials included (so at least 4). 0 for NULL. */
+ATTN_API int64_t attn_vocab_size(const attn_vocab *vocab);
+/* Id of a token (NUL-terminated), or -1 if the vocabulary lacks it (or an argument is NULL). */
+ATTN_API int32_t attn_vocab_id(const attn_vocab *vocab, const char *token);
+/* Token string of an id, or NULL if the id is out of range. */
+ATTN_API const char *attn_vocab_token(const attn_vocab *vocab, int32_t id);
+/* JSON: {"tokens": ["<pad>", "<s>", "</s>", "<unk>", ...]}, the list in id order. The string
+ * is malloc'ed. from_json checks the specials, duplicates, empty and non-UTF-8 tokens. */
+ATTN_API attn_status attn_vocab_to_json(const attn_vocab *vocab, char **json);
+ATTN_API attn_status attn_vocab_from_json(const char *json, attn_vocab **out);
+
+/* ---- tokenizers ------------------------------------------------------------------------- */
+
+typedef enum attn_tokenizer_kind {
+    /* One token per Unicode code point, spaces included, so decode restores the text
+     * exactly (when no character was unknown). For G2P sources: "hello" -> h e l l o. */
+    ATTN_TOKENIZER_CHAR = 0,
+    /* Tokens separated by ASCII whitespace (space, \t, \n, \v, \f, \r); decode joins them
+     * with single spaces. For G2P targets: "HH AH L OW". */
+    ATTN_TOKENIZER_WORD = 1,
+    /* Byte-pair encoding (Sennrich et al. 2016, as in subword-nmt). Text is split into words
+     * on ASCII whitespace; each word starts as its code points, the last one marked as ending
+     * the word by a "</w>" suffix ("low" -> l o w</w>). Learning repeatedly merges the most
+     * frequent adjacent pair of symbols (counted over the training words, weighted by how
+     * often each word occurs), ties going to the bytewise smallest (left, right) pair, until
+     * bpe_merges merges are made or no pair occurs twice. Encoding applies the learned merges
+     * to each word in the order they were learned. Decode joins the symbols of a word and
+     * separates words with single spaces. The vocabulary holds every symbol learning made (the
+     * characters seen and each merge's result), counted when they were made. A word that
+     * itself contains the text "</w>" is not restored exactly. */
+    ATTN_TOKENIZER_BPE = 2
+} attn_tokenizer_kind;
+
+/* For BPE, symbols that min_count or max_vocab leave out still come out of the merges and
+ * then encode as <unk>. */
+typedef struct attn_tokenizer_config {
+    attn_tokenizer_kind kind;
+    int64_t bpe_merges; /* BPE: most merges to learn, in [1, 2^31); ignored otherwise */
+    int64_t min_count;  /* vocabulary: tokens seen fewer times become <unk> (<= 1 keeps all) */
+    int64_t max_vocab;  /* vocabulary: at most this many ids, specials included, in [4, 2^31)
+                           (0: no limit) */
+} attn_tokenizer_config;
+
+/* Parses "char", "word" or "bpe:N" (N merges) into a config with min_count 1, max_vocab 0. */
+ATTN_API attn_status attn_tokenizer_config_parse(const char *spec, attn_tokenizer_config *out);
+
+typedef struct attn_tokenizer attn_tokenizer;
+
+/* Learns a tokenizer (its vocabulary, and for BPE its merges) from n lines of training text. */
+ATTN_API attn_status attn_tokenizer_train(const attn_tokenizer_config *config,
+                                          const char *const *lines, int64_t n,
+                                          attn_tokenizer **out);
+ATTN_API void attn_tokenizer_destroy(attn_tokenizer *tokenizer);
+ATTN_API attn_tokenizer_kind attn_tokenizer_get_kind(const attn_tokenizer *tokenizer);
+ATTN_API const attn_vocab *attn_tokenizer_vocab(const attn_tokenizer *tokenizer);
+/* BPE: number of merges learned (may be fewer than asked); 0 for other kinds. */
+ATTN_API int64_t attn_tokenizer_num_merges(const attn_tokenizer *tokenizer);
+/* Merge i (0-based, in learning order) as its left and right symbol strings; the result is
+ * their concatenation. Pointers into the tokenizer. */
+ATTN_API attn_status attn_tokenizer_merge(const attn_tokenizer *tokenizer, int64_t i,
+                                          const char **left, const char **right);
+
+/* Text (NUL-terminated UTF-8) to ids, tokens the vocabulary lacks becoming ATTN_UNK_ID. No
+ * <s> or </s> is added. *ids is malloc'ed (never NULL on success, even for 0 ids). Text that
+ * spells a special token ("<s>" as a word) encodes to <unk>: specials never come from text. */
+ATTN_API attn_status attn_tokenizer_encode(const attn_tokenizer *tokenizer, const char *text,
+                                           int32_t **ids, int64_t *n_ids);
+/* Ids to text (malloc'ed, NUL-terminated), dropping the special ids (<unk> included). Fails
+ * on an id outside the vocabulary. */
+ATTN_API attn_status attn_tokenizer_decode(const attn_tokenizer *tokenizer, const int32_t *ids,
+                                           int64_t n_ids, char **text);
+/* JSON (malloc'ed): {"format": "attn-tokenizer", "version": 1, "kind": "char"|"word"|"bpe",
+ * "min_count": .., "max_vocab": .., "bpe_merges": .. (asked), "merges": [["l", "o"], ...]
+ * (bpe), "vocab": {"tokens": [...]}}. A string, so that it fits a safetensors metadata value. */
+ATTN_API attn_status attn_tokenizer_to_json(const attn_tokenizer *tokenizer, char **json);
+ATTN_API attn_status attn_tokenizer_from_json(const char *json, attn_tokenizer **out);
+
+/* ---- parallel corpora ------------------------------------------------------------------- */
+
+/* Sentence pairs: the raw strings, where each came from, and (after attn_corpus_encode) their
+ * ids. Id convention, for training:
+ *   source: the source tokens only, no specials (what attn_tokenizer_encode gives, so that
+ *           translating raw text feeds the encoder exactly what training did);
+ *   target: <s> t1 .. tn </s>. The decoder reads target[0 .. len-2] and learns to predict
+ *           target[1 .. len-1]. */
+typedef struct attn_corpus attn_corpus;
+
+/* A TSV file, one "source<TAB>target" pair per line. A line with no TAB or with more than
+ * one, or with an empty source or target, is an ATTN_ERR_FORMAT naming file:line. */
+ATTN_API attn_status attn_corpus_read_tsv(const char *path, attn_corpus **out);
+/* Two files with one sentence per line, line i of one translating line i of the other.
+ * Different line counts fail naming both files and both counts; an empty line fails naming
+ * file:line. */
+ATTN_API attn_status attn_corpus_read_files(const char *source_path, const char *target_path,
+                                            attn_corpus **out);
+/* n pairs from memory (copied), e.g. for generated tasks; pair i is reported as "pair i+1". */
+ATTN_API attn_status attn_corpus_from_strings(const char *const *sources,
+                                              const char *const *targets, int64_t n,
+                                              attn_corpus **out);
+ATTN_API void attn_corpus_destroy(attn_corpus *corpus);
+ATTN_API int64_t attn_corpus_size(const attn_corpus *corpus);
+/* All source (target) strings in pair order, e.g. to train a tokenizer on. */
+ATTN_API const char *const *attn_corpus_sources(const attn_corpus *corpus);
+ATTN_API const char *const *attn_corpus_targets(const attn_corpus *corpus);
+/* Encodes every pair (replacing earlier ids). A pair whose source encodes to no tokens fails
+ * with ATTN_ERR_FORMAT naming its file:line. */
+ATTN_API attn_status attn_corpus_encode(attn_corpus *corpus, const attn_tokenizer *source,
+                                        const attn_tokenizer *target);
+/* Ids of pair i, following the convention above; fails before attn_corpus_encode. */
+ATTN_API attn_status attn_corpus_source_ids(const attn_corpus *corpus, int64_t i,
+                                            const int32_t **ids, int64_t *length);
+ATTN_API attn_status attn_corpus_target_ids(const attn_corpus *corpus, int64_t i,
+                                            const int32_t **ids, int64_t *length);
+
+/* ---- length-bucketed batches ------------------------------------------------------------ */
+
+typedef struct attn_batcher_config {
+    /* Most padded tokens per batch: size * (source_len + target_len) <= batch_tokens. A pair
+     * too long to fit with any other forms a batch of its own (which may exceed the limit). */
+    int64_t batch_tokens;
+    uint64_t seed;
+    /* Nonzero: each epoch orders pairs of equal lengths at random and visits its batches in a
+     * random order, both drawn from (seed, epoch). Zero: every epoch is the same, batches in
+     * order of increasing length (for validation and translation). */
+    int shuffle;
+} attn_batcher_config;
+
+/* One batch, row-major int32 arrays padded with ATTN_PAD_ID. Owned by the batcher. */
+typedef struct attn_batch {
+    int64_t size;            /* sentences */
+    int64_t source_len;      /* columns of source: the longest source in the batch */
+    int64_t target_len;      /* columns of target: the longest target (with <s>, </s>) */
+    int32_t *source;         /* [size, source_len] */
+    int32_t *target;         /* [size, target_len], each row <s> ... </s> then padding */
+    int32_t *source_lengths; /* [size] */
+    int32_t *target_lengths; /* [size], counting <s> and </s> */
+    int64_t *pairs;          /* [size] the corpus index of each row */
+    int64_t epoch, index;    /* this batch is batch `index` (0-based) of epoch `epoch` */
+} attn_batch;
+
+/* Iterates over an encoded corpus, epoch after epoch. Sentences are sorted by (source length,
+ * target length) and cut greedily into batches within batch_tokens. The position (epoch,
+ * batch index) is all the state: saving it and seeking back to it resumes exactly. The
+ * corpus must outlive the batcher and must not be re-encoded while it is in use. */
+typedef struct attn_batcher attn_batcher;
+
+ATTN_API attn_status attn_batcher_create(const attn_corpus *corpus,
+                                         const attn_batcher_config *config, attn_batcher **out);
+ATTN_API void attn_batcher_destroy(attn_batcher *batcher);
+/* The batch at the current position; then the position moves to the next batch, or to batch
+ * 0 of the next epoch after the last. *batch stays valid until the next call. */
+ATTN_API attn_status attn_batcher_next(attn_batcher *batcher, const attn_batch **batch);
+/* Where the next call to attn_batcher_next will read. */
+ATTN_API void attn_batcher_position(const attn_batcher *batcher, int64_t *epoch,
+                                    int64_t *batch_index);
+/* Moves to batch batch_index of epoch epoch (both >= 0, batch_index below that epoch's count). */
+ATTN_API attn_status attn_batcher_seek(attn_batcher *batcher, int64_t epoch, int64_t batch_index);
+/* Number of batches in the current position's epoch (it can differ slightly between epochs
+ * when shuffling, since the cuts follow the drawn order). */
+ATTN_API int64_t attn_batcher_num_batches(const attn_batcher *batcher);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTN_DATA_H */

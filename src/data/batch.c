@@ -1,0 +1,272 @@
+/* Length-bucketed batches over an encoded corpus, epoch after epoch.
+ *
+ * An epoch's plan is a pure function of (corpus lengths, config, epoch): pairs sorted by
+ * (source length, target length, a random key drawn from (seed, epoch) or the pair index
+ * when not shuffling), cut greedily into batches within the token budget, and the batches
+ * visited in a permuted order drawn from the same generator. So a position (epoch, batch
+ * index) is enough to resume exactly. */
+#include "data/data_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct sort_item {
+    int32_t source_len, target_len;
+    uint64_t tie;
+    int64_t pair;
+} sort_item;
+
+struct attn_batcher {
+    attn_batcher_config config;
+    const attn_corpus *corpus;
+    int64_t count;
+    int32_t *source_len, *target_len; /* [count] */
+
+    /* The plan of epoch `epoch`. */
+    sort_item *items;      /* [count] in batch order of rows */
+    int64_t *batch_start;  /* [num_batches + 1] into items */
+    int64_t *batch_order;  /* [num_batches] the order batches are visited in */
+    int64_t num_batches;
+    int64_t epoch, index; /* the position */
+
+    attn_batch batch;
+    int64_t source_capacity, target_capacity, rows_capacity;
+};
+
+static int compare_items(const void *pa, const void *pb)
+{
+    const sort_item *a = pa, *b = pb;
+    if (a->source_len != b->source_len)
+        return a->source_len < b->source_len ? -1 : 1;
+    if (a->target_len != b->target_len)
+        return a->target_len < b->target_len ? -1 : 1;
+    if (a->tie != b->tie)
+        return a->tie < b->tie ? -1 : 1;
+    return (a->pair > b->pair) - (a->pair < b->pair);
+}
+
+/* Seeds differ per epoch; attn_rng_seed runs the mix through splitmix64. */
+static void seed_epoch(attn_rng *rng, uint64_t seed, int64_t epoch)
+{
+    attn_rng_seed(rng, seed ^ ((uint64_t)epoch + 1) * 0xd1342543de82ef95ULL);
+}
+
+/* Builds the plan of an epoch; allocation-free (buffers are sized for the corpus). */
+static void plan_epoch(attn_batcher *b, int64_t epoch)
+{
+    attn_rng rng;
+    seed_epoch(&rng, b->config.seed, epoch);
+    for (int64_t i = 0; i < b->count; i++)
+        b->items[i] = (sort_item){b->source_len[i], b->target_len[i],
+                                  b->config.shuffle ? attn_rng_next_u64(&rng) : 0, i};
+    qsort(b->items, (size_t)b->count, sizeof *b->items, compare_items);
+
+    /* Greedy cut: a batch grows while size * (longest source + longest target) stays within
+     * the budget; a pair that fits with nothing else is a batch alone. */
+    int64_t batches = 0, size = 0, longest_source = 0, longest_target = 0;
+    for (int64_t i = 0; i < b->count; i++) {
+        int64_t source = b->items[i].source_len > longest_source ? b->items[i].source_len
+                                                                 : longest_source;
+        int64_t target = b->items[i].target_len > longest_target ? b->items[i].target_len
+                                                                 : longest_target;
+        if (size > 0 && source + target > b->config.batch_tokens / (size + 1)) {
+            b->batch_start[batches++] = i - size;
+            size = 0;
+            source = b->items[i].source_len;
+            target = b->items[i].target_len;
+        }
+        size++;
+        longest_source = source;
+        longest_target = target;
+    }
+    b->batch_start[batches++] = b->count - size;
+    b->batch_start[batches] = b->count;
+    b->num_batches = batches;
+
+    for (int64_t i = 0; i < batches; i++)
+        b->batch_order[i] = i;
+    if (b->config.shuffle)
+        for (int64_t i = batches - 1; i > 0; i--) {
+            int64_t j = (int64_t)attn_rng_below(&rng, (uint64_t)i + 1);
+            int64_t t = b->batch_order[i];
+            b->batch_order[i] = b->batch_order[j];
+            b->batch_order[j] = t;
+        }
+    b->epoch = epoch;
+    b->index = 0;
+}
+
+attn_status attn_batcher_create(const attn_corpus *corpus, const attn_batcher_config *config,
+                                attn_batcher **out)
+{
+    static const char fn[] = "attn_batcher_create";
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
+    ATTN_CHECK_NOT_NULL(corpus);
+    ATTN_CHECK_NOT_NULL(config);
+    ATTN_CHECK_ARG(config->batch_tokens > 0, "%s: batch_tokens must be positive, got %lld", fn,
+                   (long long)config->batch_tokens);
+    int64_t count = attn_corpus_size(corpus);
+    const int32_t *ids;
+    int64_t length;
+    if (attn_corpus_source_ids(corpus, 0, &ids, &length) != ATTN_OK)
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s: the corpus must be encoded first "
+                         "(attn_corpus_encode)", fn);
+
+    attn_batcher *b = calloc(1, sizeof *b);
+    if (b == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    b->config = *config;
+    b->corpus = corpus;
+    b->count = count;
+    size_t n = (size_t)count + 1;
+    b->source_len = malloc(n * sizeof *b->source_len);
+    b->target_len = malloc(n * sizeof *b->target_len);
+    b->items = malloc(n * sizeof *b->items);
+    b->batch_start = malloc((n + 1) * sizeof *b->batch_start);
+    b->batch_order = malloc(n * sizeof *b->batch_order);
+    if (b->source_len == NULL || b->target_len == NULL || b->items == NULL ||
+        b->batch_start == NULL || b->batch_order == NULL) {
+        attn_batcher_destroy(b);
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld pairs", fn,
+                         (long long)count);
+    }
+    /* Lengths fit int32: attn_corpus_encode refuses longer sentences. */
+    for (int64_t i = 0; i < count; i++) {
+        attn_corpus_source_ids(corpus, i, &ids, &length);
+        b->source_len[i] = (int32_t)length;
+        attn_corpus_target_ids(corpus, i, &ids, &length);
+        b->target_len[i] = (int32_t)length;
+    }
+    plan_epoch(b, 0);
+    *out = b;
+    return ATTN_OK;
+}
+
+void attn_batcher_destroy(attn_batcher *batcher)
+{
+    if (batcher == NULL)
+        return;
+    free(batcher->source_len);
+    free(batcher->target_len);
+    free(batcher->items);
+    free(batcher->batch_start);
+    free(batcher->batch_order);
+    free(batcher->batch.source);
+    free(batcher->batch.target);
+    free(batcher->batch.source_lengths);
+    free(batcher->batch.target_lengths);
+    free(batcher->batch.pairs);
+    free(batcher);
+}
+
+static attn_status reserve_batch(attn_batcher *b, int64_t rows, int64_t source_cells,
+                                 int64_t target_cells)
+{
+    attn_batch *batch = &b->batch;
+    ATTN_TRY(grow_array((void **)&batch->source, &b->source_capacity, source_cells,
+                        sizeof *batch->source));
+    ATTN_TRY(grow_array((void **)&batch->target, &b->target_capacity, target_cells,
+                        sizeof *batch->target));
+    if (rows > b->rows_capacity) {
+        int64_t c1 = b->rows_capacity, c2 = c1, c3 = c1;
+        ATTN_TRY(grow_array((void **)&batch->source_lengths, &c1, rows,
+                            sizeof *batch->source_lengths));
+        ATTN_TRY(grow_array((void **)&batch->target_lengths, &c2, rows,
+                            sizeof *batch->target_lengths));
+        ATTN_TRY(grow_array((void **)&batch->pairs, &c3, rows, sizeof *batch->pairs));
+        b->rows_capacity = c1;
+    }
+    return ATTN_OK;
+}
+
+static void fill_rows(int32_t *cells, int64_t width, const int32_t *ids, int64_t length)
+{
+    memcpy(cells, ids, (size_t)length * sizeof *cells);
+    for (int64_t j = length; j < width; j++)
+        cells[j] = ATTN_PAD_ID;
+}
+
+attn_status attn_batcher_next(attn_batcher *batcher, const attn_batch **batch)
+{
+    ATTN_CHECK_NOT_NULL(batch);
+    *batch = NULL;
+    ATTN_CHECK_NOT_NULL(batcher);
+    attn_batcher *b = batcher;
+    ATTN_CHECK_ARG(b->epoch < INT64_MAX, "attn_batcher_next: no epoch after %lld",
+                   (long long)b->epoch);
+    int64_t chosen = b->batch_order[b->index];
+    int64_t first = b->batch_start[chosen], rows = b->batch_start[chosen + 1] - first;
+    int64_t source_len = 0, target_len = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const sort_item *item = &b->items[first + r];
+        source_len = item->source_len > source_len ? item->source_len : source_len;
+        target_len = item->target_len > target_len ? item->target_len : target_len;
+    }
+    size_t source_cells, target_cells;
+    if (!attn_mul_size((size_t)rows, (size_t)source_len, &source_cells) ||
+        !attn_mul_size((size_t)rows, (size_t)target_len, &target_cells) ||
+        source_cells > INT64_MAX || target_cells > INT64_MAX)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_batcher_next: batch too large");
+    ATTN_TRY(reserve_batch(b, rows, (int64_t)source_cells, (int64_t)target_cells));
+
+    attn_batch *out = &b->batch;
+    out->size = rows;
+    out->source_len = source_len;
+    out->target_len = target_len;
+    out->epoch = b->epoch;
+    out->index = b->index;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t pair = b->items[first + r].pair;
+        const int32_t *ids;
+        int64_t length;
+        attn_corpus_source_ids(b->corpus, pair, &ids, &length);
+        fill_rows(out->source + r * source_len, source_len, ids, length);
+        out->source_lengths[r] = (int32_t)length;
+        attn_corpus_target_ids(b->corpus, pair, &ids, &length);
+        fill_rows(out->target + r * target_len, target_len, ids, length);
+        out->target_lengths[r] = (int32_t)length;
+        out->pairs[r] = pair;
+    }
+    if (b->index + 1 < b->num_batches)
+        b->index++;
+    else
+        plan_epoch(b, b->epoch + 1);
+    *batch = out;
+    return ATTN_OK;
+}
+
+void attn_batcher_position(const attn_batcher *batcher, int64_t *epoch, int64_t *batch_index)
+{
+    if (epoch != NULL)
+        *epoch = batcher == NULL ? 0 : batcher->epoch;
+    if (batch_index != NULL)
+        *batch_index = batcher == NULL ? 0 : batcher->index;
+}
+
+attn_status attn_batcher_seek(attn_batcher *batcher, int64_t epoch, int64_t batch_index)
+{
+    ATTN_CHECK_NOT_NULL(batcher);
+    ATTN_CHECK_ARG(epoch >= 0 && batch_index >= 0,
+                   "attn_batcher_seek: epoch (%lld) and batch_index (%lld) must not be negative",
+                   (long long)epoch, (long long)batch_index);
+    int64_t old_epoch = batcher->epoch, old_index = batcher->index;
+    if (epoch != old_epoch)
+        plan_epoch(batcher, epoch);
+    if (batch_index >= batcher->num_batches) {
+        int64_t batches = batcher->num_batches;
+        if (epoch != old_epoch)
+            plan_epoch(batcher, old_epoch);
+        batcher->index = old_index;
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                         "attn_batcher_seek: epoch %lld has %lld batches, no batch %lld",
+                         (long long)epoch, (long long)batches, (long long)batch_index);
+    }
+    batcher->index = batch_index;
+    return ATTN_OK;
+}
+
+int64_t attn_batcher_num_batches(const attn_batcher *batcher)
+{
+    return batcher == NULL ? 0 : batcher->num_batches;
+}

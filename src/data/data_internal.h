@@ -1,0 +1,146 @@
+/* Helpers shared by the data layer's sources; not part of the public API. */
+#ifndef ATTN_DATA_INTERNAL_H
+#define ATTN_DATA_INTERNAL_H
+
+#include "core/internal.h"
+#include "attn/attn_data.h"
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- UTF-8 ------------------------------------------------------------------------------ */
+
+/* Length in bytes of the valid UTF-8 sequence starting at text[0] (size bytes available), or
+ * 0 if it is not one (or is a NUL byte). */
+ATTN_INTERNAL size_t utf8_sequence_length(const unsigned char *text, size_t size);
+/* Byte offset of the first invalid sequence in text, or size if all of it is valid. */
+ATTN_INTERNAL size_t utf8_first_invalid(const char *text, size_t size);
+
+static inline int is_ascii_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+/* attn_lines_read with messages that name the calling function fn. */
+ATTN_INTERNAL attn_status lines_read_for(const char *fn, const char *path, attn_lines *out);
+
+/* ---- growable arrays -------------------------------------------------------------------- */
+
+typedef struct id_buffer {
+    int32_t *data;
+    int64_t size, capacity;
+} id_buffer;
+
+ATTN_INTERNAL attn_status id_buffer_reserve(id_buffer *buf, int64_t capacity);
+ATTN_INTERNAL attn_status id_buffer_push(id_buffer *buf, int32_t id);
+ATTN_INTERNAL void id_buffer_free(id_buffer *buf);
+
+typedef struct byte_buffer {
+    char *data;
+    size_t size, capacity;
+} byte_buffer;
+
+/* Appends size bytes and keeps the contents NUL-terminated. */
+ATTN_INTERNAL attn_status byte_buffer_append(byte_buffer *buf, const char *bytes, size_t size);
+ATTN_INTERNAL void byte_buffer_free(byte_buffer *buf);
+
+/* Grows *array (elements of element_size bytes) to hold at least `needed` elements, doubling
+ * *capacity. */
+ATTN_INTERNAL attn_status grow_array(void **array, int64_t *capacity, int64_t needed,
+                                     size_t element_size);
+
+/* ---- string table ----------------------------------------------------------------------- */
+
+/* Interns byte strings: each distinct string gets the next id (0, 1, ...). Strings are kept
+ * NUL-terminated in one pool, so a pointer from strtab_string is valid until the next insert. */
+typedef struct strtab {
+    char *pool;
+    size_t pool_size, pool_capacity;
+    size_t *offset;   /* [count] start of each string in pool */
+    uint32_t *length; /* [count] */
+    uint64_t *hash;   /* [count] */
+    int32_t count, capacity;
+    int32_t *slots; /* open addressing: id + 1, or 0 for empty */
+    size_t slot_count; /* a power of two, at least twice count */
+} strtab;
+
+/* Id of the string, or -1. */
+ATTN_INTERNAL int32_t strtab_find(const strtab *table, const char *bytes, size_t size);
+/* Id of the string, inserting it if new (*added says which, if not NULL). */
+ATTN_INTERNAL attn_status strtab_intern(strtab *table, const char *bytes, size_t size,
+                                        int32_t *id, int *added);
+static inline const char *strtab_string(const strtab *table, int32_t id)
+{
+    return table->pool + table->offset[id];
+}
+static inline size_t strtab_length(const strtab *table, int32_t id)
+{
+    return table->length[id];
+}
+ATTN_INTERNAL void strtab_free(strtab *table);
+
+/* ---- vocabulary, tokenizers ------------------------------------------------------------- */
+
+/* The strtab's ids are the vocabulary's ids. */
+struct attn_vocab {
+    strtab tokens;
+};
+
+/* Looks a token up by bytes (not NUL-terminated): its id, or -1. */
+ATTN_INTERNAL int32_t vocab_find(const attn_vocab *vocab, const char *bytes, size_t size);
+/* Builds a vocabulary from a strtab of distinct tokens and their counts. */
+ATTN_INTERNAL attn_status vocab_from_counts(const strtab *tokens, const int64_t *counts,
+                                            int64_t min_count, int64_t max_size,
+                                            attn_vocab **out);
+ATTN_INTERNAL attn_status vocab_to_cjson(const attn_vocab *vocab, cJSON **out);
+/* fn names the public function in messages. */
+ATTN_INTERNAL attn_status vocab_from_cjson(const char *fn, const cJSON *json, attn_vocab **out);
+/* Parses NUL-terminated JSON (nothing may follow it); ATTN_ERR_FORMAT names fn and the byte. */
+ATTN_INTERNAL attn_status json_parse(const char *fn, const char *json, cJSON **out);
+
+/* BPE merges and the symbols they make, shared by learning (bpe.c) and the tokenizer. */
+typedef struct bpe_model {
+    strtab symbols;          /* every symbol: characters seen, merge results */
+    int32_t *merge_left;     /* [num_merges] symbol ids */
+    int32_t *merge_right;
+    int32_t *merge_result;
+    int64_t num_merges, merge_capacity;
+    /* (left, right) -> merge rank: open addressing on key left * 2^32 + right. */
+    uint64_t *rank_keys;
+    int32_t *rank_values; /* rank + 1, 0 for an empty slot */
+    size_t rank_slots;
+    int32_t *symbol_to_vocab; /* [symbols.count] vocabulary id of each symbol */
+} bpe_model;
+
+/* Learns merges from the words of lines and builds the vocabulary of all symbols made. */
+ATTN_INTERNAL attn_status bpe_learn(const char *const *lines, int64_t n_lines, int64_t max_merges,
+                                    int64_t min_count, int64_t max_vocab, bpe_model *model,
+                                    attn_vocab **vocab);
+/* Adds merge (left, right) (strings) as the next rank. */
+ATTN_INTERNAL attn_status bpe_add_merge(bpe_model *model, const char *left, size_t left_size,
+                                        const char *right, size_t right_size);
+/* Fills symbol_to_vocab once merges and the vocabulary are known. */
+ATTN_INTERNAL attn_status bpe_link_vocab(bpe_model *model, const attn_vocab *vocab);
+/* Appends the ids of one word (size bytes, no whitespace, valid UTF-8) to out. */
+ATTN_INTERNAL attn_status bpe_encode_word(const bpe_model *model, const char *word, size_t size,
+                                          id_buffer *out);
+ATTN_INTERNAL void bpe_model_free(bpe_model *model);
+
+/* Remembers the ids of words already encoded, for encoding a whole corpus: BPE words repeat,
+ * and applying merges costs far more than a lookup. */
+typedef struct encode_cache {
+    strtab words;
+    int64_t *start; /* [words.count] into ids */
+    int32_t *count;
+    int64_t capacity;
+    id_buffer ids;
+} encode_cache;
+
+/* Appends the ids of text (size bytes, valid UTF-8) to out; cache may be NULL. */
+ATTN_INTERNAL attn_status tokenizer_encode_append(const attn_tokenizer *tokenizer,
+                                                  const char *text, size_t size,
+                                                  encode_cache *cache, id_buffer *out);
+ATTN_INTERNAL void encode_cache_free(encode_cache *cache);
+
+#endif /* ATTN_DATA_INTERNAL_H */

@@ -1,0 +1,518 @@
+/* Tokenizers: characters, whitespace-separated words, BPE. Training, encoding, decoding and
+ * the JSON form a checkpoint carries. */
+#include "data/data_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define END_OF_WORD "</w>"
+#define END_OF_WORD_SIZE 4
+#define TOKENIZER_FORMAT "attn-tokenizer"
+#define TOKENIZER_VERSION 1
+
+struct attn_tokenizer {
+    attn_tokenizer_config config;
+    attn_vocab *vocab;
+    bpe_model bpe; /* ATTN_TOKENIZER_BPE only */
+};
+
+static const char *kind_name(attn_tokenizer_kind kind)
+{
+    switch (kind) {
+    case ATTN_TOKENIZER_CHAR: return "char";
+    case ATTN_TOKENIZER_WORD: return "word";
+    case ATTN_TOKENIZER_BPE: return "bpe";
+    }
+    return "unknown";
+}
+
+/* ---- configuration ---------------------------------------------------------------------- */
+
+attn_status attn_tokenizer_config_parse(const char *spec, attn_tokenizer_config *out)
+{
+    ATTN_CHECK_NOT_NULL(out);
+    ATTN_CHECK_NOT_NULL(spec);
+    attn_tokenizer_config config = {ATTN_TOKENIZER_CHAR, 0, 1, 0};
+    if (strcmp(spec, "char") == 0) {
+        config.kind = ATTN_TOKENIZER_CHAR;
+    } else if (strcmp(spec, "word") == 0) {
+        config.kind = ATTN_TOKENIZER_WORD;
+    } else if (strncmp(spec, "bpe:", 4) == 0) {
+        const char *digits = spec + 4;
+        char *end = NULL;
+        errno = 0;
+        long long merges = digits[0] >= '0' && digits[0] <= '9' ? strtoll(digits, &end, 10) : 0;
+        ATTN_CHECK_ARG(end != NULL && *end == '\0' && errno == 0 && merges > 0 &&
+                           merges < INT32_MAX,
+                       "attn_tokenizer_config_parse: '%s': expected bpe:N with N a positive "
+                       "number of merges", spec);
+        config.kind = ATTN_TOKENIZER_BPE;
+        config.bpe_merges = merges;
+    } else {
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                         "attn_tokenizer_config_parse: unknown tokenizer '%s' (expected char, "
+                         "word or bpe:N)", spec);
+    }
+    *out = config;
+    return ATTN_OK;
+}
+
+static attn_status check_config(const char *fn, const attn_tokenizer_config *config)
+{
+    ATTN_CHECK_ARG(config->kind == ATTN_TOKENIZER_CHAR || config->kind == ATTN_TOKENIZER_WORD ||
+                       config->kind == ATTN_TOKENIZER_BPE,
+                   "%s: unknown tokenizer kind %d", fn, (int)config->kind);
+    ATTN_CHECK_ARG(config->kind != ATTN_TOKENIZER_BPE ||
+                       (config->bpe_merges > 0 && config->bpe_merges < INT32_MAX),
+                   "%s: bpe_merges must be positive (and below 2^31), got %lld", fn,
+                   (long long)config->bpe_merges);
+    ATTN_CHECK_ARG(config->max_vocab == 0 || (config->max_vocab >= ATTN_NUM_SPECIAL_IDS &&
+                                              config->max_vocab <= INT32_MAX),
+                   "%s: max_vocab must be 0 (no limit) or in [%d, 2^31), got %lld", fn,
+                   ATTN_NUM_SPECIAL_IDS, (long long)config->max_vocab);
+    /* Ids are int32, so larger limits mean nothing; keeping them in int32 range also keeps
+     * them exact in JSON. */
+    ATTN_CHECK_ARG(config->min_count >= INT32_MIN && config->min_count <= INT32_MAX,
+                   "%s: min_count %lld is out of range", fn, (long long)config->min_count);
+    return ATTN_OK;
+}
+
+/* ---- training --------------------------------------------------------------------------- */
+
+typedef struct token_counter {
+    strtab tokens;
+    int64_t *counts;
+    int64_t capacity;
+} token_counter;
+
+static attn_status count_token(token_counter *counter, const char *bytes, size_t size)
+{
+    int32_t id;
+    int added;
+    ATTN_TRY(strtab_intern(&counter->tokens, bytes, size, &id, &added));
+    if (added) {
+        ATTN_TRY(grow_array((void **)&counter->counts, &counter->capacity, (int64_t)id + 1,
+                            sizeof *counter->counts));
+        counter->counts[id] = 0;
+    }
+    counter->counts[id]++;
+    return ATTN_OK;
+}
+
+static attn_status count_line(token_counter *counter, attn_tokenizer_kind kind, const char *text)
+{
+    size_t size = strlen(text);
+    size_t pos = 0;
+    if (kind == ATTN_TOKENIZER_CHAR) {
+        while (pos < size) {
+            size_t length = utf8_sequence_length((const unsigned char *)text + pos, size - pos);
+            ATTN_TRY(count_token(counter, text + pos, length));
+            pos += length;
+        }
+        return ATTN_OK;
+    }
+    for (;;) {
+        while (pos < size && is_ascii_space(text[pos]))
+            pos++;
+        if (pos == size)
+            return ATTN_OK;
+        size_t start = pos;
+        while (pos < size && !is_ascii_space(text[pos]))
+            pos++;
+        ATTN_TRY(count_token(counter, text + start, pos - start));
+    }
+}
+
+static attn_status train_counted(const attn_tokenizer_config *config, const char *const *lines,
+                                 int64_t n, attn_vocab **vocab)
+{
+    token_counter counter = {0};
+    attn_status status = ATTN_OK;
+    for (int64_t i = 0; i < n && status == ATTN_OK; i++)
+        status = count_line(&counter, config->kind, lines[i]);
+    if (status == ATTN_OK)
+        status = vocab_from_counts(&counter.tokens, counter.counts, config->min_count,
+                                   config->max_vocab, vocab);
+    strtab_free(&counter.tokens);
+    free(counter.counts);
+    return status;
+}
+
+attn_status attn_tokenizer_train(const attn_tokenizer_config *config, const char *const *lines,
+                                 int64_t n, attn_tokenizer **out)
+{
+    static const char fn[] = "attn_tokenizer_train";
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
+    ATTN_CHECK_NOT_NULL(config);
+    ATTN_TRY(check_config(fn, config));
+    ATTN_CHECK_ARG(n > 0, "%s: need at least one line of training text, got n = %lld", fn,
+                   (long long)n);
+    ATTN_CHECK_NOT_NULL(lines);
+    for (int64_t i = 0; i < n; i++) {
+        ATTN_CHECK_ARG(lines[i] != NULL, "%s: lines[%lld] is NULL", fn, (long long)i);
+        size_t size = strlen(lines[i]);
+        size_t bad = utf8_first_invalid(lines[i], size);
+        if (bad != size)
+            return attn_fail(ATTN_ERR_FORMAT,
+                             "%s: training line %lld is not valid UTF-8 (byte %zu)", fn,
+                             (long long)(i + 1), bad + 1);
+    }
+    attn_tokenizer *tokenizer = calloc(1, sizeof *tokenizer);
+    if (tokenizer == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    tokenizer->config = *config;
+    attn_status status;
+    if (config->kind == ATTN_TOKENIZER_BPE)
+        status = bpe_learn(lines, n, config->bpe_merges, config->min_count, config->max_vocab,
+                           &tokenizer->bpe, &tokenizer->vocab);
+    else
+        status = train_counted(config, lines, n, &tokenizer->vocab);
+    if (status != ATTN_OK) {
+        attn_tokenizer_destroy(tokenizer);
+        return status;
+    }
+    *out = tokenizer;
+    return ATTN_OK;
+}
+
+void attn_tokenizer_destroy(attn_tokenizer *tokenizer)
+{
+    if (tokenizer == NULL)
+        return;
+    attn_vocab_destroy(tokenizer->vocab);
+    bpe_model_free(&tokenizer->bpe);
+    free(tokenizer);
+}
+
+attn_tokenizer_kind attn_tokenizer_get_kind(const attn_tokenizer *tokenizer)
+{
+    return tokenizer == NULL ? ATTN_TOKENIZER_CHAR : tokenizer->config.kind;
+}
+
+const attn_vocab *attn_tokenizer_vocab(const attn_tokenizer *tokenizer)
+{
+    return tokenizer == NULL ? NULL : tokenizer->vocab;
+}
+
+int64_t attn_tokenizer_num_merges(const attn_tokenizer *tokenizer)
+{
+    return tokenizer == NULL ? 0 : tokenizer->bpe.num_merges;
+}
+
+attn_status attn_tokenizer_merge(const attn_tokenizer *tokenizer, int64_t i, const char **left,
+                                 const char **right)
+{
+    ATTN_CHECK_NOT_NULL(tokenizer);
+    ATTN_CHECK_NOT_NULL(left);
+    ATTN_CHECK_NOT_NULL(right);
+    ATTN_CHECK_ARG(i >= 0 && i < tokenizer->bpe.num_merges,
+                   "attn_tokenizer_merge: merge %lld out of range (the tokenizer has %lld)",
+                   (long long)i, (long long)tokenizer->bpe.num_merges);
+    *left = strtab_string(&tokenizer->bpe.symbols, tokenizer->bpe.merge_left[i]);
+    *right = strtab_string(&tokenizer->bpe.symbols, tokenizer->bpe.merge_right[i]);
+    return ATTN_OK;
+}
+
+/* ---- encoding --------------------------------------------------------------------------- */
+
+/* Id of a text token: <unk> if the vocabulary lacks it or it spells a special. */
+static int32_t text_token_id(const attn_vocab *vocab, const char *bytes, size_t size)
+{
+    int32_t id = vocab_find(vocab, bytes, size);
+    return id < ATTN_NUM_SPECIAL_IDS ? ATTN_UNK_ID : id;
+}
+
+static attn_status encode_bpe_word(const bpe_model *model, const char *word, size_t size,
+                                   encode_cache *cache, id_buffer *out)
+{
+    if (cache == NULL)
+        return bpe_encode_word(model, word, size, out);
+    int32_t entry = strtab_find(&cache->words, word, size);
+    if (entry < 0) {
+        int64_t start = out->size;
+        ATTN_TRY(bpe_encode_word(model, word, size, out));
+        int64_t count = out->size - start;
+        ATTN_TRY(strtab_intern(&cache->words, word, size, &entry, NULL));
+        int64_t c1 = cache->capacity, c2 = cache->capacity;
+        ATTN_TRY(grow_array((void **)&cache->start, &c1, (int64_t)entry + 1, sizeof *cache->start));
+        ATTN_TRY(grow_array((void **)&cache->count, &c2, (int64_t)entry + 1, sizeof *cache->count));
+        cache->capacity = c1;
+        cache->start[entry] = cache->ids.size;
+        cache->count[entry] = (int32_t)count;
+        ATTN_TRY(id_buffer_reserve(&cache->ids, cache->ids.size + count));
+        memcpy(cache->ids.data + cache->ids.size, out->data + start,
+               (size_t)count * sizeof *out->data);
+        cache->ids.size += count;
+        return ATTN_OK;
+    }
+    int32_t count = cache->count[entry];
+    ATTN_TRY(id_buffer_reserve(out, out->size + count));
+    memcpy(out->data + out->size, cache->ids.data + cache->start[entry],
+           (size_t)count * sizeof *out->data);
+    out->size += count;
+    return ATTN_OK;
+}
+
+void encode_cache_free(encode_cache *cache)
+{
+    strtab_free(&cache->words);
+    free(cache->start);
+    free(cache->count);
+    id_buffer_free(&cache->ids);
+    memset(cache, 0, sizeof *cache);
+}
+
+attn_status tokenizer_encode_append(const attn_tokenizer *tokenizer, const char *text,
+                                    size_t size, encode_cache *cache, id_buffer *out)
+{
+    const attn_vocab *vocab = tokenizer->vocab;
+    size_t pos = 0;
+    if (tokenizer->config.kind == ATTN_TOKENIZER_CHAR) {
+        while (pos < size) {
+            size_t length = utf8_sequence_length((const unsigned char *)text + pos, size - pos);
+            ATTN_TRY(id_buffer_push(out, text_token_id(vocab, text + pos, length)));
+            pos += length;
+        }
+        return ATTN_OK;
+    }
+    for (;;) {
+        while (pos < size && is_ascii_space(text[pos]))
+            pos++;
+        if (pos == size)
+            return ATTN_OK;
+        size_t start = pos;
+        while (pos < size && !is_ascii_space(text[pos]))
+            pos++;
+        if (tokenizer->config.kind == ATTN_TOKENIZER_WORD)
+            ATTN_TRY(id_buffer_push(out, text_token_id(vocab, text + start, pos - start)));
+        else
+            ATTN_TRY(encode_bpe_word(&tokenizer->bpe, text + start, pos - start, cache, out));
+    }
+}
+
+attn_status attn_tokenizer_encode(const attn_tokenizer *tokenizer, const char *text,
+                                  int32_t **ids, int64_t *n_ids)
+{
+    ATTN_CHECK_NOT_NULL(ids);
+    ATTN_CHECK_NOT_NULL(n_ids);
+    *ids = NULL;
+    *n_ids = 0;
+    ATTN_CHECK_NOT_NULL(tokenizer);
+    ATTN_CHECK_NOT_NULL(text);
+    size_t size = strlen(text);
+    size_t bad = utf8_first_invalid(text, size);
+    if (bad != size)
+        return attn_fail(ATTN_ERR_FORMAT, "attn_tokenizer_encode: text is not valid UTF-8 "
+                         "(byte %zu)", bad + 1);
+    id_buffer out = {0};
+    attn_status status = id_buffer_reserve(&out, 1);
+    if (status == ATTN_OK)
+        status = tokenizer_encode_append(tokenizer, text, size, NULL, &out);
+    if (status != ATTN_OK) {
+        id_buffer_free(&out);
+        return status;
+    }
+    *ids = out.data;
+    *n_ids = out.size;
+    return ATTN_OK;
+}
+
+/* ---- decoding --------------------------------------------------------------------------- */
+
+attn_status attn_tokenizer_decode(const attn_tokenizer *tokenizer, const int32_t *ids,
+                                  int64_t n_ids, char **text)
+{
+    ATTN_CHECK_NOT_NULL(text);
+    *text = NULL;
+    ATTN_CHECK_NOT_NULL(tokenizer);
+    ATTN_CHECK_ARG(n_ids >= 0, "attn_tokenizer_decode: n_ids must not be negative, got %lld",
+                   (long long)n_ids);
+    if (n_ids > 0)
+        ATTN_CHECK_NOT_NULL(ids);
+    const attn_vocab *vocab = tokenizer->vocab;
+    int64_t vocab_size = attn_vocab_size(vocab);
+    for (int64_t i = 0; i < n_ids; i++)
+        ATTN_CHECK_ARG(ids[i] >= 0 && ids[i] < vocab_size,
+                       "attn_tokenizer_decode: ids[%lld] = %d is outside the vocabulary of %lld",
+                       (long long)i, (int)ids[i], (long long)vocab_size);
+    byte_buffer buf = {0};
+    attn_status status = byte_buffer_append(&buf, "", 0);
+    /* Word and BPE tokens of a new word are preceded by a space, except the first. */
+    int space_before_next = 0;
+    for (int64_t i = 0; i < n_ids && status == ATTN_OK; i++) {
+        if (ids[i] < ATTN_NUM_SPECIAL_IDS)
+            continue;
+        const char *token = strtab_string(&vocab->tokens, ids[i]);
+        size_t size = strtab_length(&vocab->tokens, ids[i]);
+        int ends_word = 1;
+        if (tokenizer->config.kind == ATTN_TOKENIZER_BPE) {
+            ends_word = size >= END_OF_WORD_SIZE &&
+                        memcmp(token + size - END_OF_WORD_SIZE, END_OF_WORD, END_OF_WORD_SIZE) == 0;
+            if (ends_word)
+                size -= END_OF_WORD_SIZE;
+        }
+        if (space_before_next && buf.size > 0)
+            status = byte_buffer_append(&buf, " ", 1);
+        if (status == ATTN_OK)
+            status = byte_buffer_append(&buf, token, size);
+        space_before_next = tokenizer->config.kind != ATTN_TOKENIZER_CHAR && ends_word;
+    }
+    if (status != ATTN_OK) {
+        byte_buffer_free(&buf);
+        return status;
+    }
+    *text = buf.data;
+    return ATTN_OK;
+}
+
+/* ---- JSON ------------------------------------------------------------------------------- */
+
+static attn_status tokenizer_to_cjson(const attn_tokenizer *tokenizer, cJSON **out)
+{
+    const attn_tokenizer_config *config = &tokenizer->config;
+    cJSON *object = cJSON_CreateObject();
+    int ok = object != NULL && cJSON_AddStringToObject(object, "format", TOKENIZER_FORMAT) &&
+             cJSON_AddNumberToObject(object, "version", TOKENIZER_VERSION) &&
+             cJSON_AddStringToObject(object, "kind", kind_name(config->kind)) &&
+             cJSON_AddNumberToObject(object, "min_count", (double)config->min_count) &&
+             cJSON_AddNumberToObject(object, "max_vocab", (double)config->max_vocab);
+    if (ok && config->kind == ATTN_TOKENIZER_BPE) {
+        const bpe_model *bpe = &tokenizer->bpe;
+        cJSON *merges = cJSON_CreateArray();
+        ok = merges != NULL && cJSON_AddItemToObject(object, "merges", merges);
+        if (!ok)
+            cJSON_Delete(merges);
+        ok = ok && cJSON_AddNumberToObject(object, "bpe_merges", (double)config->bpe_merges);
+        for (int64_t i = 0; ok && i < bpe->num_merges; i++) {
+            const char *pair[2] = {strtab_string(&bpe->symbols, bpe->merge_left[i]),
+                                   strtab_string(&bpe->symbols, bpe->merge_right[i])};
+            cJSON *item = cJSON_CreateStringArray(pair, 2);
+            ok = item != NULL && cJSON_AddItemToArray(merges, item);
+            if (!ok)
+                cJSON_Delete(item);
+        }
+    }
+    cJSON *vocab = NULL;
+    attn_status status = ok ? vocab_to_cjson(tokenizer->vocab, &vocab) : ATTN_ERR_OUT_OF_MEMORY;
+    if (status == ATTN_OK && !cJSON_AddItemToObject(object, "vocab", vocab)) {
+        cJSON_Delete(vocab);
+        status = ATTN_ERR_OUT_OF_MEMORY;
+    }
+    if (status != ATTN_OK) {
+        cJSON_Delete(object);
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_tokenizer_to_json: out of memory");
+    }
+    *out = object;
+    return ATTN_OK;
+}
+
+attn_status attn_tokenizer_to_json(const attn_tokenizer *tokenizer, char **json)
+{
+    ATTN_CHECK_NOT_NULL(json);
+    *json = NULL;
+    ATTN_CHECK_NOT_NULL(tokenizer);
+    cJSON *object = NULL;
+    ATTN_TRY(tokenizer_to_cjson(tokenizer, &object));
+    *json = cJSON_PrintUnformatted(object);
+    cJSON_Delete(object);
+    if (*json == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_tokenizer_to_json: out of memory");
+    return ATTN_OK;
+}
+
+/* An integer field in [lo, hi]. */
+static attn_status integer_field(const char *fn, const cJSON *object, const char *name,
+                                 int64_t lo, int64_t hi, int64_t *value)
+{
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(object, name);
+    double number = cJSON_IsNumber(item) ? cJSON_GetNumberValue(item) : NAN;
+    if (!(number >= (double)lo && number <= (double)hi && number == floor(number)))
+        return attn_fail(ATTN_ERR_FORMAT, "%s: \"%s\" must be an integer in [%lld, %lld]", fn,
+                         name, (long long)lo, (long long)hi);
+    *value = (int64_t)number;
+    return ATTN_OK;
+}
+
+static attn_status merge_symbol(const char *fn, int64_t index, const cJSON *item,
+                                const char **symbol)
+{
+    *symbol = cJSON_GetStringValue(item);
+    size_t size = *symbol == NULL ? 0 : strlen(*symbol);
+    int ok = size > 0 && attn_utf8_valid(*symbol, size);
+    for (size_t i = 0; ok && i < size; i++)
+        ok = !is_ascii_space((*symbol)[i]);
+    if (!ok)
+        return attn_fail(ATTN_ERR_FORMAT, "%s: merge %lld: symbols must be non-empty UTF-8 "
+                         "strings without whitespace", fn, (long long)index);
+    return ATTN_OK;
+}
+
+static attn_status tokenizer_from_cjson(const char *fn, const cJSON *json,
+                                        attn_tokenizer *tokenizer)
+{
+    const char *format = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(json, "format"));
+    if (format == NULL || strcmp(format, TOKENIZER_FORMAT) != 0)
+        return attn_fail(ATTN_ERR_FORMAT, "%s: not a tokenizer (\"format\" must be \"%s\")", fn,
+                         TOKENIZER_FORMAT);
+    int64_t version;
+    ATTN_TRY(integer_field(fn, json, "version", TOKENIZER_VERSION, TOKENIZER_VERSION, &version));
+    const char *kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(json, "kind"));
+    attn_tokenizer_config *config = &tokenizer->config;
+    if (kind != NULL && strcmp(kind, "char") == 0)
+        config->kind = ATTN_TOKENIZER_CHAR;
+    else if (kind != NULL && strcmp(kind, "word") == 0)
+        config->kind = ATTN_TOKENIZER_WORD;
+    else if (kind != NULL && strcmp(kind, "bpe") == 0)
+        config->kind = ATTN_TOKENIZER_BPE;
+    else
+        return attn_fail(ATTN_ERR_FORMAT, "%s: \"kind\" must be \"char\", \"word\" or \"bpe\"", fn);
+    ATTN_TRY(integer_field(fn, json, "min_count", INT32_MIN, INT32_MAX, &config->min_count));
+    ATTN_TRY(integer_field(fn, json, "max_vocab", 0, INT32_MAX, &config->max_vocab));
+    ATTN_TRY(vocab_from_cjson(fn, cJSON_GetObjectItemCaseSensitive(json, "vocab"),
+                              &tokenizer->vocab));
+    if (config->kind != ATTN_TOKENIZER_BPE)
+        return ATTN_OK;
+
+    ATTN_TRY(integer_field(fn, json, "bpe_merges", 1, INT32_MAX - 1, &config->bpe_merges));
+    const cJSON *merges = cJSON_GetObjectItemCaseSensitive(json, "merges");
+    if (!cJSON_IsArray(merges))
+        return attn_fail(ATTN_ERR_FORMAT, "%s: a bpe tokenizer needs a \"merges\" array", fn);
+    int64_t index = 0;
+    const cJSON *merge;
+    cJSON_ArrayForEach(merge, merges)
+    {
+        if (!cJSON_IsArray(merge) || cJSON_GetArraySize(merge) != 2)
+            return attn_fail(ATTN_ERR_FORMAT, "%s: merge %lld must be a [left, right] pair", fn,
+                             (long long)index);
+        const char *left, *right;
+        ATTN_TRY(merge_symbol(fn, index, cJSON_GetArrayItem(merge, 0), &left));
+        ATTN_TRY(merge_symbol(fn, index, cJSON_GetArrayItem(merge, 1), &right));
+        ATTN_TRY(bpe_add_merge(&tokenizer->bpe, left, strlen(left), right, strlen(right)));
+        index++;
+    }
+    return bpe_link_vocab(&tokenizer->bpe, tokenizer->vocab);
+}
+
+attn_status attn_tokenizer_from_json(const char *json, attn_tokenizer **out)
+{
+    static const char fn[] = "attn_tokenizer_from_json";
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
+    ATTN_CHECK_NOT_NULL(json);
+    cJSON *parsed;
+    ATTN_TRY(json_parse(fn, json, &parsed));
+    attn_tokenizer *tokenizer = calloc(1, sizeof *tokenizer);
+    attn_status status = tokenizer != NULL
+                             ? tokenizer_from_cjson(fn, parsed, tokenizer)
+                             : attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    cJSON_Delete(parsed);
+    if (status != ATTN_OK) {
+        attn_tokenizer_destroy(tokenizer);
+        return status;
+    }
+    *out = tokenizer;
+    return ATTN_OK;
+}
