@@ -7,5 +7,6 @@
 #include "attn/attn_kernels.h"
 #include "attn/attn_attention.h"
 #include "attn/attn_tensor_file.h"
+#include "attn/attn_data.h"
 
 #endif /* ATTN_H */
