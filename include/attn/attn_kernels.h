@@ -26,8 +26,15 @@ ATTN_API attn_status attn_gemm(attn_transpose trans_a, attn_transpose trans_b, i
                                int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
                                const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 
-/* The GEMM implementation in use, e.g. "built-in avx512". */
+/* The GEMM implementation in use: "built-in <isa>" for the instruction set attn_set_isa()
+ * selects, or "cblas" when the library was built with ATTN_BLAS=ON (the reference ISA
+ * still runs the built-in reference). */
 ATTN_API const char *attn_gemm_backend(void);
+
+/* attn_gemm keeps its packing buffers (a few MiB per thread) between calls so that
+ * repeated multiplies do not fault in fresh memory. This frees the idle ones; the next
+ * call allocates again. Safe to call at any time. */
+ATTN_API void attn_gemm_release_buffers(void);
 
 /* ---- softmax over the last dimension ------------------------------------------------ */
 
