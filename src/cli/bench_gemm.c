@@ -105,12 +105,12 @@ static float *random_floats(int64_t count, uint64_t seed)
 
 static void print_usage(FILE *out)
 {
-    fprintf(out, "usage: attn bench gemm [--json] [--threads N] [--reps N]\n\n"
+    fprintf(out, "usage: attn bench gemm [--json] [--threads N] [--reps N] [--isa NAME]\n\n"
                  "GFLOP/s (median of N repetitions, default 5) of attn_gemm for each\n"
-                 "instruction set this CPU supports, on square, attention and transformer\n"
-                 "shapes; the scalar reference runs on a small shape only. The ratio is to the\n"
-                 "best instruction set on the same shape. --json prints one JSON object per\n"
-                 "shape.\n");
+                 "instruction set this CPU supports (or only --isa NAME), on square, attention\n"
+                 "and transformer shapes; the scalar reference runs on a small shape only. The\n"
+                 "ratio is to the best instruction set on the same shape. --json prints one\n"
+                 "JSON object per shape.\n");
 }
 
 static int parse_positive(const char *text, int *out)
@@ -123,9 +123,25 @@ static int parse_positive(const char *text, int *out)
     return 1;
 }
 
+static int wanted(attn_isa isa, attn_isa only)
+{
+    return only == ATTN_ISA_AUTO ? attn_isa_supported(isa) : isa == only;
+}
+
+static int parse_isa(const char *text, attn_isa *out)
+{
+    for (size_t i = 0; i < ISA_COUNT; i++)
+        if (strcmp(text, attn_isa_name(isas[i])) == 0 && attn_isa_supported(isas[i])) {
+            *out = isas[i];
+            return 1;
+        }
+    return 0;
+}
+
 int attn_bench_gemm(int argc, char **argv)
 {
     int json = 0, reps = 5, threads = 0;
+    attn_isa only = ATTN_ISA_AUTO;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             print_usage(stdout);
@@ -140,6 +156,12 @@ int attn_bench_gemm(int argc, char **argv)
         } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
             if (!parse_positive(argv[++i], &reps) || reps > 64) {
                 fprintf(stderr, "attn bench gemm: --reps needs a number from 1 to 64\n");
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--isa") == 0 && i + 1 < argc) {
+            if (!parse_isa(argv[++i], &only)) {
+                fprintf(stderr, "attn bench gemm: --isa needs an instruction set this CPU "
+                                "supports (reference, portable, avx2, avx512)\n");
                 return 2;
             }
         } else {
@@ -159,7 +181,7 @@ int attn_bench_gemm(int argc, char **argv)
                attn_get_num_threads(), attn_gemm_backend(), reps, "shape", "op", "m", "n",
                "k");
     for (size_t i = 0; i < ISA_COUNT && !json; i++)
-        if (attn_isa_supported(isas[i]))
+        if (wanted(isas[i], only))
             printf("  %15s", attn_isa_name(isas[i]));
     if (!json)
         printf("\n");
@@ -176,7 +198,7 @@ int attn_bench_gemm(int argc, char **argv)
             status = 1;
         }
         for (size_t i = 0; i < ISA_COUNT && status == 0; i++) {
-            if (!attn_isa_supported(isas[i]) || (isas[i] == ATTN_ISA_REFERENCE && !s->with_reference))
+            if (!wanted(isas[i], only) || (isas[i] == ATTN_ISA_REFERENCE && !s->with_reference))
                 continue;
             attn_set_isa(isas[i]);
             if (!measure(s, &ops, reps, &gflops[i]))
@@ -205,7 +227,7 @@ int attn_bench_gemm(int argc, char **argv)
             for (size_t i = 0; i < ISA_COUNT; i++)
                 if (measured[i])
                     printf("  %7.1f (%5.3f)", gflops[i], gflops[i] / best);
-                else if (attn_isa_supported(isas[i]))
+                else if (wanted(isas[i], only))
                     printf("  %15s", "-");
             printf("\n");
         }

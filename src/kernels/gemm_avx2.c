@@ -11,25 +11,27 @@
 
 #define FOR_EACH_ROW(X) X(0) X(1) X(2) X(3) X(4) X(5)
 
-static void avx2_micro_kernel(int64_t depth, const float *restrict a_panel,
-                              const float *restrict b_panel, float *restrict c, int64_t ldc,
-                              float alpha, float beta, int rows, int cols)
+/* One body, instantiated for A with contiguous rows (packed panels, or op(A) = A^T read in
+ * place) and for A with contiguous steps (op(A) = A read in place). */
+static inline __attribute__((always_inline)) void
+avx2_tile(int64_t depth, const float *a, int64_t a_row_stride, int64_t a_step_stride,
+          const float *b, int64_t b_step_stride, float *c, int64_t ldc, float alpha, float beta,
+          int rows, int cols)
 {
 #define DECLARE_ROW(r) __m256 sum##r##_lo = _mm256_setzero_ps(), sum##r##_hi = _mm256_setzero_ps();
     FOR_EACH_ROW(DECLARE_ROW)
 
-    const float *a = a_panel, *b = b_panel;
     for (int64_t p = 0; p < depth; p++) {
-        __m256 b_lo = _mm256_load_ps(b), b_hi = _mm256_load_ps(b + 8);
+        __m256 b_lo = _mm256_loadu_ps(b), b_hi = _mm256_loadu_ps(b + 8);
 #define STEP_ROW(r)                                                                       \
     {                                                                                     \
-        __m256 a_r = _mm256_broadcast_ss(a + r);                                          \
+        __m256 a_r = _mm256_broadcast_ss(a + r * a_row_stride);                           \
         sum##r##_lo = _mm256_fmadd_ps(a_r, b_lo, sum##r##_lo);                            \
         sum##r##_hi = _mm256_fmadd_ps(a_r, b_hi, sum##r##_hi);                            \
     }
         FOR_EACH_ROW(STEP_ROW)
-        a += AVX2_MR;
-        b += AVX2_NR;
+        a += a_step_stride;
+        b += b_step_stride;
     }
 
     const __m256 alpha_v = _mm256_set1_ps(alpha), beta_v = _mm256_set1_ps(beta);
@@ -60,6 +62,16 @@ static void avx2_micro_kernel(int64_t depth, const float *restrict a_panel,
     for (int r = 0; r < rows; r++)
         for (int j = 0; j < cols; j++)
             c[r * ldc + j] = read_c ? fmaf(beta, c[r * ldc + j], tile[r][j]) : tile[r][j];
+}
+
+static void avx2_micro_kernel(int64_t depth, const gemm_tile *t, float alpha, float beta)
+{
+    if (t->a_row_stride == 1)
+        avx2_tile(depth, t->a, 1, t->a_step_stride, t->b, t->b_step_stride, t->c, t->ldc,
+                  alpha, beta, t->rows, t->cols);
+    else
+        avx2_tile(depth, t->a, t->a_row_stride, 1, t->b, t->b_step_stride, t->c, t->ldc,
+                  alpha, beta, t->rows, t->cols);
 }
 
 const gemm_kernel_info attn_gemm_avx2_kernel = {

@@ -30,6 +30,10 @@
 #define GEMM_A_BLOCK_BYTES ((size_t)2 << 20)
 /* Below this much work per thread, waking another thread costs more than it saves. */
 #define GEMM_MIN_FLOPS_PER_THREAD (4.0e6)
+/* Panels used by at most this many tiles are read in place rather than packed. */
+#ifndef GEMM_MAX_USES_IN_PLACE
+#define GEMM_MAX_USES_IN_PLACE 4
+#endif
 /* At most this many rectangles (threads) per call. */
 #define GEMM_MAX_PARTS 64
 
@@ -38,36 +42,55 @@
 /* Packs a `width` x `depth` slab of a matrix, element (w, p) at src[w * w_stride +
  * p * p_stride], into panels of `panel` consecutive w, each stored depth-major:
  * dst[panel_index * panel * depth + p * panel + (w % panel)]. The last panel is padded
- * with zeros so the micro-kernel can always run full tiles. */
+ * with zeros so the micro-kernel can always run full tiles. Both paths walk the source in
+ * memory order (whole rows at a time) so that hardware prefetch keeps up. */
+static inline void pack_panels_fixed(const float *src, int64_t w_stride, int64_t p_stride,
+                                     int64_t width, int64_t depth, const int panel, float *dst)
+{
+    const int64_t panel_floats = (int64_t)panel * depth;
+    if (w_stride == 1) {
+        /* The panels' width is contiguous in memory: each source row feeds every panel. */
+        const int64_t full = width / panel * panel;
+        for (int64_t p = 0; p < depth; p++) {
+            const float *row = src + p * p_stride;
+            float *d = dst + p * panel;
+            int64_t w0 = 0;
+            for (; w0 < full; w0 += panel, d += panel_floats)
+                for (int w = 0; w < panel; w++)
+                    d[w] = row[w0 + w];
+            if (w0 < width) {
+                for (int w = 0; w < panel; w++)
+                    d[w] = w0 + w < width ? row[w0 + w] : 0.0f;
+            }
+        }
+        return;
+    }
+    /* Depth is contiguous in memory: a transpose, one source row at a time. */
+    for (int64_t w0 = 0; w0 < width; w0 += panel, dst += panel_floats) {
+        int64_t live = width - w0 < panel ? width - w0 : panel;
+        for (int64_t w = 0; w < live; w++) {
+            const float *row = src + (w0 + w) * w_stride;
+            float *d = dst + w;
+            for (int64_t p = 0; p < depth; p++)
+                d[p * panel] = row[p * p_stride];
+        }
+        for (int64_t w = live; w < panel; w++)
+            for (int64_t p = 0; p < depth; p++)
+                dst[p * panel + w] = 0.0f;
+    }
+}
+
+/* The panel widths of the micro-kernels, as constants so the copies are unrolled. */
 static void pack_panels(const float *src, int64_t w_stride, int64_t p_stride, int64_t width,
                         int64_t depth, int panel, float *dst)
 {
-    for (int64_t w0 = 0; w0 < width; w0 += panel) {
-        int64_t live = width - w0 < panel ? width - w0 : panel;
-        const float *s = src + w0 * w_stride;
-        if (w_stride == 1) {
-            /* The panel's width is contiguous in memory: copy rows of `live` floats. */
-            for (int64_t p = 0; p < depth; p++) {
-                const float *row = s + p * p_stride;
-                float *d = dst + p * panel;
-                for (int64_t w = 0; w < live; w++)
-                    d[w] = row[w];
-                for (int64_t w = live; w < panel; w++)
-                    d[w] = 0.0f;
-            }
-        } else {
-            /* Depth is contiguous: a transpose. Read each source row once, in order. */
-            for (int64_t w = 0; w < live; w++) {
-                const float *row = s + w * w_stride;
-                float *d = dst + w;
-                for (int64_t p = 0; p < depth; p++)
-                    d[p * panel] = row[p * p_stride];
-            }
-            for (int64_t w = live; w < panel; w++)
-                for (int64_t p = 0; p < depth; p++)
-                    dst[p * panel + w] = 0.0f;
-        }
-        dst += (int64_t)panel * depth;
+    switch (panel) {
+    case 4: pack_panels_fixed(src, w_stride, p_stride, width, depth, 4, dst); break;
+    case 6: pack_panels_fixed(src, w_stride, p_stride, width, depth, 6, dst); break;
+    case 14: pack_panels_fixed(src, w_stride, p_stride, width, depth, 14, dst); break;
+    case 16: pack_panels_fixed(src, w_stride, p_stride, width, depth, 16, dst); break;
+    case 32: pack_panels_fixed(src, w_stride, p_stride, width, depth, 32, dst); break;
+    default: pack_panels_fixed(src, w_stride, p_stride, width, depth, panel, dst); break;
     }
 }
 
@@ -187,11 +210,13 @@ typedef struct gemm_plan {
     const float *a, *b;
     float *c;
     int64_t lda, ldb, ldc;
-    int64_t depth;        /* k-block length */
-    int64_t max_mc;       /* rows of the packed A block */
-    int64_t max_nc;       /* columns of the packed B block */
-    int64_t row_parts;    /* the rectangles: row_parts x col_parts */
+    int64_t depth;          /* k-block length */
+    int64_t max_mc;         /* rows of the packed A block */
+    int64_t max_nc;         /* columns of the packed B block */
+    int64_t row_parts;      /* the rectangles: row_parts x col_parts */
     int64_t col_parts;
+    int a_in_place;         /* full A panels are read from the caller's A, not packed */
+    int b_in_place;         /* likewise for B (only when op(B) = B: rows contiguous) */
     gemm_buffers **buffers; /* one set per thread */
 } gemm_plan;
 
@@ -206,25 +231,50 @@ static void multiply_rectangle(const gemm_plan *g, int64_t r0, int64_t r1, int64
     const int64_t a_col = g->ta == ATTN_NO_TRANS ? 1 : g->lda;
     const int64_t b_row = g->tb == ATTN_NO_TRANS ? g->ldb : 1;
     const int64_t b_col = g->tb == ATTN_NO_TRANS ? 1 : g->ldb;
-    const int64_t mc = balanced_block(r1 - r0, g->max_mc, mr);
+    /* Read in place, A needs no row blocks: one pass packs each B block just once. */
+    const int64_t mc = g->a_in_place ? r1 - r0 : balanced_block(r1 - r0, g->max_mc, mr);
     const int64_t nc = balanced_block(c1 - c0, g->max_nc, nr);
+    gemm_tile tile = {.ldc = g->ldc};
 
     for (int64_t i0 = r0; i0 < r1; i0 += mc) {
         int64_t mb = min64(mc, r1 - i0);
         for (int64_t p0 = 0; p0 < g->k; p0 += g->depth) {
             int64_t kc = min64(g->depth, g->k - p0);
             float beta = p0 == 0 ? g->beta : 1.0f;
-            pack_panels(g->a + i0 * a_row + p0 * a_col, a_row, a_col, mb, kc, mr, buf->a);
+            /* Panels [0, a_direct) come from A itself; the rest (all, or the ragged last
+             * one) are packed. */
+            const float *a_block = g->a + i0 * a_row + p0 * a_col;
+            int64_t a_direct = g->a_in_place ? mb / mr * mr : 0;
+            pack_panels(a_block + a_direct * a_row, a_row, a_col, mb - a_direct, kc, mr, buf->a);
             for (int64_t j0 = c0; j0 < c1; j0 += nc) {
                 int64_t nb = min64(nc, c1 - j0);
-                pack_panels(g->b + p0 * b_row + j0 * b_col, b_col, b_row, nb, kc, nr, buf->b);
+                const float *b_block = g->b + p0 * b_row + j0 * b_col;
+                int64_t b_direct = g->b_in_place ? nb / nr * nr : 0;
+                pack_panels(b_block + b_direct * b_col, b_col, b_row, nb - b_direct, kc, nr,
+                            buf->b);
                 for (int64_t i = 0; i < mb; i += mr) {
-                    const float *a_panel = buf->a + i * kc;
-                    float *c_row = g->c + (i0 + i) * g->ldc + j0;
-                    int rows = (int)min64(mr, mb - i);
-                    for (int64_t j = 0; j < nb; j += nr)
-                        kernel(kc, a_panel, buf->b + j * kc, c_row + j, g->ldc, g->alpha, beta,
-                               rows, (int)min64(nr, nb - j));
+                    if (i < a_direct) {
+                        tile.a = a_block + i * a_row;
+                        tile.a_row_stride = a_row;
+                        tile.a_step_stride = a_col;
+                    } else {
+                        tile.a = buf->a + (i - a_direct) * kc;
+                        tile.a_row_stride = 1;
+                        tile.a_step_stride = mr;
+                    }
+                    tile.rows = (int)min64(mr, mb - i);
+                    for (int64_t j = 0; j < nb; j += nr) {
+                        if (j < b_direct) {
+                            tile.b = b_block + j;
+                            tile.b_step_stride = b_row;
+                        } else {
+                            tile.b = buf->b + (j - b_direct) * kc;
+                            tile.b_step_stride = nr;
+                        }
+                        tile.c = g->c + (i0 + i) * g->ldc + j0 + j;
+                        tile.cols = (int)min64(nr, nb - j);
+                        kernel(kc, &tile, g->alpha, beta);
+                    }
                 }
             }
         }
@@ -302,10 +352,16 @@ attn_status attn_gemm_blocked(const gemm_kernel_info *info, attn_transpose ta,
     parts = g.row_parts * g.col_parts;
 
     /* Each rectangle is at most this large, so each thread's buffers need no more. */
-    int64_t rows = min64(ceil_div(ceil_div(m, info->mr), g.row_parts) * info->mr, g.max_mc);
-    int64_t cols = min64(ceil_div(ceil_div(n, info->nr), g.col_parts) * info->nr, g.max_nc);
+    int64_t rect_rows = ceil_div(ceil_div(m, info->mr), g.row_parts) * info->mr;
+    int64_t rect_cols = ceil_div(ceil_div(n, info->nr), g.col_parts) * info->nr;
+    /* A packed panel repays its copy only if enough tiles use it: an A panel is used by
+     * every column panel of the rectangle, a B panel by every row panel. */
+    g.a_in_place = rect_cols / info->nr <= GEMM_MAX_USES_IN_PLACE;
+    g.b_in_place = tb == ATTN_NO_TRANS && rect_rows / info->mr <= GEMM_MAX_USES_IN_PLACE;
+    size_t a_floats = (size_t)((g.a_in_place ? info->mr : min64(rect_rows, g.max_mc)) * g.depth);
+    size_t b_floats = (size_t)((g.b_in_place ? info->nr : min64(rect_cols, g.max_nc)) * g.depth);
     gemm_buffers *buffers[GEMM_MAX_PARTS];
-    if (!pool_acquire(buffers, (int)parts, (size_t)(rows * g.depth), (size_t)(cols * g.depth)))
+    if (!pool_acquire(buffers, (int)parts, a_floats, b_floats))
         return ATTN_ERR_OUT_OF_MEMORY;
     g.buffers = buffers;
     attn_parallel_for(parts, 1, multiply_parts, &g);

@@ -1,14 +1,17 @@
 /* Shared by the GEMM driver (gemm_blocked.c) and its per-instruction-set micro-kernels.
  *
- * The driver packs op(A) and op(B) into zero-padded panels so that every transpose
- * combination and leading dimension reaches the same micro-kernel:
- *   an A panel holds MR rows of op(A) over `depth` steps:    a_panel[p * MR + r]
- *   a B panel holds NR columns of op(B) over `depth` steps:  b_panel[p * NR + c]
- * The micro-kernel forms the MR x NR product of one A panel and one B panel, summing over
- * p = 0 .. depth-1 in order from zero, and writes the top-left rows x cols corner of it to
- * C as   C = alpha * product + beta * C   (beta == 0: C is written without being read).
- * Every element of the tile goes through the same sequence of operations, so where an
- * element sits in a tile (interior or edge) never changes its bits.
+ * The micro-kernel forms one MR x NR tile of op(A) op(B) over `depth` steps of k, summing
+ * over p = 0 .. depth-1 in order from zero, and writes the top-left rows x cols corner of
+ * it to C as   C = alpha * product + beta * C   (beta == 0: C is written without being
+ * read). Every element of the tile goes through the same sequence of operations, so where
+ * an element sits in a tile (interior or edge) never changes its bits.
+ *
+ * Its operands are usually panels packed by the driver (zero-padded to full tiles, so
+ * every transpose combination and leading dimension reaches the same kernel):
+ *   an A panel holds MR rows of op(A) step by step:     a[p * MR + r]
+ *   a B panel holds NR columns of op(B) step by step:   b[p * NR + j]
+ * When a panel would be used too few times to repay packing, the driver instead points
+ * the kernel at the caller's matrix, always for a full MR x NR tile of it.
  */
 #ifndef ATTN_GEMM_INTERNAL_H
 #define ATTN_GEMM_INTERNAL_H
@@ -16,9 +19,21 @@
 #include "core/internal.h"
 #include "attn/attn_kernels.h"
 
-typedef void (*gemm_micro_kernel)(int64_t depth, const float *a_panel, const float *b_panel,
-                                  float *c, int64_t ldc, float alpha, float beta, int rows,
-                                  int cols);
+/* op(A)[r, p] = a[r * a_row_stride + p * a_step_stride] for r < MR, where one of the two
+ * strides is 1 (a packed panel: 1 and MR); op(B)[p, j] = b[p * b_step_stride + j] for
+ * j < NR (a packed panel: NR). */
+typedef struct gemm_tile {
+    const float *a;
+    int64_t a_row_stride, a_step_stride;
+    const float *b;
+    int64_t b_step_stride;
+    float *c;
+    int64_t ldc;
+    int rows, cols; /* the part of the tile inside C */
+} gemm_tile;
+
+typedef void (*gemm_micro_kernel)(int64_t depth, const gemm_tile *tile, float alpha,
+                                  float beta);
 
 typedef struct gemm_kernel_info {
     int mr;              /* rows of op(A) per register tile */

@@ -6,27 +6,28 @@
 #define PORTABLE_MR 4
 #define PORTABLE_NR 16
 
-static void portable_micro_kernel(int64_t depth, const float *restrict a_panel,
-                                  const float *restrict b_panel, float *restrict c, int64_t ldc,
-                                  float alpha, float beta, int rows, int cols)
+static void portable_micro_kernel(int64_t depth, const gemm_tile *t, float alpha,
+                                  float beta)
 {
     float sum[PORTABLE_MR][PORTABLE_NR] = {{0}};
+    const float *a = t->a, *b = t->b;
+    const int64_t a_row_stride = t->a_row_stride;
     for (int64_t p = 0; p < depth; p++) {
-        const float *a_step = a_panel + p * PORTABLE_MR;
-        const float *b_step = b_panel + p * PORTABLE_NR;
 #pragma GCC unroll 16
         for (int r = 0; r < PORTABLE_MR; r++)
 #pragma GCC unroll 16
             for (int j = 0; j < PORTABLE_NR; j++)
-                sum[r][j] += a_step[r] * b_step[j];
+                sum[r][j] += a[r * a_row_stride] * b[j];
+        a += t->a_step_stride;
+        b += t->b_step_stride;
     }
-    for (int r = 0; r < rows; r++) {
-        float *c_row = c + r * ldc;
+    for (int r = 0; r < t->rows; r++) {
+        float *c_row = t->c + r * t->ldc;
         if (beta == 0.0f)
-            for (int j = 0; j < cols; j++)
+            for (int j = 0; j < t->cols; j++)
                 c_row[j] = alpha * sum[r][j];
         else
-            for (int j = 0; j < cols; j++)
+            for (int j = 0; j < t->cols; j++)
                 c_row[j] = alpha * sum[r][j] + beta * c_row[j];
     }
 }
