@@ -30,10 +30,11 @@
 #define GEMM_A_BLOCK_BYTES ((size_t)2 << 20)
 /* Below this much work per thread, waking another thread costs more than it saves. */
 #define GEMM_MIN_FLOPS_PER_THREAD (4.0e6)
-/* Panels used by at most this many tiles are read in place rather than packed. */
-#ifndef GEMM_MAX_USES_IN_PLACE
-#define GEMM_MAX_USES_IN_PLACE 4
-#endif
+/* Panels used by at most this many tiles are read in place rather than packed. B panels
+ * read in place cost little more than packed ones (both stream from L2); A panels read in
+ * place are strided rows that may alias in L1, so they get the lower limit. */
+#define GEMM_A_IN_PLACE_MAX_USES 4
+#define GEMM_B_IN_PLACE_MAX_USES 8
 /* At most this many rectangles (threads) per call. */
 #define GEMM_MAX_PARTS 64
 
@@ -59,8 +60,11 @@ static inline void pack_panels_fixed(const float *src, int64_t w_stride, int64_t
                 for (int w = 0; w < panel; w++)
                     d[w] = row[w0 + w];
             if (w0 < width) {
-                for (int w = 0; w < panel; w++)
-                    d[w] = w0 + w < width ? row[w0 + w] : 0.0f;
+                int live = (int)(width - w0), w = 0;
+                for (; w < live; w++)
+                    d[w] = row[w0 + w];
+                for (; w < panel; w++)
+                    d[w] = 0.0f;
             }
         }
         return;
@@ -356,8 +360,8 @@ attn_status attn_gemm_blocked(const gemm_kernel_info *info, attn_transpose ta,
     int64_t rect_cols = ceil_div(ceil_div(n, info->nr), g.col_parts) * info->nr;
     /* A packed panel repays its copy only if enough tiles use it: an A panel is used by
      * every column panel of the rectangle, a B panel by every row panel. */
-    g.a_in_place = rect_cols / info->nr <= GEMM_MAX_USES_IN_PLACE;
-    g.b_in_place = tb == ATTN_NO_TRANS && rect_rows / info->mr <= GEMM_MAX_USES_IN_PLACE;
+    g.a_in_place = rect_cols / info->nr <= GEMM_A_IN_PLACE_MAX_USES;
+    g.b_in_place = tb == ATTN_NO_TRANS && rect_rows / info->mr <= GEMM_B_IN_PLACE_MAX_USES;
     size_t a_floats = (size_t)((g.a_in_place ? info->mr : min64(rect_rows, g.max_mc)) * g.depth);
     size_t b_floats = (size_t)((g.b_in_place ? info->nr : min64(rect_cols, g.max_nc)) * g.depth);
     gemm_buffers *buffers[GEMM_MAX_PARTS];
