@@ -91,6 +91,7 @@ static void pack_panels(const float *src, int64_t w_stride, int64_t p_stride, in
     switch (panel) {
     case 4: pack_panels_fixed(src, w_stride, p_stride, width, depth, 4, dst); break;
     case 6: pack_panels_fixed(src, w_stride, p_stride, width, depth, 6, dst); break;
+    case 8: pack_panels_fixed(src, w_stride, p_stride, width, depth, 8, dst); break;
     case 14: pack_panels_fixed(src, w_stride, p_stride, width, depth, 14, dst); break;
     case 16: pack_panels_fixed(src, w_stride, p_stride, width, depth, 16, dst); break;
     case 32: pack_panels_fixed(src, w_stride, p_stride, width, depth, 32, dst); break;

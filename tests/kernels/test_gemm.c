@@ -151,7 +151,7 @@ static void check_case_on_every_isa(const gemm_case *t, uint64_t seed)
 
 static void test_every_isa_matches_exact_product(void)
 {
-    /* Odd sizes around the register tiles (4x16, 6x16, 14x32); k beyond one k-block
+    /* Odd sizes around the register tiles (4x8, 6x16, 14x32); k beyond one k-block
      * (256 or 384) so later blocks accumulate into C; m and n beyond one cache block of
      * packed A or B (m > 2730, n > 1365 at k = 384); enough work to split between threads. */
     static const int64_t sizes[][3] = {
