@@ -151,13 +151,13 @@ static void check_case_on_every_isa(const gemm_case *t, uint64_t seed)
 
 static void test_every_isa_matches_exact_product(void)
 {
-    /* Odd sizes around the register tiles (4x8, 6x16, 14x32); k beyond one k-block
-     * (256 or 384) so later blocks accumulate into C; m and n beyond one cache block of
-     * packed A or B (m > 2730, n > 1365 at k = 384); enough work to split between threads. */
+    /* Odd sizes around the register tiles (4x8, 6x16, 14x32); k beyond one k-block (256)
+     * so later blocks accumulate into C; panels read in place (few rows or columns) and
+     * packed; enough work to split between threads. */
     static const int64_t sizes[][3] = {
-        {1, 1, 1},     {3, 17, 5},     {17, 3, 129},  {14, 32, 64},   {15, 33, 385},
-        {129, 31, 17}, {31, 255, 3},   {5, 1, 255},   {1, 129, 800},  {45, 70, 520},
-        {2800, 3, 384}, {5, 1400, 384}, {150, 97, 300},
+        {1, 1, 1},     {3, 17, 5},   {17, 3, 129},  {14, 32, 64},   {15, 33, 385},
+        {129, 31, 17}, {31, 255, 3}, {5, 1, 255},   {1, 129, 800},  {45, 70, 520},
+        {2100, 3, 256}, {5, 1100, 256}, {150, 97, 300},
     };
     static const float alpha_beta[][2] = {{1.0f, 0.0f}, {0.5f, 2.0f}, {-1.5f, 1.0f}, {2.0f, -0.25f}};
     uint64_t seed = 100;
@@ -169,6 +169,34 @@ static void test_every_isa_matches_exact_product(void)
                            .alpha = alpha_beta[(s + (size_t)combo) % 4][0],
                            .beta = alpha_beta[(s + (size_t)combo) % 4][1]};
             check_case_on_every_isa(&t, seed++);
+        }
+}
+
+/* At k = 256, m and n beyond one cache block of packed A (2048 rows) or packed B (1024
+ * columns). Two transpose combinations cover both packing paths of each operand; the
+ * scalar reference is left out to keep the test fast (it is checked above). */
+static void test_several_cache_blocks(void)
+{
+    static const int64_t sizes[][3] = {{120, 1100, 256}, {2100, 140, 256}};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+        for (int combo = 0; combo < 4; combo += 3) {
+            gemm_case t = {(attn_transpose)(combo >> 1), (attn_transpose)(combo & 1),
+                           sizes[s][0], sizes[s][1], sizes[s][2], 1, 1.0f, 0.5f};
+            gemm_data d;
+            make_data(&t, 600 + s, &d);
+            float *c = test_alloc(c_size(&t, &d) * sizeof(float));
+            for (size_t i = 1; i < ISA_COUNT; i++) {
+                if (!attn_isa_supported(all_isas[i]))
+                    continue;
+                CHECK_OK(attn_set_isa(all_isas[i]));
+                CHECK_OK(run(&t, &d, c));
+                CHECK(matches_exact(&t, &d, c, attn_isa_name(all_isas[i])),
+                      "%s: %s m=%lld n=%lld k=%lld", attn_isa_name(all_isas[i]),
+                      combo ? "TT" : "NN", (long long)t.m, (long long)t.n, (long long)t.k);
+            }
+            CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
+            free(c);
+            free_data(&d);
         }
 }
 
@@ -340,6 +368,7 @@ static void test_buffers_can_be_released(void)
 int main(void)
 {
     RUN_TEST(test_every_isa_matches_exact_product);
+    RUN_TEST(test_several_cache_blocks);
     RUN_TEST(test_alpha_beta_variations);
     RUN_TEST(test_beta_zero_overwrites_nan);
     RUN_TEST(test_empty_product_scales_c);
