@@ -5,6 +5,11 @@ Run with Debian's python3-torch: /usr/bin/python3 bench/torch_gemm.py [--json] [
 Measures torch's default threading and torch.set_num_threads(2), and prints what the
 process may run on (os.sched_getaffinity) and what torch reports, since torch's default
 thread count is not always the number of usable cores.
+
+Debian's torch calls whatever libblas.so.3 the alternatives system points at (the
+header names the one loaded): the reference netlib BLAS unless OpenBLAS is installed.
+OpenBLAS 0.3.21 does not recognise every recent Xeon and then falls back to a generic
+kernel; OPENBLAS_CORETYPE=SkylakeX selects its AVX-512 kernels.
 """
 import argparse
 import json
@@ -27,6 +32,13 @@ SHAPES = [
     ("tall-skinny", "NN", 2048, 256, 256),
     ("small", "NN", 64, 1024, 256),
 ]
+
+
+def blas_library():
+    """The BLAS shared library this process has loaded (torch resolves it at load)."""
+    with open("/proc/self/maps") as maps:
+        paths = {line.split()[-1] for line in maps if "blas" in line.split()[-1]}
+    return ", ".join(sorted(paths)) or "none found"
 
 
 def measure(op, m, n, k, reps):
@@ -65,6 +77,8 @@ def main():
               f"{sorted(os.sched_getaffinity(0))}; os.cpu_count: {os.cpu_count()}; "
               f"torch.get_num_threads() by default: {default_threads}; "
               f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '(unset)')}")
+        print(f"BLAS: {blas_library()}; "
+              f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
         print(f"GFLOP/s, median of {args.reps}")
         print(f"{'shape':12} {'op':2} {'m':>5} {'n':>5} {'k':>5}" +
               "".join(f"  {label:>22}" for label, _ in settings))
