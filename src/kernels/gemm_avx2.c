@@ -9,6 +9,9 @@
 #define AVX2_MR 6
 #define AVX2_NR 16
 
+/* The B panel streams from L2; fetch it this many k-steps (of 64 bytes) ahead. */
+#define B_PREFETCH_DISTANCE 16
+
 #define FOR_EACH_ROW(X) X(0) X(1) X(2) X(3) X(4) X(5)
 
 /* One body, instantiated for A with contiguous rows (packed panels, or op(A) = A^T read in
@@ -23,6 +26,7 @@ avx2_tile(int64_t depth, const float *a, int64_t a_row_stride, int64_t a_step_st
 
     for (int64_t p = 0; p < depth; p++) {
         __m256 b_lo = _mm256_loadu_ps(b), b_hi = _mm256_loadu_ps(b + 8);
+        _mm_prefetch((const char *)(b + B_PREFETCH_DISTANCE * b_step_stride), _MM_HINT_T0);
 #define STEP_ROW(r)                                                                       \
     {                                                                                     \
         __m256 a_r = _mm256_broadcast_ss(a + r * a_row_stride);                           \

@@ -10,7 +10,11 @@
  *         for each A panel:                                     A panel stays in L1
  *           for each B panel: micro-kernel                      B panels stream from L2
  * The register tile is MR x NR with vectors along n (rows of C are contiguous), so the
- * A panel is the broadcast operand and is the one worth keeping in L1.
+ * A panel is the broadcast operand and is the one worth keeping in L1. A panel that few
+ * tiles use (op(A) of a product with few columns, op(B) = B of one with few rows) is not
+ * worth its copy: those are read in place and only a ragged edge panel is packed.
+ * C is cut into one rectangle per thread (see choose_partition); each thread packs into
+ * its own buffers, so threads never wait on each other inside a call.
  *
  * Determinism: the k-blocks depend only on k and the micro-kernel, and each element of C
  * is summed over its k-block in order, then combined with C as alpha*sum + beta*C (the
