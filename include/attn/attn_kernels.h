@@ -23,9 +23,10 @@ typedef enum attn_transpose { ATTN_NO_TRANS = 0, ATTN_TRANS = 1 } attn_transpose
  * (as CBLAS with CblasRowMajor). op(X) = X or X^T. beta = 0 overwrites C (C may hold NaN).
  * m, n or k may be 0 (k = 0: C = beta * C; A and B may then be NULL). Each leading
  * dimension must be at least the length of a stored row (lda >= k, or m if A is
- * transposed; ldb >= n, or k; ldc >= n) and at least 1. The built-in versions give
- * bit-identical results for any thread count: each element is summed over k in the same
- * order however C is split between threads. */
+ * transposed; ldb >= n, or k; ldc >= n) and at least 1. C must not overlap A or B.
+ * The built-in versions give bit-identical results for any thread count, and a row of C
+ * does not depend on the other rows: each element is summed over k in the same order
+ * however C is split between threads or tiles. */
 ATTN_API attn_status attn_gemm(attn_transpose trans_a, attn_transpose trans_b, int64_t m,
                                int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
                                const float *b, int64_t ldb, float beta, float *c, int64_t ldc);

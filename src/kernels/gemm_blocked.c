@@ -178,6 +178,9 @@ static int pool_acquire(gemm_buffers **bufs, int count, size_t a_floats, size_t 
         if (!ensure_capacity(&bufs[i]->a, &bufs[i]->a_capacity, a_floats) ||
             !ensure_capacity(&bufs[i]->b, &bufs[i]->b_capacity, b_floats)) {
             pool_release(bufs, count);
+            attn_fail(ATTN_ERR_OUT_OF_MEMORY,
+                      "attn_gemm: out of memory for packing buffers (%zu floats per thread)",
+                      a_floats + b_floats);
             return 0;
         }
     }

@@ -3,8 +3,10 @@
  * k = 0, determinism across runs and thread counts, and bad arguments.
  *
  * The guarantee tested: for a given instruction set, results are bit-identical across
- * runs AND across thread counts (the k-summation order of each element depends only on
- * k and the micro-kernel, never on how C is split between threads). */
+ * runs AND across thread counts, and a row (or column) of C has the same bits whatever
+ * batch of rows (columns) it is computed in: the k-summation order of each element
+ * depends only on k and the micro-kernel, never on how C is split between threads or
+ * tiles. */
 #include "harness.h"
 
 #include <float.h>
@@ -304,6 +306,51 @@ static void test_deterministic_across_runs_and_threads(void)
     free(c2);
 }
 
+/* A row of C computed alone (a decoder's single query) or in any batch of rows, and a
+ * column in any block of columns, has the same bits as in the full product. */
+static void test_rows_and_columns_do_not_depend_on_the_batch(void)
+{
+    if (strncmp(attn_gemm_backend(), "built-in", 8) != 0)
+        return; /* an external BLAS promises nothing of the kind */
+    const int64_t m = 45, n = 77, k = 300;
+    float *a = test_alloc((size_t)(m * k) * sizeof(float));
+    float *b = test_alloc((size_t)(k * n) * sizeof(float));
+    float *full = test_alloc((size_t)(m * n) * sizeof(float));
+    float *part = test_alloc((size_t)(m * n) * sizeof(float));
+    test_fill_uniform(a, (size_t)(m * k), -1.0f, 1.0f, 700);
+    test_fill_uniform(b, (size_t)(k * n), -1.0f, 1.0f, 701);
+    for (size_t i = 1; i < ISA_COUNT; i++) {
+        if (!attn_isa_supported(all_isas[i]))
+            continue;
+        const char *name = attn_isa_name(all_isas[i]);
+        CHECK_OK(attn_set_isa(all_isas[i]));
+        CHECK_OK(attn_gemm(ATTN_NO_TRANS, ATTN_NO_TRANS, m, n, k, 1.0f, a, k, b, n, 0.0f, full, n));
+        /* Rows one at a time, then in batches of 3 starting at an odd offset. */
+        for (int64_t r = 0; r < m; r++)
+            CHECK_OK(attn_gemm(ATTN_NO_TRANS, ATTN_NO_TRANS, 1, n, k, 1.0f, a + r * k, k, b, n,
+                               0.0f, part + r * n, n));
+        CHECK(same_bits(full, part, (size_t)(m * n)), "%s: single rows differ", name);
+        for (int64_t r = 1; r < m; r += 3) {
+            int64_t rows = m - r < 3 ? m - r : 3;
+            CHECK_OK(attn_gemm(ATTN_NO_TRANS, ATTN_NO_TRANS, rows, n, k, 1.0f, a + r * k, k, b,
+                               n, 0.0f, part + r * n, n));
+        }
+        CHECK(same_bits(full, part, (size_t)(m * n)), "%s: batches of rows differ", name);
+        /* Columns in blocks of 5: B and C addressed at an offset, same leading dimension. */
+        for (int64_t j = 0; j < n; j += 5) {
+            int64_t cols = n - j < 5 ? n - j : 5;
+            CHECK_OK(attn_gemm(ATTN_NO_TRANS, ATTN_NO_TRANS, m, cols, k, 1.0f, a, k, b + j, n,
+                               0.0f, part + j, n));
+        }
+        CHECK(same_bits(full, part, (size_t)(m * n)), "%s: blocks of columns differ", name);
+    }
+    CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
+    free(a);
+    free(b);
+    free(full);
+    free(part);
+}
+
 static void test_bad_arguments_fail(void)
 {
     float a[12] = {0}, b[12] = {0}, c[12] = {0};
@@ -373,6 +420,7 @@ int main(void)
     RUN_TEST(test_beta_zero_overwrites_nan);
     RUN_TEST(test_empty_product_scales_c);
     RUN_TEST(test_deterministic_across_runs_and_threads);
+    RUN_TEST(test_rows_and_columns_do_not_depend_on_the_batch);
     RUN_TEST(test_bad_arguments_fail);
     RUN_TEST(test_backend_names_the_isa);
     RUN_TEST(test_buffers_can_be_released);
