@@ -114,5 +114,77 @@ static void avx512_micro_kernel(int64_t depth, const gemm_tile *t, float alpha, 
     }
 }
 
-const gemm_kernel_info attn_gemm_avx512_kernel = {
-    .mr = AVX512_MR, .nr = AVX512_NR, .max_depth = AVX512_MAX_DEPTH, .kernel = avx512_micro_kernel};
+/* ---- packing rows stored along k: 16 x 16 transposes in registers ---------------------- */
+
+/* Afterwards r[j] holds what was column j of the 16 rows r[0..15]. */
+static inline __attribute__((always_inline)) void transpose_16x16(__m512 r[16])
+{
+    __m512 t[16];
+    /* Interleave pairs of rows, then pairs of pairs: r[4g + j] then holds, in its 128-bit
+     * lane L, column 4L + j of rows 4g .. 4g+3. */
+#pragma GCC unroll 8
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 16; i += 4) {
+        __m512d lo_a = _mm512_castps_pd(t[i]), hi_a = _mm512_castps_pd(t[i + 1]);
+        __m512d lo_b = _mm512_castps_pd(t[i + 2]), hi_b = _mm512_castps_pd(t[i + 3]);
+        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(lo_a, lo_b));
+        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(lo_a, lo_b));
+        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(hi_a, hi_b));
+        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(hi_a, hi_b));
+    }
+    /* Column 4L + j is lane L of r[j], r[4 + j], r[8 + j], r[12 + j]. */
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        __m512 rows01_lo = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x44);
+        __m512 rows01_hi = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xEE);
+        __m512 rows23_lo = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x44);
+        __m512 rows23_hi = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xEE);
+        t[j] = _mm512_shuffle_f32x4(rows01_lo, rows23_lo, 0x88);
+        t[4 + j] = _mm512_shuffle_f32x4(rows01_lo, rows23_lo, 0xDD);
+        t[8 + j] = _mm512_shuffle_f32x4(rows01_hi, rows23_hi, 0x88);
+        t[12 + j] = _mm512_shuffle_f32x4(rows01_hi, rows23_hi, 0xDD);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++)
+        r[i] = t[i];
+}
+
+/* The scalar transposing copy costs about 3 cycles a float, as much as the multiply
+ * itself when k is small (attention scores, k = 64); this does 16 x 16 blocks. */
+static void avx512_pack_transposed(const float *src, int64_t row_stride, int64_t width,
+                                   int64_t depth, int panel, float *dst)
+{
+    for (int64_t w0 = 0; w0 < width; w0 += panel, dst += (int64_t)panel * depth) {
+        /* Up to 16 rows of the panel at a time; rows past `width` are zero padding. */
+        for (int g = 0; g < panel; g += 16) {
+            int group = panel - g < 16 ? panel - g : 16;
+            int64_t live = width - w0 - g < group ? width - w0 - g : group;
+            const float *rows = src + (w0 + g) * row_stride;
+            const __mmask16 group_mask = lane_mask(group);
+            for (int64_t p0 = 0; p0 < depth; p0 += 16) {
+                int steps = depth - p0 < 16 ? (int)(depth - p0) : 16;
+                const __mmask16 step_mask = lane_mask(steps);
+                __m512 r[16];
+#pragma GCC unroll 16
+                for (int i = 0; i < 16; i++)
+                    r[i] = i < live ? _mm512_maskz_loadu_ps(step_mask, rows + i * row_stride + p0)
+                                    : _mm512_setzero_ps();
+                transpose_16x16(r);
+#pragma GCC unroll 16
+                for (int s = 0; s < 16; s++)
+                    if (s < steps)
+                        _mm512_mask_storeu_ps(dst + (p0 + s) * panel + g, group_mask, r[s]);
+            }
+        }
+    }
+}
+
+const gemm_kernel_info attn_gemm_avx512_kernel = {.mr = AVX512_MR,
+                                                  .nr = AVX512_NR,
+                                                  .max_depth = AVX512_MAX_DEPTH,
+                                                  .kernel = avx512_micro_kernel,
+                                                  .pack_transposed = avx512_pack_transposed};

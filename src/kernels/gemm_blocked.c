@@ -88,10 +88,15 @@ static inline void pack_panels_fixed(const float *src, int64_t w_stride, int64_t
     }
 }
 
-/* The panel widths of the micro-kernels, as constants so the copies are unrolled. */
-static void pack_panels(const float *src, int64_t w_stride, int64_t p_stride, int64_t width,
-                        int64_t depth, int panel, float *dst)
+/* The panel widths of the micro-kernels, as constants so the copies are unrolled; the
+ * transposing case goes to the instruction set's own version where it has one. */
+static void pack_panels(const gemm_kernel_info *info, const float *src, int64_t w_stride,
+                        int64_t p_stride, int64_t width, int64_t depth, int panel, float *dst)
 {
+    if (w_stride != 1 && p_stride == 1 && info->pack_transposed != NULL) {
+        info->pack_transposed(src, w_stride, width, depth, panel, dst);
+        return;
+    }
     switch (panel) {
     case 4: pack_panels_fixed(src, w_stride, p_stride, width, depth, 4, dst); break;
     case 6: pack_panels_fixed(src, w_stride, p_stride, width, depth, 6, dst); break;
@@ -257,13 +262,14 @@ static void multiply_rectangle(const gemm_plan *g, int64_t r0, int64_t r1, int64
              * one) are packed. */
             const float *a_block = g->a + i0 * a_row + p0 * a_col;
             int64_t a_direct = g->a_in_place ? mb / mr * mr : 0;
-            pack_panels(a_block + a_direct * a_row, a_row, a_col, mb - a_direct, kc, mr, buf->a);
+            pack_panels(g->info, a_block + a_direct * a_row, a_row, a_col, mb - a_direct, kc, mr,
+                        buf->a);
             for (int64_t j0 = c0; j0 < c1; j0 += nc) {
                 int64_t nb = min64(nc, c1 - j0);
                 const float *b_block = g->b + p0 * b_row + j0 * b_col;
                 int64_t b_direct = g->b_in_place ? nb / nr * nr : 0;
-                pack_panels(b_block + b_direct * b_col, b_col, b_row, nb - b_direct, kc, nr,
-                            buf->b);
+                pack_panels(g->info, b_block + b_direct * b_col, b_col, b_row, nb - b_direct, kc,
+                            nr, buf->b);
                 for (int64_t i = 0; i < mb; i += mr) {
                     if (i < a_direct) {
                         tile.a = a_block + i * a_row;

@@ -35,11 +35,18 @@ typedef struct gemm_tile {
 typedef void (*gemm_micro_kernel)(int64_t depth, const gemm_tile *tile, float alpha,
                                   float beta);
 
+/* Packs `width` rows stored along k (row w, step p at src[w * row_stride + p]) into
+ * panels of `panel` rows, dst[panel_index * panel * depth + p * panel + w % panel], the
+ * last panel padded with zeros: the transposing case of packing (op(A) = A, op(B) = B^T). */
+typedef void (*gemm_pack_transposed)(const float *src, int64_t row_stride, int64_t width,
+                                     int64_t depth, int panel, float *dst);
+
 typedef struct gemm_kernel_info {
     int mr;              /* rows of op(A) per register tile */
     int nr;              /* columns of op(B) per register tile */
     int64_t max_depth;   /* longest k-block: an A panel (MR x depth) should sit in L1 */
     gemm_micro_kernel kernel;
+    gemm_pack_transposed pack_transposed; /* NULL: the driver's plain C version */
 } gemm_kernel_info;
 
 ATTN_INTERNAL extern const gemm_kernel_info attn_gemm_portable_kernel;
