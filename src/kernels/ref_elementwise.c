@@ -74,8 +74,10 @@ double attn_ref_cross_entropy_row(int64_t vocab, const double *logits, int64_t t
         sum_logits += logits[c];
     }
     *lse = m + log(sum);
-    double nll = *lse - logits[target];                   /* -log p[target] */
-    double mean_nll = *lse - sum_logits / (double)vocab;  /* mean over c of -log p[c] */
+    double nll = *lse - logits[target]; /* -log p[target] */
+    if (smoothing == 0.0) /* as PyTorch: no smoothing term, so masked (-inf) logits are fine */
+        return nll;
+    double mean_nll = *lse - sum_logits / (double)vocab; /* mean over c of -log p[c] */
     return (1.0 - smoothing) * nll + smoothing * mean_nll;
 }
 
