@@ -156,8 +156,8 @@ static inline float attn_fast_sigmoid(float x)
 static inline float attn_fast_sigmoid_derivative(float x)
 {
     float e = attn_fast_exp(-attn_abs(x));
-    float s = 1.0f / (1.0f + e);
-    return e * s * s;
+    float d = 1.0f + e;
+    return e / (d * d);
 }
 
 static inline float attn_fast_tanh(float x)
@@ -183,8 +183,8 @@ static inline float attn_fast_tanh(float x)
 static inline float attn_fast_tanh_derivative(float x)
 {
     float e = attn_fast_exp(-2.0f * attn_abs(x));
-    float s = 1.0f / (1.0f + e);
-    return 4.0f * e * s * s;
+    float d = 1.0f + e;
+    return 4.0f * e / (d * d);
 }
 
 /* Table lookups do not vectorise on baseline x86-64, so this one stays scalar in the

@@ -139,19 +139,34 @@ void attn_ref_layer_norm_backward_row(int64_t dim, const double *x, const double
 #define INV_SQRT_2PI 0.39894228040143267794
 #define GELU_TANH_CUBIC 0.044715
 
+/* The formulas are the textbook ones rewritten without cancellation, so that even in
+ * double they stay accurate in the tails the float kernels are tested on:
+ * 1 + erf(-t) = erfc(t), 0.5 (1 + tanh z) = 1 / (1 + exp(-2z)), 1 - tanh^2 x = 1 / cosh^2 x,
+ * s (1 - s) = e / (1 + e)^2 with e = exp(-|x|). */
+
+static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+static double sigmoid_derivative(double x)
+{
+    double e = exp(-fabs(x));
+    return e / ((1.0 + e) * (1.0 + e));
+}
+
+static double gelu_cdf(double x) { return 0.5 * erfc(-x / sqrt(2.0)); } /* Phi(x) */
+
 double attn_ref_activation(attn_activation act, double x)
 {
     switch (act) {
     case ATTN_ACT_RELU:
         return x < 0.0 ? 0.0 : x; /* NaN passes through, as in PyTorch */
     case ATTN_ACT_GELU:
-        return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
-    case ATTN_ACT_GELU_TANH:
-        return 0.5 * x * (1.0 + tanh(SQRT_2_OVER_PI * (x + GELU_TANH_CUBIC * x * x * x)));
+        return x * gelu_cdf(x);
+    case ATTN_ACT_GELU_TANH: /* 0.5 x (1 + tanh z) */
+        return x * sigmoid(2.0 * SQRT_2_OVER_PI * (x + GELU_TANH_CUBIC * x * x * x));
     case ATTN_ACT_TANH:
         return tanh(x);
     case ATTN_ACT_SIGMOID:
-        return 1.0 / (1.0 + exp(-x));
+        return sigmoid(x);
     }
     return NAN;
 }
@@ -161,25 +176,20 @@ double attn_ref_activation_derivative(attn_activation act, double x)
     switch (act) {
     case ATTN_ACT_RELU:
         return x > 0.0 ? 1.0 : 0.0;
-    case ATTN_ACT_GELU: {
-        double cdf = 0.5 * (1.0 + erf(x / sqrt(2.0)));
-        double pdf = exp(-0.5 * x * x) * INV_SQRT_2PI;
-        return cdf + x * pdf;
-    }
+    case ATTN_ACT_GELU:
+        return gelu_cdf(x) + x * exp(-0.5 * x * x) * INV_SQRT_2PI;
     case ATTN_ACT_GELU_TANH: {
-        double inner = SQRT_2_OVER_PI * (x + GELU_TANH_CUBIC * x * x * x);
-        double d_inner = SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_TANH_CUBIC * x * x);
-        double t = tanh(inner);
-        return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * d_inner;
+        /* d/dx x sigmoid(u), u = 2z */
+        double u = 2.0 * SQRT_2_OVER_PI * (x + GELU_TANH_CUBIC * x * x * x);
+        double du = 2.0 * SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_TANH_CUBIC * x * x);
+        return sigmoid(u) + x * sigmoid_derivative(u) * du;
     }
     case ATTN_ACT_TANH: {
-        double t = tanh(x);
-        return 1.0 - t * t;
+        double c = cosh(x);
+        return 1.0 / (c * c);
     }
-    case ATTN_ACT_SIGMOID: {
-        double s = 1.0 / (1.0 + exp(-x));
-        return s * (1.0 - s);
-    }
+    case ATTN_ACT_SIGMOID:
+        return sigmoid_derivative(x);
     }
     return NAN;
 }

@@ -215,8 +215,8 @@ static inline vf vf_sigmoid(vf x)
 static inline vf vf_sigmoid_derivative(vf x)
 {
     vf e = vf_exp(vf_sub(vf_zero(), vf_abs(x)));
-    vf s = vf_div(vf_set(1.0f), vf_add(vf_set(1.0f), e));
-    return vf_mul(vf_mul(e, s), s);
+    vf d = vf_add(vf_set(1.0f), e);
+    return vf_div(e, vf_mul(d, d));
 }
 
 static inline vf vf_tanh(vf x)
@@ -237,8 +237,8 @@ static inline vf vf_tanh(vf x)
 static inline vf vf_tanh_derivative(vf x)
 {
     vf e = vf_exp(vf_mul(vf_set(-2.0f), vf_abs(x)));
-    vf s = vf_div(vf_set(1.0f), vf_add(vf_set(1.0f), e));
-    return vf_mul(vf_mul(vf_mul(vf_set(4.0f), e), s), s);
+    vf d = vf_add(vf_set(1.0f), e);
+    return vf_div(vf_mul(vf_set(4.0f), e), vf_mul(d, d));
 }
 
 static inline vf vf_erf(vf x)
