@@ -75,7 +75,7 @@ static void run(attn_dropout_job *job, int64_t n, float p, attn_range_fn portabl
     /* hash >> 40 is the 24-bit integer k with attn_hash_uniform = k / 2^24, and k / 2^24 >= p
      * exactly when k >= ceil(p 2^24) (p 2^24 is exact in double). */
     job->keep_threshold = (uint64_t)ceil((double)p * 16777216.0);
-    job->scale = 1.0f / (1.0f - p);
+    job->scale = (float)(1.0 / (1.0 - (double)p)); /* one rounding, as PyTorch's double p */
     attn_parallel_for((n + BLOCK - 1) / BLOCK, ATTN_MIN_ELEMENTS_PER_CHUNK / BLOCK,
                       attn_pick_kernel(attn_active_isa(), portable, avx2, avx512), job);
 }
