@@ -16,15 +16,17 @@
 
 /* ---- portable kernels ------------------------------------------------------------------- */
 
-static inline float gelu_cdf(float x) { return 0.5f + 0.5f * attn_fast_erf(x * ATTN_SQRT1_2); }
+static inline float gelu_cdf(float x)
+{
+    return 0.5f + 0.5f * attn_fast_erf(x * ATTN_SQRT1_2);
+}
 
 static inline float gelu_tanh_arg(float x)
 {
     return ATTN_SQRT_2_OVER_PI * (x + ATTN_GELU_TANH_CUBIC * x * x * x);
 }
 
-void attn_activation_forward_range_portable(void *job_ptr, int64_t begin, int64_t end,
-                                            int thread)
+void attn_activation_forward_range_portable(void *job_ptr, int64_t begin, int64_t end, int thread)
 {
     const attn_activation_job *job = job_ptr;
     const float *x = job->x;
@@ -55,8 +57,7 @@ void attn_activation_forward_range_portable(void *job_ptr, int64_t begin, int64_
     }
 }
 
-void attn_activation_backward_range_portable(void *job_ptr, int64_t begin, int64_t end,
-                                             int thread)
+void attn_activation_backward_range_portable(void *job_ptr, int64_t begin, int64_t end, int thread)
 {
     const attn_activation_job *job = job_ptr;
     const float *x = job->x, *dy = job->dy;
@@ -82,8 +83,8 @@ void attn_activation_backward_range_portable(void *job_ptr, int64_t begin, int64
     case ATTN_ACT_GELU_TANH:
         for (int64_t i = lo; i < hi; i++) {
             float u = 2.0f * gelu_tanh_arg(x[i]);
-            float du = 2.0f * ATTN_SQRT_2_OVER_PI *
-                       (1.0f + 3.0f * ATTN_GELU_TANH_CUBIC * x[i] * x[i]);
+            float du =
+                2.0f * ATTN_SQRT_2_OVER_PI * (1.0f + 3.0f * ATTN_GELU_TANH_CUBIC * x[i] * x[i]);
             float d = attn_fast_sigmoid(u) + x[i] * attn_fast_sigmoid_derivative(u) * du;
             dx[i] += d * dy[i];
         }

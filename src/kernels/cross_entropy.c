@@ -15,8 +15,7 @@
 
 /* ---- portable kernels ------------------------------------------------------------------- */
 
-void attn_cross_entropy_forward_rows_portable(void *job_ptr, int64_t begin, int64_t end,
-                                              int thread)
+void attn_cross_entropy_forward_rows_portable(void *job_ptr, int64_t begin, int64_t end, int thread)
 {
     const attn_cross_entropy_job *job = job_ptr;
     const int64_t n = job->vocab;
@@ -65,11 +64,12 @@ void attn_cross_entropy_backward_rows_portable(void *job_ptr, int64_t begin, int
     }
 }
 
-/* ---- reference path --------------------------------------------------------------------------- */
+/* ---- reference path ---------------------------------------------------------------------------
+ */
 
 static attn_status forward_reference(int64_t rows, int64_t vocab, const float *logits,
-                                     const int32_t *targets, int32_t ignore_index,
-                                     float smoothing, double *row_loss, float *row_lse)
+                                     const int32_t *targets, int32_t ignore_index, float smoothing,
+                                     double *row_loss, float *row_lse)
 {
     double *x = attn_ref_doubles((size_t)vocab, 1, "attn_cross_entropy_forward");
     if (x == NULL)
@@ -90,9 +90,8 @@ static attn_status forward_reference(int64_t rows, int64_t vocab, const float *l
 }
 
 static attn_status backward_reference(int64_t rows, int64_t vocab, const float *logits,
-                                      const int32_t *targets, int32_t ignore_index,
-                                      float smoothing, const float *row_lse, float grad_scale,
-                                      float *dlogits)
+                                      const int32_t *targets, int32_t ignore_index, float smoothing,
+                                      const float *row_lse, float grad_scale, float *dlogits)
 {
     double *buffer = attn_ref_doubles((size_t)vocab, 2, "attn_cross_entropy_backward");
     if (buffer == NULL)
@@ -105,8 +104,8 @@ static attn_status backward_reference(int64_t rows, int64_t vocab, const float *
             x[c] = logits[r * vocab + c];
             dx[c] = dlogits[r * vocab + c];
         }
-        attn_ref_cross_entropy_backward_row(vocab, x, targets[r], smoothing, row_lse[r],
-                                            grad_scale, dx);
+        attn_ref_cross_entropy_backward_row(vocab, x, targets[r], smoothing, row_lse[r], grad_scale,
+                                            dx);
         for (int64_t c = 0; c < vocab; c++)
             dlogits[r * vocab + c] = (float)dx[c];
     }
@@ -114,16 +113,16 @@ static attn_status backward_reference(int64_t rows, int64_t vocab, const float *
     return ATTN_OK;
 }
 
-/* ---- entry points ------------------------------------------------------------------------------ */
+/* ---- entry points ------------------------------------------------------------------------------
+ */
 
 /* Checks sizes, smoothing and every target; counts the rows that are not ignored. */
 static attn_status check_arguments(const char *function, int64_t rows, int64_t vocab,
-                                   const int32_t *targets, int32_t ignore_index,
-                                   float smoothing, int64_t *counted)
+                                   const int32_t *targets, int32_t ignore_index, float smoothing,
+                                   int64_t *counted)
 {
     ATTN_CHECK_ARG(rows >= 0, "%s: negative rows (%lld)", function, (long long)rows);
-    ATTN_CHECK_ARG(vocab > 0, "%s: vocab must be positive, got %lld", function,
-                   (long long)vocab);
+    ATTN_CHECK_ARG(vocab > 0, "%s: vocab must be positive, got %lld", function, (long long)vocab);
     ATTN_CHECK_ARG(smoothing >= 0.0f && smoothing <= 1.0f,
                    "%s: smoothing must be in [0, 1], got %g", function, (double)smoothing);
     *counted = 0;
@@ -152,8 +151,8 @@ attn_status attn_cross_entropy_forward(int64_t rows, int64_t vocab, const float 
     *loss_sum = 0.0;
     *counted = 0;
     int64_t rows_counted;
-    ATTN_TRY(check_arguments(__func__, rows, vocab, targets, ignore_index, smoothing,
-                             &rows_counted));
+    ATTN_TRY(
+        check_arguments(__func__, rows, vocab, targets, ignore_index, smoothing, &rows_counted));
     if (rows == 0)
         return ATTN_OK;
     ATTN_CHECK_NOT_NULL(logits);
@@ -198,8 +197,8 @@ attn_status attn_cross_entropy_backward(int64_t rows, int64_t vocab, const float
                                         float *dlogits)
 {
     int64_t rows_counted;
-    ATTN_TRY(check_arguments(__func__, rows, vocab, targets, ignore_index, smoothing,
-                             &rows_counted));
+    ATTN_TRY(
+        check_arguments(__func__, rows, vocab, targets, ignore_index, smoothing, &rows_counted));
     if (rows == 0)
         return ATTN_OK;
     ATTN_CHECK_NOT_NULL(logits);

@@ -19,7 +19,8 @@ void attn_dropout_forward_range_portable(void *job_ptr, int64_t begin, int64_t e
     for (int64_t i = lo; i < hi; i++) {
         uint64_t hash = attn_dropout_hash(job->seed, job->offset + (uint64_t)i);
         int keep = (hash >> 40) >= job->keep_threshold;
-        job->out[i] = attn_bits_float(attn_float_bits(job->in[i] * job->scale) & attn_mask_if(keep));
+        job->out[i] =
+            attn_bits_float(attn_float_bits(job->in[i] * job->scale) & attn_mask_if(keep));
         if (job->mask != NULL)
             job->mask[i] = (uint8_t)keep;
     }
@@ -33,11 +34,13 @@ void attn_dropout_backward_range_portable(void *job_ptr, int64_t begin, int64_t 
     for (int64_t i = lo; i < hi; i++) {
         uint64_t hash = attn_dropout_hash(job->seed, job->offset + (uint64_t)i);
         int keep = (hash >> 40) >= job->keep_threshold;
-        job->out[i] += attn_bits_float(attn_float_bits(job->in[i] * job->scale) & attn_mask_if(keep));
+        job->out[i] +=
+            attn_bits_float(attn_float_bits(job->in[i] * job->scale) & attn_mask_if(keep));
     }
 }
 
-/* ---- reference path: the contract's formula, element by element -------------------------------- */
+/* ---- reference path: the contract's formula, element by element --------------------------------
+ */
 
 static void forward_reference(int64_t n, float p, uint64_t seed, uint64_t offset, const float *x,
                               float *y, uint8_t *mask)
@@ -50,21 +53,21 @@ static void forward_reference(int64_t n, float p, uint64_t seed, uint64_t offset
     }
 }
 
-static void backward_reference(int64_t n, float p, uint64_t seed, uint64_t offset,
-                               const float *dy, float *dx)
+static void backward_reference(int64_t n, float p, uint64_t seed, uint64_t offset, const float *dy,
+                               float *dx)
 {
     for (int64_t i = 0; i < n; i++)
         if (attn_hash_uniform(seed, offset + (uint64_t)i) >= p)
             dx[i] = (float)(dx[i] + (double)dy[i] / (1.0 - (double)p));
 }
 
-/* ---- entry points ------------------------------------------------------------------------------- */
+/* ---- entry points -------------------------------------------------------------------------------
+ */
 
 static attn_status check_arguments(const char *function, int64_t n, float p)
 {
     ATTN_CHECK_ARG(n >= 0, "%s: negative size n=%lld", function, (long long)n);
-    ATTN_CHECK_ARG(p >= 0.0f && p < 1.0f, "%s: p must be in [0, 1), got %g", function,
-                   (double)p);
+    ATTN_CHECK_ARG(p >= 0.0f && p < 1.0f, "%s: p must be in [0, 1), got %g", function, (double)p);
     return ATTN_OK;
 }
 
@@ -80,8 +83,8 @@ static void run(attn_dropout_job *job, int64_t n, float p, attn_range_fn portabl
                       attn_pick_kernel(attn_active_isa(), portable, avx2, avx512), job);
 }
 
-attn_status attn_dropout_forward(int64_t n, float p, uint64_t seed, uint64_t offset,
-                                 const float *x, float *y, uint8_t *mask)
+attn_status attn_dropout_forward(int64_t n, float p, uint64_t seed, uint64_t offset, const float *x,
+                                 float *y, uint8_t *mask)
 {
     ATTN_TRY(check_arguments(__func__, n, p));
     if (n == 0)
@@ -93,7 +96,8 @@ attn_status attn_dropout_forward(int64_t n, float p, uint64_t seed, uint64_t off
         return ATTN_OK;
     }
     attn_dropout_job job = {.seed = seed, .offset = offset, .in = x, .out = y, .mask = mask};
-    run(&job, n, p, attn_dropout_forward_range_portable, NULL, NULL);
+    run(&job, n, p, attn_dropout_forward_range_portable, attn_dropout_forward_range_avx2,
+        attn_dropout_forward_range_avx512);
     return ATTN_OK;
 }
 
@@ -110,6 +114,7 @@ attn_status attn_dropout_backward(int64_t n, float p, uint64_t seed, uint64_t of
         return ATTN_OK;
     }
     attn_dropout_job job = {.seed = seed, .offset = offset, .in = dy, .out = dx};
-    run(&job, n, p, attn_dropout_backward_range_portable, NULL, NULL);
+    run(&job, n, p, attn_dropout_backward_range_portable, attn_dropout_backward_range_avx2,
+        attn_dropout_backward_range_avx512);
     return ATTN_OK;
 }

@@ -34,18 +34,18 @@ static inline attn_range_fn attn_pick_kernel(attn_isa isa, attn_range_fn portabl
 }
 
 /* Declares name_portable, name_avx2 and name_avx512 as attn_range_fn. */
-#define ATTN_DECLARE_KERNEL(name)                                                          \
-    ATTN_INTERNAL void name##_portable(void *job, int64_t begin, int64_t end, int thread);   \
-    ATTN_INTERNAL void name##_avx2(void *job, int64_t begin, int64_t end, int thread);       \
+#define ATTN_DECLARE_KERNEL(name)                                                                  \
+    ATTN_INTERNAL void name##_portable(void *job, int64_t begin, int64_t end, int thread);         \
+    ATTN_INTERNAL void name##_avx2(void *job, int64_t begin, int64_t end, int thread);             \
     ATTN_INTERNAL void name##_avx512(void *job, int64_t begin, int64_t end, int thread)
 
 /* ---- softmax and log-softmax: ranges of rows ---------------------------------------------- */
 
 typedef struct attn_softmax_job {
     int64_t cols;
-    const float *in;  /* x for the forward, y for the backward */
-    const float *dy;  /* backward only */
-    float *out;       /* y for the forward; dx (accumulated) for the backward */
+    const float *in; /* x for the forward, y for the backward */
+    const float *dy; /* backward only */
+    float *out;      /* y for the forward; dx (accumulated) for the backward */
 } attn_softmax_job;
 
 ATTN_DECLARE_KERNEL(attn_softmax_forward_rows);
@@ -104,7 +104,8 @@ typedef struct attn_activation_job {
 ATTN_DECLARE_KERNEL(attn_activation_forward_range);
 ATTN_DECLARE_KERNEL(attn_activation_backward_range);
 
-/* ---- dropout: ranges of element blocks -------------------------------------------------------------- */
+/* ---- dropout: ranges of element blocks
+ * -------------------------------------------------------------- */
 
 typedef struct attn_dropout_job {
     int64_t n;
@@ -112,7 +113,7 @@ typedef struct attn_dropout_job {
     /* keep element i iff the top 24 bits of its hash are >= keep_threshold, which equals
      * attn_hash_uniform(seed, offset + i) >= p */
     uint64_t keep_threshold;
-    float scale; /* 1 / (1 - p) */
+    float scale;     /* 1 / (1 - p) */
     const float *in; /* x for the forward, dy for the backward */
     float *out;      /* y for the forward; dx (accumulated) for the backward */
     uint8_t *mask;   /* forward, may be NULL */

@@ -39,7 +39,8 @@ static void backward_columns(void *job_ptr, int64_t begin, int64_t end, int thre
 {
     const embedding_job *job = job_ptr;
     const int64_t dim = job->dim;
-    const int64_t lo = begin * COLUMN_BLOCK, hi = end * COLUMN_BLOCK < dim ? end * COLUMN_BLOCK : dim;
+    const int64_t lo = begin * COLUMN_BLOCK,
+                  hi = end * COLUMN_BLOCK < dim ? end * COLUMN_BLOCK : dim;
     const double scale = job->scale;
     (void)thread;
     for (int64_t t = 0; t < job->tokens; t++) {
@@ -50,13 +51,12 @@ static void backward_columns(void *job_ptr, int64_t begin, int64_t end, int thre
     }
 }
 
-static attn_status check_arguments(const char *function, int64_t tokens, int64_t vocab,
-                                   int64_t dim, const int32_t *ids)
+static attn_status check_arguments(const char *function, int64_t tokens, int64_t vocab, int64_t dim,
+                                   const int32_t *ids)
 {
-    ATTN_CHECK_ARG(tokens >= 0 && dim >= 0, "%s: negative size (tokens=%lld, dim=%lld)",
-                   function, (long long)tokens, (long long)dim);
-    ATTN_CHECK_ARG(vocab > 0, "%s: vocab must be positive, got %lld", function,
-                   (long long)vocab);
+    ATTN_CHECK_ARG(tokens >= 0 && dim >= 0, "%s: negative size (tokens=%lld, dim=%lld)", function,
+                   (long long)tokens, (long long)dim);
+    ATTN_CHECK_ARG(vocab > 0, "%s: vocab must be positive, got %lld", function, (long long)vocab);
     if (tokens == 0)
         return ATTN_OK;
     ATTN_CHECK_ARG(ids != NULL, "%s: ids must not be NULL", function);
@@ -66,17 +66,16 @@ static attn_status check_arguments(const char *function, int64_t tokens, int64_t
     return ATTN_OK;
 }
 
-attn_status attn_embedding_forward(int64_t tokens, int64_t vocab, int64_t dim,
-                                   const float *table, const int32_t *ids, float scale,
-                                   float *out)
+attn_status attn_embedding_forward(int64_t tokens, int64_t vocab, int64_t dim, const float *table,
+                                   const int32_t *ids, float scale, float *out)
 {
     ATTN_TRY(check_arguments(__func__, tokens, vocab, dim, ids));
     if (tokens == 0 || dim == 0)
         return ATTN_OK;
     ATTN_CHECK_NOT_NULL(table);
     ATTN_CHECK_NOT_NULL(out);
-    embedding_job job = {.tokens = tokens, .dim = dim, .table = table, .ids = ids,
-                         .scale = scale, .out = out};
+    embedding_job job = {
+        .tokens = tokens, .dim = dim, .table = table, .ids = ids, .scale = scale, .out = out};
     if (attn_active_isa() == ATTN_ISA_REFERENCE) {
         for (int64_t t = 0; t < tokens; t++)
             for (int64_t j = 0; j < dim; j++)
@@ -87,17 +86,16 @@ attn_status attn_embedding_forward(int64_t tokens, int64_t vocab, int64_t dim,
     return ATTN_OK;
 }
 
-attn_status attn_embedding_backward(int64_t tokens, int64_t vocab, int64_t dim,
-                                    const int32_t *ids, float scale, const float *dout,
-                                    float *dtable)
+attn_status attn_embedding_backward(int64_t tokens, int64_t vocab, int64_t dim, const int32_t *ids,
+                                    float scale, const float *dout, float *dtable)
 {
     ATTN_TRY(check_arguments(__func__, tokens, vocab, dim, ids));
     if (tokens == 0 || dim == 0)
         return ATTN_OK;
     ATTN_CHECK_NOT_NULL(dout);
     ATTN_CHECK_NOT_NULL(dtable);
-    embedding_job job = {.tokens = tokens, .dim = dim, .ids = ids, .scale = scale,
-                         .dout = dout, .out = dtable};
+    embedding_job job = {
+        .tokens = tokens, .dim = dim, .ids = ids, .scale = scale, .dout = dout, .out = dtable};
     if (attn_active_isa() == ATTN_ISA_REFERENCE) {
         for (int64_t t = 0; t < tokens; t++)
             for (int64_t j = 0; j < dim; j++) {

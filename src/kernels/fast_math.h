@@ -69,8 +69,8 @@
 ATTN_INTERNAL extern const float attn_erf_centre[ATTN_ERF_INTERVALS];
 ATTN_INTERNAL extern const float attn_erf_coeff[ATTN_ERF_DEGREE + 1][ATTN_ERF_INTERVALS];
 
-#define ATTN_SQRT1_2 0.707106781f       /* 1/sqrt(2) */
-#define ATTN_INV_SQRT_2PI 0.398942280f  /* 1/sqrt(2 pi) */
+#define ATTN_SQRT1_2 0.707106781f      /* 1/sqrt(2) */
+#define ATTN_INV_SQRT_2PI 0.398942280f /* 1/sqrt(2 pi) */
 #define ATTN_SQRT_2_OVER_PI 0.797884561f
 #define ATTN_GELU_TANH_CUBIC 0.044715f
 
@@ -96,11 +96,20 @@ static inline uint32_t attn_select_bits(uint32_t mask, uint32_t a, uint32_t b)
     return (a & mask) | (b & ~mask);
 }
 
-static inline uint32_t attn_mask_if(int condition) { return 0u - (uint32_t)(condition != 0); }
+static inline uint32_t attn_mask_if(int condition)
+{
+    return 0u - (uint32_t)(condition != 0);
+}
 
-static inline float attn_abs(float x) { return attn_bits_float(attn_float_bits(x) & 0x7fffffffu); }
+static inline float attn_abs(float x)
+{
+    return attn_bits_float(attn_float_bits(x) & 0x7fffffffu);
+}
 
-static inline int attn_is_nan_bits(uint32_t u) { return (u & 0x7fffffffu) > 0x7f800000u; }
+static inline int attn_is_nan_bits(uint32_t u)
+{
+    return (u & 0x7fffffffu) > 0x7f800000u;
+}
 
 /* 2^n for an integer-valued float n in [-126, 127] */
 static inline float attn_pow2_of_rounded(float rounded_plus_magic)
@@ -138,8 +147,8 @@ static inline float attn_fast_exp(float x)
     float n1 = t1 - ATTN_ROUND_MAGIC;
     float t2 = (n - n1) + ATTN_ROUND_MAGIC;
     float result = p * attn_pow2_of_rounded(t1) * attn_pow2_of_rounded(t2);
-    return attn_bits_float(attn_select_bits(attn_mask_if(attn_is_nan_bits(bits)), bits,
-                                            attn_float_bits(result)));
+    return attn_bits_float(
+        attn_select_bits(attn_mask_if(attn_is_nan_bits(bits)), bits, attn_float_bits(result)));
 }
 
 /* 1 / (1 + e^-x) */
@@ -147,8 +156,8 @@ static inline float attn_fast_sigmoid(float x)
 {
     float e = attn_fast_exp(-attn_abs(x));
     uint32_t negative = 0u - (attn_float_bits(x) >> 31);
-    float numerator = attn_bits_float(
-        attn_select_bits(negative, attn_float_bits(e), attn_float_bits(1.0f)));
+    float numerator =
+        attn_bits_float(attn_select_bits(negative, attn_float_bits(e), attn_float_bits(1.0f)));
     return numerator / (1.0f + e);
 }
 

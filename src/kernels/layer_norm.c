@@ -33,8 +33,7 @@ static float centered_square_sum(int64_t n, const float *x, float mean)
     return attn_lanes_total(acc);
 }
 
-void attn_layer_norm_forward_rows_portable(void *job_ptr, int64_t begin, int64_t end,
-                                           int thread)
+void attn_layer_norm_forward_rows_portable(void *job_ptr, int64_t begin, int64_t end, int thread)
 {
     const attn_layer_norm_job *job = job_ptr;
     const int64_t n = job->dim;
@@ -81,8 +80,7 @@ static inline void gradient_sums(int64_t n, const float *x, const float *dy, con
     *sum_g_xhat = attn_lanes_total(acc_gx);
 }
 
-void attn_layer_norm_backward_blocks_portable(void *job_ptr, int64_t begin, int64_t end,
-                                              int thread)
+void attn_layer_norm_backward_blocks_portable(void *job_ptr, int64_t begin, int64_t end, int thread)
 {
     const attn_layer_norm_job *job = job_ptr;
     const int64_t n = job->dim;
@@ -131,9 +129,9 @@ static void to_double(int64_t n, const float *in, double *out)
         out[j] = in[j];
 }
 
-static attn_status forward_reference(int64_t rows, int64_t dim, const float *x,
-                                     const float *gamma, const float *beta, float eps, float *y,
-                                     float *mean, float *rstd)
+static attn_status forward_reference(int64_t rows, int64_t dim, const float *x, const float *gamma,
+                                     const float *beta, float eps, float *y, float *mean,
+                                     float *rstd)
 {
     double *buffer = attn_ref_doubles((size_t)dim, 4, "attn_layer_norm_forward");
     if (buffer == NULL)
@@ -146,8 +144,8 @@ static attn_status forward_reference(int64_t rows, int64_t dim, const float *x,
     for (int64_t r = 0; r < rows; r++) {
         double row_mean, row_rstd;
         to_double(dim, x + r * dim, xd);
-        attn_ref_layer_norm_row(dim, xd, gamma ? gd : NULL, beta ? bd : NULL, eps, yd,
-                                &row_mean, &row_rstd);
+        attn_ref_layer_norm_row(dim, xd, gamma ? gd : NULL, beta ? bd : NULL, eps, yd, &row_mean,
+                                &row_rstd);
         for (int64_t j = 0; j < dim; j++)
             y[r * dim + j] = (float)yd[j];
         if (mean != NULL)
@@ -159,9 +157,9 @@ static attn_status forward_reference(int64_t rows, int64_t dim, const float *x,
     return ATTN_OK;
 }
 
-static attn_status backward_reference(int64_t rows, int64_t dim, const float *x,
-                                      const float *gamma, const float *mean, const float *rstd,
-                                      const float *dy, float *dx, float *dgamma, float *dbeta)
+static attn_status backward_reference(int64_t rows, int64_t dim, const float *x, const float *gamma,
+                                      const float *mean, const float *rstd, const float *dy,
+                                      float *dx, float *dgamma, float *dbeta)
 {
     double *buffer = attn_ref_doubles((size_t)dim, 6, "attn_layer_norm_backward");
     if (buffer == NULL)
@@ -193,16 +191,16 @@ static attn_status backward_reference(int64_t rows, int64_t dim, const float *x,
 
 /* ---- entry points ---------------------------------------------------------------------------- */
 
-#define CHECK_SIZES(rows, dim)                                                              \
-    do {                                                                                    \
-        ATTN_CHECK_ARG((rows) >= 0, "%s: negative rows (%lld)", __func__, (long long)(rows)); \
-        ATTN_CHECK_ARG((dim) > 0, "%s: dim must be positive, got %lld", __func__,           \
-                       (long long)(dim));                                                   \
+#define CHECK_SIZES(rows, dim)                                                                     \
+    do {                                                                                           \
+        ATTN_CHECK_ARG((rows) >= 0, "%s: negative rows (%lld)", __func__, (long long)(rows));      \
+        ATTN_CHECK_ARG((dim) > 0, "%s: dim must be positive, got %lld", __func__,                  \
+                       (long long)(dim));                                                          \
     } while (0)
 
-attn_status attn_layer_norm_forward(int64_t rows, int64_t dim, const float *x,
-                                    const float *gamma, const float *beta, float eps, float *y,
-                                    float *mean, float *rstd)
+attn_status attn_layer_norm_forward(int64_t rows, int64_t dim, const float *x, const float *gamma,
+                                    const float *beta, float eps, float *y, float *mean,
+                                    float *rstd)
 {
     CHECK_SIZES(rows, dim);
     ATTN_CHECK_ARG(eps >= 0.0f && eps < INFINITY, "%s: eps must be finite and >= 0, got %g",
@@ -215,8 +213,15 @@ attn_status attn_layer_norm_forward(int64_t rows, int64_t dim, const float *x,
     attn_isa isa = attn_active_isa();
     if (isa == ATTN_ISA_REFERENCE)
         return forward_reference(rows, dim, x, gamma, beta, eps, y, mean, rstd);
-    attn_layer_norm_job job = {.rows = rows, .dim = dim, .x = x, .gamma = gamma, .beta = beta,
-                               .eps = eps, .y = y, .mean_out = mean, .rstd_out = rstd};
+    attn_layer_norm_job job = {.rows = rows,
+                               .dim = dim,
+                               .x = x,
+                               .gamma = gamma,
+                               .beta = beta,
+                               .eps = eps,
+                               .y = y,
+                               .mean_out = mean,
+                               .rstd_out = rstd};
     attn_parallel_for(rows, attn_rows_per_chunk(dim),
                       attn_pick_kernel(isa, attn_layer_norm_forward_rows_portable,
                                        attn_layer_norm_forward_rows_avx2,
@@ -225,9 +230,9 @@ attn_status attn_layer_norm_forward(int64_t rows, int64_t dim, const float *x,
     return ATTN_OK;
 }
 
-attn_status attn_layer_norm_backward(int64_t rows, int64_t dim, const float *x,
-                                     const float *gamma, const float *mean, const float *rstd,
-                                     const float *dy, float *dx, float *dgamma, float *dbeta)
+attn_status attn_layer_norm_backward(int64_t rows, int64_t dim, const float *x, const float *gamma,
+                                     const float *mean, const float *rstd, const float *dy,
+                                     float *dx, float *dgamma, float *dbeta)
 {
     CHECK_SIZES(rows, dim);
     if (rows == 0)
@@ -253,8 +258,14 @@ attn_status attn_layer_norm_backward(int64_t rows, int64_t dim, const float *x,
         if (partials == NULL)
             return ATTN_ERR_OUT_OF_MEMORY;
     }
-    attn_layer_norm_job job = {.rows = rows, .dim = dim, .x = x, .gamma = gamma, .dy = dy,
-                               .mean = mean, .rstd = rstd, .dx = dx,
+    attn_layer_norm_job job = {.rows = rows,
+                               .dim = dim,
+                               .x = x,
+                               .gamma = gamma,
+                               .dy = dy,
+                               .mean = mean,
+                               .rstd = rstd,
+                               .dx = dx,
                                .block_rows = block_rows,
                                .gamma_partial = dgamma ? partials : NULL,
                                .beta_partial = dbeta ? partials + blocks * dim : NULL};

@@ -27,8 +27,7 @@ static float SIMD_NAME(centered_square_sum)(int64_t n, const float *x, float mea
     return vf_sum(vf_add(s0, s1));
 }
 
-void SIMD_NAME(attn_layer_norm_forward_rows)(void *job_ptr, int64_t begin, int64_t end,
-                                             int thread)
+void SIMD_NAME(attn_layer_norm_forward_rows)(void *job_ptr, int64_t begin, int64_t end, int thread)
 {
     const attn_layer_norm_job *job = job_ptr;
     const int64_t n = job->dim;
@@ -38,8 +37,7 @@ void SIMD_NAME(attn_layer_norm_forward_rows)(void *job_ptr, int64_t begin, int64
         const float *x = job->x + r * n;
         float *y = job->y + r * n;
         float mean = simd_row_sum(n, x) / (float)n;
-        float rstd =
-            1.0f / sqrtf(SIMD_NAME(centered_square_sum)(n, x, mean) / (float)n + job->eps);
+        float rstd = 1.0f / sqrtf(SIMD_NAME(centered_square_sum)(n, x, mean) / (float)n + job->eps);
         vf vm = vf_set(mean), vr = vf_set(rstd);
         for (int64_t j = 0; j < n; j += SIMD_LANES) {
             int64_t k = n - j < SIMD_LANES ? n - j : SIMD_LANES;
@@ -99,16 +97,13 @@ void SIMD_NAME(attn_layer_norm_backward_blocks)(void *job_ptr, int64_t begin, in
                 vf xhat = vf_mul(vf_sub(vf_load_upto(x + j, k), mean), rstd);
                 vf g = gamma != NULL ? vf_mul(d, vf_load_upto(gamma + j, k)) : d;
                 vf centred = vf_sub(g, vf_fmadd(xhat, mean_gx, mean_g));
-                vf_store_upto(dx + j, k,
-                                      vf_fmadd(rstd, centred, vf_load_upto(dx + j, k)));
+                vf_store_upto(dx + j, k, vf_fmadd(rstd, centred, vf_load_upto(dx + j, k)));
                 if (gamma_partial != NULL)
-                    vf_store_upto(
-                        gamma_partial + j, k,
-                        vf_fmadd(d, xhat, vf_load_upto(gamma_partial + j, k)));
+                    vf_store_upto(gamma_partial + j, k,
+                                  vf_fmadd(d, xhat, vf_load_upto(gamma_partial + j, k)));
                 if (beta_partial != NULL)
-                    vf_store_upto(
-                        beta_partial + j, k,
-                        vf_add(d, vf_load_upto(beta_partial + j, k)));
+                    vf_store_upto(beta_partial + j, k,
+                                  vf_add(d, vf_load_upto(beta_partial + j, k)));
             }
         }
     }

@@ -54,8 +54,7 @@ void attn_ref_log_softmax_row(int64_t cols, const double *x, double *y)
         y[j] = x[j] - m - log_sum;
 }
 
-void attn_ref_log_softmax_backward_row(int64_t cols, const double *y, const double *dy,
-                                       double *dx)
+void attn_ref_log_softmax_backward_row(int64_t cols, const double *y, const double *dy, double *dx)
 {
     double sum = 0.0;
     for (int64_t j = 0; j < cols; j++)
@@ -92,9 +91,8 @@ void attn_ref_cross_entropy_backward_row(int64_t vocab, const double *logits, in
     }
 }
 
-void attn_ref_layer_norm_row(int64_t dim, const double *x, const double *gamma,
-                             const double *beta, double eps, double *y, double *mean,
-                             double *rstd)
+void attn_ref_layer_norm_row(int64_t dim, const double *x, const double *gamma, const double *beta,
+                             double eps, double *y, double *mean, double *rstd)
 {
     double sum = 0.0;
     for (int64_t j = 0; j < dim; j++)
@@ -144,7 +142,10 @@ void attn_ref_layer_norm_backward_row(int64_t dim, const double *x, const double
  * 1 + erf(-t) = erfc(t), 0.5 (1 + tanh z) = 1 / (1 + exp(-2z)), 1 - tanh^2 x = 1 / cosh^2 x,
  * s (1 - s) = e / (1 + e)^2 with e = exp(-|x|). */
 
-static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+static double sigmoid(double x)
+{
+    return 1.0 / (1.0 + exp(-x));
+}
 
 static double sigmoid_derivative(double x)
 {
@@ -152,7 +153,10 @@ static double sigmoid_derivative(double x)
     return e / ((1.0 + e) * (1.0 + e));
 }
 
-static double gelu_cdf(double x) { return 0.5 * erfc(-x / sqrt(2.0)); } /* Phi(x) */
+static double gelu_cdf(double x)
+{
+    return 0.5 * erfc(-x / sqrt(2.0));
+} /* Phi(x) */
 
 double attn_ref_activation(attn_activation act, double x)
 {

@@ -12,8 +12,8 @@
 /* y = exp(x - max) / sum(exp(x - max)); a row of all -inf gives zeros. */
 ATTN_INTERNAL void attn_ref_softmax_row(int64_t cols, const double *x, double *y);
 /* dx += y * (dy - sum(dy * y)) */
-ATTN_INTERNAL void attn_ref_softmax_backward_row(int64_t cols, const double *y,
-                                                 const double *dy, double *dx);
+ATTN_INTERNAL void attn_ref_softmax_backward_row(int64_t cols, const double *y, const double *dy,
+                                                 double *dx);
 /* y = x - max - log(sum(exp(x - max))); a row of all -inf gives all -inf. */
 ATTN_INTERNAL void attn_ref_log_softmax_row(int64_t cols, const double *x, double *y);
 /* dx += dy - exp(y) * sum(dy) */
@@ -22,24 +22,23 @@ ATTN_INTERNAL void attn_ref_log_softmax_backward_row(int64_t cols, const double 
 
 /* One row's loss (1 - smoothing) * (lse - x[target]) + smoothing * (lse - mean(x)), with
  * 0 <= target < vocab; writes the row's log-sum-exp to *lse. */
-ATTN_INTERNAL double attn_ref_cross_entropy_row(int64_t vocab, const double *logits,
-                                                int64_t target, double smoothing, double *lse);
+ATTN_INTERNAL double attn_ref_cross_entropy_row(int64_t vocab, const double *logits, int64_t target,
+                                                double smoothing, double *lse);
 /* dlogits += scale * (softmax(logits) - (1 - smoothing) * onehot(target) - smoothing / vocab) */
 ATTN_INTERNAL void attn_ref_cross_entropy_backward_row(int64_t vocab, const double *logits,
-                                                       int64_t target, double smoothing,
-                                                       double lse, double scale,
-                                                       double *dlogits);
+                                                       int64_t target, double smoothing, double lse,
+                                                       double scale, double *dlogits);
 
 /* y = (x - mean) / sqrt(var + eps) * gamma + beta with the biased variance; gamma and beta
  * may be NULL. Writes the row's mean and 1/sqrt(var + eps). */
 ATTN_INTERNAL void attn_ref_layer_norm_row(int64_t dim, const double *x, const double *gamma,
-                                           const double *beta, double eps, double *y,
-                                           double *mean, double *rstd);
+                                           const double *beta, double eps, double *y, double *mean,
+                                           double *rstd);
 /* dx, dgamma, dbeta += this row's gradients; gamma, dgamma and dbeta may be NULL. */
 ATTN_INTERNAL void attn_ref_layer_norm_backward_row(int64_t dim, const double *x,
-                                                    const double *gamma, double mean,
-                                                    double rstd, const double *dy, double *dx,
-                                                    double *dgamma, double *dbeta);
+                                                    const double *gamma, double mean, double rstd,
+                                                    const double *dy, double *dx, double *dgamma,
+                                                    double *dbeta);
 
 ATTN_INTERNAL double attn_ref_activation(attn_activation act, double x);
 ATTN_INTERNAL double attn_ref_activation_derivative(attn_activation act, double x);

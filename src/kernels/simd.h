@@ -22,8 +22,7 @@
 /* SIMD_NAME(attn_softmax_forward_rows) -> attn_softmax_forward_rows_avx512 (or _avx2) */
 #define SIMD_NAME(name) SIMD_CONCAT(name, SIMD_ISA)
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) &&              \
-    defined(__AVX512VL__)
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
 
 #define SIMD_ISA avx512
 #define SIMD_LANES 16
@@ -31,11 +30,26 @@ typedef __m512 vf;
 typedef __m512i vi;
 typedef __mmask16 vmask;
 
-static inline vf vf_set(float a) { return _mm512_set1_ps(a); }
-static inline vf vf_zero(void) { return _mm512_setzero_ps(); }
-static inline vf vf_load(const float *p) { return _mm512_loadu_ps(p); }
-static inline void vf_store(float *p, vf v) { _mm512_storeu_ps(p, v); }
-static inline vmask simd_first_lanes(int64_t n) { return (vmask)((1u << n) - 1u); }
+static inline vf vf_set(float a)
+{
+    return _mm512_set1_ps(a);
+}
+static inline vf vf_zero(void)
+{
+    return _mm512_setzero_ps();
+}
+static inline vf vf_load(const float *p)
+{
+    return _mm512_loadu_ps(p);
+}
+static inline void vf_store(float *p, vf v)
+{
+    _mm512_storeu_ps(p, v);
+}
+static inline vmask simd_first_lanes(int64_t n)
+{
+    return (vmask)((1u << n) - 1u);
+}
 /* The first n < SIMD_LANES values of p; the other lanes hold fill. */
 static inline vf vf_load_part(const float *p, int64_t n, float fill)
 {
@@ -45,35 +59,98 @@ static inline void vf_store_part(float *p, int64_t n, vf v)
 {
     _mm512_mask_storeu_ps(p, simd_first_lanes(n), v);
 }
-static inline vf vf_add(vf a, vf b) { return _mm512_add_ps(a, b); }
-static inline vf vf_sub(vf a, vf b) { return _mm512_sub_ps(a, b); }
-static inline vf vf_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
-static inline vf vf_div(vf a, vf b) { return _mm512_div_ps(a, b); }
+static inline vf vf_add(vf a, vf b)
+{
+    return _mm512_add_ps(a, b);
+}
+static inline vf vf_sub(vf a, vf b)
+{
+    return _mm512_sub_ps(a, b);
+}
+static inline vf vf_mul(vf a, vf b)
+{
+    return _mm512_mul_ps(a, b);
+}
+static inline vf vf_div(vf a, vf b)
+{
+    return _mm512_div_ps(a, b);
+}
 /* a * b + c and c - a * b, each rounded once */
-static inline vf vf_fmadd(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
-static inline vf vf_fnmadd(vf a, vf b, vf c) { return _mm512_fnmadd_ps(a, b, c); }
-static inline vf vf_max(vf a, vf b) { return _mm512_max_ps(a, b); }
-static inline vf vf_min(vf a, vf b) { return _mm512_min_ps(a, b); }
-static inline vf vf_abs(vf a) { return _mm512_abs_ps(a); }
-static inline float vf_sum(vf a) { return _mm512_reduce_add_ps(a); }
-static inline float vf_max_lane(vf a) { return _mm512_reduce_max_ps(a); }
-static inline vmask vf_less(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
-static inline vmask vf_greater_equal(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_GE_OQ); }
+static inline vf vf_fmadd(vf a, vf b, vf c)
+{
+    return _mm512_fmadd_ps(a, b, c);
+}
+static inline vf vf_fnmadd(vf a, vf b, vf c)
+{
+    return _mm512_fnmadd_ps(a, b, c);
+}
+static inline vf vf_max(vf a, vf b)
+{
+    return _mm512_max_ps(a, b);
+}
+static inline vf vf_min(vf a, vf b)
+{
+    return _mm512_min_ps(a, b);
+}
+static inline vf vf_abs(vf a)
+{
+    return _mm512_abs_ps(a);
+}
+static inline float vf_sum(vf a)
+{
+    return _mm512_reduce_add_ps(a);
+}
+static inline float vf_max_lane(vf a)
+{
+    return _mm512_reduce_max_ps(a);
+}
+static inline vmask vf_less(vf a, vf b)
+{
+    return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ);
+}
+static inline vmask vf_greater_equal(vf a, vf b)
+{
+    return _mm512_cmp_ps_mask(a, b, _CMP_GE_OQ);
+}
 /* mask ? if_true : if_false */
 static inline vf vf_select(vmask mask, vf if_true, vf if_false)
 {
     return _mm512_mask_blend_ps(mask, if_false, if_true);
 }
-static inline vi vf_bits(vf a) { return _mm512_castps_si512(a); }
-static inline vf vi_as_float(vi a) { return _mm512_castsi512_ps(a); }
-static inline vi vi_set(int32_t a) { return _mm512_set1_epi32(a); }
-static inline vi vi_add(vi a, vi b) { return _mm512_add_epi32(a, b); }
-static inline vi vi_min(vi a, vi b) { return _mm512_min_epi32(a, b); }
-static inline vi vi_and(vi a, vi b) { return _mm512_and_si512(a, b); }
-static inline vi vi_or(vi a, vi b) { return _mm512_or_si512(a, b); }
+static inline vi vf_bits(vf a)
+{
+    return _mm512_castps_si512(a);
+}
+static inline vf vi_as_float(vi a)
+{
+    return _mm512_castsi512_ps(a);
+}
+static inline vi vi_set(int32_t a)
+{
+    return _mm512_set1_epi32(a);
+}
+static inline vi vi_add(vi a, vi b)
+{
+    return _mm512_add_epi32(a, b);
+}
+static inline vi vi_min(vi a, vi b)
+{
+    return _mm512_min_epi32(a, b);
+}
+static inline vi vi_and(vi a, vi b)
+{
+    return _mm512_and_si512(a, b);
+}
+static inline vi vi_or(vi a, vi b)
+{
+    return _mm512_or_si512(a, b);
+}
 #define vi_shift_left(a, count) _mm512_slli_epi32((a), (count))
 /* Truncating conversion of floats in [0, 2^31) */
-static inline vi vf_to_int(vf a) { return _mm512_cvttps_epi32(a); }
+static inline vi vf_to_int(vf a)
+{
+    return _mm512_cvttps_epi32(a);
+}
 /* table[index] for an eight-entry table and indices in [0, 8) */
 static inline vf vf_lookup8(const float *table, vi index)
 {
@@ -88,10 +165,22 @@ typedef __m256 vf;
 typedef __m256i vi;
 typedef __m256 vmask;
 
-static inline vf vf_set(float a) { return _mm256_set1_ps(a); }
-static inline vf vf_zero(void) { return _mm256_setzero_ps(); }
-static inline vf vf_load(const float *p) { return _mm256_loadu_ps(p); }
-static inline void vf_store(float *p, vf v) { _mm256_storeu_ps(p, v); }
+static inline vf vf_set(float a)
+{
+    return _mm256_set1_ps(a);
+}
+static inline vf vf_zero(void)
+{
+    return _mm256_setzero_ps();
+}
+static inline vf vf_load(const float *p)
+{
+    return _mm256_loadu_ps(p);
+}
+static inline void vf_store(float *p, vf v)
+{
+    _mm256_storeu_ps(p, v);
+}
 static inline vi simd_first_lanes(int64_t n)
 {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)n),
@@ -107,14 +196,38 @@ static inline void vf_store_part(float *p, int64_t n, vf v)
 {
     _mm256_maskstore_ps(p, simd_first_lanes(n), v);
 }
-static inline vf vf_add(vf a, vf b) { return _mm256_add_ps(a, b); }
-static inline vf vf_sub(vf a, vf b) { return _mm256_sub_ps(a, b); }
-static inline vf vf_mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
-static inline vf vf_div(vf a, vf b) { return _mm256_div_ps(a, b); }
-static inline vf vf_fmadd(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
-static inline vf vf_fnmadd(vf a, vf b, vf c) { return _mm256_fnmadd_ps(a, b, c); }
-static inline vf vf_max(vf a, vf b) { return _mm256_max_ps(a, b); }
-static inline vf vf_min(vf a, vf b) { return _mm256_min_ps(a, b); }
+static inline vf vf_add(vf a, vf b)
+{
+    return _mm256_add_ps(a, b);
+}
+static inline vf vf_sub(vf a, vf b)
+{
+    return _mm256_sub_ps(a, b);
+}
+static inline vf vf_mul(vf a, vf b)
+{
+    return _mm256_mul_ps(a, b);
+}
+static inline vf vf_div(vf a, vf b)
+{
+    return _mm256_div_ps(a, b);
+}
+static inline vf vf_fmadd(vf a, vf b, vf c)
+{
+    return _mm256_fmadd_ps(a, b, c);
+}
+static inline vf vf_fnmadd(vf a, vf b, vf c)
+{
+    return _mm256_fnmadd_ps(a, b, c);
+}
+static inline vf vf_max(vf a, vf b)
+{
+    return _mm256_max_ps(a, b);
+}
+static inline vf vf_min(vf a, vf b)
+{
+    return _mm256_min_ps(a, b);
+}
 static inline vf vf_abs(vf a)
 {
     return _mm256_and_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
@@ -134,21 +247,51 @@ static inline float vf_max_lane(vf a)
     s = _mm_max_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
-static inline vmask vf_less(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
-static inline vmask vf_greater_equal(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_GE_OQ); }
+static inline vmask vf_less(vf a, vf b)
+{
+    return _mm256_cmp_ps(a, b, _CMP_LT_OQ);
+}
+static inline vmask vf_greater_equal(vf a, vf b)
+{
+    return _mm256_cmp_ps(a, b, _CMP_GE_OQ);
+}
 static inline vf vf_select(vmask mask, vf if_true, vf if_false)
 {
     return _mm256_blendv_ps(if_false, if_true, mask);
 }
-static inline vi vf_bits(vf a) { return _mm256_castps_si256(a); }
-static inline vf vi_as_float(vi a) { return _mm256_castsi256_ps(a); }
-static inline vi vi_set(int32_t a) { return _mm256_set1_epi32(a); }
-static inline vi vi_add(vi a, vi b) { return _mm256_add_epi32(a, b); }
-static inline vi vi_min(vi a, vi b) { return _mm256_min_epi32(a, b); }
-static inline vi vi_and(vi a, vi b) { return _mm256_and_si256(a, b); }
-static inline vi vi_or(vi a, vi b) { return _mm256_or_si256(a, b); }
+static inline vi vf_bits(vf a)
+{
+    return _mm256_castps_si256(a);
+}
+static inline vf vi_as_float(vi a)
+{
+    return _mm256_castsi256_ps(a);
+}
+static inline vi vi_set(int32_t a)
+{
+    return _mm256_set1_epi32(a);
+}
+static inline vi vi_add(vi a, vi b)
+{
+    return _mm256_add_epi32(a, b);
+}
+static inline vi vi_min(vi a, vi b)
+{
+    return _mm256_min_epi32(a, b);
+}
+static inline vi vi_and(vi a, vi b)
+{
+    return _mm256_and_si256(a, b);
+}
+static inline vi vi_or(vi a, vi b)
+{
+    return _mm256_or_si256(a, b);
+}
 #define vi_shift_left(a, count) _mm256_slli_epi32((a), (count))
-static inline vi vf_to_int(vf a) { return _mm256_cvttps_epi32(a); }
+static inline vi vf_to_int(vf a)
+{
+    return _mm256_cvttps_epi32(a);
+}
 static inline vf vf_lookup8(const float *table, vi index)
 {
     return _mm256_permutevar8x32_ps(_mm256_loadu_ps(table), index);

@@ -46,8 +46,7 @@ void attn_softmax_backward_rows_portable(void *job_ptr, int64_t begin, int64_t e
     }
 }
 
-void attn_log_softmax_forward_rows_portable(void *job_ptr, int64_t begin, int64_t end,
-                                            int thread)
+void attn_log_softmax_forward_rows_portable(void *job_ptr, int64_t begin, int64_t end, int thread)
 {
     const attn_softmax_job *job = job_ptr;
     const int64_t n = job->cols;
@@ -67,8 +66,7 @@ void attn_log_softmax_forward_rows_portable(void *job_ptr, int64_t begin, int64_
     }
 }
 
-void attn_log_softmax_backward_rows_portable(void *job_ptr, int64_t begin, int64_t end,
-                                             int thread)
+void attn_log_softmax_backward_rows_portable(void *job_ptr, int64_t begin, int64_t end, int thread)
 {
     const attn_softmax_job *job = job_ptr;
     const int64_t n = job->cols;
@@ -86,9 +84,8 @@ void attn_log_softmax_backward_rows_portable(void *job_ptr, int64_t begin, int64
 
 typedef enum { FORWARD, BACKWARD } direction;
 
-static attn_status run_reference(const char *function, direction dir, int log_space,
-                                 int64_t rows, int64_t cols, const float *in, const float *dy,
-                                 float *out)
+static attn_status run_reference(const char *function, direction dir, int log_space, int64_t rows,
+                                 int64_t cols, const float *in, const float *dy, float *out)
 {
     double *buffer = attn_ref_doubles((size_t)cols, 3, function);
     if (buffer == NULL)
@@ -131,13 +128,13 @@ static attn_status run(const char *function, direction dir, int log_space, int64
     if (isa == ATTN_ISA_REFERENCE)
         return run_reference(function, dir, log_space, rows, cols, in, dy, out);
     attn_softmax_job job = {cols, in, dy, out};
-    attn_parallel_for(rows, attn_rows_per_chunk(cols), attn_pick_kernel(isa, portable, avx2, avx512),
-                      &job);
+    attn_parallel_for(rows, attn_rows_per_chunk(cols),
+                      attn_pick_kernel(isa, portable, avx2, avx512), &job);
     return ATTN_OK;
 }
 
-#define CHECK_SIZES(rows, cols)                                                            \
-    ATTN_CHECK_ARG((rows) >= 0 && (cols) >= 0, "%s: negative size (rows=%lld, cols=%lld)", \
+#define CHECK_SIZES(rows, cols)                                                                    \
+    ATTN_CHECK_ARG((rows) >= 0 && (cols) >= 0, "%s: negative size (rows=%lld, cols=%lld)",         \
                    __func__, (long long)(rows), (long long)(cols))
 
 attn_status attn_softmax_forward(int64_t rows, int64_t cols, const float *x, float *y)
@@ -171,13 +168,12 @@ attn_status attn_log_softmax_forward(int64_t rows, int64_t cols, const float *x,
         return ATTN_OK;
     ATTN_CHECK_NOT_NULL(x);
     ATTN_CHECK_NOT_NULL(y);
-    return run(__func__, FORWARD, 1, rows, cols, x, NULL, y,
-               attn_log_softmax_forward_rows_portable, attn_log_softmax_forward_rows_avx2,
-               attn_log_softmax_forward_rows_avx512);
+    return run(__func__, FORWARD, 1, rows, cols, x, NULL, y, attn_log_softmax_forward_rows_portable,
+               attn_log_softmax_forward_rows_avx2, attn_log_softmax_forward_rows_avx512);
 }
 
-attn_status attn_log_softmax_backward(int64_t rows, int64_t cols, const float *y,
-                                      const float *dy, float *dx)
+attn_status attn_log_softmax_backward(int64_t rows, int64_t cols, const float *y, const float *dy,
+                                      float *dx)
 {
     CHECK_SIZES(rows, cols);
     if (rows == 0 || cols == 0)

@@ -45,8 +45,7 @@ void SIMD_NAME(attn_softmax_backward_rows)(void *job_ptr, int64_t begin, int64_t
     }
 }
 
-void SIMD_NAME(attn_log_softmax_forward_rows)(void *job_ptr, int64_t begin, int64_t end,
-                                              int thread)
+void SIMD_NAME(attn_log_softmax_forward_rows)(void *job_ptr, int64_t begin, int64_t end, int thread)
 {
     const attn_softmax_job *job = job_ptr;
     const int64_t n = job->cols;
@@ -86,7 +85,8 @@ void SIMD_NAME(attn_log_softmax_backward_rows)(void *job_ptr, int64_t begin, int
         }
         if (j < n) {
             int64_t k = n - j;
-            vf g = vf_fnmadd(vf_exp(vf_load_part(y + j, k, 0.0f)), sum, vf_load_part(dy + j, k, 0.0f));
+            vf g =
+                vf_fnmadd(vf_exp(vf_load_part(y + j, k, 0.0f)), sum, vf_load_part(dy + j, k, 0.0f));
             vf_store_part(dx + j, k, vf_add(vf_load_part(dx + j, k, 0.0f), g));
         }
     }

@@ -29,8 +29,14 @@ static const int64_t test_col_counts[] = {1, 7, 64, 80, 1037};
 #define TEST_ROW_COUNTS ((int)(sizeof test_row_counts / sizeof test_row_counts[0]))
 #define TEST_COL_COUNTS ((int)(sizeof test_col_counts / sizeof test_col_counts[0]))
 
-static inline float *test_floats(size_t n) { return test_alloc(n * sizeof(float)); }
-static inline double *test_doubles(size_t n) { return test_alloc(n * sizeof(double)); }
+static inline float *test_floats(size_t n)
+{
+    return test_alloc(n * sizeof(float));
+}
+static inline double *test_doubles(size_t n)
+{
+    return test_alloc(n * sizeof(double));
+}
 
 static inline double *test_to_double(const float *x, size_t n)
 {
@@ -48,8 +54,8 @@ static inline int test_same_bits(const float *a, const float *b, size_t n)
 /* Central differences of a scalar objective: grad[i] = (f(x + h e_i) - f(x - h e_i)) / 2h. */
 typedef double (*test_objective)(void *ctx, const double *x);
 
-static inline void test_numeric_gradient(test_objective f, void *ctx, double *x, size_t n,
-                                         double h, double *grad)
+static inline void test_numeric_gradient(test_objective f, void *ctx, double *x, size_t n, double h,
+                                         double *grad)
 {
     for (size_t i = 0; i < n; i++) {
         double saved = x[i];
@@ -63,8 +69,8 @@ static inline void test_numeric_gradient(test_objective f, void *ctx, double *x,
 }
 
 /* Every |a - b| <= atol + rtol * |b|, for two double arrays; prints the worst on failure. */
-static inline int test_doubles_close(const char *what, const double *a, const double *b,
-                                     size_t n, double atol, double rtol)
+static inline int test_doubles_close(const char *what, const double *a, const double *b, size_t n,
+                                     double atol, double rtol)
 {
     size_t worst = 0;
     double worst_excess = -1.0;
@@ -78,8 +84,7 @@ static inline int test_doubles_close(const char *what, const double *a, const do
         }
     }
     if (worst_excess > 0.0)
-        fprintf(stderr, "  %s: worst at [%zu]: %.12g vs %.12g\n", what, worst, a[worst],
-                b[worst]);
+        fprintf(stderr, "  %s: worst at [%zu]: %.12g vs %.12g\n", what, worst, a[worst], b[worst]);
     return worst_excess <= 0.0;
 }
 
@@ -134,19 +139,19 @@ static inline int test_within_bounds(const char *what, const float *a, const dou
         }
     }
     if (worst_ratio > 1.0)
-        fprintf(stderr, "  %s: worst at [%zu]: got %.9g, expected %.9g, allowed error %.3g\n",
-                what, worst, (double)a[worst], b[worst], bound[worst]);
+        fprintf(stderr, "  %s: worst at [%zu]: got %.9g, expected %.9g, allowed error %.3g\n", what,
+                worst, (double)a[worst], b[worst], bound[worst]);
     return worst_ratio <= 1.0;
 }
-#define CHECK_WITHIN_BOUNDS(what, a, b, bound, n)                                           \
-    test_record(test_within_bounds(what, a, b, bound, n), __FILE__, __LINE__,               \
+#define CHECK_WITHIN_BOUNDS(what, a, b, bound, n)                                                  \
+    test_record(test_within_bounds(what, a, b, bound, n), __FILE__, __LINE__,                      \
                 "%s differs from the reference", what)
 
 /* The float unit roundoff, 2^-24. */
 #define TEST_FLOAT_EPS 5.9604644775390625e-08
 
-#define CHECK_NEAR_REFERENCE(what, a, b, n, atol, rtol)                                      \
-    test_record(test_close_to_reference(what, a, b, n, atol, rtol), __FILE__, __LINE__,      \
+#define CHECK_NEAR_REFERENCE(what, a, b, n, atol, rtol)                                            \
+    test_record(test_close_to_reference(what, a, b, n, atol, rtol), __FILE__, __LINE__,            \
                 "%s differs from the reference", what)
 
 #endif

@@ -5,9 +5,8 @@
 #include "kernels/fast_math.h"
 #include "kernels/ref_elementwise.h"
 
-static const attn_activation all_activations[] = {ATTN_ACT_RELU, ATTN_ACT_GELU,
-                                                  ATTN_ACT_GELU_TANH, ATTN_ACT_TANH,
-                                                  ATTN_ACT_SIGMOID};
+static const attn_activation all_activations[] = {ATTN_ACT_RELU, ATTN_ACT_GELU, ATTN_ACT_GELU_TANH,
+                                                  ATTN_ACT_TANH, ATTN_ACT_SIGMOID};
 #define ACTIVATION_COUNT 5
 static const char *const activation_names[] = {"relu", "gelu", "gelu_tanh", "tanh", "sigmoid"};
 
@@ -34,7 +33,7 @@ static void test_fast_erf_accuracy(void)
     CHECK(odd, "erf(-x) = -erf(x) exactly");
     CHECK(attn_fast_erf(0.0f) == 0.0f, "erf(0) = 0");
     CHECK(test_ulp_error(attn_fast_erf(1e-20f), erf(1e-20)) <= 2.0, "erf keeps relative "
-          "accuracy for tiny x");
+                                                                    "accuracy for tiny x");
     CHECK(attn_fast_erf(INFINITY) == 1.0f && attn_fast_erf(-INFINITY) == -1.0f, "erf(+-inf)");
     CHECK(isnan(attn_fast_erf(NAN)), "erf(NaN) is NaN");
 }
@@ -66,7 +65,8 @@ static void test_fast_tanh_and_sigmoid_ulps(void)
     CHECK(isnan(attn_fast_tanh(NAN)) && isnan(attn_fast_sigmoid(NAN)), "NaN stays NaN");
 }
 
-/* ---- every instruction set against the double reference --------------------------------------- */
+/* ---- every instruction set against the double reference ---------------------------------------
+ */
 
 /* Error bound of a float evaluation of f at x (or of f' for the backward): 16 eps of the
  * value plus 16 eps of its sensitivity to a relative change of x, |x g'(x)|, which covers
@@ -85,8 +85,8 @@ static double error_bound(attn_activation act, int derivative, double x, double 
     return (bound + 1e-44) * (derivative ? fabs(dy) : 1.0); /* 1e-44: subnormal results */
 }
 
-static void check_against_reference(attn_activation act, const float *x, const float *dy,
-                                    size_t n, const char *what)
+static void check_against_reference(attn_activation act, const float *x, const float *dy, size_t n,
+                                    const char *what)
 {
     float *y = test_floats(n), *dx = test_floats(n);
     double *y_ref = test_doubles(n), *dx_ref = test_doubles(n);
@@ -131,10 +131,10 @@ static void test_every_isa_matches_reference(void)
 
 static void test_extreme_inputs(void)
 {
-    const float specials[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-40f, -1e-40f, 0.5f, -0.5f,
-                              0.625f, -0.625f, 3.9999998f, 4.0f, -4.0f, 9.0f, -9.0f, 20.0f,
-                              -20.0f, 43.0f, -43.0f, 88.0f, -88.0f, 100.0f, -100.0f, 1e4f,
-                              -1e4f, 1e12f, -1e12f};
+    const float specials[] = {0.0f,   -0.0f,   1e-30f,  -1e-30f,    1e-40f, -1e-40f, 0.5f,
+                              -0.5f,  0.625f,  -0.625f, 3.9999998f, 4.0f,   -4.0f,   9.0f,
+                              -9.0f,  20.0f,   -20.0f,  43.0f,      -43.0f, 88.0f,   -88.0f,
+                              100.0f, -100.0f, 1e4f,    -1e4f,      1e12f,  -1e12f};
     const size_t n = sizeof specials / sizeof specials[0];
     float dy[sizeof specials / sizeof specials[0]];
     for (size_t i = 0; i < n; i++)
@@ -151,14 +151,15 @@ static void test_extreme_inputs(void)
             for (int i = 0; i < 19; i++)
                 x[i] = i == 11 ? NAN : 1.0f;
             CHECK_OK(attn_activation_forward(all_activations[a], 19, x, y));
-            CHECK(isnan(y[11]) && y[10] == y[12], "%s %s: NaN in, NaN out",
-                  activation_names[a], attn_isa_name(test_isas[k]));
+            CHECK(isnan(y[11]) && y[10] == y[12], "%s %s: NaN in, NaN out", activation_names[a],
+                  attn_isa_name(test_isas[k]));
         }
     }
     attn_set_isa(ATTN_ISA_AUTO);
 }
 
-/* ---- the double reference derivative against finite differences ------------------------------- */
+/* ---- the double reference derivative against finite differences -------------------------------
+ */
 
 static void test_reference_derivative_matches_finite_differences(void)
 {
@@ -168,8 +169,8 @@ static void test_reference_derivative_matches_finite_differences(void)
         for (int i = -400; i <= 400; i++) {
             double x = i * 0.0137 + 0.001; /* [-5.5, 5.5], never exactly 0 (ReLU's kink) */
             double h = 1e-6;
-            double numeric = (attn_ref_activation(act, x + h) - attn_ref_activation(act, x - h)) /
-                             (2.0 * h);
+            double numeric =
+                (attn_ref_activation(act, x + h) - attn_ref_activation(act, x - h)) / (2.0 * h);
             double analytic = attn_ref_activation_derivative(act, x);
             worst = fmax(worst, fabs(numeric - analytic) / (1.0 + fabs(analytic)));
         }
@@ -178,7 +179,8 @@ static void test_reference_derivative_matches_finite_differences(void)
     }
 }
 
-/* ---- in place, accumulation, determinism, argument checks ---------------------------------------- */
+/* ---- in place, accumulation, determinism, argument checks
+ * ---------------------------------------- */
 
 static void test_forward_in_place(void)
 {
@@ -243,8 +245,8 @@ static void test_deterministic_across_runs_and_thread_counts(void)
                 if (run > 0)
                     same &= test_same_bits(runs[0], runs[1], 2 * n);
             }
-            CHECK(same, "%s %s: same bits for 1 and 2 threads and across runs",
-                  activation_names[a], attn_isa_name(test_isas[k]));
+            CHECK(same, "%s %s: same bits for 1 and 2 threads and across runs", activation_names[a],
+                  attn_isa_name(test_isas[k]));
         }
     }
     CHECK_OK(attn_set_num_threads(0));

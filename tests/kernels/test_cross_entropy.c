@@ -23,7 +23,7 @@ static int32_t *make_targets(int64_t rows, int64_t vocab, uint64_t seed)
 typedef struct {
     double loss;
     int64_t counted;
-    double *lse;     /* [rows] */
+    double *lse; /* [rows] */
 } reference_result;
 
 static reference_result reference_forward(int64_t rows, int64_t vocab, const float *logits,
@@ -37,8 +37,7 @@ static reference_result reference_forward(int64_t rows, int64_t vocab, const flo
             continue;
         for (int64_t c = 0; c < vocab; c++)
             x[c] = logits[r * vocab + c];
-        result.loss +=
-            attn_ref_cross_entropy_row(vocab, x, targets[r], smoothing, &result.lse[r]);
+        result.loss += attn_ref_cross_entropy_row(vocab, x, targets[r], smoothing, &result.lse[r]);
         result.counted++;
     }
     free(x);
@@ -78,8 +77,8 @@ static void check_against_reference(int64_t rows, int64_t vocab, float smoothing
                        1e-30;
         }
         if (targets[r] != IGNORE)
-            attn_ref_cross_entropy_backward_row(vocab, x, targets[r], smoothing, lse_in[r],
-                                                scale, dx_ref + r * vocab);
+            attn_ref_cross_entropy_backward_row(vocab, x, targets[r], smoothing, lse_in[r], scale,
+                                                dx_ref + r * vocab);
     }
 
     for (int k = 0; k < TEST_ISA_COUNT; k++) {
@@ -88,10 +87,10 @@ static void check_against_reference(int64_t rows, int64_t vocab, float smoothing
         const char *isa = attn_isa_name(test_isas[k]);
         double loss = -1.0;
         int64_t counted = -1;
-        CHECK_OK(attn_cross_entropy_forward(rows, vocab, logits, targets, IGNORE, smoothing,
-                                            &loss, &counted, lse));
-        CHECK(counted == ref.counted, "%s: counted %lld, expected %lld", isa,
-              (long long)counted, (long long)ref.counted);
+        CHECK_OK(attn_cross_entropy_forward(rows, vocab, logits, targets, IGNORE, smoothing, &loss,
+                                            &counted, lse));
+        CHECK(counted == ref.counted, "%s: counted %lld, expected %lld", isa, (long long)counted,
+              (long long)ref.counted);
         /* Each row loss is (max - x[t]) + log(sum) in double from a float sum of exps (a few
          * eps relative) and, with smoothing, a float sum of the logits (a few eps of their
          * magnitude 8): 1e-6 per row covers both (observed below 4e-7). */
@@ -123,7 +122,8 @@ static void test_every_isa_matches_reference(void)
                 check_against_reference(test_row_counts[i], test_col_counts[j], smoothings[s]);
 }
 
-/* ---- the double reference backward against finite differences --------------------------------- */
+/* ---- the double reference backward against finite differences ---------------------------------
+ */
 
 typedef struct {
     int64_t vocab, target;
@@ -155,15 +155,16 @@ static void test_reference_backward_matches_finite_differences(void)
             attn_ref_cross_entropy_backward_row(n, x, ctx.target, ctx.smoothing, lse, 1.0,
                                                 analytic);
             test_numeric_gradient(row_loss, &ctx, x, (size_t)n, 1e-6, numeric);
-            CHECK(test_doubles_close("cross-entropy grad", analytic, numeric, (size_t)n, 1e-8,
-                                     1e-6),
-                  "cross-entropy backward vs finite differences, vocab=%lld smoothing=%g",
-                  (long long)n, smoothings[s]);
+            CHECK(
+                test_doubles_close("cross-entropy grad", analytic, numeric, (size_t)n, 1e-8, 1e-6),
+                "cross-entropy backward vs finite differences, vocab=%lld smoothing=%g",
+                (long long)n, smoothings[s]);
             free(x), free(analytic), free(numeric);
         }
 }
 
-/* ---- semantics: ignored rows, smoothing limits ------------------------------------------------ */
+/* ---- semantics: ignored rows, smoothing limits ------------------------------------------------
+ */
 
 static void test_ignored_rows_contribute_nothing(void)
 {
@@ -187,21 +188,20 @@ static void test_ignored_rows_contribute_nothing(void)
         const char *isa = attn_isa_name(test_isas[k]);
         double loss, kept_loss;
         int64_t counted, kept_counted;
-        CHECK_OK(attn_cross_entropy_forward(ROWS, VOCAB, logits, targets, ignore_index, 0.2f,
-                                            &loss, &counted, lse));
-        CHECK_OK(attn_cross_entropy_forward(kept, VOCAB, kept_logits, kept_targets,
-                                            ignore_index, 0.2f, &kept_loss, &kept_counted,
-                                            kept_lse));
+        CHECK_OK(attn_cross_entropy_forward(ROWS, VOCAB, logits, targets, ignore_index, 0.2f, &loss,
+                                            &counted, lse));
+        CHECK_OK(attn_cross_entropy_forward(kept, VOCAB, kept_logits, kept_targets, ignore_index,
+                                            0.2f, &kept_loss, &kept_counted, kept_lse));
         CHECK(counted == kept && kept_counted == kept, "%s: counted %lld of %d", isa,
               (long long)counted, kept);
-        CHECK(loss == kept_loss, "%s: ignored rows add exactly nothing (%.17g vs %.17g)", isa,
-              loss, kept_loss);
+        CHECK(loss == kept_loss, "%s: ignored rows add exactly nothing (%.17g vs %.17g)", isa, loss,
+              kept_loss);
 
         float dlogits[ROWS * VOCAB];
         for (int i = 0; i < ROWS * VOCAB; i++)
             dlogits[i] = 7.0f;
-        CHECK_OK(attn_cross_entropy_backward(ROWS, VOCAB, logits, targets, ignore_index, 0.2f,
-                                             lse, 0.5f, dlogits));
+        CHECK_OK(attn_cross_entropy_backward(ROWS, VOCAB, logits, targets, ignore_index, 0.2f, lse,
+                                             0.5f, dlogits));
         int untouched = 1, touched = 0;
         for (int r = 0; r < ROWS; r++)
             for (int c = 0; c < VOCAB; c++) {
@@ -257,7 +257,8 @@ static void test_smoothing_limits(void)
     attn_set_isa(ATTN_ISA_AUTO);
 }
 
-/* ---- extreme logits ------------------------------------------------------------------------------ */
+/* ---- extreme logits
+ * ------------------------------------------------------------------------------ */
 
 static void test_extreme_logits(void)
 {
@@ -283,8 +284,8 @@ static void test_extreme_logits(void)
         CHECK(isfinite(loss) && fabs(loss - ref.loss) <= 1e-5 * ref.loss,
               "%s: loss %.9g, expected %.9g", isa, loss, ref.loss);
         memset(dlogits, 0, sizeof dlogits);
-        CHECK_OK(attn_cross_entropy_backward(ROWS, VOCAB, logits, targets, IGNORE, 0.0f, lse,
-                                             1.0f, dlogits));
+        CHECK_OK(attn_cross_entropy_backward(ROWS, VOCAB, logits, targets, IGNORE, 0.0f, lse, 1.0f,
+                                             dlogits));
         int finite = 1;
         for (int i = 0; i < ROWS * VOCAB; i++)
             finite &= isfinite(dlogits[i]);
@@ -296,7 +297,8 @@ static void test_extreme_logits(void)
     attn_set_isa(ATTN_ISA_AUTO);
 }
 
-/* ---- accumulation, determinism, argument checks ------------------------------------------------- */
+/* ---- accumulation, determinism, argument checks -------------------------------------------------
+ */
 
 static void test_backward_accumulates(void)
 {
@@ -313,15 +315,14 @@ static void test_backward_accumulates(void)
                                             &counted, lse));
         memset(once, 0, sizeof once);
         memset(twice, 0, sizeof twice);
-        CHECK_OK(attn_cross_entropy_backward(ROWS, VOCAB, logits, targets, IGNORE, 0.1f, lse,
-                                             0.25f, once));
+        CHECK_OK(attn_cross_entropy_backward(ROWS, VOCAB, logits, targets, IGNORE, 0.1f, lse, 0.25f,
+                                             once));
         for (int rep = 0; rep < 2; rep++)
             CHECK_OK(attn_cross_entropy_backward(ROWS, VOCAB, logits, targets, IGNORE, 0.1f, lse,
                                                  0.25f, twice));
         for (int i = 0; i < ROWS * VOCAB; i++)
             doubled[i] = 2.0 * once[i];
-        CHECK_NEAR_REFERENCE(attn_isa_name(test_isas[k]), twice, doubled, ROWS * VOCAB, 1e-8,
-                             1e-6);
+        CHECK_NEAR_REFERENCE(attn_isa_name(test_isas[k]), twice, doubled, ROWS * VOCAB, 1e-8, 1e-6);
     }
     attn_set_isa(ATTN_ISA_AUTO);
     free(targets);
@@ -375,11 +376,9 @@ static void test_rejects_bad_arguments(void)
                 ATTN_ERR_INVALID_ARGUMENT);
     CHECK_FAILS(attn_cross_entropy_forward(2, 3, logits, targets, IGNORE, 0, &loss, NULL, lse),
                 ATTN_ERR_INVALID_ARGUMENT);
-    CHECK_FAILS(attn_cross_entropy_forward(-2, 3, logits, targets, IGNORE, 0, &loss, &counted,
-                                           lse),
+    CHECK_FAILS(attn_cross_entropy_forward(-2, 3, logits, targets, IGNORE, 0, &loss, &counted, lse),
                 ATTN_ERR_INVALID_ARGUMENT);
-    CHECK_FAILS(attn_cross_entropy_forward(2, 0, logits, targets, IGNORE, 0, &loss, &counted,
-                                           lse),
+    CHECK_FAILS(attn_cross_entropy_forward(2, 0, logits, targets, IGNORE, 0, &loss, &counted, lse),
                 ATTN_ERR_INVALID_ARGUMENT);
     CHECK(strstr(attn_last_error(), "vocab") != NULL, "names vocab: %s", attn_last_error());
     const float bad_smoothing[] = {-0.1f, 1.5f, NAN};

@@ -60,16 +60,15 @@ static void test_keep_rate_statistics(void)
         }
         /* binomial counts: within 5 standard deviations */
         double q = 1.0 - p, sigma = sqrt(p * q / (double)n);
-        CHECK(fabs(kept / (double)n - q) <= 5.0 * sigma, "p=%g: keep rate %.5f, expected %.5f",
-              p, kept / (double)n, q);
+        CHECK(fabs(kept / (double)n - q) <= 5.0 * sigma, "p=%g: keep rate %.5f, expected %.5f", p,
+              kept / (double)n, q);
         /* E[y] = x: the scaling keeps the expectation */
         CHECK(fabs(sum / (double)n - 1.0) <= 5.0 * sqrt(p / q / (double)n),
               "p=%g: mean of y %.5f, expected 1", p, sum / (double)n);
         /* neighbours are independent: both kept with probability q^2 */
         double pair_sigma = sqrt(q * q * (1.0 - q * q) / (double)n);
         CHECK(fabs(both / (double)(n - 1) - q * q) <= 6.0 * pair_sigma,
-              "p=%g: neighbours both kept %.5f, expected %.5f", p, both / (double)(n - 1),
-              q * q);
+              "p=%g: neighbours both kept %.5f, expected %.5f", p, both / (double)(n - 1), q * q);
     }
     free(x), free(y), free(mask);
 }
@@ -162,8 +161,7 @@ static void test_rejects_bad_arguments(void)
     float x[4] = {0}, y[4];
     const float bad_p[] = {-0.1f, 1.0f, 1.5f, NAN};
     for (int i = 0; i < 4; i++) {
-        CHECK_FAILS(attn_dropout_forward(4, bad_p[i], 1, 0, x, y, NULL),
-                    ATTN_ERR_INVALID_ARGUMENT);
+        CHECK_FAILS(attn_dropout_forward(4, bad_p[i], 1, 0, x, y, NULL), ATTN_ERR_INVALID_ARGUMENT);
         CHECK_FAILS(attn_dropout_backward(4, bad_p[i], 1, 0, x, y), ATTN_ERR_INVALID_ARGUMENT);
     }
     CHECK(strstr(attn_last_error(), "p must be in [0, 1)") != NULL, "message: %s",

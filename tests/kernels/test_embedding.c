@@ -112,23 +112,18 @@ static void test_rejects_bad_arguments(void)
     int32_t ids[2] = {0, 1};
     CHECK_FAILS(attn_embedding_forward(2, 0, 3, table, ids, 1.0f, out), ATTN_ERR_INVALID_ARGUMENT);
     CHECK(strstr(attn_last_error(), "vocab") != NULL, "names vocab: %s", attn_last_error());
-    CHECK_FAILS(attn_embedding_forward(-2, 2, 3, table, ids, 1.0f, out),
-                ATTN_ERR_INVALID_ARGUMENT);
-    CHECK_FAILS(attn_embedding_forward(2, 2, -3, table, ids, 1.0f, out),
-                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_embedding_forward(-2, 2, 3, table, ids, 1.0f, out), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_embedding_forward(2, 2, -3, table, ids, 1.0f, out), ATTN_ERR_INVALID_ARGUMENT);
     CHECK_FAILS(attn_embedding_forward(2, 2, 3, NULL, ids, 1.0f, out), ATTN_ERR_INVALID_ARGUMENT);
-    CHECK_FAILS(attn_embedding_forward(2, 2, 3, table, NULL, 1.0f, out),
-                ATTN_ERR_INVALID_ARGUMENT);
-    CHECK_FAILS(attn_embedding_forward(2, 2, 3, table, ids, 1.0f, NULL),
-                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_embedding_forward(2, 2, 3, table, NULL, 1.0f, out), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_embedding_forward(2, 2, 3, table, ids, 1.0f, NULL), ATTN_ERR_INVALID_ARGUMENT);
     CHECK_FAILS(attn_embedding_backward(2, 0, 3, ids, 1.0f, out, dtable),
                 ATTN_ERR_INVALID_ARGUMENT);
     CHECK_FAILS(attn_embedding_backward(2, 2, 3, NULL, 1.0f, out, dtable),
                 ATTN_ERR_INVALID_ARGUMENT);
     CHECK_FAILS(attn_embedding_backward(2, 2, 3, ids, 1.0f, NULL, dtable),
                 ATTN_ERR_INVALID_ARGUMENT);
-    CHECK_FAILS(attn_embedding_backward(2, 2, 3, ids, 1.0f, out, NULL),
-                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_embedding_backward(2, 2, 3, ids, 1.0f, out, NULL), ATTN_ERR_INVALID_ARGUMENT);
     CHECK_OK(attn_embedding_forward(0, 2, 3, NULL, NULL, 1.0f, NULL));
     CHECK_OK(attn_embedding_backward(0, 2, 3, NULL, 1.0f, NULL, NULL));
     CHECK_OK(attn_embedding_forward(2, 2, 0, NULL, ids, 1.0f, NULL));

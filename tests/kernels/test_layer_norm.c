@@ -8,9 +8,9 @@
 
 typedef struct {
     int64_t rows, dim;
-    double *y, *mean, *rstd;                 /* forward */
-    float *mean_f, *rstd_f;                  /* mean and rstd rounded to float */
-    double *dx, *dgamma, *dbeta;             /* backward from zero */
+    double *y, *mean, *rstd;     /* forward */
+    float *mean_f, *rstd_f;      /* mean and rstd rounded to float */
+    double *dx, *dgamma, *dbeta; /* backward from zero */
     double *y_bound, *dx_bound, *dgamma_bound, *dbeta_bound;
 } reference_result;
 
@@ -23,11 +23,20 @@ static reference_result reference(int64_t rows, int64_t dim, const float *x, con
                                   const float *beta, const float *dy)
 {
     const size_t n = (size_t)(rows * dim);
-    reference_result ref = {rows, dim, test_doubles(n), test_doubles((size_t)rows),
-                            test_doubles((size_t)rows), test_floats((size_t)rows),
-                            test_floats((size_t)rows), test_doubles(n), test_doubles((size_t)dim),
-                            test_doubles((size_t)dim), test_doubles(n), test_doubles(n),
-                            test_doubles((size_t)dim), test_doubles((size_t)dim)};
+    reference_result ref = {rows,
+                            dim,
+                            test_doubles(n),
+                            test_doubles((size_t)rows),
+                            test_doubles((size_t)rows),
+                            test_floats((size_t)rows),
+                            test_floats((size_t)rows),
+                            test_doubles(n),
+                            test_doubles((size_t)dim),
+                            test_doubles((size_t)dim),
+                            test_doubles(n),
+                            test_doubles(n),
+                            test_doubles((size_t)dim),
+                            test_doubles((size_t)dim)};
     double *xd = test_to_double(x, n), *dyd = test_to_double(dy, n);
     double *gd = gamma ? test_to_double(gamma, (size_t)dim) : NULL;
     double *bd = beta ? test_to_double(beta, (size_t)dim) : NULL;
@@ -51,17 +60,17 @@ static reference_result reference(int64_t rows, int64_t dim, const float *x, con
             sum_gx += fabs(g * xhat);
             centre += fabs(xr[j]) * rstd;
         }
-        attn_ref_layer_norm_backward_row(dim, xr, gd, mean, rstd, dyr, dxr, ref.dgamma,
-                                         ref.dbeta);
+        attn_ref_layer_norm_backward_row(dim, xr, gd, mean, rstd, dyr, dxr, ref.dgamma, ref.dbeta);
         for (int64_t j = 0; j < dim; j++) {
             size_t i = (size_t)(r * dim + j);
             double xhat = (xr[j] - mean) * rstd, g = dyr[j] * (gd ? gd[j] : 1.0);
             double gamma_j = gd ? fabs(gd[j]) : 1.0;
             /* y: the terms, plus the mean's rounding (a sum of |x|) scaled by rstd gamma */
             ref.y_bound[i] = k * (fabs(xhat) * gamma_j + (bd ? fabs(bd[j]) : 0.0) +
-                                  gamma_j * centre / (double)dim) + 1e-30;
-            ref.dx_bound[i] = k * rstd * (fabs(g) + (sum_g + fabs(xhat) * sum_gx) / (double)dim) +
-                              1e-30;
+                                  gamma_j * centre / (double)dim) +
+                             1e-30;
+            ref.dx_bound[i] =
+                k * rstd * (fabs(g) + (sum_g + fabs(xhat) * sum_gx) / (double)dim) + 1e-30;
             ref.dgamma_bound[j] += k * fabs(dyr[j] * xhat);
             ref.dbeta_bound[j] += k * fabs(dyr[j]);
         }
@@ -102,9 +111,8 @@ static void check_against_reference(int64_t rows, int64_t dim, int affine, float
         if (!test_use_isa(test_isas[k]))
             continue;
         char what[128];
-        snprintf(what, sizeof what, "%s %lldx%lld affine %d offset %g",
-                 attn_isa_name(test_isas[k]), (long long)rows, (long long)dim, affine,
-                 (double)offset);
+        snprintf(what, sizeof what, "%s %lldx%lld affine %d offset %g", attn_isa_name(test_isas[k]),
+                 (long long)rows, (long long)dim, affine, (double)offset);
         CHECK_OK(attn_layer_norm_forward(rows, dim, x, g, b, EPS, y, mean, rstd));
         CHECK_WITHIN_BOUNDS(what, y, ref.y, ref.y_bound, n);
         CHECK_NEAR_REFERENCE(what, mean, ref.mean, (size_t)rows, 1e-6 * (fabs(offset) + 4), 0);
@@ -113,8 +121,8 @@ static void check_against_reference(int64_t rows, int64_t dim, int affine, float
         memset(dx, 0, n * sizeof(float));
         memset(dgamma, 0, (size_t)dim * sizeof(float));
         memset(dbeta, 0, (size_t)dim * sizeof(float));
-        CHECK_OK(attn_layer_norm_backward(rows, dim, x, g, ref.mean_f, ref.rstd_f, dy, dx,
-                                          dgamma, dbeta));
+        CHECK_OK(attn_layer_norm_backward(rows, dim, x, g, ref.mean_f, ref.rstd_f, dy, dx, dgamma,
+                                          dbeta));
         CHECK_WITHIN_BOUNDS(what, dx, ref.dx, ref.dx_bound, n);
         CHECK_WITHIN_BOUNDS(what, dgamma, ref.dgamma, ref.dgamma_bound, (size_t)dim);
         CHECK_WITHIN_BOUNDS(what, dbeta, ref.dbeta, ref.dbeta_bound, (size_t)dim);
@@ -158,8 +166,8 @@ static void test_constant_row(void)
         double worst = 0.0;
         for (int j = 0; j < DIM; j++)
             worst = fmax(worst, fabs((double)y[j] - beta[j]));
-        CHECK(worst <= 1e-4, "%s: constant row gives beta (off by %g)",
-              attn_isa_name(test_isas[k]), worst);
+        CHECK(worst <= 1e-4, "%s: constant row gives beta (off by %g)", attn_isa_name(test_isas[k]),
+              worst);
         CHECK_CLOSE(rstd, 1.0 / sqrt((double)EPS), 0, 1e-5);
     }
     attn_set_isa(ATTN_ISA_AUTO);
@@ -219,7 +227,8 @@ static void test_reference_backward_matches_finite_differences(void)
     }
 }
 
-/* ---- accumulation, determinism, argument checks ------------------------------------------------ */
+/* ---- accumulation, determinism, argument checks ------------------------------------------------
+ */
 
 static void test_backward_accumulates(void)
 {
@@ -274,8 +283,10 @@ static void test_deterministic_across_runs_and_thread_counts(void)
             if (run > 0)
                 same &= test_same_bits(runs[0], runs[1], outputs);
         }
-        CHECK(same, "%s: same bits (dgamma and dbeta included) for 1 and 2 threads and across "
-                    "runs", attn_isa_name(test_isas[k]));
+        CHECK(same,
+              "%s: same bits (dgamma and dbeta included) for 1 and 2 threads and across "
+              "runs",
+              attn_isa_name(test_isas[k]));
     }
     CHECK_OK(attn_set_num_threads(0));
     attn_set_isa(ATTN_ISA_AUTO);

@@ -158,15 +158,15 @@ static void check_against_reference(which_softmax which, int64_t rows, int64_t c
         if (!test_use_isa(test_isas[k]))
             continue;
         char what[96];
-        snprintf(what, sizeof what, "%s forward %s %lldx%lld", name,
-                 attn_isa_name(test_isas[k]), (long long)rows, (long long)cols);
+        snprintf(what, sizeof what, "%s forward %s %lldx%lld", name, attn_isa_name(test_isas[k]),
+                 (long long)rows, (long long)cols);
         CHECK_OK(forward(which, rows, cols, x, y));
         CHECK_NEAR_REFERENCE(what, y, y_ref, n, fwd_atol, fwd_rtol);
 
         memset(dx, 0, n * sizeof(float));
         CHECK_OK(backward(which, rows, cols, y_in, dy, dx));
-        snprintf(what, sizeof what, "%s backward %s %lldx%lld", name,
-                 attn_isa_name(test_isas[k]), (long long)rows, (long long)cols);
+        snprintf(what, sizeof what, "%s backward %s %lldx%lld", name, attn_isa_name(test_isas[k]),
+                 (long long)rows, (long long)cols);
         CHECK_WITHIN_BOUNDS(what, dx, dx_ref, dx_bound, n);
     }
     attn_set_isa(ATTN_ISA_AUTO);
@@ -235,11 +235,11 @@ static void test_masked_and_extreme_rows(void)
     float x[ROWS * COLS], y[ROWS * COLS], logy[ROWS * COLS];
     test_fill_uniform(x, ROWS * COLS, -3.0f, 3.0f, 5);
     for (int j = 0; j < COLS; j++) {
-        x[0 * COLS + j] = -INFINITY;                          /* fully masked */
+        x[0 * COLS + j] = -INFINITY; /* fully masked */
         if (j % 3 != 1)
-            x[1 * COLS + j] = -INFINITY;                      /* partly masked */
-        x[2 * COLS + j] = (j % 2 ? 1.0f : -1.0f) * 1.0e4f;    /* huge spread */
-        x[3 * COLS + j] = 3.0e38f - (float)j * 1.0e31f;       /* near FLT_MAX */
+            x[1 * COLS + j] = -INFINITY;                   /* partly masked */
+        x[2 * COLS + j] = (j % 2 ? 1.0f : -1.0f) * 1.0e4f; /* huge spread */
+        x[3 * COLS + j] = 3.0e38f - (float)j * 1.0e31f;    /* near FLT_MAX */
     }
     double xd[ROWS * COLS], y_ref[ROWS * COLS], logy_ref[ROWS * COLS];
     for (int i = 0; i < ROWS * COLS; i++)
@@ -278,7 +278,8 @@ static void test_masked_and_extreme_rows(void)
     attn_set_isa(ATTN_ISA_AUTO);
 }
 
-/* ---- accumulation, determinism, argument checks ------------------------------------------------ */
+/* ---- accumulation, determinism, argument checks ------------------------------------------------
+ */
 
 static void test_backward_accumulates(void)
 {
@@ -299,7 +300,7 @@ static void test_backward_accumulates(void)
             for (int i = 0; i < ROWS * COLS; i++)
                 doubled[i] = 2.0 * once[i];
             CHECK_NEAR_REFERENCE(attn_isa_name(test_isas[k]), twice, doubled, ROWS * COLS, 1e-7,
-                               1e-6);
+                                 1e-6);
         }
     attn_set_isa(ATTN_ISA_AUTO);
 }
