@@ -1,7 +1,9 @@
 /* Inverted dropout with a counter-based mask: element i is kept iff
  * attn_hash_uniform(seed, offset + i) >= p, so the mask depends only on (seed, offset + i),
  * never on the thread count, and the backward regenerates it instead of storing it.
- * Argument checks, dispatch, the reference path and the portable kernels. */
+ * Argument checks, dispatch, the reference path and the portable kernels (whose 64-bit
+ * hash stays scalar on baseline x86-64, which has no 64-bit vector multiply; the AVX2 and
+ * AVX-512 versions hash 4 and 8 indices at a time). */
 #include "kernels/elementwise.h"
 #include "kernels/fast_math.h"
 
