@@ -5,7 +5,6 @@
  * fixed order without atomics, and the result does not depend on the thread count. */
 #include "kernels/elementwise.h"
 
-
 /* Columns per backward work unit: one 64-byte cache line of floats. */
 #define COLUMN_BLOCK 16
 
