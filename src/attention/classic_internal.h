@@ -59,8 +59,8 @@ typedef struct attn_classic_grads {
 /* The MLP score of one key, v . tanh(q + k) over n features, and its backward for a score
  * gradient de: with t = tanh(q + k) and g = de v (1 - t^2), dq += g, dk += g (dk may be
  * NULL) and dv_row += de t (may be NULL). The float versions share one tanh approximation
- * (within 1.5 ulp, see attn_tanh_approx below), since glibc's tanhf costs ~30 ns and a step takes
- * B * Lk * da of them. */
+ * (within 1.5 ulp, see attn_tanh_approx below), since glibc's tanhf costs ~30 ns and a step
+ * takes B * Lk * da of them. */
 typedef float (*attn_classic_mlp_score_fn)(const float *q, const float *k, const float *v,
                                            int64_t n);
 typedef void (*attn_classic_mlp_backward_fn)(const float *q, const float *k, const float *v,
