@@ -6,5 +6,6 @@
 #include "attn/attn_core.h"
 #include "attn/attn_kernels.h"
 #include "attn/attn_attention.h"
+#include "attn/attn_rnn.h"
 
 #endif /* ATTN_H */
