@@ -54,8 +54,9 @@ void attn_rnn_lstm_forward_portable(int64_t hidden, float *gates, const float *g
     }
 }
 
-void attn_rnn_gru_backward_row(int64_t hidden, const float *gates, const float *h_prev,
-                               const float *dout, float *dh, float *dgates, float *dgh)
+void attn_rnn_gru_backward_row(int64_t hidden, const float *restrict gates,
+                               const float *restrict h_prev, const float *restrict dout,
+                               float *restrict dh, float *restrict dgates, float *restrict dgh)
 {
     const float *r = gates, *z = gates + hidden, *n = gates + 2 * hidden;
     const float *hn = gates + 3 * hidden;
