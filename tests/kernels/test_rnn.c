@@ -750,7 +750,7 @@ static int runs_identical(const library_run *a, const library_run *b, const prob
 static void test_runs_are_bit_identical(void)
 {
     for (int cell = ATTN_RNN_GRU; cell <= ATTN_RNN_LSTM; cell++) {
-        problem p = make_problem((attn_rnn_cell)cell, 70, 5, 16, 80,
+        problem p = make_problem((attn_rnn_cell)cell, 70, 3, 8, 80,
                                  WITH_BIAS | WITH_H0 | WITH_LENGTHS | REVERSE, 1.0, 9000);
         attn_isa isas[4];
         int n_isas = supported_isas(isas);
