@@ -146,7 +146,7 @@ ATTN_API attn_status attn_rnn_layer_forward(const attn_rnn_layer_dims *dims,
                                             float *saved, float *workspace);
 
 /* From doutput [B, T, output_stride] (read at real positions only), dh_n and dc_n [B, H]
- * (each NULL = zero), accumulates dx [B, T, I] (zero at padding), dh0, dc0 [B, H] and the
+ * (each NULL = zero), accumulates dx [B, T, I] (nothing at padding), dh0, dc0 [B, H] and the
  * parameter gradients; any may be NULL. x, lengths and saved are the forward's. */
 ATTN_API attn_status attn_rnn_layer_backward(const attn_rnn_layer_dims *dims,
                                              const attn_rnn_params *params, const float *x,
