@@ -5,5 +5,6 @@
 
 int attn_cmd_bench(int argc, char **argv);
 int attn_cmd_info(int argc, char **argv);
+int attn_cmd_viz(int argc, char **argv);
 
 #endif
