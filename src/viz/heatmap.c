@@ -311,7 +311,8 @@ static void draw_colorbar(viz_scene *scene, const heatmap_layout *l,
 }
 
 static attn_status build_scene(const char *fn, const attn_viz_matrix *matrices, int64_t count,
-                               const attn_viz_heatmap_options *options, viz_scene *scene)
+                               const attn_viz_heatmap_options *options, attn_viz_format format,
+                               viz_scene *scene)
 {
     memset(scene, 0, sizeof *scene);
     /* A single map's own title is the picture's, unless the options give one. */
@@ -320,6 +321,9 @@ static attn_status build_scene(const char *fn, const attn_viz_matrix *matrices, 
         chosen.title = matrices[0].title;
     options = &chosen;
     heatmap_layout l = plan_layout(matrices, count, options, &scene->width, &scene->height);
+    /* Known before a single cell is laid out, so an oversized PNG fails at once. */
+    if (format == ATTN_VIZ_PNG)
+        ATTN_TRY(viz_check_raster_size(fn, scene->width, scene->height));
     viz_scene_rect(scene, 0, 0, scene->width, scene->height, viz_color(0xffffff));
     if (options->title != NULL)
         viz_item_attributes(scene,
@@ -349,7 +353,8 @@ attn_status attn_viz_heatmap_render(const attn_viz_matrix *matrices, int64_t cou
     ATTN_TRY(viz_check_heatmap(fn, matrices, count, options));
     attn_viz_heatmap_options defaults = attn_viz_heatmap_default_options();
     viz_scene scene;
-    ATTN_TRY(build_scene(fn, matrices, count, options != NULL ? options : &defaults, &scene));
+    ATTN_TRY(build_scene(fn, matrices, count, options != NULL ? options : &defaults, format,
+                         &scene));
     attn_status status = viz_scene_encode(&scene, format, fn, bytes, size);
     viz_scene_free(&scene);
     return status;
@@ -365,7 +370,8 @@ attn_status attn_viz_heatmap_write(const char *path, const attn_viz_matrix *matr
     ATTN_TRY(viz_check_heatmap(fn, matrices, count, options));
     attn_viz_heatmap_options defaults = attn_viz_heatmap_default_options();
     viz_scene scene;
-    ATTN_TRY(build_scene(fn, matrices, count, options != NULL ? options : &defaults, &scene));
+    ATTN_TRY(build_scene(fn, matrices, count, options != NULL ? options : &defaults, format,
+                         &scene));
     attn_status status = viz_scene_write(&scene, fn, path);
     viz_scene_free(&scene);
     return status;

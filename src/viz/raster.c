@@ -235,13 +235,18 @@ static void draw_item(canvas *c, const viz_item *item)
     }
 }
 
-attn_status viz_scene_rasterise(const viz_scene *scene, const char *fn, unsigned char **pixels)
+attn_status viz_check_raster_size(const char *fn, int width, int height)
 {
-    ATTN_CHECK_ARG(scene->width >= 1 && scene->height >= 1 &&
-                       (int64_t)scene->width * scene->height <= max_pixels,
+    ATTN_CHECK_ARG(width >= 1 && height >= 1 && (int64_t)width * height <= max_pixels,
                    "%s: a %d x %d picture is too large for PNG (at most %lld pixels): use a "
                    "smaller cell size or SVG",
-                   fn, scene->width, scene->height, (long long)max_pixels);
+                   fn, width, height, (long long)max_pixels);
+    return ATTN_OK;
+}
+
+attn_status viz_scene_rasterise(const viz_scene *scene, const char *fn, unsigned char **pixels)
+{
+    ATTN_TRY(viz_check_raster_size(fn, scene->width, scene->height));
     size_t area = (size_t)scene->width * (size_t)scene->height;
     canvas c = {scene->width, scene->height, malloc(3 * area), calloc(area, 1)};
     if (c.rgb == NULL || c.coverage == NULL) {

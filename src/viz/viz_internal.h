@@ -159,6 +159,8 @@ ATTN_INTERNAL const char *viz_label(const attn_viz_matrix *m, int axis, int64_t 
 
 ATTN_INTERNAL attn_status viz_scene_svg(const viz_scene *scene, const char *fn,
                                         unsigned char **bytes, size_t *size);
+/* Fails when a picture of this size is too large to rasterise. */
+ATTN_INTERNAL attn_status viz_check_raster_size(const char *fn, int width, int height);
 /* The scene's pixels: width * height * 3 bytes of sRGB, row-major. */
 ATTN_INTERNAL attn_status viz_scene_rasterise(const viz_scene *scene, const char *fn,
                                               unsigned char **pixels);
