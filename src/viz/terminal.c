@@ -118,6 +118,58 @@ static void put_cell(viz_buffer *out, attn_viz_text_style style, attn_viz_colorm
     }
 }
 
+/* Source labels too long for their cells, written downwards one character per line (at most
+ * VERTICAL_LINES lines, the last an ellipsis when a label is longer). */
+static void put_vertical_labels(viz_buffer *out, const attn_viz_matrix *m, int64_t label_width,
+                                int64_t cell, int ascii)
+{
+    enum { VERTICAL_LINES = 8 };
+    char number[24];
+    int64_t lines = 1;
+    for (int64_t j = 0; j < m->cols; j++) {
+        int64_t n = 0;
+        const char *p = viz_label(m, 1, j, number);
+        uint32_t cp;
+        while ((cp = viz_utf8_next(&p)) != 0)
+            n += output_columns(cp, ascii) > 0;
+        lines = n > lines ? n : lines;
+    }
+    lines = lines < VERTICAL_LINES ? lines : VERTICAL_LINES;
+    for (int64_t line = 0; line < lines; line++) {
+        for (int64_t i = 0; i < label_width + 1; i++)
+            viz_buffer_puts(out, " ");
+        for (int64_t j = 0; j < m->cols; j++) {
+            /* The line-th visible character of the label, if any. */
+            const char *p = viz_label(m, 1, j, number), *start = p;
+            uint32_t cp = 0;
+            int64_t seen = -1, remaining = 0;
+            while ((start = p, cp = viz_utf8_next(&p)) != 0) {
+                if (output_columns(cp, ascii) == 0)
+                    continue;
+                if (++seen == line)
+                    break;
+            }
+            if (cp != 0) {
+                const char *after = p;
+                uint32_t next;
+                while ((next = viz_utf8_next(&after)) != 0)
+                    remaining += output_columns(next, ascii) > 0;
+            }
+            int64_t used = 0;
+            if (cp != 0 && line == lines - 1 && remaining > 0) {
+                viz_buffer_puts(out, ascii ? "~" : "\xE2\x80\xA6");
+                used = 1;
+            } else if (cp != 0 && output_columns(cp, ascii) <= cell) {
+                put_codepoint(out, start, p, cp, ascii);
+                used = output_columns(cp, ascii);
+            }
+            for (; used < cell; used++)
+                viz_buffer_puts(out, " ");
+        }
+        viz_buffer_puts(out, "\n");
+    }
+}
+
 static void put_matrix(viz_buffer *out, const attn_viz_matrix *m,
                        const attn_viz_heatmap_options *options, const attn_viz_text_options *text)
 {
@@ -134,25 +186,34 @@ static void put_matrix(viz_buffer *out, const attn_viz_matrix *m,
         int64_t w = text_columns(viz_label(m, 1, j, number));
         widest = w > widest ? w : widest;
     }
-    /* Two columns make a roughly square cell; a space parts labels of wider cells. */
-    int64_t cell = widest <= 1 ? 2 : (widest + 1 < 9 ? widest + 1 : 9);
+    /* Two columns make a roughly square cell; a space parts labels of wider cells. Labels that
+     * do not fit their cells go downwards over square cells instead. */
     int64_t room = text->width - label_width - 1;
+    int64_t cell = widest <= 1 ? 2 : (widest + 1 < 9 ? widest + 1 : 9);
     if (cell * m->cols > room)
         cell = room / m->cols > 1 ? room / m->cols : 1;
     int64_t label_room = cell >= 3 ? cell - 1 : cell;
+    if (widest > label_room) {
+        cell = 2 * m->cols <= room ? 2 : 1;
+        label_room = 0;
+    }
 
     if (m->title != NULL) {
         put_fitted(out, m->title, text->width, ascii, 0);
         viz_buffer_puts(out, "\n");
     }
-    for (int64_t i = 0; i < label_width + 1; i++)
-        viz_buffer_puts(out, " ");
-    for (int64_t j = 0; j < m->cols; j++) {
-        put_fitted(out, viz_label(m, 1, j, number), label_room, ascii, 1);
-        for (int64_t pad = label_room; pad < cell; pad++)
+    if (widest <= label_room) {
+        for (int64_t i = 0; i < label_width + 1; i++)
             viz_buffer_puts(out, " ");
+        for (int64_t j = 0; j < m->cols; j++) {
+            put_fitted(out, viz_label(m, 1, j, number), label_room, ascii, 1);
+            for (int64_t pad = label_room; pad < cell; pad++)
+                viz_buffer_puts(out, " ");
+        }
+        viz_buffer_puts(out, "\n");
+    } else {
+        put_vertical_labels(out, m, label_width, cell, ascii);
     }
-    viz_buffer_puts(out, "\n");
     double span = (double)options->vmax - (double)options->vmin;
     for (int64_t i = 0; i < m->rows; i++) {
         put_fitted(out, viz_label(m, 0, i, number), label_width, ascii, 1);
