@@ -93,9 +93,10 @@ typedef struct attn_viz_text_options {
 } attn_viz_text_options;
 
 /* The heat maps as text for a terminal (UTF-8, lines ending in "\n"): each matrix under its
- * sub-title, row labels on the left, source labels above the columns, then a scale line. Labels
- * longer than their room are cut and end in "…" ("~" in ASCII). Widths count East Asian wide
- * characters as two columns. options and text may be NULL (the defaults). */
+ * sub-title, row labels on the left, source labels above the columns (running downwards, one
+ * character per line, when they do not fit their cells), then a scale line. Labels longer than
+ * their room are cut and end in "…" ("~" in ASCII). Widths count East Asian wide characters as
+ * two columns. options and text may be NULL (the defaults). */
 ATTN_API attn_status attn_viz_heatmap_text(const attn_viz_matrix *matrices, int64_t count,
                                            const attn_viz_heatmap_options *options,
                                            const attn_viz_text_options *text, char **out);
