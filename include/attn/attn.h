@@ -9,5 +9,6 @@
 #include "attn/attn_tensor_file.h"
 #include "attn/attn_data.h"
 #include "attn/attn_rnn.h"
+#include "attn/attn_viz.h"
 
 #endif /* ATTN_H */
