@@ -151,7 +151,7 @@ ATTN_API attn_status attn_chrf_format(const attn_chrf_result *result, int width,
 /* ---- word error rate -------------------------------------------------------------------- */
 
 typedef struct attn_wer_result {
-    double wer;                /* 100 * edits / reference_words (100 if that is 0 < edits) */
+    double wer;                /* 100 * edits / reference_words (0 for no segments) */
     int64_t edits;             /* insertions + deletions + substitutions */
     int64_t reference_words;   /* length of each segment's chosen reference, summed */
     int64_t hypothesis_words;

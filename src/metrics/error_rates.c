@@ -92,10 +92,8 @@ attn_status attn_wer_corpus(const char *const *hypotheses, int64_t n,
         out->edits = edits;
         out->reference_words = reference_words;
         out->hypothesis_words = hypothesis_words;
-        if (reference_words > 0)
-            out->wer = 100.0 * (double)edits / (double)reference_words;
-        else
-            out->wer = edits > 0 ? 100.0 : 0.0;
+        /* Every present reference has a word, so only an empty corpus has none. */
+        out->wer = n > 0 ? 100.0 * (double)edits / (double)reference_words : 0.0;
     }
     strtab_free(&tokens);
     symbol_seq_free(&hyp);
