@@ -145,6 +145,25 @@ static int parse_options(int argc, char **argv, eval_options *opt)
     return 0;
 }
 
+/* The library's last message without the name of the function that failed: "attn_lines_read:
+ * f.txt:3: ..." reads "f.txt:3: ..." on the command line. */
+static const char *library_message(void)
+{
+    const char *message = attn_last_error();
+    if (strncmp(message, "attn_", 5) == 0) {
+        size_t name = 5 + strspn(message + 5, "abcdefghijklmnopqrstuvwxyz0123456789_");
+        if (strncmp(message + name, ": ", 2) == 0)
+            return message + name + 2;
+    }
+    return message;
+}
+
+static int report_failure(void)
+{
+    fprintf(stderr, "attn eval: %s\n", library_message());
+    return EXIT_BAD_DATA;
+}
+
 /* Reads standard input whole into lines named "<stdin>". */
 static attn_status read_stdin(attn_lines *out)
 {
@@ -179,7 +198,7 @@ static attn_status read_stdin(attn_lines *out)
     attn_status status = attn_lines_parse("<stdin>", text, size, out);
     free(text);
     if (status != ATTN_OK)
-        fprintf(stderr, "attn eval: %s\n", attn_last_error());
+        report_failure();
     return status;
 }
 
@@ -196,12 +215,6 @@ static void print_score(const eval_options *opt, const char *name, double score,
         printf("%.*f\n", opt->width, score);
     else
         printf("%s = %.*f %s\n", name, opt->width, score, detail);
-}
-
-static int report_failure(void)
-{
-    fprintf(stderr, "attn eval: %s\n", attn_last_error());
-    return EXIT_BAD_DATA;
 }
 
 static int score_translation(const eval_options *opt, attn_lines *refs, const char *hyp_name,
@@ -292,14 +305,6 @@ static int run(const eval_options *opt, attn_lines *refs, attn_lines *hyp)
     for (int r = 0; r < opt->n_refs; r++)
         if (attn_lines_read(opt->refs[r], &refs[r]) != ATTN_OK)
             return report_failure();
-    int from_stdin = opt->hyp == NULL || strcmp(opt->hyp, "-") == 0;
-    const char *hyp_name = from_stdin ? "<stdin>" : opt->hyp;
-    if (from_stdin) {
-        if (read_stdin(hyp) != ATTN_OK)
-            return EXIT_BAD_DATA; /* read_stdin said why */
-    } else if (attn_lines_read(opt->hyp, hyp) != ATTN_OK) {
-        return report_failure();
-    }
     int tsv = opt->format == FORMAT_TSV ||
               (opt->format == FORMAT_AUTO && strchr(refs[0].line[0], '\t') != NULL);
     for (int k = 0; k < opt->n_metrics; k++) {
@@ -322,6 +327,15 @@ static int run(const eval_options *opt, attn_lines *refs, attn_lines *hyp)
                         "word go on several lines); got %d --ref files\n",
                 opt->n_refs);
         return EXIT_USAGE;
+    }
+    /* Usage is settled before standard input is read, so a wrong command does not wait. */
+    int from_stdin = opt->hyp == NULL || strcmp(opt->hyp, "-") == 0;
+    const char *hyp_name = from_stdin ? "<stdin>" : opt->hyp;
+    if (from_stdin) {
+        if (read_stdin(hyp) != ATTN_OK)
+            return EXIT_BAD_DATA; /* read_stdin said why */
+    } else if (attn_lines_read(opt->hyp, hyp) != ATTN_OK) {
+        return report_failure();
     }
     return tsv ? score_g2p(opt, &refs[0], hyp_name, hyp)
                : score_translation(opt, refs, hyp_name, hyp);
