@@ -165,7 +165,8 @@ static attn_status replace_all(const byte_buffer *in, const char *from, const ch
     ATTN_TRY(reserve(out, in->size + 1));
     size_t i = 0;
     while (i < in->size) {
-        if (in->size - i >= from_size && memcmp(in->data + i, from, from_size) == 0) {
+        if (in->data[i] == from[0] && in->size - i >= from_size &&
+            memcmp(in->data + i, from, from_size) == 0) {
             ATTN_TRY(reserve(out, to_size + (in->size - i)));
             memcpy(out->data + out->size, to, to_size);
             out->size += to_size;
