@@ -157,6 +157,54 @@ static attn_status count_segment(chrf_counter *c, int n_seqs)
     return ATTN_OK;
 }
 
+/* Puts segment i's hypothesis and its present references into c->symbols, *n_seqs in all. */
+static attn_status load_segment(const char *fn, chrf_counter *c, const char *const *hypotheses,
+                                const char *const *const *references, int64_t n_refs, int64_t i,
+                                int *n_seqs)
+{
+    ATTN_TRY(check_segment(fn, "hypothesis", i, hypotheses[i]));
+    c->symbols.size = 0;
+    c->seq_start[0] = 0;
+    ATTN_TRY(add_characters(c, hypotheses[i]));
+    int count = 1;
+    c->seq_start[1] = c->symbols.size;
+    for (int64_t r = 0; r < n_refs; r++) {
+        const char *ref = references[r][i];
+        if (reference_absent(ref))
+            continue;
+        ATTN_TRY(check_segment(fn, "reference", i, ref));
+        ATTN_TRY(add_characters(c, ref));
+        c->seq_start[++count] = c->symbols.size;
+    }
+    if (count == 1)
+        return attn_fail(ATTN_ERR_FORMAT, "%s: segment %lld has no reference (all empty)", fn,
+                         (long long)(i + 1));
+    *n_seqs = count;
+    return ATTN_OK;
+}
+
+/* Adds the statistics of the segment's reference with the best F-score (the first on a tie)
+ * to the corpus totals. */
+static void add_best_reference(chrf_counter *c, int n_refs_present)
+{
+    int orders = c->config->char_order;
+    int best = 0;
+    double best_score = -1.0;
+    for (int s = 0; s < n_refs_present; s++) {
+        double score = f_score(c->config, &c->ref_stats[(size_t)s * (size_t)orders]);
+        if (score > best_score) {
+            best_score = score;
+            best = s;
+        }
+    }
+    for (int k = 0; k < orders; k++) {
+        const chrf_stats *s = &c->ref_stats[(size_t)best * (size_t)orders + (size_t)k];
+        c->totals[k].hyp += s->hyp;
+        c->totals[k].ref += s->ref;
+        c->totals[k].match += s->match;
+    }
+}
+
 attn_status attn_chrf_corpus(const attn_chrf_config *config, const char *const *hypotheses,
                              int64_t n, const char *const *const *references, int64_t n_refs,
                              attn_chrf_result *out)
@@ -181,55 +229,21 @@ attn_status attn_chrf_corpus(const attn_chrf_config *config, const char *const *
     chrf_counter c;
     memset(&c, 0, sizeof c);
     c.config = &resolved;
+    int orders = resolved.char_order;
     size_t stats_bytes;
     attn_status status = ATTN_OK;
     c.seq_start = malloc((size_t)(n_refs + 2) * sizeof *c.seq_start);
     if (c.seq_start == NULL ||
-        !attn_mul_size((size_t)n_refs * (size_t)resolved.char_order, sizeof *c.ref_stats,
-                       &stats_bytes) ||
+        !attn_mul_size((size_t)n_refs * (size_t)orders, sizeof *c.ref_stats, &stats_bytes) ||
         (c.ref_stats = malloc(stats_bytes)) == NULL)
         status = attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-    int orders = resolved.char_order;
     for (int64_t i = 0; status == ATTN_OK && i < n; i++) {
-        status = check_segment(fn, "hypothesis", i, hypotheses[i]);
-        c.symbols.size = 0;
-        c.seq_start[0] = 0;
-        if (status == ATTN_OK)
-            status = add_characters(&c, hypotheses[i]);
-        int n_seqs = 1;
-        c.seq_start[1] = c.symbols.size;
-        for (int64_t r = 0; status == ATTN_OK && r < n_refs; r++) {
-            const char *ref = references[r][i];
-            if (reference_absent(ref))
-                continue;
-            status = check_segment(fn, "reference", i, ref);
-            if (status == ATTN_OK)
-                status = add_characters(&c, ref);
-            c.seq_start[++n_seqs] = c.symbols.size;
-        }
-        if (status == ATTN_OK && n_seqs == 1)
-            status = attn_fail(ATTN_ERR_FORMAT, "%s: segment %lld has no reference (all empty)",
-                               fn, (long long)(i + 1));
+        int n_seqs = 0;
+        status = load_segment(fn, &c, hypotheses, references, n_refs, i, &n_seqs);
         if (status == ATTN_OK)
             status = count_segment(&c, n_seqs);
-        if (status != ATTN_OK)
-            break;
-        /* The reference with the best segment F-score, the first on a tie. */
-        int best = 0;
-        double best_score = -1.0;
-        for (int s = 0; s < n_seqs - 1; s++) {
-            double score = f_score(&resolved, &c.ref_stats[(size_t)s * (size_t)orders]);
-            if (score > best_score) {
-                best_score = score;
-                best = s;
-            }
-        }
-        for (int k = 0; k < orders; k++) {
-            const chrf_stats *s = &c.ref_stats[(size_t)best * (size_t)orders + (size_t)k];
-            c.totals[k].hyp += s->hyp;
-            c.totals[k].ref += s->ref;
-            c.totals[k].match += s->match;
-        }
+        if (status == ATTN_OK)
+            add_best_reference(&c, n_seqs - 1);
     }
     if (status == ATTN_OK) {
         out->score = f_score(&resolved, c.totals);

@@ -13,6 +13,10 @@
 size_t utf8_decode(const char *text, size_t size, uint32_t *code)
 {
     const unsigned char *bytes = (const unsigned char *)text;
+    if (bytes[0] < 0x80) {
+        *code = bytes[0];
+        return 1;
+    }
     size_t length = utf8_sequence_length(bytes, size);
     if (length <= 1) {
         *code = bytes[0];
@@ -101,6 +105,7 @@ attn_status split_tokens(const char *text, size_t size, strtab *tokens, symbol_s
 {
     size_t i = 0, token_start = 0;
     int in_token = 0;
+    /* One step past the end reads as a space, which ends the last token. */
     while (i <= size) {
         uint32_t code = ' ';
         size_t length = 1;
