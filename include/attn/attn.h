@@ -10,5 +10,6 @@
 #include "attn/attn_data.h"
 #include "attn/attn_rnn.h"
 #include "attn/attn_viz.h"
+#include "attn/attn_metrics.h"
 
 #endif /* ATTN_H */
