@@ -336,7 +336,9 @@ static attn_status check_common(const char *fn, const attn_tensor *q, const attn
                : p->dim > 0        ? (float)(1.0 / sqrt((double)p->dim))
                                    : 1.0f;
     p->causal = options->causal;
-    p->window = options->window < 0 ? -1 : options->window;
+    /* A window at least as wide as both lengths excludes nothing. */
+    int window_covers_all = options->window >= p->len_q && options->window >= p->len_k;
+    p->window = options->window < 0 || window_covers_all ? -1 : options->window;
     p->key_padding_mask = options->key_padding_mask;
     p->attn_mask = options->attn_mask;
     p->attn_mask_per_head = options->attn_mask_per_head;
@@ -355,7 +357,8 @@ attn_status attn_sdpa_forward(const attn_tensor *q, const attn_tensor *k, const 
         return ATTN_OK;
     p.lse = lse;
     p.weights = p.len_k > 0 ? weights : NULL;
-    return reference_forward(&p);
+    const sdpa_kernels *kern = attn_sdpa_kernels_for(attn_active_isa());
+    return kern != NULL ? attn_sdpa_tiled_forward(&p, kern) : reference_forward(&p);
 }
 
 attn_status attn_sdpa_backward(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
@@ -378,5 +381,6 @@ attn_status attn_sdpa_backward(const attn_tensor *q, const attn_tensor *k, const
         return ATTN_OK;
     ATTN_CHECK_ARG(lse != NULL, "%s: lse must not be NULL (pass the forward's lse)", fn);
     p.saved_lse = lse;
-    return reference_backward(&p);
+    const sdpa_kernels *kern = attn_sdpa_kernels_for(attn_active_isa());
+    return kern != NULL ? attn_sdpa_tiled_backward(&p, kern) : reference_backward(&p);
 }

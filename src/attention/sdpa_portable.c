@@ -1,0 +1,129 @@
+/* Portable kernels of the tiled attention: plain C whose inner loops run along contiguous
+ * rows so the compiler can vectorise them for whatever the target offers. */
+#include "attention/sdpa_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+#define PANEL 64 /* columns of C accumulated at once, kept in L1 */
+
+static void portable_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t a_row_stride,
+                          int64_t a_inner_stride, const float *b, int64_t ldb, float *c,
+                          int64_t ldc, sdpa_gemm_mode mode, const float *column_scale)
+{
+    float acc[PANEL];
+    for (int64_t r = 0; r < m; r++) {
+        const float *a_row = a + r * a_row_stride;
+        float *c_row = c + r * ldc;
+        for (int64_t n0 = 0; n0 < n; n0 += PANEL) {
+            int64_t width = n - n0 < PANEL ? n - n0 : PANEL;
+            for (int64_t x = 0; x < width; x++)
+                acc[x] = 0;
+            for (int64_t p = 0; p < k; p++) {
+                const float a_elem = a_row[p * a_inner_stride];
+                const float *b_row = b + p * ldb + n0;
+                for (int64_t x = 0; x < width; x++)
+                    acc[x] += a_elem * b_row[x];
+            }
+            float *c_out = c_row + n0;
+            if (mode == SDPA_GEMM_STORE)
+                for (int64_t x = 0; x < width; x++)
+                    c_out[x] = acc[x];
+            else if (mode == SDPA_GEMM_ADD)
+                for (int64_t x = 0; x < width; x++)
+                    c_out[x] += acc[x];
+            else
+                for (int64_t x = 0; x < width; x++)
+                    c_out[x] = c_out[x] * column_scale[n0 + x] + acc[x];
+        }
+    }
+}
+
+/* The same range reduction and polynomial as the SIMD kernels (sdpa_simd.h), in scalar C.
+ * Rounding to an integer adds and subtracts 1.5 * 2^23, exact for |t| < 2^22 in the default
+ * rounding mode. Results below FLT_MIN flush to 0; a NaN stays NaN. */
+static inline float portable_exp(float x)
+{
+    const float input_min = -87.33654f, input_max = 88.37f, round_magic = 12582912.0f;
+    if (!(x >= input_min))
+        return x < input_min ? 0.0f : x;
+    if (x > input_max)
+        x = input_max;
+    float t = x * 1.44269504088896341f;
+    float n = (t + round_magic) - round_magic;
+    float r = x - n * 0.693145751953125f;
+    r = r - n * 1.42860682030941723e-6f;
+    float poly = 1.381461275741458e-3f;
+    poly = poly * r + 8.368710055947304e-3f;
+    poly = poly * r + 4.166838899254799e-2f;
+    poly = poly * r + 1.666652113199234e-1f;
+    poly = poly * r + 4.999999403953552e-1f;
+    float e_r = (poly * (r * r) + r) + 1.0f;
+    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
+    float two_n;
+    memcpy(&two_n, &bits, sizeof two_n);
+    return e_r * two_n;
+}
+
+static void portable_softmax_columns(float *scores, int64_t rows, int64_t cols, int64_t ld,
+                                     float *running_max, float *running_sum, float *rescale)
+{
+    for (int64_t c = 0; c < cols; c++)
+        rescale[c] = -INFINITY; /* the tile's column maxima, for now */
+    for (int64_t r = 0; r < rows; r++) {
+        const float *row = scores + r * ld;
+        for (int64_t c = 0; c < cols; c++)
+            rescale[c] = row[c] > rescale[c] ? row[c] : rescale[c];
+    }
+    for (int64_t c = 0; c < cols; c++) {
+        float new_max = running_max[c] > rescale[c] ? running_max[c] : rescale[c];
+        float shift = new_max == -INFINITY ? 0.0f : new_max;
+        rescale[c] = portable_exp(running_max[c] - shift);
+        running_sum[c] *= rescale[c];
+        running_max[c] = new_max;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = scores + r * ld;
+        for (int64_t c = 0; c < cols; c++) {
+            float shift = running_max[c] == -INFINITY ? 0.0f : running_max[c];
+            row[c] = portable_exp(row[c] - shift);
+            running_sum[c] += row[c];
+        }
+    }
+}
+
+static void portable_exp_columns(float *scores, int64_t rows, int64_t cols, int64_t ld,
+                                 const float *shift)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = scores + r * ld;
+        for (int64_t c = 0; c < cols; c++)
+            row[c] = shift[c] == -INFINITY ? 0.0f : portable_exp(row[c] - shift[c]);
+    }
+}
+
+static void portable_softmax_grad_rows(float *scores, float *grad, int64_t rows, int64_t cols,
+                                       int64_t ld, const float *lse, const float *delta,
+                                       float scale)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        float *s_row = scores + r * ld, *g_row = grad + r * ld;
+        if (lse[r] == -INFINITY) {
+            for (int64_t c = 0; c < cols; c++)
+                s_row[c] = g_row[c] = 0.0f;
+            continue;
+        }
+        for (int64_t c = 0; c < cols; c++) {
+            float prob = portable_exp(s_row[c] - lse[r]);
+            s_row[c] = prob;
+            g_row[c] = prob * (g_row[c] - delta[r]) * scale;
+        }
+    }
+}
+
+const sdpa_kernels attn_sdpa_kernels_portable = {
+    portable_gemm,
+    portable_softmax_columns,
+    portable_exp_columns,
+    portable_softmax_grad_rows,
+};

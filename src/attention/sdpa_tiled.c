@@ -1,0 +1,445 @@
+/* Flash-attention (version 2 style) forward and backward over an instruction-set specific
+ * kernel table (sdpa_kernels). The algorithm, tiling, masks and threading live here once.
+ *
+ * Forward, per work item (batch, head, tile of BLOCK_Q queries): the tile's queries are
+ * transposed once into Q^T (d x BLOCK_Q, pre-multiplied by the scale), then tiles of
+ * BLOCK_K keys stream past: S^T = K Q^T, masks, an online softmax per query (column), and
+ * O^T = O^T * rescale + V^T P^T. With queries along the vector lanes every per-query
+ * statistic (running max, sum, rescale) is a plain element-wise vector operation. At the
+ * end O = (O^T)^T / sum and lse = max + log(sum). Key tiles that the causal or window mask
+ * excludes entirely are never visited, and per-element masks run only on tiles that cross
+ * a mask boundary (or when a key is padded or an additive mask is present).
+ *
+ * Backward, per work item (batch, head): D = rowsum(dO * O); for each key tile, K and V are
+ * transposed once, then every query tile that may see it recomputes S = Q K^T and
+ * P = exp(S - lse), and dV += P^T dO, dP = dO V^T, dS = P (dP - D) scale, dK += dS^T Q,
+ * dQ += dS K. One thread owns a whole head, so no two threads write the same gradient and
+ * the summation order is fixed: results are bit-identical for a given thread count.
+ *
+ * Memory: the forward uses BLOCK_Q (d + dv + BLOCK_K + 3) floats per thread, the backward
+ * BLOCK_K (2 d + 2 dv) + 2 BLOCK_Q BLOCK_K + Lq floats per thread; nothing grows with
+ * Lq * Lk except the optional weights output. */
+#include "attention/sdpa_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+enum { BLOCK_Q = 64, BLOCK_K = 64 };
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+const sdpa_kernels *attn_sdpa_kernels_for(attn_isa isa)
+{
+    switch (isa) {
+    case ATTN_ISA_PORTABLE:
+        return &attn_sdpa_kernels_portable;
+#ifdef ATTN_SDPA_HAVE_X86
+    case ATTN_ISA_AVX2:
+        return &attn_sdpa_kernels_avx2;
+    case ATTN_ISA_AVX512:
+        return &attn_sdpa_kernels_avx512;
+#endif
+    default:
+        return NULL;
+    }
+}
+
+/* ---- mask geometry --------------------------------------------------------------------- */
+
+/* Keys [*begin, *end) that the causal and window masks allow for some query in [i0, i1). */
+static void keys_for_queries(const sdpa_problem *p, int64_t i0, int64_t i1, int64_t *begin,
+                             int64_t *end)
+{
+    int64_t lo = 0, hi = p->len_k;
+    if (p->causal)
+        hi = min64(hi, i1);
+    if (p->window >= 0) {
+        lo = max64(lo, i0 - p->window);
+        hi = min64(hi, i1 + p->window);
+    }
+    *begin = min64(lo, p->len_k);
+    *end = max64(*begin, hi);
+}
+
+/* Queries [*begin, *end) that the causal and window masks allow to see some key in [j0, j1). */
+static void queries_for_keys(const sdpa_problem *p, int64_t j0, int64_t j1, int64_t *begin,
+                             int64_t *end)
+{
+    int64_t lo = 0, hi = p->len_q;
+    if (p->causal)
+        lo = max64(lo, j0);
+    if (p->window >= 0) {
+        lo = max64(lo, j0 - p->window);
+        hi = min64(hi, j1 + p->window);
+    }
+    *begin = min64(lo, p->len_q);
+    *end = max64(*begin, hi);
+}
+
+/* Whether the tile [i0, i1) x [j0, j1) needs masks applied element by element. */
+static int tile_needs_masks(const sdpa_problem *p, const uint8_t *padding_row, int64_t i0,
+                            int64_t i1, int64_t j0, int64_t j1)
+{
+    if (p->attn_mask != NULL)
+        return 1;
+    if (p->causal && j1 - 1 > i0)
+        return 1;
+    if (p->window >= 0 && (j1 - 1 - i0 > p->window || i1 - 1 - j0 > p->window))
+        return 1;
+    if (padding_row != NULL)
+        for (int64_t j = j0; j < j1; j++)
+            if (padding_row[j])
+                return 1;
+    return 0;
+}
+
+static void fill(float *x, int64_t n, float value)
+{
+    for (int64_t e = 0; e < n; e++)
+        x[e] = value;
+}
+
+/* Masks a score tile laid out [keys x queries] (the forward): row jj is key j0 + jj,
+ * column ii is query i0 + ii. */
+static void mask_tile_keys_by_queries(const sdpa_problem *p, int64_t b, int64_t h,
+                                      const uint8_t *padding_row, float *tile, int64_t ld,
+                                      int64_t i0, int64_t nq, int64_t j0, int64_t nk)
+{
+    for (int64_t jj = 0; jj < nk; jj++) {
+        int64_t j = j0 + jj;
+        float *row = tile + jj * ld;
+        if (padding_row != NULL && padding_row[j]) {
+            fill(row, nq, -INFINITY);
+            continue;
+        }
+        /* Queries [lo, hi) of this tile that may see key j. */
+        int64_t lo = 0, hi = nq;
+        if (p->causal)
+            lo = max64(lo, j - i0);
+        if (p->window >= 0) {
+            lo = max64(lo, j - p->window - i0);
+            hi = min64(hi, j + p->window + 1 - i0);
+        }
+        hi = max64(lo, hi);
+        lo = min64(lo, nq);
+        hi = min64(hi, nq);
+        fill(row, lo, -INFINITY);
+        fill(row + hi, nq - hi, -INFINITY);
+        if (p->attn_mask != NULL) {
+            const float *mask = sdpa_attn_mask_row(p, b, h, i0) + j;
+            for (int64_t ii = lo; ii < hi; ii++)
+                row[ii] += mask[ii * p->len_k];
+        }
+    }
+}
+
+/* Masks a score tile laid out [queries x keys] (the backward). */
+static void mask_tile_queries_by_keys(const sdpa_problem *p, int64_t b, int64_t h,
+                                      const uint8_t *padding_row, float *tile, int64_t ld,
+                                      int64_t i0, int64_t nq, int64_t j0, int64_t nk)
+{
+    for (int64_t ii = 0; ii < nq; ii++) {
+        int64_t i = i0 + ii;
+        float *row = tile + ii * ld;
+        int64_t lo = 0, hi = nk; /* keys of this tile that query i may see */
+        if (p->causal)
+            hi = min64(hi, i + 1 - j0);
+        if (p->window >= 0) {
+            lo = max64(lo, i - p->window - j0);
+            hi = min64(hi, i + p->window + 1 - j0);
+        }
+        hi = max64(lo, hi);
+        lo = min64(lo, nk);
+        hi = min64(hi, nk);
+        fill(row, lo, -INFINITY);
+        fill(row + hi, nk - hi, -INFINITY);
+        if (padding_row != NULL)
+            for (int64_t jj = lo; jj < hi; jj++)
+                if (padding_row[j0 + jj])
+                    row[jj] = -INFINITY;
+        if (p->attn_mask != NULL) {
+            const float *mask = sdpa_attn_mask_row(p, b, h, i) + j0;
+            for (int64_t jj = lo; jj < hi; jj++)
+                row[jj] += mask[jj];
+        }
+    }
+}
+
+/* ---- scratch --------------------------------------------------------------------------- */
+
+/* *floats = the sum of the products terms[t][0] * terms[t][1], each rounded up to whole
+ * cache lines; returns 0 (with a message) on overflow. */
+static int scratch_floats(const int64_t (*terms)[2], int count, size_t *floats)
+{
+    size_t total = 0;
+    for (int t = 0; t < count; t++) {
+        size_t product;
+        if (!attn_mul_size((size_t)terms[t][0], (size_t)terms[t][1], &product))
+            return 0;
+        if (product > SIZE_MAX / 8 - total) {
+            attn_fail(ATTN_ERR_OUT_OF_MEMORY, "sdpa: scratch size overflows");
+            return 0;
+        }
+        total += (product + 15) / 16 * 16;
+    }
+    *floats = total;
+    return 1;
+}
+
+/* The floats one thread's scratch holds, matching the take() calls of forward_tile and
+ * backward_head. */
+static int scratch_per_thread(const sdpa_problem *p, int backward, size_t *floats)
+{
+    if (!backward) {
+        const int64_t terms[][2] = {{p->dim, BLOCK_Q}, {p->dim_v, BLOCK_Q}, {BLOCK_K, BLOCK_Q},
+                                    {3, BLOCK_Q}};
+        return scratch_floats(terms, 4, floats);
+    }
+    const int64_t terms[][2] = {{p->dim, BLOCK_K},   {p->dim_v, BLOCK_K}, {BLOCK_K, p->dim},
+                                {BLOCK_K, p->dim_v}, {BLOCK_Q, BLOCK_K},  {BLOCK_Q, BLOCK_K},
+                                {p->len_q, 1}};
+    return scratch_floats(terms, 7, floats);
+}
+
+int attn_sdpa_scratch_bytes(const sdpa_problem *p, int backward, int threads, size_t *bytes)
+{
+    size_t floats;
+    return scratch_per_thread(p, backward, &floats) &&
+           attn_mul_size(floats * sizeof(float), (size_t)threads, bytes);
+}
+
+static float *alloc_scratch(size_t per_thread, int threads)
+{
+    size_t bytes;
+    if (!attn_mul_size(per_thread * sizeof(float), (size_t)threads, &bytes))
+        return NULL;
+    return attn_aligned_alloc(bytes > 0 ? bytes : 64);
+}
+
+static float *take(float **cursor, int64_t count)
+{
+    float *start = *cursor;
+    *cursor += (count + 15) / 16 * 16;
+    return start;
+}
+
+static void transpose_rows(const float *src, int64_t src_stride, int64_t rows, int64_t width,
+                           float factor, float *dst, int64_t ld)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t x = 0; x < width; x++)
+            dst[x * ld + r] = src[r * src_stride + x] * factor;
+}
+
+/* ---- forward --------------------------------------------------------------------------- */
+
+typedef struct forward_job {
+    const sdpa_problem *p;
+    const sdpa_kernels *kern;
+    int64_t q_tiles;
+    float *scratch;
+    size_t scratch_per_thread;
+} forward_job;
+
+static float *view_at(const sdpa_view *v, int64_t b, int64_t h, int64_t row)
+{
+    return v->data + b * v->batch_stride + h * v->head_stride + row * v->row_stride;
+}
+
+static void forward_tile(const forward_job *job, int64_t b, int64_t h, int64_t i0, float *scratch)
+{
+    const sdpa_problem *p = job->p;
+    const sdpa_kernels *kern = job->kern;
+    const int64_t nq = min64(BLOCK_Q, p->len_q - i0), ld = BLOCK_Q;
+    float *cursor = scratch;
+    float *q_t = take(&cursor, p->dim * ld), *o_t = take(&cursor, p->dim_v * ld);
+    float *s_t = take(&cursor, BLOCK_K * ld), *run_max = take(&cursor, ld);
+    float *run_sum = take(&cursor, ld), *rescale = take(&cursor, ld);
+
+    const float *q = view_at(&p->q, b, h, i0);
+    transpose_rows(q, p->q.row_stride, nq, p->dim, p->scale, q_t, ld);
+    for (int64_t y = 0; y < p->dim_v; y++)
+        fill(o_t + y * ld, nq, 0.0f);
+    fill(run_max, nq, -INFINITY);
+    fill(run_sum, nq, 0.0f);
+
+    const uint8_t *padding_row =
+        p->key_padding_mask != NULL ? p->key_padding_mask + b * p->len_k : NULL;
+    const float *k_head = view_at(&p->k, b, h, 0), *v_head = view_at(&p->v, b, h, 0);
+    int64_t j_begin, j_end;
+    keys_for_queries(p, i0, i0 + nq, &j_begin, &j_end);
+    for (int64_t j0 = j_begin; j0 < j_end; j0 += BLOCK_K) {
+        const int64_t nk = min64(BLOCK_K, j_end - j0);
+        kern->gemm(nk, nq, p->dim, k_head + j0 * p->k.row_stride, p->k.row_stride, 1, q_t, ld,
+                   s_t, ld, SDPA_GEMM_STORE, NULL);
+        if (tile_needs_masks(p, padding_row, i0, i0 + nq, j0, j0 + nk))
+            mask_tile_keys_by_queries(p, b, h, padding_row, s_t, ld, i0, nq, j0, nk);
+        kern->softmax_columns(s_t, nk, nq, ld, run_max, run_sum, rescale);
+        kern->gemm(p->dim_v, nq, nk, v_head + j0 * p->v.row_stride, 1, p->v.row_stride, s_t, ld,
+                   o_t, ld, SDPA_GEMM_SCALE_COLUMNS, rescale);
+    }
+
+    /* rescale now holds each query's log-sum-exp; -inf marks a fully masked query. */
+    float *lse = rescale;
+    float *out = view_at(&p->out, b, h, i0);
+    for (int64_t ii = 0; ii < nq; ii++) {
+        float *out_row = out + ii * p->out.row_stride;
+        if (run_sum[ii] == 0.0f) {
+            lse[ii] = -INFINITY;
+            fill(out_row, p->dim_v, 0.0f);
+            continue;
+        }
+        lse[ii] = run_max[ii] + logf(run_sum[ii]);
+        const float inverse = 1.0f / run_sum[ii];
+        for (int64_t y = 0; y < p->dim_v; y++)
+            out_row[y] = o_t[y * ld + ii] * inverse;
+    }
+    int64_t row0 = (b * p->heads + h) * p->len_q + i0;
+    if (p->lse != NULL)
+        memcpy(p->lse + row0, lse, (size_t)nq * sizeof(float));
+    if (p->weights == NULL)
+        return;
+
+    /* Weights: recompute the scores tile by tile and exponentiate against the final lse. */
+    float *weights = p->weights + row0 * p->len_k;
+    for (int64_t ii = 0; ii < nq; ii++) {
+        fill(weights + ii * p->len_k, j_begin, 0.0f);
+        fill(weights + ii * p->len_k + j_end, p->len_k - j_end, 0.0f);
+    }
+    for (int64_t j0 = j_begin; j0 < j_end; j0 += BLOCK_K) {
+        const int64_t nk = min64(BLOCK_K, j_end - j0);
+        kern->gemm(nk, nq, p->dim, k_head + j0 * p->k.row_stride, p->k.row_stride, 1, q_t, ld,
+                   s_t, ld, SDPA_GEMM_STORE, NULL);
+        if (tile_needs_masks(p, padding_row, i0, i0 + nq, j0, j0 + nk))
+            mask_tile_keys_by_queries(p, b, h, padding_row, s_t, ld, i0, nq, j0, nk);
+        kern->exp_columns(s_t, nk, nq, ld, lse);
+        for (int64_t ii = 0; ii < nq; ii++)
+            for (int64_t jj = 0; jj < nk; jj++)
+                weights[ii * p->len_k + j0 + jj] = s_t[jj * ld + ii];
+    }
+}
+
+static void forward_items(void *ctx, int64_t begin, int64_t end, int thread_index)
+{
+    const forward_job *job = ctx;
+    float *scratch = job->scratch + (size_t)thread_index * job->scratch_per_thread;
+    for (int64_t item = begin; item < end; item++) {
+        int64_t head = item / job->q_tiles, r = item % job->q_tiles;
+        /* Alternate first and last tiles so that each thread's contiguous share of a head
+         * gets as many long (late, under a causal mask) tiles as short ones. */
+        int64_t tile = r % 2 == 0 ? r / 2 : job->q_tiles - 1 - r / 2;
+        forward_tile(job, head / job->p->heads, head % job->p->heads, tile * BLOCK_Q, scratch);
+    }
+}
+
+attn_status attn_sdpa_tiled_forward(const sdpa_problem *p, const sdpa_kernels *kern)
+{
+    forward_job job = {p, kern, (p->len_q + BLOCK_Q - 1) / BLOCK_Q, NULL, 0};
+    if (!scratch_per_thread(p, 0, &job.scratch_per_thread))
+        return ATTN_ERR_OUT_OF_MEMORY;
+    int threads = attn_parallel_threads();
+    job.scratch = alloc_scratch(job.scratch_per_thread, threads);
+    if (job.scratch == NULL)
+        return ATTN_ERR_OUT_OF_MEMORY;
+    attn_parallel_for(p->batch * p->heads * job.q_tiles, 1, forward_items, &job);
+    attn_aligned_free(job.scratch);
+    return ATTN_OK;
+}
+
+/* ---- backward -------------------------------------------------------------------------- */
+
+typedef struct backward_job {
+    const sdpa_problem *p;
+    const sdpa_kernels *kern;
+    float *scratch;
+    size_t scratch_per_thread;
+} backward_job;
+
+static void add_rows(float *dst, int64_t dst_stride, const float *src, int64_t rows,
+                     int64_t width)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t x = 0; x < width; x++)
+            dst[r * dst_stride + x] += src[r * width + x];
+}
+
+static void backward_head(const backward_job *job, int64_t b, int64_t h, float *scratch)
+{
+    const sdpa_problem *p = job->p;
+    const sdpa_kernels *kern = job->kern;
+    const int64_t d = p->dim, dv = p->dim_v, ld = BLOCK_K;
+    float *cursor = scratch;
+    float *k_t = take(&cursor, d * ld), *v_t = take(&cursor, dv * ld);
+    float *dk_acc = take(&cursor, BLOCK_K * d), *dv_acc = take(&cursor, BLOCK_K * dv);
+    float *probs = take(&cursor, BLOCK_Q * ld), *grad = take(&cursor, BLOCK_Q * ld);
+    float *delta = take(&cursor, p->len_q);
+
+    const float *q = view_at(&p->q, b, h, 0), *k = view_at(&p->k, b, h, 0);
+    const float *v = view_at(&p->v, b, h, 0), *out = view_at(&p->out, b, h, 0);
+    const float *grad_out = view_at(&p->grad_out, b, h, 0);
+    float *dq = view_at(&p->dq, b, h, 0), *dk = view_at(&p->dk, b, h, 0);
+    float *dvals = view_at(&p->dv, b, h, 0);
+    const float *lse = p->saved_lse + (b * p->heads + h) * p->len_q;
+    const uint8_t *padding_row =
+        p->key_padding_mask != NULL ? p->key_padding_mask + b * p->len_k : NULL;
+    const int64_t qs = p->q.row_stride, ks = p->k.row_stride, gs = p->grad_out.row_stride;
+
+    for (int64_t i = 0; i < p->len_q; i++) {
+        float sum = 0;
+        for (int64_t y = 0; y < dv; y++)
+            sum += grad_out[i * gs + y] * out[i * p->out.row_stride + y];
+        delta[i] = sum;
+    }
+    for (int64_t j0 = 0; j0 < p->len_k; j0 += BLOCK_K) {
+        const int64_t nk = min64(BLOCK_K, p->len_k - j0);
+        int64_t i_begin, i_end;
+        queries_for_keys(p, j0, j0 + nk, &i_begin, &i_end);
+        if (i_begin >= i_end)
+            continue;
+        /* K^T carries the scale so that S = Q K^T comes out scaled, as in the forward. */
+        transpose_rows(k + j0 * ks, ks, nk, d, p->scale, k_t, ld);
+        transpose_rows(v + j0 * p->v.row_stride, p->v.row_stride, nk, dv, 1.0f, v_t, ld);
+        fill(dk_acc, nk * d, 0.0f);
+        fill(dv_acc, nk * dv, 0.0f);
+        for (int64_t i0 = i_begin; i0 < i_end; i0 += BLOCK_Q) {
+            const int64_t nq = min64(BLOCK_Q, i_end - i0);
+            kern->gemm(nq, nk, d, q + i0 * qs, qs, 1, k_t, ld, probs, ld, SDPA_GEMM_STORE, NULL);
+            if (tile_needs_masks(p, padding_row, i0, i0 + nq, j0, j0 + nk))
+                mask_tile_queries_by_keys(p, b, h, padding_row, probs, ld, i0, nq, j0, nk);
+            kern->gemm(nq, nk, dv, grad_out + i0 * gs, gs, 1, v_t, ld, grad, ld,
+                       SDPA_GEMM_STORE, NULL);
+            kern->softmax_grad_rows(probs, grad, nq, nk, ld, lse + i0, delta + i0, p->scale);
+            /* dV += P^T dO, dK += dS^T Q: P and dS are read transposed (row stride 1). */
+            kern->gemm(nk, dv, nq, probs, 1, ld, grad_out + i0 * gs, gs, dv_acc, dv,
+                       SDPA_GEMM_ADD, NULL);
+            kern->gemm(nk, d, nq, grad, 1, ld, q + i0 * qs, qs, dk_acc, d, SDPA_GEMM_ADD, NULL);
+            kern->gemm(nq, d, nk, grad, ld, 1, k + j0 * ks, ks, dq + i0 * p->dq.row_stride,
+                       p->dq.row_stride, SDPA_GEMM_ADD, NULL);
+        }
+        add_rows(dk + j0 * p->dk.row_stride, p->dk.row_stride, dk_acc, nk, d);
+        add_rows(dvals + j0 * p->dv.row_stride, p->dv.row_stride, dv_acc, nk, dv);
+    }
+}
+
+static void backward_items(void *ctx, int64_t begin, int64_t end, int thread_index)
+{
+    const backward_job *job = ctx;
+    float *scratch = job->scratch + (size_t)thread_index * job->scratch_per_thread;
+    for (int64_t head = begin; head < end; head++)
+        backward_head(job, head / job->p->heads, head % job->p->heads, scratch);
+}
+
+attn_status attn_sdpa_tiled_backward(const sdpa_problem *p, const sdpa_kernels *kern)
+{
+    backward_job job = {p, kern, NULL, 0};
+    if (!scratch_per_thread(p, 1, &job.scratch_per_thread))
+        return ATTN_ERR_OUT_OF_MEMORY;
+    int threads = attn_parallel_threads();
+    job.scratch = alloc_scratch(job.scratch_per_thread, threads);
+    if (job.scratch == NULL)
+        return ATTN_ERR_OUT_OF_MEMORY;
+    attn_parallel_for(p->batch * p->heads, 1, backward_items, &job);
+    attn_aligned_free(job.scratch);
+    return ATTN_OK;
+}
