@@ -27,6 +27,11 @@ typedef __m256i vmask;
 #define V_ROUND(x) _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 #define V_EXP_SCALE(y, n, x) avx2_exp_scale(y, n, x)
 #define V_WHERE_EQ(x, c, r) _mm256_blendv_ps(x, r, _mm256_cmp_ps(x, c, _CMP_EQ_OQ))
+typedef __m256i vint;
+#define V_LANE_OFFSETS(s)                                                                  \
+    _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(s))
+#define V_GATHERM(m, p, o)                                                                 \
+    _mm256_mask_i32gather_ps(_mm256_setzero_ps(), p, o, _mm256_castsi256_ps(m), 4)
 /* ln(FLT_MIN): below it 2^n leaves the normal exponent range, so the result is 0. */
 #define EXP_INPUT_MIN -87.33654f
 /* Keeps n <= 127 so 2^n stays finite. */

@@ -74,6 +74,11 @@ typedef struct sdpa_kernels {
     void (*gemm)(int64_t m, int64_t n, int64_t k, const float *a, int64_t a_row_stride,
                  int64_t a_inner_stride, const float *b, int64_t ldb, float *c, int64_t ldc,
                  sdpa_gemm_mode mode, const float *column_scale);
+    /* dst [c * dst_stride + r] = src [r * src_stride + c] * (column_scale ? column_scale[c]
+     * : scale) for r < rows, c < cols: moves queries or keys between the row layout of the
+     * views and the lane layout of the tiles. */
+    void (*transpose)(const float *src, int64_t src_stride, int64_t rows, int64_t cols,
+                      float *dst, int64_t dst_stride, const float *column_scale, float scale);
     /* One online-softmax step over a tile of scores laid out [keys x queries]: per column
      * (query), update the running max and sum with this tile, replace the scores by
      * exp(score - new max) and write the factor that rescales the column's earlier output.

@@ -39,6 +39,17 @@ static void portable_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64
     }
 }
 
+static void portable_transpose(const float *src, int64_t src_stride, int64_t rows, int64_t cols,
+                               float *dst, int64_t dst_stride, const float *column_scale,
+                               float scale)
+{
+    for (int64_t c = 0; c < cols; c++) {
+        const float factor = column_scale != NULL ? column_scale[c] : scale;
+        for (int64_t r = 0; r < rows; r++)
+            dst[c * dst_stride + r] = src[r * src_stride + c] * factor;
+    }
+}
+
 /* The same range reduction and polynomial as the SIMD kernels (sdpa_simd.h), in scalar C.
  * Rounding to an integer adds and subtracts 1.5 * 2^23, exact for |t| < 2^22 in the default
  * rounding mode. Results below FLT_MIN flush to 0; a NaN stays NaN. */
@@ -123,6 +134,7 @@ static void portable_softmax_grad_rows(float *scores, float *grad, int64_t rows,
 
 const sdpa_kernels attn_sdpa_kernels_portable = {
     portable_gemm,
+    portable_transpose,
     portable_softmax_columns,
     portable_exp_columns,
     portable_softmax_grad_rows,

@@ -10,12 +10,15 @@
  *   V_ROUND(x)             to the nearest integer, as a float
  *   V_EXP_SCALE(y, n, x)   y * 2^n (n integer-valued), exactly 0 where x < EXP_INPUT_MIN
  *   V_WHERE_EQ(x, c, r)    lanes of x equal to c replaced by r
+ *   vint, V_LANE_OFFSETS(s)   32-bit integers lane * s
+ *   V_GATHERM(m, p, o)     p[o[lane]] in the lanes of mask m, 0 elsewhere
  *   EXP_INPUT_MIN          inputs below it give exactly 0 (so exp(-inf) = 0)
  *   EXP_INPUT_MAX          inputs above it are clamped to it
  *   SDPA_MR, SDPA_NV       GEMM register block: rows x vectors of accumulators
  *   SDPA_KERNELS_NAME      the sdpa_kernels table to define
  */
 #include <math.h>
+#include <stdint.h>
 
 #define SDPA_ALWAYS_INLINE static inline __attribute__((always_inline))
 
@@ -164,6 +167,34 @@ static void simd_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t a
     }
 }
 
+/* ---- transpose ------------------------------------------------------------------------- */
+
+/* Each destination row gathers one source column, VLEN rows at a time; strides too large
+ * for 32-bit gather offsets take the scalar path. */
+static void simd_transpose(const float *src, int64_t src_stride, int64_t rows, int64_t cols,
+                           float *dst, int64_t dst_stride, const float *column_scale,
+                           float scale)
+{
+    if (src_stride > INT32_MAX / VLEN) {
+        for (int64_t c = 0; c < cols; c++) {
+            const float factor = column_scale != NULL ? column_scale[c] : scale;
+            for (int64_t r = 0; r < rows; r++)
+                dst[c * dst_stride + r] = src[r * src_stride + c] * factor;
+        }
+        return;
+    }
+    const vint offsets = V_LANE_OFFSETS((int32_t)src_stride);
+    for (int64_t c = 0; c < cols; c++) {
+        const vfloat factor = V_SET1(column_scale != NULL ? column_scale[c] : scale);
+        float *dst_row = dst + c * dst_stride;
+        for (int64_t r0 = 0; r0 < rows; r0 += VLEN) {
+            vmask lanes = V_MASK_FIRST(rows - r0 < VLEN ? (int)(rows - r0) : VLEN);
+            vfloat column = V_GATHERM(lanes, src + r0 * src_stride + c, offsets);
+            V_STOREM(lanes, dst_row + r0, V_MUL(column, factor));
+        }
+    }
+}
+
 /* ---- softmax pieces -------------------------------------------------------------------- */
 
 static void simd_softmax_columns(float *scores, int64_t rows, int64_t cols, int64_t ld,
@@ -246,6 +277,7 @@ static void simd_softmax_grad_rows(float *scores, float *grad, int64_t rows, int
 
 const sdpa_kernels SDPA_KERNELS_NAME = {
     simd_gemm,
+    simd_transpose,
     simd_softmax_columns,
     simd_exp_columns,
     simd_softmax_grad_rows,
