@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """PyTorch's unfused attention on the shapes of `attn bench attention`, and the comparison.
 
-    torch_attention.py [--quick] [--reps N]        time PyTorch, print JSON
+    torch_attention.py [--quick] [--reps N] [--threads N]   time PyTorch, print JSON
     torch_attention.py --report ATTN.json TORCH.json [TORCH.json ...]
                                                    print attn and the best PyTorch run side by side
 
@@ -86,7 +86,20 @@ def measure(n, causal, reps):
     }
 
 
+def loaded_blas():
+    """The BLAS library torch.bmm actually runs on (Debian switches it by alternatives)."""
+    torch.bmm(torch.ones(1, 2, 2), torch.ones(1, 2, 2))
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "blas" in os.path.basename(line.split()[-1])}
+    except OSError:
+        return "unknown"
+    return ", ".join(sorted(os.path.realpath(p) for p in paths)) or "none found"
+
+
 def run(args):
+    if args.threads:
+        torch.set_num_threads(args.threads)
     lengths = LENGTHS[:3] if args.quick else LENGTHS
     reps = args.reps or (3 if args.quick else 5)
     results = [measure(n, causal, reps) for n in lengths for causal in (0, 1)]
@@ -94,8 +107,9 @@ def run(args):
         "benchmark": "attention", "implementation": "torch " + torch.__version__,
         "batch": BATCH, "heads": HEADS, "dim": DIM, "reps": reps,
         "threads": torch.get_num_threads(),
-        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "default"),
-        "blas": torch.__config__.show().split("BLAS_INFO=")[-1].split(",")[0],
+        "setting": "OMP_WAIT_POLICY=%s, %d threads" % (
+            os.environ.get("OMP_WAIT_POLICY", "default"), torch.get_num_threads()),
+        "blas": loaded_blas(),
         "causal_flops_halved": False, "results": results,
     }))
 
@@ -109,8 +123,7 @@ def report(attn_path, torch_paths):
             runs.append(json.load(f))
     print(f"attention: B={attn['batch']} H={attn['heads']} d={attn['dim']}, attn {attn['isa']} "
           f"{attn['threads']} threads; {runs[0]['implementation']} "
-          f"(BLAS {runs[0]['blas']}), best of OMP_WAIT_POLICY "
-          f"{'/'.join(r['omp_wait_policy'] for r in runs)} per row")
+          f"(BLAS {runs[0]['blas']}), best per row of: {'; '.join(r['setting'] for r in runs)}")
     print("GFLOP/s count 4*B*H*n*n*d forward, 3x forward+backward; causal NOT halved; "
           "medians, indicative on a shared machine")
     header = ("n", "causal", "attn fwd", "torch fwd", "ratio", "attn f+b", "torch f+b", "ratio")
@@ -146,6 +159,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="n <= 1024, 3 runs")
     parser.add_argument("--reps", type=int, default=0, help="runs per measurement")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="torch.set_num_threads (default: PyTorch's own choice)")
     parser.add_argument("--report", nargs="+", metavar="JSON",
                         help="attn's JSON then one or more PyTorch JSON files")
     args = parser.parse_args()
