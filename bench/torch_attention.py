@@ -91,9 +91,10 @@ def loaded_blas():
     torch.bmm(torch.ones(1, 2, 2), torch.ones(1, 2, 2))
     try:
         with open("/proc/self/maps") as f:
-            paths = {line.split()[-1] for line in f if "blas" in os.path.basename(line.split()[-1])}
+            paths = {line.split()[-1] for line in f}
     except OSError:
         return "unknown"
+    paths = {p for p in paths if "blas" in os.path.basename(p)}
     return ", ".join(sorted(os.path.realpath(p) for p in paths)) or "none found"
 
 

@@ -702,6 +702,14 @@ static void test_bad_input_is_rejected(void)
     CHECK_FAILS(attn_sdpa_forward(&q, &k, &v, &bad_options, &out, lse, NULL),
                 ATTN_ERR_INVALID_ARGUMENT);
     CHECK(strstr(attn_last_error(), "attn_mask") != NULL, "message: %s", attn_last_error());
+    float mask[3 * 3] = {0};
+    bad_options = o;
+    bad_options.attn_mask = mask;
+    bad_options.attn_mask_per_head = 2;
+    CHECK_FAILS(attn_sdpa_forward(&q, &k, &v, &bad_options, &out, lse, NULL),
+                ATTN_ERR_INVALID_ARGUMENT);
+    bad_options.attn_mask_per_head = 0;
+    CHECK_OK(attn_sdpa_forward(&q, &k, &v, &bad_options, &out, lse, NULL));
     bad_options = o;
     bad_options.causal = 2;
     CHECK_FAILS(attn_sdpa_forward(&q, &k, &v, &bad_options, &out, lse, NULL),
