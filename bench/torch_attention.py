@@ -143,15 +143,17 @@ def report(attn_path, torch_paths):
     by_key = {(r["n"], r["causal"]): r for r in attn["results"]}
     for n in sorted({r["n"] for r in attn["results"]}):
         if (n, True) in by_key and (n, False) in by_key:
-            print(f"causal/non-causal time at n={n}: forward "
-                  f"{by_key[(n, True)]['forward_ms'] / by_key[(n, False)]['forward_ms']:.2f}, "
-                  f"forward+backward {by_key[(n, True)]['forward_backward_ms'] / by_key[(n, False)]['forward_backward_ms']:.2f}")
+            causal, full = by_key[(n, True)], by_key[(n, False)]
+            print(f"attn causal/non-causal time at n={n}: forward "
+                  f"{causal['forward_ms'] / full['forward_ms']:.2f}, forward+backward "
+                  f"{causal['forward_backward_ms'] / full['forward_backward_ms']:.2f}")
     memory = attn.get("memory")
     if memory:
         print(f"memory: B={memory['batch']} H={memory['heads']} d={memory['dim']} n={memory['n']} "
               f"forward+backward ({memory['forward_backward_s']:.1f} s): tensors "
               f"{memory['tensors_mib']:.0f} MiB; extra: library scratch "
-              f"{memory['scratch_kib']:.0f} KiB, peak RSS growth {memory['peak_rss_growth_mib']:.1f} MiB "
+              f"{memory['scratch_kib']:.0f} KiB, peak RSS growth "
+              f"{memory['peak_rss_growth_mib']:.1f} MiB "
               f"(PyTorch not run: its {memory['n']}x{memory['n']} score matrices alone need "
               f"{memory['heads'] * memory['n'] ** 2 * 4 / 2 ** 30:.0f} GiB per copy)")
 

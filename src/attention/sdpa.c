@@ -67,9 +67,9 @@ static double *alloc_doubles(int64_t count)
     return p;
 }
 
-attn_status attn_sdpa_reference_forward_f64(const sdpa_problem *p, const double *q,
-                                            const double *k, const double *v, double *out,
-                                            double *lse, double *weights)
+attn_status attn_sdpa_reference_forward_f64(const sdpa_problem *p, const double *q, const double *k,
+                                            const double *v, double *out, double *lse,
+                                            double *weights)
 {
     double *probs = alloc_doubles(p->len_k);
     if (probs == NULL)
@@ -171,8 +171,8 @@ static void gather(const sdpa_view *view, const sdpa_problem *p, int64_t len, in
     for (int64_t b = 0; b < p->batch; b++)
         for (int64_t h = 0; h < p->heads; h++)
             for (int64_t l = 0; l < len; l++) {
-                const float *src =
-                    view->data + b * view->batch_stride + h * view->head_stride + l * view->row_stride;
+                const float *src = view->data + b * view->batch_stride + h * view->head_stride +
+                                   l * view->row_stride;
                 for (int64_t x = 0; x < width; x++)
                     *dst++ = src[x];
             }
@@ -185,8 +185,8 @@ static void scatter(const double *src, const sdpa_problem *p, int64_t len, int64
     for (int64_t b = 0; b < p->batch; b++)
         for (int64_t h = 0; h < p->heads; h++)
             for (int64_t l = 0; l < len; l++) {
-                float *dst =
-                    view->data + b * view->batch_stride + h * view->head_stride + l * view->row_stride;
+                float *dst = view->data + b * view->batch_stride + h * view->head_stride +
+                             l * view->row_stride;
                 for (int64_t x = 0; x < width; x++, src++)
                     dst[x] = (float)(accumulate ? (double)dst[x] + *src : *src);
             }
@@ -288,15 +288,14 @@ static attn_status check_view(const char *fn, const char *name, const attn_tenso
     return ATTN_OK;
 }
 
-static attn_status check_shape(const char *fn, const char *name, const attn_tensor *t,
-                               int64_t b, int64_t h, int64_t len, int64_t width)
+static attn_status check_shape(const char *fn, const char *name, const attn_tensor *t, int64_t b,
+                               int64_t h, int64_t len, int64_t width)
 {
-    ATTN_CHECK_ARG(t->shape[0] == b && t->shape[1] == h && t->shape[2] == len &&
-                       t->shape[3] == width,
-                   "%s: %s has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld, %lld]",
-                   fn, name, (long long)t->shape[0], (long long)t->shape[1],
-                   (long long)t->shape[2], (long long)t->shape[3], (long long)b, (long long)h,
-                   (long long)len, (long long)width);
+    ATTN_CHECK_ARG(
+        t->shape[0] == b && t->shape[1] == h && t->shape[2] == len && t->shape[3] == width,
+        "%s: %s has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld, %lld]", fn, name,
+        (long long)t->shape[0], (long long)t->shape[1], (long long)t->shape[2],
+        (long long)t->shape[3], (long long)b, (long long)h, (long long)len, (long long)width);
     return ATTN_OK;
 }
 
@@ -333,8 +332,8 @@ static attn_status check_common(const char *fn, const attn_tensor *q, const attn
     ATTN_CHECK_ARG(!options->attn_mask_per_head || options->attn_mask != NULL,
                    "%s: options->attn_mask_per_head is set but options->attn_mask is NULL", fn);
     p->scale = options->scale != 0.0f ? options->scale
-               : p->dim > 0        ? (float)(1.0 / sqrt((double)p->dim))
-                                   : 1.0f;
+               : p->dim > 0           ? (float)(1.0 / sqrt((double)p->dim))
+                                      : 1.0f;
     p->causal = options->causal;
     /* A window at least as wide as both lengths excludes nothing. */
     int window_covers_all = options->window >= p->len_q && options->window >= p->len_k;

@@ -15,7 +15,7 @@ typedef __m256i vmask;
 #define V_STORE(p, x) _mm256_storeu_ps(p, x)
 #define V_LOADM(m, p) _mm256_maskload_ps(p, m)
 #define V_STOREM(m, p, x) _mm256_maskstore_ps(p, m, x)
-#define V_MASK_FIRST(n)                                                                    \
+#define V_MASK_FIRST(n)                                                                            \
     _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))
 #define V_ADD(a, b) _mm256_add_ps(a, b)
 #define V_SUB(a, b) _mm256_sub_ps(a, b)
@@ -28,9 +28,9 @@ typedef __m256i vmask;
 #define V_EXP_SCALE(y, n, x) avx2_exp_scale(y, n, x)
 #define V_WHERE_EQ(x, c, r) _mm256_blendv_ps(x, r, _mm256_cmp_ps(x, c, _CMP_EQ_OQ))
 typedef __m256i vint;
-#define V_LANE_OFFSETS(s)                                                                  \
+#define V_LANE_OFFSETS(s)                                                                          \
     _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(s))
-#define V_GATHERM(m, p, o)                                                                 \
+#define V_GATHERM(m, p, o)                                                                         \
     _mm256_mask_i32gather_ps(_mm256_setzero_ps(), p, o, _mm256_castsi256_ps(m), 4)
 /* ln(FLT_MIN): below it 2^n leaves the normal exponent range, so the result is 0. */
 #define EXP_INPUT_MIN -87.33654f

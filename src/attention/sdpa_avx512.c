@@ -27,8 +27,8 @@ typedef __mmask16 vmask;
 #define V_EXP_SCALE(y, n, x) _mm512_scalef_ps(y, n)
 #define V_WHERE_EQ(x, c, r) _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, c, _CMP_EQ_OQ), x, r)
 typedef __m512i vint;
-#define V_LANE_OFFSETS(s)                                                                  \
-    _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), \
+#define V_LANE_OFFSETS(s)                                                                          \
+    _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),    \
                        _mm512_set1_epi32(s))
 #define V_GATHERM(m, p, o) _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, o, p, 4)
 /* e^-110 * 2^0.5 is below half the smallest denormal: scalef rounds it to exactly 0. */

@@ -43,8 +43,8 @@ static inline const float *sdpa_attn_mask_row(const sdpa_problem *p, int64_t b, 
 
 /* Whether the boolean masks (padding, causal, window) keep key j for query i. The additive
  * mask is applied separately: a -INFINITY there also excludes the pair. */
-static inline int sdpa_pair_allowed(const sdpa_problem *p, const uint8_t *padding_row,
-                                    int64_t i, int64_t j)
+static inline int sdpa_pair_allowed(const sdpa_problem *p, const uint8_t *padding_row, int64_t i,
+                                    int64_t j)
 {
     if (padding_row != NULL && padding_row[j])
         return 0;
@@ -77,8 +77,8 @@ typedef struct sdpa_kernels {
     /* dst [c * dst_stride + r] = src [r * src_stride + c] * (column_scale ? column_scale[c]
      * : scale) for r < rows, c < cols: moves queries or keys between the row layout of the
      * views and the lane layout of the tiles. */
-    void (*transpose)(const float *src, int64_t src_stride, int64_t rows, int64_t cols,
-                      float *dst, int64_t dst_stride, const float *column_scale, float scale);
+    void (*transpose)(const float *src, int64_t src_stride, int64_t rows, int64_t cols, float *dst,
+                      int64_t dst_stride, const float *column_scale, float scale);
     /* One online-softmax step over a tile of scores laid out [keys x queries]: per column
      * (query), update the running max and sum with this tile, replace the scores by
      * exp(score - new max) and write the factor that rescales the column's earlier output.
@@ -88,13 +88,12 @@ typedef struct sdpa_kernels {
     /* scores [r, c] = exp(scores [r, c] - shift[c]); a shift of -INFINITY (a fully masked
      * query) gives 0. The exponential is exact to ~1 ulp for results above FLT_MIN and
      * exp(-INFINITY) = 0 exactly. */
-    void (*exp_columns)(float *scores, int64_t rows, int64_t cols, int64_t ld,
-                        const float *shift);
+    void (*exp_columns)(float *scores, int64_t rows, int64_t cols, int64_t ld, const float *shift);
     /* Backward, tiles laid out [queries x keys]: probs = exp(scores - lse[r]) (0 where lse
      * is -INFINITY), stored over scores; grad = probs * (grad - delta[r]) * scale, stored
      * over grad (the score gradient, with the softmax scale folded in). */
-    void (*softmax_grad_rows)(float *scores, float *grad, int64_t rows, int64_t cols,
-                              int64_t ld, const float *lse, const float *delta, float scale);
+    void (*softmax_grad_rows)(float *scores, float *grad, int64_t rows, int64_t cols, int64_t ld,
+                              const float *lse, const float *delta, float scale);
 } sdpa_kernels;
 
 ATTN_INTERNAL extern const sdpa_kernels attn_sdpa_kernels_portable;
@@ -109,8 +108,7 @@ ATTN_INTERNAL const sdpa_kernels *attn_sdpa_kernels_for(attn_isa isa);
 
 /* The tiled flash-attention algorithm over any kernel set (sdpa_tiled.c). */
 ATTN_INTERNAL attn_status attn_sdpa_tiled_forward(const sdpa_problem *p, const sdpa_kernels *kern);
-ATTN_INTERNAL attn_status attn_sdpa_tiled_backward(const sdpa_problem *p,
-                                                   const sdpa_kernels *kern);
+ATTN_INTERNAL attn_status attn_sdpa_tiled_backward(const sdpa_problem *p, const sdpa_kernels *kern);
 
 /* Bytes of scratch the tiled forward (backward = 0) or backward allocates for p when run on
  * the given number of threads; 0 with a message if the size overflows. The benchmark

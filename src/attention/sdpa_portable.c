@@ -133,9 +133,6 @@ static void portable_softmax_grad_rows(float *scores, float *grad, int64_t rows,
 }
 
 const sdpa_kernels attn_sdpa_kernels_portable = {
-    portable_gemm,
-    portable_transpose,
-    portable_softmax_columns,
-    portable_exp_columns,
-    portable_softmax_grad_rows,
+    portable_gemm,        portable_transpose,         portable_softmax_columns,
+    portable_exp_columns, portable_softmax_grad_rows,
 };

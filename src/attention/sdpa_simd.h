@@ -53,9 +53,9 @@ SDPA_ALWAYS_INLINE vfloat v_exp(vfloat x)
 /* One register block: rows x vecs accumulators held across the whole inner dimension.
  * rows and vecs are constants at every call site, so the loops unroll into registers. */
 SDPA_ALWAYS_INLINE void gemm_block(const int rows, const int vecs, int64_t k, const float *a,
-                                   int64_t a_row_stride, int64_t a_inner_stride,
-                                   const float *b, int64_t ldb, float *c, int64_t ldc,
-                                   sdpa_gemm_mode mode, const float *column_scale, vmask tail)
+                                   int64_t a_row_stride, int64_t a_inner_stride, const float *b,
+                                   int64_t ldb, float *c, int64_t ldc, sdpa_gemm_mode mode,
+                                   const float *column_scale, vmask tail)
 {
     vfloat acc[SDPA_MR][SDPA_NV];
     const float *a_rows[SDPA_MR];
@@ -106,31 +106,42 @@ SDPA_ALWAYS_INLINE void gemm_block(const int rows, const int vecs, int64_t k, co
 }
 
 /* All row blocks of one column panel of vecs vectors (the last one masked by tail). */
-#define SDPA_DEFINE_PANEL(VECS)                                                               \
-    static void gemm_panel_##VECS(int64_t m, int64_t k, const float *a, int64_t a_row_stride, \
-                                  int64_t a_inner_stride, const float *b, int64_t ldb,        \
-                                  float *c, int64_t ldc, sdpa_gemm_mode mode,                 \
-                                  const float *column_scale, vmask tail)                      \
-    {                                                                                         \
-        int64_t r0 = 0;                                                                       \
-        for (; r0 + SDPA_MR <= m; r0 += SDPA_MR)                                              \
-            gemm_block(SDPA_MR, VECS, k, a + r0 * a_row_stride, a_row_stride, a_inner_stride, \
-                       b, ldb, c + r0 * ldc, ldc, mode, column_scale, tail);                  \
-        const float *a_rest = a + r0 * a_row_stride;                                          \
-        float *c_rest = c + r0 * ldc;                                                         \
-        switch (m - r0) {                                                                     \
-        case 1: gemm_block(1, VECS, k, a_rest, a_row_stride, a_inner_stride, b, ldb, c_rest,  \
-                           ldc, mode, column_scale, tail); break;                             \
-        case 2: gemm_block(2, VECS, k, a_rest, a_row_stride, a_inner_stride, b, ldb, c_rest,  \
-                           ldc, mode, column_scale, tail); break;                             \
-        case 3: gemm_block(3, VECS, k, a_rest, a_row_stride, a_inner_stride, b, ldb, c_rest,  \
-                           ldc, mode, column_scale, tail); break;                             \
-        case 4: gemm_block(4, VECS, k, a_rest, a_row_stride, a_inner_stride, b, ldb, c_rest,  \
-                           ldc, mode, column_scale, tail); break;                             \
-        case 5: gemm_block(5, VECS, k, a_rest, a_row_stride, a_inner_stride, b, ldb, c_rest,  \
-                           ldc, mode, column_scale, tail); break;                             \
-        default: break;                                                                       \
-        }                                                                                     \
+#define SDPA_DEFINE_PANEL(VECS)                                                                    \
+    static void gemm_panel_##VECS(int64_t m, int64_t k, const float *a, int64_t a_row_stride,      \
+                                  int64_t a_inner_stride, const float *b, int64_t ldb, float *c,   \
+                                  int64_t ldc, sdpa_gemm_mode mode, const float *column_scale,     \
+                                  vmask tail)                                                      \
+    {                                                                                              \
+        int64_t r0 = 0;                                                                            \
+        for (; r0 + SDPA_MR <= m; r0 += SDPA_MR)                                                   \
+            gemm_block(SDPA_MR, VECS, k, a + r0 * a_row_stride, a_row_stride, a_inner_stride, b,   \
+                       ldb, c + r0 * ldc, ldc, mode, column_scale, tail);                          \
+        const float *a_rest = a + r0 * a_row_stride;                                               \
+        float *c_rest = c + r0 * ldc;                                                              \
+        switch (m - r0) {                                                                          \
+        case 1:                                                                                    \
+            gemm_block(1, VECS, k, a_rest, a_row_stride, a_inner_stride, b, ldb, c_rest, ldc,      \
+                       mode, column_scale, tail);                                                  \
+            break;                                                                                 \
+        case 2:                                                                                    \
+            gemm_block(2, VECS, k, a_rest, a_row_stride, a_inner_stride, b, ldb, c_rest, ldc,      \
+                       mode, column_scale, tail);                                                  \
+            break;                                                                                 \
+        case 3:                                                                                    \
+            gemm_block(3, VECS, k, a_rest, a_row_stride, a_inner_stride, b, ldb, c_rest, ldc,      \
+                       mode, column_scale, tail);                                                  \
+            break;                                                                                 \
+        case 4:                                                                                    \
+            gemm_block(4, VECS, k, a_rest, a_row_stride, a_inner_stride, b, ldb, c_rest, ldc,      \
+                       mode, column_scale, tail);                                                  \
+            break;                                                                                 \
+        case 5:                                                                                    \
+            gemm_block(5, VECS, k, a_rest, a_row_stride, a_inner_stride, b, ldb, c_rest, ldc,      \
+                       mode, column_scale, tail);                                                  \
+            break;                                                                                 \
+        default:                                                                                   \
+            break;                                                                                 \
+        }                                                                                          \
     }
 
 _Static_assert(SDPA_MR == 6, "gemm_panel_* handles remainders of up to 5 rows");
@@ -152,17 +163,26 @@ static void simd_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t a
         vmask tail = V_MASK_FIRST((int)(width - (vecs - 1) * VLEN));
         const float *scale = column_scale != NULL ? column_scale + n0 : NULL;
         switch (vecs) {
-        case 1: gemm_panel_1(m, k, a, a_row_stride, a_inner_stride, b + n0, ldb, c + n0, ldc,
-                             mode, scale, tail); break;
-        case 2: gemm_panel_2(m, k, a, a_row_stride, a_inner_stride, b + n0, ldb, c + n0, ldc,
-                             mode, scale, tail); break;
+        case 1:
+            gemm_panel_1(m, k, a, a_row_stride, a_inner_stride, b + n0, ldb, c + n0, ldc, mode,
+                         scale, tail);
+            break;
+        case 2:
+            gemm_panel_2(m, k, a, a_row_stride, a_inner_stride, b + n0, ldb, c + n0, ldc, mode,
+                         scale, tail);
+            break;
 #if SDPA_NV >= 4
-        case 3: gemm_panel_3(m, k, a, a_row_stride, a_inner_stride, b + n0, ldb, c + n0, ldc,
-                             mode, scale, tail); break;
-        case 4: gemm_panel_4(m, k, a, a_row_stride, a_inner_stride, b + n0, ldb, c + n0, ldc,
-                             mode, scale, tail); break;
+        case 3:
+            gemm_panel_3(m, k, a, a_row_stride, a_inner_stride, b + n0, ldb, c + n0, ldc, mode,
+                         scale, tail);
+            break;
+        case 4:
+            gemm_panel_4(m, k, a, a_row_stride, a_inner_stride, b + n0, ldb, c + n0, ldc, mode,
+                         scale, tail);
+            break;
 #endif
-        default: break;
+        default:
+            break;
         }
     }
 }
@@ -172,8 +192,7 @@ static void simd_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t a
 /* Each destination row gathers one source column, VLEN rows at a time; strides too large
  * for 32-bit gather offsets take the scalar path. */
 static void simd_transpose(const float *src, int64_t src_stride, int64_t rows, int64_t cols,
-                           float *dst, int64_t dst_stride, const float *column_scale,
-                           float scale)
+                           float *dst, int64_t dst_stride, const float *column_scale, float scale)
 {
     if (src_stride > INT32_MAX / VLEN) {
         for (int64_t c = 0; c < cols; c++) {
@@ -276,9 +295,5 @@ static void simd_softmax_grad_rows(float *scores, float *grad, int64_t rows, int
 }
 
 const sdpa_kernels SDPA_KERNELS_NAME = {
-    simd_gemm,
-    simd_transpose,
-    simd_softmax_columns,
-    simd_exp_columns,
-    simd_softmax_grad_rows,
+    simd_gemm, simd_transpose, simd_softmax_columns, simd_exp_columns, simd_softmax_grad_rows,
 };

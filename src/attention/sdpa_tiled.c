@@ -34,8 +34,14 @@ enum {
     BACKWARD_K_TILE = 64  /* keys per outer step: the vector lanes */
 };
 
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+static int64_t max64(int64_t a, int64_t b)
+{
+    return a > b ? a : b;
+}
 
 const sdpa_kernels *attn_sdpa_kernels_for(attn_isa isa)
 {
@@ -206,8 +212,10 @@ static int scratch_per_thread(const sdpa_problem *p, int backward, size_t *float
                                     {3, FORWARD_Q_TILE}};
         return scratch_floats(terms, 4, floats);
     }
-    const int64_t terms[][2] = {{p->dim, BACKWARD_K_TILE},     {p->dim_v, BACKWARD_K_TILE},
-                                {BACKWARD_K_TILE, p->dim},     {BACKWARD_K_TILE, p->dim_v},
+    const int64_t terms[][2] = {{p->dim, BACKWARD_K_TILE},
+                                {p->dim_v, BACKWARD_K_TILE},
+                                {BACKWARD_K_TILE, p->dim},
+                                {BACKWARD_K_TILE, p->dim_v},
                                 {BACKWARD_Q_TILE, BACKWARD_K_TILE},
                                 {BACKWARD_Q_TILE, BACKWARD_K_TILE},
                                 {p->len_q, 1}};
@@ -275,8 +283,8 @@ static void forward_tile(const forward_job *job, int64_t b, int64_t h, int64_t i
     keys_for_queries(p, i0, i0 + nq, &j_begin, &j_end);
     for (int64_t j0 = j_begin; j0 < j_end; j0 += FORWARD_K_TILE) {
         const int64_t nk = min64(FORWARD_K_TILE, j_end - j0);
-        kern->gemm(nk, nq, p->dim, k_head + j0 * p->k.row_stride, p->k.row_stride, 1, q_t, ld,
-                   s_t, ld, SDPA_GEMM_STORE, NULL);
+        kern->gemm(nk, nq, p->dim, k_head + j0 * p->k.row_stride, p->k.row_stride, 1, q_t, ld, s_t,
+                   ld, SDPA_GEMM_STORE, NULL);
         if (tile_needs_masks(p, padding_row, i0, i0 + nq, j0, j0 + nk))
             mask_tile_keys_by_queries(p, b, h, padding_row, s_t, ld, i0, nq, j0, nk);
         kern->softmax_columns(s_t, nk, nq, ld, run_max, run_sum, rescale);
@@ -311,14 +319,12 @@ static void forward_tile(const forward_job *job, int64_t b, int64_t h, int64_t i
     }
     for (int64_t j0 = j_begin; j0 < j_end; j0 += FORWARD_K_TILE) {
         const int64_t nk = min64(FORWARD_K_TILE, j_end - j0);
-        kern->gemm(nk, nq, p->dim, k_head + j0 * p->k.row_stride, p->k.row_stride, 1, q_t, ld,
-                   s_t, ld, SDPA_GEMM_STORE, NULL);
+        kern->gemm(nk, nq, p->dim, k_head + j0 * p->k.row_stride, p->k.row_stride, 1, q_t, ld, s_t,
+                   ld, SDPA_GEMM_STORE, NULL);
         if (tile_needs_masks(p, padding_row, i0, i0 + nq, j0, j0 + nk))
             mask_tile_keys_by_queries(p, b, h, padding_row, s_t, ld, i0, nq, j0, nk);
         kern->exp_columns(s_t, nk, nq, ld, lse);
-        for (int64_t ii = 0; ii < nq; ii++)
-            for (int64_t jj = 0; jj < nk; jj++)
-                weights[ii * p->len_k + j0 + jj] = s_t[jj * ld + ii];
+        kern->transpose(s_t, ld, nk, nq, weights + j0, p->len_k, NULL, 1.0f);
     }
 }
 
@@ -331,7 +337,8 @@ static void forward_items(void *ctx, int64_t begin, int64_t end, int thread_inde
         /* Alternate first and last tiles so that each thread's contiguous share of a head
          * gets as many long (late, under a causal mask) tiles as short ones. */
         int64_t tile = r % 2 == 0 ? r / 2 : job->q_tiles - 1 - r / 2;
-        forward_tile(job, head / job->p->heads, head % job->p->heads, tile * FORWARD_Q_TILE, scratch);
+        forward_tile(job, head / job->p->heads, head % job->p->heads, tile * FORWARD_Q_TILE,
+                     scratch);
     }
 }
 
@@ -358,8 +365,7 @@ typedef struct backward_job {
     size_t scratch_per_thread;
 } backward_job;
 
-static void add_rows(float *dst, int64_t dst_stride, const float *src, int64_t rows,
-                     int64_t width)
+static void add_rows(float *dst, int64_t dst_stride, const float *src, int64_t rows, int64_t width)
 {
     for (int64_t r = 0; r < rows; r++)
         for (int64_t x = 0; x < width; x++)
@@ -373,7 +379,8 @@ static void backward_head(const backward_job *job, int64_t b, int64_t h, float *
     const int64_t d = p->dim, dv = p->dim_v, ld = BACKWARD_K_TILE;
     float *cursor = scratch;
     float *k_t = take(&cursor, d * ld), *v_t = take(&cursor, dv * ld);
-    float *dk_acc = take(&cursor, BACKWARD_K_TILE * d), *dv_acc = take(&cursor, BACKWARD_K_TILE * dv);
+    float *dk_acc = take(&cursor, BACKWARD_K_TILE * d),
+          *dv_acc = take(&cursor, BACKWARD_K_TILE * dv);
     float *probs = take(&cursor, BACKWARD_Q_TILE * ld), *grad = take(&cursor, BACKWARD_Q_TILE * ld);
     float *delta = take(&cursor, p->len_q);
 
@@ -409,12 +416,12 @@ static void backward_head(const backward_job *job, int64_t b, int64_t h, float *
             kern->gemm(nq, nk, d, q + i0 * qs, qs, 1, k_t, ld, probs, ld, SDPA_GEMM_STORE, NULL);
             if (tile_needs_masks(p, padding_row, i0, i0 + nq, j0, j0 + nk))
                 mask_tile_queries_by_keys(p, b, h, padding_row, probs, ld, i0, nq, j0, nk);
-            kern->gemm(nq, nk, dv, grad_out + i0 * gs, gs, 1, v_t, ld, grad, ld,
-                       SDPA_GEMM_STORE, NULL);
+            kern->gemm(nq, nk, dv, grad_out + i0 * gs, gs, 1, v_t, ld, grad, ld, SDPA_GEMM_STORE,
+                       NULL);
             kern->softmax_grad_rows(probs, grad, nq, nk, ld, lse + i0, delta + i0, p->scale);
             /* dV += P^T dO, dK += dS^T Q: P and dS are read transposed (row stride 1). */
-            kern->gemm(nk, dv, nq, probs, 1, ld, grad_out + i0 * gs, gs, dv_acc, dv,
-                       SDPA_GEMM_ADD, NULL);
+            kern->gemm(nk, dv, nq, probs, 1, ld, grad_out + i0 * gs, gs, dv_acc, dv, SDPA_GEMM_ADD,
+                       NULL);
             kern->gemm(nk, d, nq, grad, 1, ld, q + i0 * qs, qs, dk_acc, d, SDPA_GEMM_ADD, NULL);
             kern->gemm(nq, d, nk, grad, ld, 1, k + j0 * ks, ks, dq + i0 * p->dq.row_stride,
                        p->dq.row_stride, SDPA_GEMM_ADD, NULL);

@@ -59,7 +59,7 @@ static int alloc_buffers(attention_buffers *buf, int64_t batch, int64_t heads, i
     memset(buf, 0, sizeof *buf);
     const int64_t shape[4] = {batch, heads, len, dim};
     size_t count = (size_t)(batch * heads * len * dim);
-    attn_tensor *tensors[8] = {&buf->q, &buf->k,        &buf->v,  &buf->out,
+    attn_tensor *tensors[8] = {&buf->q,        &buf->k,  &buf->v,  &buf->out,
                                &buf->grad_out, &buf->dq, &buf->dk, &buf->dv};
     attn_rng rng;
     attn_rng_seed(&rng, 1234);
@@ -256,13 +256,13 @@ int attn_cmd_bench_attention(int argc, char **argv)
                " \"results\": [\n",
                BATCH, HEADS, DIM, threads, isa, reps);
         for (int r = 0; r < n_results; r++)
-            printf("  {\"n\": %lld, \"causal\": %s, \"forward_ms\": %.3f, \"forward_gflops\": %.1f, "
-                   "\"forward_backward_ms\": %.3f, \"forward_backward_gflops\": %.1f, "
-                   "\"scratch_bytes\": %zu}%s\n",
-                   (long long)results[r].len, results[r].causal ? "true" : "false",
-                   results[r].forward_s * 1e3, results[r].forward_gflops,
-                   results[r].both_s * 1e3, results[r].both_gflops, results[r].scratch,
-                   r + 1 < n_results ? "," : "");
+            printf(
+                "  {\"n\": %lld, \"causal\": %s, \"forward_ms\": %.3f, \"forward_gflops\": %.1f, "
+                "\"forward_backward_ms\": %.3f, \"forward_backward_gflops\": %.1f, "
+                "\"scratch_bytes\": %zu}%s\n",
+                (long long)results[r].len, results[r].causal ? "true" : "false",
+                results[r].forward_s * 1e3, results[r].forward_gflops, results[r].both_s * 1e3,
+                results[r].both_gflops, results[r].scratch, r + 1 < n_results ? "," : "");
         printf(" ]");
         if (!quick)
             printf(",\n \"memory\": {\"batch\": 1, \"heads\": %d, \"n\": %d, \"dim\": %d, "
@@ -276,8 +276,8 @@ int attn_cmd_bench_attention(int argc, char **argv)
     printf("attn bench attention: B=%d H=%d d=%d, %d threads, %s, median of %d runs\n", BATCH,
            HEADS, DIM, threads, isa, reps);
     printf("GFLOP/s: forward 4*B*H*n*n*d, forward+backward 3x; causal NOT halved\n");
-    printf("%6s %6s %10s %10s %12s %12s %12s\n", "n", "causal", "fwd ms", "fwd GF/s",
-           "fwd+bwd ms", "fwd+bwd GF/s", "scratch KiB");
+    printf("%6s %6s %10s %10s %12s %12s %12s\n", "n", "causal", "fwd ms", "fwd GF/s", "fwd+bwd ms",
+           "fwd+bwd GF/s", "scratch KiB");
     for (int r = 0; r < n_results; r++)
         printf("%6lld %6s %10.3f %10.1f %12.3f %12.1f %12.1f\n", (long long)results[r].len,
                results[r].causal ? "yes" : "no", results[r].forward_s * 1e3,

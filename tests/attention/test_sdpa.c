@@ -45,8 +45,8 @@ typedef struct sdpa_case {
     sdpa_problem problem; /* masks and scale only, for the double reference */
 } sdpa_case;
 
-static sdpa_case case_make(int64_t batch, int64_t heads, int64_t len_q, int64_t len_k,
-                           int64_t dim, int64_t dim_v, const mask_spec *spec, uint64_t seed)
+static sdpa_case case_make(int64_t batch, int64_t heads, int64_t len_q, int64_t len_k, int64_t dim,
+                           int64_t dim_v, const mask_spec *spec, uint64_t seed)
 {
     sdpa_case c;
     memset(&c, 0, sizeof c);
@@ -103,11 +103,26 @@ static void case_free(sdpa_case *c)
     free(c->additive);
 }
 
-static size_t q_count(const sdpa_case *c) { return (size_t)(c->batch * c->heads * c->len_q * c->dim); }
-static size_t k_count(const sdpa_case *c) { return (size_t)(c->batch * c->heads * c->len_k * c->dim); }
-static size_t v_count(const sdpa_case *c) { return (size_t)(c->batch * c->heads * c->len_k * c->dim_v); }
-static size_t o_count(const sdpa_case *c) { return (size_t)(c->batch * c->heads * c->len_q * c->dim_v); }
-static size_t rows(const sdpa_case *c) { return (size_t)(c->batch * c->heads * c->len_q); }
+static size_t q_count(const sdpa_case *c)
+{
+    return (size_t)(c->batch * c->heads * c->len_q * c->dim);
+}
+static size_t k_count(const sdpa_case *c)
+{
+    return (size_t)(c->batch * c->heads * c->len_k * c->dim);
+}
+static size_t v_count(const sdpa_case *c)
+{
+    return (size_t)(c->batch * c->heads * c->len_k * c->dim_v);
+}
+static size_t o_count(const sdpa_case *c)
+{
+    return (size_t)(c->batch * c->heads * c->len_q * c->dim_v);
+}
+static size_t rows(const sdpa_case *c)
+{
+    return (size_t)(c->batch * c->heads * c->len_q);
+}
 
 /* Whether (b, h, i, j) takes part, straight from the mask definitions. */
 static int pair_allowed(const sdpa_case *c, int64_t b, int64_t h, int64_t i, int64_t j)
@@ -138,8 +153,8 @@ static double additive_value(const sdpa_case *c, int64_t b, int64_t h, int64_t i
 
 /* Independent dense formulation: the full score matrix of a head, explicit mask predicate,
  * softmax, then weights times values. */
-static void dense_forward(const sdpa_case *c, const double *q, const double *k,
-                          const double *v, double *out, double *lse, double *weights)
+static void dense_forward(const sdpa_case *c, const double *q, const double *k, const double *v,
+                          double *out, double *lse, double *weights)
 {
     for (int64_t b = 0; b < c->batch; b++)
         for (int64_t h = 0; h < c->heads; h++)
@@ -195,8 +210,8 @@ static void test_reference_matches_dense_formulation(void)
         dense_forward(&c, q, k, v, dense_out, dense_lse, dense_weights);
         CHECK(test_max_abs_diff_double(out, dense_out, o_count(&c)) < 1e-13, "%s: out",
               c.spec.name);
-        CHECK(test_max_abs_diff_double(weights, dense_weights, w_count) < 1e-13,
-              "%s: weights", c.spec.name);
+        CHECK(test_max_abs_diff_double(weights, dense_weights, w_count) < 1e-13, "%s: weights",
+              c.spec.name);
         int lse_ok = 1, masked_rows = 0;
         for (size_t r = 0; r < rows(&c); r++) {
             if (dense_lse[r] == -INFINITY) {
@@ -216,8 +231,8 @@ static void test_reference_matches_dense_formulation(void)
 }
 
 /* loss = sum(out * grad_out), so d loss / d x is what the backward returns for grad_out. */
-static double reference_loss(const sdpa_case *c, const double *q, const double *k,
-                             const double *v, const double *grad_out, double *out_scratch)
+static double reference_loss(const sdpa_case *c, const double *q, const double *k, const double *v,
+                             const double *grad_out, double *out_scratch)
 {
     attn_sdpa_reference_forward_f64(&c->problem, q, k, v, out_scratch, NULL, NULL);
     double loss = 0;
@@ -228,8 +243,8 @@ static double reference_loss(const sdpa_case *c, const double *q, const double *
 
 /* Central differences of the loss in each element of x, against the analytic gradient. */
 static int check_gradient(const sdpa_case *c, const char *what, double *x, size_t n,
-                          const double *analytic, const double *q, const double *k,
-                          const double *v, const double *grad_out, double *out_scratch)
+                          const double *analytic, const double *q, const double *k, const double *v,
+                          const double *grad_out, double *out_scratch)
 {
     const double eps = 1e-6;
     int ok = 1;
@@ -275,12 +290,12 @@ static void gradient_check_case(int64_t batch, int64_t heads, int64_t len_q, int
         dk[e] -= dk0[e];
     for (size_t e = 0; e < v_count(&c); e++)
         dv[e] -= dv0[e];
-    CHECK(check_gradient(&c, "q", q, q_count(&c), dq, q, k, v, grad_out, out), "%s: dq (Lq=%lld Lk=%lld)",
-          spec->name, (long long)len_q, (long long)len_k);
-    CHECK(check_gradient(&c, "k", k, k_count(&c), dk, q, k, v, grad_out, out), "%s: dk (Lq=%lld Lk=%lld)",
-          spec->name, (long long)len_q, (long long)len_k);
-    CHECK(check_gradient(&c, "v", v, v_count(&c), dv, q, k, v, grad_out, out), "%s: dv (Lq=%lld Lk=%lld)",
-          spec->name, (long long)len_q, (long long)len_k);
+    CHECK(check_gradient(&c, "q", q, q_count(&c), dq, q, k, v, grad_out, out),
+          "%s: dq (Lq=%lld Lk=%lld)", spec->name, (long long)len_q, (long long)len_k);
+    CHECK(check_gradient(&c, "k", k, k_count(&c), dk, q, k, v, grad_out, out),
+          "%s: dk (Lq=%lld Lk=%lld)", spec->name, (long long)len_q, (long long)len_k);
+    CHECK(check_gradient(&c, "v", v, v_count(&c), dv, q, k, v, grad_out, out),
+          "%s: dv (Lq=%lld Lk=%lld)", spec->name, (long long)len_q, (long long)len_k);
     if (spec->fully_masked_row) {
         int zero = 1;
         for (int64_t head = 0; head < batch * heads; head++)
@@ -422,12 +437,12 @@ static int run_api(const sdpa_case *c, const double *q, const double *k, const d
     r->dv = test_alloc(v_count(c) * sizeof(float));
     for (size_t e = 0; e < rows(c) * (size_t)c->len_k; e++)
         r->weights[e] = NAN;
-    attn_status forward = attn_sdpa_forward(&tq.view, &tk.view, &tv.view, &c->options, &to.view,
-                                            r->lse, r->weights);
-    attn_status backward = forward != ATTN_OK ? forward
-                           : attn_sdpa_backward(&tq.view, &tk.view, &tv.view, &c->options,
-                                                &to.view, r->lse, &tg.view, &tdq.view,
-                                                &tdk.view, &tdv.view);
+    attn_status forward =
+        attn_sdpa_forward(&tq.view, &tk.view, &tv.view, &c->options, &to.view, r->lse, r->weights);
+    attn_status backward =
+        forward != ATTN_OK ? forward
+                           : attn_sdpa_backward(&tq.view, &tk.view, &tv.view, &c->options, &to.view,
+                                                r->lse, &tg.view, &tdq.view, &tdk.view, &tdv.view);
     strided_get(&to, r->out);
     strided_get(&tdq, r->dq);
     strided_get(&tdk, r->dk);
@@ -647,8 +662,7 @@ static void test_fast_exp_accuracy(void)
         CHECK(worst <= 2.0, "%s exp: worst error %.2f ulp", attn_isa_name(all_isas[s]), worst);
         float special[4] = {-INFINITY, 0.0f, -200.0f, NAN};
         kern->exp_columns(special, 1, 4, 4, shift);
-        CHECK(special[0] == 0.0f && special[1] == 1.0f && special[2] == 0.0f &&
-                  isnan(special[3]),
+        CHECK(special[0] == 0.0f && special[1] == 1.0f && special[2] == 0.0f && isnan(special[3]),
               "%s exp(-inf, 0, -200, nan) = %g %g %g %g", attn_isa_name(all_isas[s]),
               (double)special[0], (double)special[1], (double)special[2], (double)special[3]);
     }
@@ -661,8 +675,8 @@ static void test_bad_input_is_rejected(void)
     float data[2 * 2 * 3 * 4] = {0};
     float lse[2 * 2 * 3];
     const int64_t shape[4] = {2, 2, 3, 4};
-    attn_tensor q = attn_tensor_view(data, 4, shape), k = q, v = q, out = q, g = q, dq = q,
-                dk = q, dv = q;
+    attn_tensor q = attn_tensor_view(data, 4, shape), k = q, v = q, out = q, g = q, dq = q, dk = q,
+                dv = q;
     attn_sdpa_options o = attn_sdpa_default_options();
     CHECK_OK(attn_sdpa_forward(&q, &k, &v, &o, &out, lse, NULL));
     CHECK_OK(attn_sdpa_forward(&q, &k, &v, NULL, &out, NULL, NULL));
