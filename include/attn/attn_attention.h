@@ -33,7 +33,9 @@ extern "C" {
  *
  * Memory: no workspace argument. Each call allocates its own scratch, O(tile) per thread
  * (about 64 (d + dv + 67) floats per thread in the forward, 64 (2 d + 2 dv + 128) + Lq in
- * the backward), never anything proportional to Lq * Lk; tiles of K and V stream past a
+ * the backward, which also keeps per-thread partial dq sums, up to threads * B * H * Lq * d
+ * floats, when fewer than 4 heads per thread do not divide evenly among the threads),
+ * never anything proportional to Lq * Lk; tiles of K and V stream past a
  * tile of Q with an online softmax, and tiles that the causal or window mask excludes
  * entirely are skipped. ATTN_ERR_OUT_OF_MEMORY if that small allocation fails.
  * Outputs must not overlap the inputs or each other: threads write them concurrently.

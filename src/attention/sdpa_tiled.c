@@ -10,15 +10,17 @@
  * excludes entirely are never visited, and per-element masks run only on tiles that cross
  * a mask boundary (or when a key is padded or an additive mask is present).
  *
- * Backward, per work item (batch, head): D = rowsum(dO * O); for each key tile, K and V are
- * transposed once, then every query tile that may see it recomputes S = Q K^T and
- * P = exp(S - lse), and dV += P^T dO, dP = dO V^T, dS = P (dP - D) scale, dK += dS^T Q,
- * dQ += dS K. One thread owns a whole head, so no two threads write the same gradient and
- * the summation order is fixed: results are bit-identical for a given thread count.
+ * Backward, per work item (batch, head, usually all its keys): D = rowsum(dO * O); for each
+ * key tile, K and V are transposed once, then every query tile that may see it recomputes
+ * S = Q K^T and P = exp(S - lse), and dV += P^T dO, dP = dO V^T, dS = P (dP - D) scale,
+ * dK += dS^T Q, dQ += dS K. No two threads write the same gradient (see backward_job for
+ * heads split into key groups) and the summation order is fixed: results are bit-identical
+ * for a given thread count.
  *
  * Memory (scratch_per_thread): the forward uses 64 (d + dv + 67) floats per thread, the
- * backward 64 (2 d + 2 dv + 128) + Lq; nothing grows with Lq * Lk except the optional
- * weights output. */
+ * backward 64 (2 d + 2 dv + 128) + Lq, plus groups * B * H * Lq * d partial dq floats when
+ * heads are split into key groups; nothing grows with Lq * Lk except the optional weights
+ * output. */
 #include "attention/sdpa_internal.h"
 
 #include <math.h>
@@ -202,7 +204,7 @@ static int scratch_floats(const int64_t (*terms)[2], int count, size_t *floats)
 }
 
 /* The floats one thread's scratch holds, matching the take() calls of forward_tile and
- * backward_head. */
+ * backward_item. */
 static int scratch_per_thread(const sdpa_problem *p, int backward, size_t *floats)
 {
     if (!backward) {
@@ -358,12 +360,40 @@ attn_status attn_sdpa_tiled_forward(const sdpa_problem *p, const sdpa_kernels *k
 
 /* ---- backward -------------------------------------------------------------------------- */
 
+/* Work item = (head, key group). With one group per head a thread owns the whole head and
+ * adds into dq directly. When the heads do not spread evenly over the threads (fewer heads
+ * than threads, or an uneven count of few heads), each head's key tiles are dealt into
+ * groups instead: a group owns its key tiles' dk and dv rows but shares dq with the head's
+ * other groups, so it accumulates dq into a partial buffer of its own, and the partials are
+ * added to dq in group order at the end. The grouping depends only on the sizes and the
+ * thread count, so results stay bit-identical at a fixed thread count. */
 typedef struct backward_job {
     const sdpa_problem *p;
     const sdpa_kernels *kern;
+    int64_t groups, key_tiles;
+    float *dq_partial; /* [groups, B*H, Lq, d] when groups > 1 */
     float *scratch;
     size_t scratch_per_thread;
 } backward_job;
+
+static int64_t backward_groups(const sdpa_problem *p, int threads)
+{
+    const int64_t heads = p->batch * p->heads;
+    const int64_t key_tiles = (p->len_k + BACKWARD_K_TILE - 1) / BACKWARD_K_TILE;
+    if (threads <= 1 || heads % threads == 0 || heads >= 4 * threads)
+        return 1;
+    return max64(1, min64(threads, key_tiles));
+}
+
+/* The key tile at a position of a head's work: in order with one group; otherwise dealt
+ * first, last, second, second to last... so that each group's contiguous share holds as
+ * many early key tiles (which a causal mask lets more queries see) as late ones. */
+static int64_t backward_key_tile(const backward_job *job, int64_t position)
+{
+    if (job->groups == 1)
+        return position;
+    return position % 2 == 0 ? position / 2 : job->key_tiles - 1 - position / 2;
+}
 
 static void add_rows(float *dst, int64_t dst_stride, const float *src, int64_t rows, int64_t width)
 {
@@ -372,10 +402,11 @@ static void add_rows(float *dst, int64_t dst_stride, const float *src, int64_t r
             dst[r * dst_stride + x] += src[r * width + x];
 }
 
-static void backward_head(const backward_job *job, int64_t b, int64_t h, float *scratch)
+static void backward_item(const backward_job *job, int64_t head, int64_t group, float *scratch)
 {
     const sdpa_problem *p = job->p;
     const sdpa_kernels *kern = job->kern;
+    const int64_t b = head / p->heads, h = head % p->heads;
     const int64_t d = p->dim, dv = p->dim_v, ld = BACKWARD_K_TILE;
     float *cursor = scratch;
     float *k_t = take(&cursor, d * ld), *v_t = take(&cursor, dv * ld);
@@ -387,9 +418,15 @@ static void backward_head(const backward_job *job, int64_t b, int64_t h, float *
     const float *q = view_at(&p->q, b, h, 0), *k = view_at(&p->k, b, h, 0);
     const float *v = view_at(&p->v, b, h, 0), *out = view_at(&p->out, b, h, 0);
     const float *grad_out = view_at(&p->grad_out, b, h, 0);
-    float *dq = view_at(&p->dq, b, h, 0), *dk = view_at(&p->dk, b, h, 0);
-    float *dvals = view_at(&p->dv, b, h, 0);
-    const float *lse = p->saved_lse + (b * p->heads + h) * p->len_q;
+    float *dk = view_at(&p->dk, b, h, 0), *dvals = view_at(&p->dv, b, h, 0);
+    float *dq = view_at(&p->dq, b, h, 0);
+    int64_t dq_stride = p->dq.row_stride;
+    if (job->groups > 1) {
+        dq = job->dq_partial + (group * p->batch * p->heads + head) * p->len_q * d;
+        dq_stride = d;
+        fill(dq, p->len_q * d, 0.0f);
+    }
+    const float *lse = p->saved_lse + head * p->len_q;
     const uint8_t *padding_row =
         p->key_padding_mask != NULL ? p->key_padding_mask + b * p->len_k : NULL;
     const int64_t qs = p->q.row_stride, ks = p->k.row_stride, gs = p->grad_out.row_stride;
@@ -400,7 +437,10 @@ static void backward_head(const backward_job *job, int64_t b, int64_t h, float *
             sum += grad_out[i * gs + y] * out[i * p->out.row_stride + y];
         delta[i] = sum;
     }
-    for (int64_t j0 = 0; j0 < p->len_k; j0 += BACKWARD_K_TILE) {
+    const int64_t first = group * job->key_tiles / job->groups;
+    const int64_t last = (group + 1) * job->key_tiles / job->groups;
+    for (int64_t position = first; position < last; position++) {
+        const int64_t j0 = backward_key_tile(job, position) * BACKWARD_K_TILE;
         const int64_t nk = min64(BACKWARD_K_TILE, p->len_k - j0);
         int64_t i_begin, i_end;
         queries_for_keys(p, j0, j0 + nk, &i_begin, &i_end);
@@ -423,8 +463,8 @@ static void backward_head(const backward_job *job, int64_t b, int64_t h, float *
             kern->gemm(nk, dv, nq, probs, 1, ld, grad_out + i0 * gs, gs, dv_acc, dv, SDPA_GEMM_ADD,
                        NULL);
             kern->gemm(nk, d, nq, grad, 1, ld, q + i0 * qs, qs, dk_acc, d, SDPA_GEMM_ADD, NULL);
-            kern->gemm(nq, d, nk, grad, ld, 1, k + j0 * ks, ks, dq + i0 * p->dq.row_stride,
-                       p->dq.row_stride, SDPA_GEMM_ADD, NULL);
+            kern->gemm(nq, d, nk, grad, ld, 1, k + j0 * ks, ks, dq + i0 * dq_stride, dq_stride,
+                       SDPA_GEMM_ADD, NULL);
         }
         add_rows(dk + j0 * p->dk.row_stride, p->dk.row_stride, dk_acc, nk, d);
         add_rows(dvals + j0 * p->dv.row_stride, p->dv.row_stride, dv_acc, nk, dv);
@@ -435,20 +475,58 @@ static void backward_items(void *ctx, int64_t begin, int64_t end, int thread_ind
 {
     const backward_job *job = ctx;
     float *scratch = job->scratch + (size_t)thread_index * job->scratch_per_thread;
-    for (int64_t head = begin; head < end; head++)
-        backward_head(job, head / job->p->heads, head % job->p->heads, scratch);
+    for (int64_t item = begin; item < end; item++)
+        backward_item(job, item / job->groups, item % job->groups, scratch);
+}
+
+/* dq += the groups' partial sums, added in group order; work item = one query row. */
+static void reduce_dq_rows(void *ctx, int64_t begin, int64_t end, int thread_index)
+{
+    const backward_job *job = ctx;
+    const sdpa_problem *p = job->p;
+    const int64_t d = p->dim, rows_per_group = p->batch * p->heads * p->len_q;
+    (void)thread_index;
+    for (int64_t row = begin; row < end; row++) {
+        const int64_t head = row / p->len_q, i = row % p->len_q;
+        float *dq = view_at(&p->dq, head / p->heads, head % p->heads, i);
+        for (int64_t x = 0; x < d; x++) {
+            float sum = 0;
+            for (int64_t g = 0; g < job->groups; g++)
+                sum += job->dq_partial[(g * rows_per_group + row) * d + x];
+            dq[x] += sum;
+        }
+    }
 }
 
 attn_status attn_sdpa_tiled_backward(const sdpa_problem *p, const sdpa_kernels *kern)
 {
-    backward_job job = {p, kern, NULL, 0};
+    const int threads = attn_parallel_threads();
+    backward_job job = {p,
+                        kern,
+                        backward_groups(p, threads),
+                        (p->len_k + BACKWARD_K_TILE - 1) / BACKWARD_K_TILE,
+                        NULL,
+                        NULL,
+                        0};
     if (!scratch_per_thread(p, 1, &job.scratch_per_thread))
         return ATTN_ERR_OUT_OF_MEMORY;
-    int threads = attn_parallel_threads();
     job.scratch = alloc_scratch(job.scratch_per_thread, threads);
     if (job.scratch == NULL)
         return ATTN_ERR_OUT_OF_MEMORY;
-    attn_parallel_for(p->batch * p->heads, 1, backward_items, &job);
+    const int64_t dq_rows = p->batch * p->heads * p->len_q;
+    if (job.groups > 1) {
+        size_t partial_floats;
+        if (attn_mul_size((size_t)(job.groups * dq_rows), (size_t)p->dim, &partial_floats))
+            job.dq_partial = alloc_scratch(partial_floats, 1);
+        if (job.dq_partial == NULL) {
+            attn_aligned_free(job.scratch);
+            return ATTN_ERR_OUT_OF_MEMORY;
+        }
+    }
+    attn_parallel_for(p->batch * p->heads * job.groups, 1, backward_items, &job);
+    if (job.groups > 1)
+        attn_parallel_for(dq_rows, 64, reduce_dq_rows, &job);
+    attn_aligned_free(job.dq_partial);
     attn_aligned_free(job.scratch);
     return ATTN_OK;
 }
