@@ -5,37 +5,56 @@
 #include <math.h>
 #include <string.h>
 
-#define PANEL 64 /* columns of C accumulated at once, kept in L1 */
+/* Register block of C: 4 rows x 8 columns of accumulators fit the 16 registers of the
+ * baseline x86-64 vector unit (SSE2) along with a row of B. */
+enum { BLOCK_ROWS = 4, BLOCK_COLS = 8 };
+
+/* A block of up to BLOCK_ROWS x BLOCK_COLS of C; full blocks take the fixed-size loops the
+ * compiler unrolls and vectorises. */
+static void gemm_block(int64_t rows, int64_t width, int64_t k, const float *a,
+                       int64_t a_row_stride, int64_t a_inner_stride, const float *b, int64_t ldb,
+                       float *c, int64_t ldc, sdpa_gemm_mode mode, const float *column_scale)
+{
+    float acc[BLOCK_ROWS][BLOCK_COLS] = {{0}};
+    if (rows == BLOCK_ROWS && width == BLOCK_COLS) {
+        for (int64_t p = 0; p < k; p++) {
+            const float *b_row = b + p * ldb;
+            for (int r = 0; r < BLOCK_ROWS; r++) {
+                const float a_elem = a[r * a_row_stride + p * a_inner_stride];
+                for (int x = 0; x < BLOCK_COLS; x++)
+                    acc[r][x] += a_elem * b_row[x];
+            }
+        }
+    } else {
+        for (int64_t p = 0; p < k; p++) {
+            const float *b_row = b + p * ldb;
+            for (int64_t r = 0; r < rows; r++) {
+                const float a_elem = a[r * a_row_stride + p * a_inner_stride];
+                for (int64_t x = 0; x < width; x++)
+                    acc[r][x] += a_elem * b_row[x];
+            }
+        }
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        float *c_row = c + r * ldc;
+        for (int64_t x = 0; x < width; x++)
+            c_row[x] = mode == SDPA_GEMM_STORE ? acc[r][x]
+                       : mode == SDPA_GEMM_ADD ? c_row[x] + acc[r][x]
+                                               : c_row[x] * column_scale[x] + acc[r][x];
+    }
+}
 
 static void portable_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t a_row_stride,
                           int64_t a_inner_stride, const float *b, int64_t ldb, float *c,
                           int64_t ldc, sdpa_gemm_mode mode, const float *column_scale)
 {
-    float acc[PANEL];
-    for (int64_t r = 0; r < m; r++) {
-        const float *a_row = a + r * a_row_stride;
-        float *c_row = c + r * ldc;
-        for (int64_t n0 = 0; n0 < n; n0 += PANEL) {
-            int64_t width = n - n0 < PANEL ? n - n0 : PANEL;
-            for (int64_t x = 0; x < width; x++)
-                acc[x] = 0;
-            for (int64_t p = 0; p < k; p++) {
-                const float a_elem = a_row[p * a_inner_stride];
-                const float *b_row = b + p * ldb + n0;
-                for (int64_t x = 0; x < width; x++)
-                    acc[x] += a_elem * b_row[x];
-            }
-            float *c_out = c_row + n0;
-            if (mode == SDPA_GEMM_STORE)
-                for (int64_t x = 0; x < width; x++)
-                    c_out[x] = acc[x];
-            else if (mode == SDPA_GEMM_ADD)
-                for (int64_t x = 0; x < width; x++)
-                    c_out[x] += acc[x];
-            else
-                for (int64_t x = 0; x < width; x++)
-                    c_out[x] = c_out[x] * column_scale[n0 + x] + acc[x];
-        }
+    for (int64_t n0 = 0; n0 < n; n0 += BLOCK_COLS) {
+        const int64_t width = n - n0 < BLOCK_COLS ? n - n0 : BLOCK_COLS;
+        for (int64_t r0 = 0; r0 < m; r0 += BLOCK_ROWS)
+            gemm_block(m - r0 < BLOCK_ROWS ? m - r0 : BLOCK_ROWS, width, k,
+                       a + r0 * a_row_stride, a_row_stride, a_inner_stride, b + n0, ldb,
+                       c + r0 * ldc + n0, ldc, mode,
+                       column_scale != NULL ? column_scale + n0 : NULL);
     }
 }
 
