@@ -1,9 +1,10 @@
 /* Scaled dot-product attention: argument checks, dispatch, and the scalar reference.
  *
- * The reference is the textbook formula in double precision, one row of scores at a time:
- * it is what ATTN_ISA_REFERENCE runs and what the tests compare every optimized version
- * with. The float entry points copy the (possibly strided) views into contiguous doubles,
- * run the double reference and copy the results back. */
+ * ATTN_ISA_REFERENCE runs the reference below; every other instruction set runs the tiled
+ * flash-attention algorithm (sdpa_tiled.c) with its own kernels. The reference is the
+ * textbook formula in double precision, one row of scores at a time, and is what the tests
+ * compare every optimized version with: the float entry points copy the (possibly strided)
+ * views into contiguous doubles, run it, and copy the results back. */
 #include "attention/sdpa_internal.h"
 
 #include <math.h>
