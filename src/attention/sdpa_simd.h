@@ -194,7 +194,7 @@ static void simd_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t a
 static void simd_transpose(const float *src, int64_t src_stride, int64_t rows, int64_t cols,
                            float *dst, int64_t dst_stride, const float *column_scale, float scale)
 {
-    if (src_stride > INT32_MAX / VLEN) {
+    if (src_stride > INT32_MAX / VLEN || src_stride < -(INT32_MAX / VLEN)) {
         for (int64_t c = 0; c < cols; c++) {
             const float factor = column_scale != NULL ? column_scale[c] : scale;
             for (int64_t r = 0; r < rows; r++)

@@ -670,6 +670,41 @@ static void test_fast_exp_accuracy(void)
     }
 }
 
+/* The kernels' transpose, with and without per-column scales, for strides that fit the
+ * gathers' 32-bit offsets, negative ones, and ones too large for them. */
+static void test_kernel_transpose(void)
+{
+    enum { ROWS = 19, COLS = 23, SRC_STRIDE = 29, DST_STRIDE = 31 };
+    static float src[ROWS * SRC_STRIDE], dst[COLS * DST_STRIDE], scale[COLS];
+    test_fill_uniform(src, ROWS * SRC_STRIDE, -1.0f, 1.0f, 3);
+    test_fill_uniform(scale, COLS, 0.5f, 2.0f, 4);
+    for (int s = 1; s < 4; s++) {
+        const sdpa_kernels *kern = attn_sdpa_kernels_for(all_isas[s]);
+        if (!attn_isa_supported(all_isas[s]) || kern == NULL)
+            continue;
+        int ok = 1;
+        for (int scaled = 0; scaled <= 1; scaled++) {
+            kern->transpose(src, SRC_STRIDE, ROWS, COLS, dst, DST_STRIDE, scaled ? scale : NULL,
+                            0.25f);
+            for (int r = 0; r < ROWS; r++)
+                for (int c = 0; c < COLS; c++)
+                    ok &= dst[c * DST_STRIDE + r] ==
+                          src[r * SRC_STRIDE + c] * (scaled ? scale[c] : 0.25f);
+        }
+        /* Rows read backwards through a negative stride. */
+        kern->transpose(src + (ROWS - 1) * SRC_STRIDE, -SRC_STRIDE, ROWS, COLS, dst, DST_STRIDE,
+                        NULL, 1.0f);
+        for (int r = 0; r < ROWS; r++)
+            for (int c = 0; c < COLS; c++)
+                ok &= dst[c * DST_STRIDE + r] == src[(ROWS - 1 - r) * SRC_STRIDE + c];
+        /* One row with a stride beyond 32-bit gather offsets: only that row is read. */
+        kern->transpose(src, (int64_t)1 << 40, 1, COLS, dst, DST_STRIDE, NULL, 2.0f);
+        for (int c = 0; c < COLS; c++)
+            ok &= dst[c * DST_STRIDE] == src[c] * 2.0f;
+        CHECK(ok, "%s transpose", attn_isa_name(all_isas[s]));
+    }
+}
+
 /* ---- bad input ------------------------------------------------------------------------ */
 
 static void test_bad_input_is_rejected(void)
@@ -794,6 +829,7 @@ int main(void)
     RUN_TEST(test_reference_matches_dense_formulation);
     RUN_TEST(test_reference_gradients_match_finite_differences);
     RUN_TEST(test_fast_exp_accuracy);
+    RUN_TEST(test_kernel_transpose);
     RUN_TEST(test_every_isa_matches_reference_over_sizes);
     RUN_TEST(test_every_isa_matches_reference_for_every_mask);
     RUN_TEST(test_results_are_deterministic);
