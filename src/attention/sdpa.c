@@ -1,9 +1,10 @@
 /* Scaled dot-product attention: argument checks, dispatch, and the scalar reference.
  *
- * The reference is the textbook formula in double precision, one row of scores at a time:
- * it is what ATTN_ISA_REFERENCE runs and what the tests compare every optimized version
- * with. The float entry points copy the (possibly strided) views into contiguous doubles,
- * run the double reference and copy the results back. */
+ * ATTN_ISA_REFERENCE runs the reference below; every other instruction set runs the tiled
+ * flash-attention algorithm (sdpa_tiled.c) with its own kernels. The reference is the
+ * textbook formula in double precision, one row of scores at a time, and is what the tests
+ * compare every optimized version with: the float entry points copy the (possibly strided)
+ * views into contiguous doubles, run it, and copy the results back. */
 #include "attention/sdpa_internal.h"
 
 #include <math.h>
@@ -67,9 +68,9 @@ static double *alloc_doubles(int64_t count)
     return p;
 }
 
-attn_status attn_sdpa_reference_forward_f64(const sdpa_problem *p, const double *q,
-                                            const double *k, const double *v, double *out,
-                                            double *lse, double *weights)
+attn_status attn_sdpa_reference_forward_f64(const sdpa_problem *p, const double *q, const double *k,
+                                            const double *v, double *out, double *lse,
+                                            double *weights)
 {
     double *probs = alloc_doubles(p->len_k);
     if (probs == NULL)
@@ -171,8 +172,8 @@ static void gather(const sdpa_view *view, const sdpa_problem *p, int64_t len, in
     for (int64_t b = 0; b < p->batch; b++)
         for (int64_t h = 0; h < p->heads; h++)
             for (int64_t l = 0; l < len; l++) {
-                const float *src =
-                    view->data + b * view->batch_stride + h * view->head_stride + l * view->row_stride;
+                const float *src = view->data + b * view->batch_stride + h * view->head_stride +
+                                   l * view->row_stride;
                 for (int64_t x = 0; x < width; x++)
                     *dst++ = src[x];
             }
@@ -185,8 +186,8 @@ static void scatter(const double *src, const sdpa_problem *p, int64_t len, int64
     for (int64_t b = 0; b < p->batch; b++)
         for (int64_t h = 0; h < p->heads; h++)
             for (int64_t l = 0; l < len; l++) {
-                float *dst =
-                    view->data + b * view->batch_stride + h * view->head_stride + l * view->row_stride;
+                float *dst = view->data + b * view->batch_stride + h * view->head_stride +
+                             l * view->row_stride;
                 for (int64_t x = 0; x < width; x++, src++)
                     dst[x] = (float)(accumulate ? (double)dst[x] + *src : *src);
             }
@@ -288,15 +289,14 @@ static attn_status check_view(const char *fn, const char *name, const attn_tenso
     return ATTN_OK;
 }
 
-static attn_status check_shape(const char *fn, const char *name, const attn_tensor *t,
-                               int64_t b, int64_t h, int64_t len, int64_t width)
+static attn_status check_shape(const char *fn, const char *name, const attn_tensor *t, int64_t b,
+                               int64_t h, int64_t len, int64_t width)
 {
-    ATTN_CHECK_ARG(t->shape[0] == b && t->shape[1] == h && t->shape[2] == len &&
-                       t->shape[3] == width,
-                   "%s: %s has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld, %lld]",
-                   fn, name, (long long)t->shape[0], (long long)t->shape[1],
-                   (long long)t->shape[2], (long long)t->shape[3], (long long)b, (long long)h,
-                   (long long)len, (long long)width);
+    ATTN_CHECK_ARG(
+        t->shape[0] == b && t->shape[1] == h && t->shape[2] == len && t->shape[3] == width,
+        "%s: %s has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld, %lld]", fn, name,
+        (long long)t->shape[0], (long long)t->shape[1], (long long)t->shape[2],
+        (long long)t->shape[3], (long long)b, (long long)h, (long long)len, (long long)width);
     return ATTN_OK;
 }
 
@@ -333,10 +333,12 @@ static attn_status check_common(const char *fn, const attn_tensor *q, const attn
     ATTN_CHECK_ARG(!options->attn_mask_per_head || options->attn_mask != NULL,
                    "%s: options->attn_mask_per_head is set but options->attn_mask is NULL", fn);
     p->scale = options->scale != 0.0f ? options->scale
-               : p->dim > 0        ? (float)(1.0 / sqrt((double)p->dim))
-                                   : 1.0f;
+               : p->dim > 0           ? (float)(1.0 / sqrt((double)p->dim))
+                                      : 1.0f;
     p->causal = options->causal;
-    p->window = options->window < 0 ? -1 : options->window;
+    /* A window at least as wide as both lengths excludes nothing. */
+    int window_covers_all = options->window >= p->len_q && options->window >= p->len_k;
+    p->window = options->window < 0 || window_covers_all ? -1 : options->window;
     p->key_padding_mask = options->key_padding_mask;
     p->attn_mask = options->attn_mask;
     p->attn_mask_per_head = options->attn_mask_per_head;
@@ -355,7 +357,8 @@ attn_status attn_sdpa_forward(const attn_tensor *q, const attn_tensor *k, const 
         return ATTN_OK;
     p.lse = lse;
     p.weights = p.len_k > 0 ? weights : NULL;
-    return reference_forward(&p);
+    const sdpa_kernels *kern = attn_sdpa_kernels_for(attn_active_isa());
+    return kern != NULL ? attn_sdpa_tiled_forward(&p, kern) : reference_forward(&p);
 }
 
 attn_status attn_sdpa_backward(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
@@ -378,5 +381,6 @@ attn_status attn_sdpa_backward(const attn_tensor *q, const attn_tensor *k, const
         return ATTN_OK;
     ATTN_CHECK_ARG(lse != NULL, "%s: lse must not be NULL (pass the forward's lse)", fn);
     p.saved_lse = lse;
-    return reference_backward(&p);
+    const sdpa_kernels *kern = attn_sdpa_kernels_for(attn_active_isa());
+    return kern != NULL ? attn_sdpa_tiled_backward(&p, kern) : reference_backward(&p);
 }

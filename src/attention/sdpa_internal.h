@@ -43,8 +43,8 @@ static inline const float *sdpa_attn_mask_row(const sdpa_problem *p, int64_t b, 
 
 /* Whether the boolean masks (padding, causal, window) keep key j for query i. The additive
  * mask is applied separately: a -INFINITY there also excludes the pair. */
-static inline int sdpa_pair_allowed(const sdpa_problem *p, const uint8_t *padding_row,
-                                    int64_t i, int64_t j)
+static inline int sdpa_pair_allowed(const sdpa_problem *p, const uint8_t *padding_row, int64_t i,
+                                    int64_t j)
 {
     if (padding_row != NULL && padding_row[j])
         return 0;
@@ -54,6 +54,67 @@ static inline int sdpa_pair_allowed(const sdpa_problem *p, const uint8_t *paddin
         return 0;
     return 1;
 }
+
+/* ---- optimized kernels ------------------------------------------------------------------ */
+
+/* How a tile product combines with what C already holds. */
+typedef enum sdpa_gemm_mode {
+    SDPA_GEMM_STORE,        /* C = A B */
+    SDPA_GEMM_ADD,          /* C += A B */
+    SDPA_GEMM_SCALE_COLUMNS /* C = C * column_scale[n] + A B (the online-softmax rescale) */
+} sdpa_gemm_mode;
+
+/* The instruction-set specific pieces of the tiled algorithm (sdpa_tiled.c drives them).
+ * Tiles are row-major with a row stride ld; vectors run along a row, so every per-row or
+ * per-column statistic the softmax needs is an element-wise vector operation. */
+typedef struct sdpa_kernels {
+    /* C [m x n] (ldc) combined per mode with sum_p A(r, p) B [p, :], where A(r, p) is
+     * a[r * a_row_stride + p * a_inner_stride] (any strides: A is read by broadcasting
+     * elements) and B [k x n] has row stride ldb. */
+    void (*gemm)(int64_t m, int64_t n, int64_t k, const float *a, int64_t a_row_stride,
+                 int64_t a_inner_stride, const float *b, int64_t ldb, float *c, int64_t ldc,
+                 sdpa_gemm_mode mode, const float *column_scale);
+    /* dst [c * dst_stride + r] = src [r * src_stride + c] * (column_scale ? column_scale[c]
+     * : scale) for r < rows, c < cols: moves queries or keys between the row layout of the
+     * views and the lane layout of the tiles. */
+    void (*transpose)(const float *src, int64_t src_stride, int64_t rows, int64_t cols, float *dst,
+                      int64_t dst_stride, const float *column_scale, float scale);
+    /* One online-softmax step over a tile of scores laid out [keys x queries]: per column
+     * (query), update the running max and sum with this tile, replace the scores by
+     * exp(score - new max) and write the factor that rescales the column's earlier output.
+     * Columns that have seen no unmasked score keep max = -INFINITY, sum = 0. */
+    void (*softmax_columns)(float *scores, int64_t rows, int64_t cols, int64_t ld,
+                            float *running_max, float *running_sum, float *rescale);
+    /* scores [r, c] = exp(scores [r, c] - shift[c]); a shift of -INFINITY (a fully masked
+     * query) gives 0. The exponential is exact to ~1 ulp for results above FLT_MIN and
+     * exp(-INFINITY) = 0 exactly. */
+    void (*exp_columns)(float *scores, int64_t rows, int64_t cols, int64_t ld, const float *shift);
+    /* Backward, tiles laid out [queries x keys]: probs = exp(scores - lse[r]) (0 where lse
+     * is -INFINITY), stored over scores; grad = probs * (grad - delta[r]) * scale, stored
+     * over grad (the score gradient, with the softmax scale folded in). */
+    void (*softmax_grad_rows)(float *scores, float *grad, int64_t rows, int64_t cols, int64_t ld,
+                              const float *lse, const float *delta, float scale);
+} sdpa_kernels;
+
+ATTN_INTERNAL extern const sdpa_kernels attn_sdpa_kernels_portable;
+#if defined(__x86_64__) || defined(__i386__)
+#define ATTN_SDPA_HAVE_X86 1
+ATTN_INTERNAL extern const sdpa_kernels attn_sdpa_kernels_avx2;
+ATTN_INTERNAL extern const sdpa_kernels attn_sdpa_kernels_avx512;
+#endif
+
+/* The kernels for an instruction set, NULL for ATTN_ISA_REFERENCE. */
+ATTN_INTERNAL const sdpa_kernels *attn_sdpa_kernels_for(attn_isa isa);
+
+/* The tiled flash-attention algorithm over any kernel set (sdpa_tiled.c). */
+ATTN_INTERNAL attn_status attn_sdpa_tiled_forward(const sdpa_problem *p, const sdpa_kernels *kern);
+ATTN_INTERNAL attn_status attn_sdpa_tiled_backward(const sdpa_problem *p, const sdpa_kernels *kern);
+
+/* Bytes of scratch the tiled forward (backward = 0) or backward allocates for p when run on
+ * the given number of threads; 0 with a message if the size overflows. The benchmark
+ * reports it as the library's own extra memory. */
+ATTN_INTERNAL int attn_sdpa_scratch_bytes(const sdpa_problem *p, int backward, int threads,
+                                          size_t *bytes);
 
 /* ---- double-precision reference ------------------------------------------------------- */
 

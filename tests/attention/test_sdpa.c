@@ -45,8 +45,8 @@ typedef struct sdpa_case {
     sdpa_problem problem; /* masks and scale only, for the double reference */
 } sdpa_case;
 
-static sdpa_case case_make(int64_t batch, int64_t heads, int64_t len_q, int64_t len_k,
-                           int64_t dim, int64_t dim_v, const mask_spec *spec, uint64_t seed)
+static sdpa_case case_make(int64_t batch, int64_t heads, int64_t len_q, int64_t len_k, int64_t dim,
+                           int64_t dim_v, const mask_spec *spec, uint64_t seed)
 {
     sdpa_case c;
     memset(&c, 0, sizeof c);
@@ -103,11 +103,26 @@ static void case_free(sdpa_case *c)
     free(c->additive);
 }
 
-static size_t q_count(const sdpa_case *c) { return (size_t)(c->batch * c->heads * c->len_q * c->dim); }
-static size_t k_count(const sdpa_case *c) { return (size_t)(c->batch * c->heads * c->len_k * c->dim); }
-static size_t v_count(const sdpa_case *c) { return (size_t)(c->batch * c->heads * c->len_k * c->dim_v); }
-static size_t o_count(const sdpa_case *c) { return (size_t)(c->batch * c->heads * c->len_q * c->dim_v); }
-static size_t rows(const sdpa_case *c) { return (size_t)(c->batch * c->heads * c->len_q); }
+static size_t q_count(const sdpa_case *c)
+{
+    return (size_t)(c->batch * c->heads * c->len_q * c->dim);
+}
+static size_t k_count(const sdpa_case *c)
+{
+    return (size_t)(c->batch * c->heads * c->len_k * c->dim);
+}
+static size_t v_count(const sdpa_case *c)
+{
+    return (size_t)(c->batch * c->heads * c->len_k * c->dim_v);
+}
+static size_t o_count(const sdpa_case *c)
+{
+    return (size_t)(c->batch * c->heads * c->len_q * c->dim_v);
+}
+static size_t rows(const sdpa_case *c)
+{
+    return (size_t)(c->batch * c->heads * c->len_q);
+}
 
 /* Whether (b, h, i, j) takes part, straight from the mask definitions. */
 static int pair_allowed(const sdpa_case *c, int64_t b, int64_t h, int64_t i, int64_t j)
@@ -138,8 +153,8 @@ static double additive_value(const sdpa_case *c, int64_t b, int64_t h, int64_t i
 
 /* Independent dense formulation: the full score matrix of a head, explicit mask predicate,
  * softmax, then weights times values. */
-static void dense_forward(const sdpa_case *c, const double *q, const double *k,
-                          const double *v, double *out, double *lse, double *weights)
+static void dense_forward(const sdpa_case *c, const double *q, const double *k, const double *v,
+                          double *out, double *lse, double *weights)
 {
     for (int64_t b = 0; b < c->batch; b++)
         for (int64_t h = 0; h < c->heads; h++)
@@ -195,8 +210,8 @@ static void test_reference_matches_dense_formulation(void)
         dense_forward(&c, q, k, v, dense_out, dense_lse, dense_weights);
         CHECK(test_max_abs_diff_double(out, dense_out, o_count(&c)) < 1e-13, "%s: out",
               c.spec.name);
-        CHECK(test_max_abs_diff_double(weights, dense_weights, w_count) < 1e-13,
-              "%s: weights", c.spec.name);
+        CHECK(test_max_abs_diff_double(weights, dense_weights, w_count) < 1e-13, "%s: weights",
+              c.spec.name);
         int lse_ok = 1, masked_rows = 0;
         for (size_t r = 0; r < rows(&c); r++) {
             if (dense_lse[r] == -INFINITY) {
@@ -216,8 +231,8 @@ static void test_reference_matches_dense_formulation(void)
 }
 
 /* loss = sum(out * grad_out), so d loss / d x is what the backward returns for grad_out. */
-static double reference_loss(const sdpa_case *c, const double *q, const double *k,
-                             const double *v, const double *grad_out, double *out_scratch)
+static double reference_loss(const sdpa_case *c, const double *q, const double *k, const double *v,
+                             const double *grad_out, double *out_scratch)
 {
     attn_sdpa_reference_forward_f64(&c->problem, q, k, v, out_scratch, NULL, NULL);
     double loss = 0;
@@ -228,8 +243,8 @@ static double reference_loss(const sdpa_case *c, const double *q, const double *
 
 /* Central differences of the loss in each element of x, against the analytic gradient. */
 static int check_gradient(const sdpa_case *c, const char *what, double *x, size_t n,
-                          const double *analytic, const double *q, const double *k,
-                          const double *v, const double *grad_out, double *out_scratch)
+                          const double *analytic, const double *q, const double *k, const double *v,
+                          const double *grad_out, double *out_scratch)
 {
     const double eps = 1e-6;
     int ok = 1;
@@ -275,12 +290,12 @@ static void gradient_check_case(int64_t batch, int64_t heads, int64_t len_q, int
         dk[e] -= dk0[e];
     for (size_t e = 0; e < v_count(&c); e++)
         dv[e] -= dv0[e];
-    CHECK(check_gradient(&c, "q", q, q_count(&c), dq, q, k, v, grad_out, out), "%s: dq (Lq=%lld Lk=%lld)",
-          spec->name, (long long)len_q, (long long)len_k);
-    CHECK(check_gradient(&c, "k", k, k_count(&c), dk, q, k, v, grad_out, out), "%s: dk (Lq=%lld Lk=%lld)",
-          spec->name, (long long)len_q, (long long)len_k);
-    CHECK(check_gradient(&c, "v", v, v_count(&c), dv, q, k, v, grad_out, out), "%s: dv (Lq=%lld Lk=%lld)",
-          spec->name, (long long)len_q, (long long)len_k);
+    CHECK(check_gradient(&c, "q", q, q_count(&c), dq, q, k, v, grad_out, out),
+          "%s: dq (Lq=%lld Lk=%lld)", spec->name, (long long)len_q, (long long)len_k);
+    CHECK(check_gradient(&c, "k", k, k_count(&c), dk, q, k, v, grad_out, out),
+          "%s: dk (Lq=%lld Lk=%lld)", spec->name, (long long)len_q, (long long)len_k);
+    CHECK(check_gradient(&c, "v", v, v_count(&c), dv, q, k, v, grad_out, out),
+          "%s: dv (Lq=%lld Lk=%lld)", spec->name, (long long)len_q, (long long)len_k);
     if (spec->fully_masked_row) {
         int zero = 1;
         for (int64_t head = 0; head < batch * heads; head++)
@@ -302,9 +317,524 @@ static void test_reference_gradients_match_finite_differences(void)
     }
 }
 
+/* ---- the float API against the double reference ------------------------------------- */
+
+/* Float tensors for one case. Each lives inside a larger buffer laid out [B, L, H, width + 3]
+ * and is viewed as [B, H, L, width], so the views are strided in every dimension but the
+ * last, like heads read in place from a batch-first projection. */
+typedef struct strided {
+    float *storage;
+    size_t storage_count;
+    attn_tensor view;
+} strided;
+
+static strided strided_make(int64_t batch, int64_t heads, int64_t len, int64_t width,
+                            int interleaved)
+{
+    strided t;
+    const int64_t pad = interleaved ? 3 : 0;
+    t.storage_count = (size_t)(batch * len * heads * (width + pad));
+    t.storage = test_alloc(t.storage_count * sizeof(float));
+    memset(&t.view, 0, sizeof t.view);
+    t.view.data = t.storage;
+    t.view.ndim = 4;
+    t.view.shape[0] = batch;
+    t.view.shape[1] = heads;
+    t.view.shape[2] = len;
+    t.view.shape[3] = width;
+    if (interleaved) {
+        t.view.stride[0] = len * heads * (width + pad);
+        t.view.stride[1] = width + pad;
+        t.view.stride[2] = heads * (width + pad);
+    } else {
+        t.view.stride[0] = heads * len * width;
+        t.view.stride[1] = len * width;
+        t.view.stride[2] = width;
+    }
+    t.view.stride[3] = 1;
+    return t;
+}
+
+static float *strided_at(const strided *t, int64_t b, int64_t h, int64_t l)
+{
+    return t->view.data + b * t->view.stride[0] + h * t->view.stride[1] + l * t->view.stride[2];
+}
+
+/* Fills the viewed elements (and only them) from a contiguous double array. */
+static void strided_set(strided *t, const double *src)
+{
+    const int64_t *shape = t->view.shape;
+    for (int64_t b = 0; b < shape[0]; b++)
+        for (int64_t h = 0; h < shape[1]; h++)
+            for (int64_t l = 0; l < shape[2]; l++)
+                for (int64_t x = 0; x < shape[3]; x++)
+                    strided_at(t, b, h, l)[x] = (float)*src++;
+}
+
+static void strided_get(const strided *t, float *dst)
+{
+    const int64_t *shape = t->view.shape;
+    for (int64_t b = 0; b < shape[0]; b++)
+        for (int64_t h = 0; h < shape[1]; h++)
+            for (int64_t l = 0; l < shape[2]; l++)
+                for (int64_t x = 0; x < shape[3]; x++)
+                    *dst++ = strided_at(t, b, h, l)[x];
+}
+
+/* Doubles that are exactly representable as floats, so float runs see the same inputs. */
+static double *random_float_values(size_t n, uint64_t seed, double range)
+{
+    double *x = random_doubles(n, seed);
+    for (size_t e = 0; e < n; e++)
+        x[e] = (double)(float)(x[e] * range);
+    return x;
+}
+
+typedef struct run_result {
+    float *out, *lse, *weights, *dq, *dk, *dv;
+} run_result;
+
+static void run_result_free(run_result *r)
+{
+    free(r->out), free(r->lse), free(r->weights), free(r->dq), free(r->dk), free(r->dv);
+}
+
+/* Runs the float forward (with lse and weights) and backward through the public API on the
+ * current instruction set. Gradients start from random values so accumulation is
+ * exercised; the returned gradients have them subtracted back out. Memory around the viewed
+ * elements holds NaN, which would leak into any result that reads it. */
+static int run_api(const sdpa_case *c, const double *q, const double *k, const double *v,
+                   const double *grad_out, int interleaved, run_result *r)
+{
+    strided tq = strided_make(c->batch, c->heads, c->len_q, c->dim, interleaved);
+    strided tk = strided_make(c->batch, c->heads, c->len_k, c->dim, interleaved);
+    strided tv = strided_make(c->batch, c->heads, c->len_k, c->dim_v, interleaved);
+    strided to = strided_make(c->batch, c->heads, c->len_q, c->dim_v, interleaved);
+    strided tg = strided_make(c->batch, c->heads, c->len_q, c->dim_v, interleaved);
+    strided tdq = strided_make(c->batch, c->heads, c->len_q, c->dim, interleaved);
+    strided tdk = strided_make(c->batch, c->heads, c->len_k, c->dim, interleaved);
+    strided tdv = strided_make(c->batch, c->heads, c->len_k, c->dim_v, interleaved);
+    strided *all[] = {&tq, &tk, &tv, &to, &tg, &tdq, &tdk, &tdv};
+    for (int t = 0; t < 8; t++)
+        for (size_t e = 0; e < all[t]->storage_count; e++)
+            all[t]->storage[e] = NAN;
+    strided_set(&tq, q);
+    strided_set(&tk, k);
+    strided_set(&tv, v);
+    strided_set(&tg, grad_out);
+    double *init_q = random_float_values(q_count(c), 91, 1.0);
+    double *init_k = random_float_values(k_count(c), 92, 1.0);
+    double *init_v = random_float_values(v_count(c), 93, 1.0);
+    strided_set(&tdq, init_q);
+    strided_set(&tdk, init_k);
+    strided_set(&tdv, init_v);
+
+    r->out = test_alloc(o_count(c) * sizeof(float));
+    r->lse = test_alloc(rows(c) * sizeof(float));
+    r->weights = test_alloc(rows(c) * (size_t)c->len_k * sizeof(float));
+    r->dq = test_alloc(q_count(c) * sizeof(float));
+    r->dk = test_alloc(k_count(c) * sizeof(float));
+    r->dv = test_alloc(v_count(c) * sizeof(float));
+    for (size_t e = 0; e < rows(c) * (size_t)c->len_k; e++)
+        r->weights[e] = NAN;
+    attn_status forward =
+        attn_sdpa_forward(&tq.view, &tk.view, &tv.view, &c->options, &to.view, r->lse, r->weights);
+    attn_status backward =
+        forward != ATTN_OK ? forward
+                           : attn_sdpa_backward(&tq.view, &tk.view, &tv.view, &c->options, &to.view,
+                                                r->lse, &tg.view, &tdq.view, &tdk.view, &tdv.view);
+    strided_get(&to, r->out);
+    strided_get(&tdq, r->dq);
+    strided_get(&tdk, r->dk);
+    strided_get(&tdv, r->dv);
+    for (size_t e = 0; e < q_count(c); e++)
+        r->dq[e] = (float)((double)r->dq[e] - init_q[e]);
+    for (size_t e = 0; e < k_count(c); e++)
+        r->dk[e] = (float)((double)r->dk[e] - init_k[e]);
+    for (size_t e = 0; e < v_count(c); e++)
+        r->dv[e] = (float)((double)r->dv[e] - init_v[e]);
+    free(init_q), free(init_k), free(init_v);
+    for (int t = 0; t < 8; t++)
+        free(all[t]->storage);
+    CHECK(forward == ATTN_OK && backward == ATTN_OK, "%s: %s", c->spec.name, attn_last_error());
+    return forward == ATTN_OK && backward == ATTN_OK;
+}
+
+static int lse_close(const float *lse, const double *ref, size_t n, double atol)
+{
+    int ok = 1;
+    for (size_t e = 0; e < n; e++) {
+        if (ref[e] == -INFINITY)
+            ok &= lse[e] == -INFINITY;
+        else
+            ok &= fabs((double)lse[e] - ref[e]) <= atol * (1 + fabs(ref[e]));
+    }
+    return ok;
+}
+
+static int all_finite(const float *x, size_t n)
+{
+    for (size_t e = 0; e < n; e++)
+        if (!isfinite(x[e]))
+            return 0;
+    return 1;
+}
+
+/* Float results of the current instruction set against the double reference. Tolerances:
+ * float rounding of scores of size up to ~sqrt(d) and sums over up to 150 keys, with
+ * gradients looser than outputs because they chain two such sums. */
+static void compare_with_reference(int64_t batch, int64_t heads, int64_t len_q, int64_t len_k,
+                                   int64_t dim, int64_t dim_v, const mask_spec *spec,
+                                   int interleaved, uint64_t seed)
+{
+    sdpa_case c = case_make(batch, heads, len_q, len_k, dim, dim_v, spec, seed);
+    double *q = random_float_values(q_count(&c), seed + 1, 2.0);
+    double *k = random_float_values(k_count(&c), seed + 2, 2.0);
+    double *v = random_float_values(v_count(&c), seed + 3, 1.0);
+    double *grad_out = random_float_values(o_count(&c), seed + 4, 1.0);
+    double *out = test_alloc(o_count(&c) * sizeof(double));
+    double *lse = test_alloc(rows(&c) * sizeof(double));
+    double *weights = test_alloc(rows(&c) * (size_t)len_k * sizeof(double));
+    double *dq = test_alloc(q_count(&c) * sizeof(double));
+    double *dk = test_alloc(k_count(&c) * sizeof(double));
+    double *dv = test_alloc(v_count(&c) * sizeof(double));
+    CHECK_OK(attn_sdpa_reference_forward_f64(&c.problem, q, k, v, out, lse, weights));
+    CHECK_OK(attn_sdpa_reference_backward_f64(&c.problem, q, k, v, grad_out, dq, dk, dv));
+
+    run_result r;
+    if (run_api(&c, q, k, v, grad_out, interleaved, &r)) {
+        char what[160];
+        const double atol = 2e-5 * (1 + sqrt((double)dim) / 4), rtol = 1e-4;
+        snprintf(what, sizeof what, "%s %s Lq=%lld Lk=%lld d=%lld dv=%lld%s",
+                 attn_isa_name(attn_get_isa()), spec->name, (long long)len_q, (long long)len_k,
+                 (long long)dim, (long long)dim_v, interleaved ? " strided" : "");
+        CHECK_ARRAYS_CLOSE(what, r.out, out, o_count(&c), atol, rtol);
+        CHECK(lse_close(r.lse, lse, rows(&c), 1e-5), "%s: lse", what);
+        CHECK_ARRAYS_CLOSE(what, r.weights, weights, rows(&c) * (size_t)len_k, atol, rtol);
+        CHECK_ARRAYS_CLOSE(what, r.dq, dq, q_count(&c), 8 * atol, 8 * rtol);
+        CHECK_ARRAYS_CLOSE(what, r.dk, dk, k_count(&c), 8 * atol, 8 * rtol);
+        CHECK_ARRAYS_CLOSE(what, r.dv, dv, v_count(&c), 8 * atol, 8 * rtol);
+        CHECK(all_finite(r.out, o_count(&c)) && all_finite(r.dq, q_count(&c)) &&
+                  all_finite(r.dk, k_count(&c)) && all_finite(r.dv, v_count(&c)),
+              "%s: no NaN or inf", what);
+    }
+    run_result_free(&r);
+    free(q), free(k), free(v), free(grad_out), free(out), free(lse), free(weights);
+    free(dq), free(dk), free(dv);
+    case_free(&c);
+}
+
+static const attn_isa all_isas[] = {ATTN_ISA_REFERENCE, ATTN_ISA_PORTABLE, ATTN_ISA_AVX2,
+                                    ATTN_ISA_AVX512};
+
+static void test_every_isa_matches_reference_over_sizes(void)
+{
+    static const int64_t lengths[] = {1, 3, 17, 129};
+    static const int64_t dims[] = {1, 7, 64, 80};
+    CHECK_OK(attn_set_num_threads(2));
+    for (int s = 0; s < 4; s++) {
+        if (!attn_isa_supported(all_isas[s]))
+            continue;
+        CHECK_OK(attn_set_isa(all_isas[s]));
+        for (int l = 0; l < 4; l++)
+            for (int d = 0; d < 4; d++) {
+                const mask_spec *spec = &mask_kinds[(l * 4 + d) % MASK_KINDS];
+                compare_with_reference(1, 2, lengths[l], lengths[l], dims[d], dims[d], spec,
+                                       (l + d) % 2, (uint64_t)(l * 10 + d));
+            }
+    }
+    CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
+    CHECK_OK(attn_set_num_threads(0));
+}
+
+static void test_every_isa_matches_reference_for_every_mask(void)
+{
+    CHECK_OK(attn_set_num_threads(2));
+    for (int s = 0; s < 4; s++) {
+        if (!attn_isa_supported(all_isas[s]))
+            continue;
+        CHECK_OK(attn_set_isa(all_isas[s]));
+        for (int m = 0; m < MASK_KINDS; m++) {
+            /* Lengths that leave partial tiles, cross attention both ways, dv != d. */
+            /* 3 heads and 1 head on 2 threads: the backward splits heads into key groups. */
+            compare_with_reference(1, 3, 70, 70, 16, 16, &mask_kinds[m], 1, 500 + (uint64_t)m);
+            compare_with_reference(1, 2, 130, 67, 24, 40, &mask_kinds[m], 0, 600 + (uint64_t)m);
+            compare_with_reference(1, 1, 19, 150, 33, 9, &mask_kinds[m], 1, 700 + (uint64_t)m);
+            compare_with_reference(2, 4, 40, 90, 8, 8, &mask_kinds[m], 0, 800 + (uint64_t)m);
+        }
+    }
+    CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
+    CHECK_OK(attn_set_num_threads(0));
+}
+
+/* Two runs with the same thread count give identical bits. */
+static void test_results_are_deterministic(void)
+{
+    const mask_spec *spec = &mask_kinds[7];
+    for (int threads = 1; threads <= 2; threads++) {
+        CHECK_OK(attn_set_num_threads(threads));
+        sdpa_case c = case_make(1, 3, 150, 140, 40, 24, spec, 11); /* key groups at 2 threads */
+        double *q = random_float_values(q_count(&c), 1, 2.0);
+        double *k = random_float_values(k_count(&c), 2, 2.0);
+        double *v = random_float_values(v_count(&c), 3, 1.0);
+        double *g = random_float_values(o_count(&c), 4, 1.0);
+        run_result first, second;
+        int ok = run_api(&c, q, k, v, g, 1, &first) && run_api(&c, q, k, v, g, 1, &second);
+        CHECK(ok && memcmp(first.out, second.out, o_count(&c) * sizeof(float)) == 0 &&
+                  memcmp(first.lse, second.lse, rows(&c) * sizeof(float)) == 0 &&
+                  memcmp(first.dq, second.dq, q_count(&c) * sizeof(float)) == 0 &&
+                  memcmp(first.dk, second.dk, k_count(&c) * sizeof(float)) == 0 &&
+                  memcmp(first.dv, second.dv, v_count(&c) * sizeof(float)) == 0,
+              "%d threads: identical bits", threads);
+        run_result_free(&first);
+        run_result_free(&second);
+        free(q), free(k), free(v), free(g);
+        case_free(&c);
+    }
+    CHECK_OK(attn_set_num_threads(0));
+}
+
+/* Every key padded in batch 1: all its rows are fully masked. */
+static void test_fully_masked_rows_give_zeros(void)
+{
+    const mask_spec none = {"all keys padded", 0, -1, 0, ADDITIVE_NONE, 0};
+    for (int s = 0; s < 4; s++) {
+        if (!attn_isa_supported(all_isas[s]))
+            continue;
+        CHECK_OK(attn_set_isa(all_isas[s]));
+        sdpa_case c = case_make(2, 2, 20, 70, 8, 8, &none, 5);
+        c.padding = test_alloc((size_t)(2 * 70));
+        for (int64_t j = 0; j < 70; j++)
+            c.padding[70 + j] = 1;
+        c.options.key_padding_mask = c.padding;
+        double *q = random_float_values(q_count(&c), 1, 2.0);
+        double *k = random_float_values(k_count(&c), 2, 2.0);
+        double *v = random_float_values(v_count(&c), 3, 1.0);
+        double *g = random_float_values(o_count(&c), 4, 1.0);
+        run_result r;
+        if (run_api(&c, q, k, v, g, 0, &r)) {
+            size_t half_rows = rows(&c) / 2;
+            int zeros = 1, lse_inf = 1, weights_zero = 1, grads_zero = 1;
+            for (size_t e = o_count(&c) / 2; e < o_count(&c); e++)
+                zeros &= r.out[e] == 0.0f;
+            for (size_t e = half_rows; e < rows(&c); e++)
+                lse_inf &= r.lse[e] == -INFINITY;
+            for (size_t e = half_rows * 70; e < rows(&c) * 70; e++)
+                weights_zero &= r.weights[e] == 0.0f;
+            for (size_t e = q_count(&c) / 2; e < q_count(&c); e++)
+                grads_zero &= r.dq[e] == 0.0f;
+            for (size_t e = k_count(&c) / 2; e < k_count(&c); e++)
+                grads_zero &= r.dk[e] == 0.0f;
+            for (size_t e = v_count(&c) / 2; e < v_count(&c); e++)
+                grads_zero &= r.dv[e] == 0.0f;
+            CHECK(zeros && lse_inf && weights_zero && grads_zero,
+                  "%s: fully masked rows: out %d lse %d weights %d grads %d",
+                  attn_isa_name(all_isas[s]), zeros, lse_inf, weights_zero, grads_zero);
+            CHECK(all_finite(r.out, o_count(&c)), "%s: no NaN", attn_isa_name(all_isas[s]));
+            CHECK(r.lse[0] > -INFINITY, "%s: the unmasked batch has a finite lse",
+                  attn_isa_name(all_isas[s]));
+        }
+        run_result_free(&r);
+        free(q), free(k), free(v), free(g);
+        case_free(&c);
+    }
+    CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
+}
+
+/* The kernels' exponential: within 2 ulp of exp over the normal range, exp(-inf) = 0. */
+static void test_fast_exp_accuracy(void)
+{
+    enum { N = 20001 };
+    static float x[N], y[N], shift[N];
+    for (int e = 0; e < N; e++)
+        x[e] = -87.0f + 175.0f * (float)e / (float)(N - 1); /* [-87, 88] */
+    for (int s = 1; s < 4; s++) {
+        const sdpa_kernels *kern = attn_sdpa_kernels_for(all_isas[s]);
+        if (!attn_isa_supported(all_isas[s]) || kern == NULL)
+            continue;
+        memcpy(y, x, sizeof y);
+        kern->exp_columns(y, 1, N, N, shift);
+        double worst = 0;
+        for (int e = 0; e < N; e++) {
+            float expected = (float)exp((double)x[e]);
+            double ulp = (double)nextafterf(expected, INFINITY) - (double)expected;
+            double err = fabs((double)y[e] - exp((double)x[e])) / ulp;
+            worst = err > worst ? err : worst;
+        }
+        CHECK(worst <= 2.0, "%s exp: worst error %.2f ulp", attn_isa_name(all_isas[s]), worst);
+        float special[4] = {-INFINITY, 0.0f, -200.0f, NAN};
+        kern->exp_columns(special, 1, 4, 4, shift);
+        CHECK(special[0] == 0.0f && special[1] == 1.0f && special[2] == 0.0f && isnan(special[3]),
+              "%s exp(-inf, 0, -200, nan) = %g %g %g %g", attn_isa_name(all_isas[s]),
+              (double)special[0], (double)special[1], (double)special[2], (double)special[3]);
+    }
+}
+
+/* The kernels' transpose, with and without per-column scales, for strides that fit the
+ * gathers' 32-bit offsets, negative ones, and ones too large for them. */
+static void test_kernel_transpose(void)
+{
+    enum { ROWS = 19, COLS = 23, SRC_STRIDE = 29, DST_STRIDE = 31 };
+    static float src[ROWS * SRC_STRIDE], dst[COLS * DST_STRIDE], scale[COLS];
+    test_fill_uniform(src, ROWS * SRC_STRIDE, -1.0f, 1.0f, 3);
+    test_fill_uniform(scale, COLS, 0.5f, 2.0f, 4);
+    for (int s = 1; s < 4; s++) {
+        const sdpa_kernels *kern = attn_sdpa_kernels_for(all_isas[s]);
+        if (!attn_isa_supported(all_isas[s]) || kern == NULL)
+            continue;
+        int ok = 1;
+        for (int scaled = 0; scaled <= 1; scaled++) {
+            kern->transpose(src, SRC_STRIDE, ROWS, COLS, dst, DST_STRIDE, scaled ? scale : NULL,
+                            0.25f);
+            for (int r = 0; r < ROWS; r++)
+                for (int c = 0; c < COLS; c++)
+                    ok &= dst[c * DST_STRIDE + r] ==
+                          src[r * SRC_STRIDE + c] * (scaled ? scale[c] : 0.25f);
+        }
+        /* Rows read backwards through a negative stride. */
+        kern->transpose(src + (ROWS - 1) * SRC_STRIDE, -SRC_STRIDE, ROWS, COLS, dst, DST_STRIDE,
+                        NULL, 1.0f);
+        for (int r = 0; r < ROWS; r++)
+            for (int c = 0; c < COLS; c++)
+                ok &= dst[c * DST_STRIDE + r] == src[(ROWS - 1 - r) * SRC_STRIDE + c];
+        /* One row with a stride beyond 32-bit gather offsets: only that row is read. */
+        kern->transpose(src, (int64_t)1 << 40, 1, COLS, dst, DST_STRIDE, NULL, 2.0f);
+        for (int c = 0; c < COLS; c++)
+            ok &= dst[c * DST_STRIDE] == src[c] * 2.0f;
+        CHECK(ok, "%s transpose", attn_isa_name(all_isas[s]));
+    }
+}
+
+/* ---- bad input ------------------------------------------------------------------------ */
+
+static void test_bad_input_is_rejected(void)
+{
+    float data[2 * 2 * 3 * 4] = {0};
+    float lse[2 * 2 * 3];
+    const int64_t shape[4] = {2, 2, 3, 4};
+    attn_tensor q = attn_tensor_view(data, 4, shape), k = q, v = q, out = q, g = q, dq = q, dk = q,
+                dv = q;
+    attn_sdpa_options o = attn_sdpa_default_options();
+    CHECK_OK(attn_sdpa_forward(&q, &k, &v, &o, &out, lse, NULL));
+    CHECK_OK(attn_sdpa_forward(&q, &k, &v, NULL, &out, NULL, NULL));
+    CHECK_FAILS(attn_sdpa_forward(NULL, &k, &v, &o, &out, lse, NULL), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(attn_last_error(), "attn_sdpa_forward") && strstr(attn_last_error(), "q"),
+          "message names the function and argument: %s", attn_last_error());
+    CHECK_FAILS(attn_sdpa_forward(&q, &k, &v, &o, NULL, lse, NULL), ATTN_ERR_INVALID_ARGUMENT);
+
+    attn_tensor bad = q;
+    bad.ndim = 3;
+    CHECK_FAILS(attn_sdpa_forward(&q, &bad, &v, &o, &out, lse, NULL), ATTN_ERR_INVALID_ARGUMENT);
+    bad = q;
+    bad.stride[3] = 2;
+    CHECK_FAILS(attn_sdpa_forward(&q, &k, &bad, &o, &out, lse, NULL), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(attn_last_error(), "stride") != NULL, "message: %s", attn_last_error());
+    bad = q;
+    bad.shape[3] = 3; /* d of k differs from q */
+    CHECK_FAILS(attn_sdpa_forward(&q, &bad, &v, &o, &out, lse, NULL), ATTN_ERR_INVALID_ARGUMENT);
+    bad = q;
+    bad.shape[0] = 1; /* batch of v differs */
+    CHECK_FAILS(attn_sdpa_forward(&q, &k, &bad, &o, &out, lse, NULL), ATTN_ERR_INVALID_ARGUMENT);
+    bad = q;
+    bad.shape[2] = 2; /* Lk of v differs from k */
+    CHECK_FAILS(attn_sdpa_forward(&q, &k, &bad, &o, &out, lse, NULL), ATTN_ERR_INVALID_ARGUMENT);
+    bad = q;
+    bad.shape[1] = 1; /* out has the wrong number of heads */
+    CHECK_FAILS(attn_sdpa_forward(&q, &k, &v, &o, &bad, lse, NULL), ATTN_ERR_INVALID_ARGUMENT);
+    bad = q;
+    bad.shape[2] = -1;
+    CHECK_FAILS(attn_sdpa_forward(&bad, &k, &v, &o, &out, lse, NULL), ATTN_ERR_INVALID_ARGUMENT);
+    bad = q;
+    bad.data = NULL;
+    CHECK_FAILS(attn_sdpa_forward(&q, &k, &v, &o, &bad, lse, NULL), ATTN_ERR_INVALID_ARGUMENT);
+
+    attn_sdpa_options bad_options = o;
+    bad_options.attn_mask_per_head = 1; /* per-head flag without a mask */
+    CHECK_FAILS(attn_sdpa_forward(&q, &k, &v, &bad_options, &out, lse, NULL),
+                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(attn_last_error(), "attn_mask") != NULL, "message: %s", attn_last_error());
+    float mask[3 * 3] = {0};
+    bad_options = o;
+    bad_options.attn_mask = mask;
+    bad_options.attn_mask_per_head = 2;
+    CHECK_FAILS(attn_sdpa_forward(&q, &k, &v, &bad_options, &out, lse, NULL),
+                ATTN_ERR_INVALID_ARGUMENT);
+    bad_options.attn_mask_per_head = 0;
+    CHECK_OK(attn_sdpa_forward(&q, &k, &v, &bad_options, &out, lse, NULL));
+    bad_options = o;
+    bad_options.causal = 2;
+    CHECK_FAILS(attn_sdpa_forward(&q, &k, &v, &bad_options, &out, lse, NULL),
+                ATTN_ERR_INVALID_ARGUMENT);
+    bad_options = o;
+    bad_options.scale = NAN;
+    CHECK_FAILS(attn_sdpa_forward(&q, &k, &v, &bad_options, &out, lse, NULL),
+                ATTN_ERR_INVALID_ARGUMENT);
+
+    CHECK_OK(attn_sdpa_backward(&q, &k, &v, &o, &out, lse, &g, &dq, &dk, &dv));
+    CHECK_FAILS(attn_sdpa_backward(&q, &k, &v, &o, &out, NULL, &g, &dq, &dk, &dv),
+                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(attn_last_error(), "attn_sdpa_backward") && strstr(attn_last_error(), "lse"),
+          "message: %s", attn_last_error());
+    CHECK_FAILS(attn_sdpa_backward(&q, &k, &v, &o, NULL, lse, &g, &dq, &dk, &dv),
+                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_sdpa_backward(&q, &k, &v, &o, &out, lse, NULL, &dq, &dk, &dv),
+                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_sdpa_backward(&q, &k, &v, &o, &out, lse, &g, &dq, NULL, &dv),
+                ATTN_ERR_INVALID_ARGUMENT);
+    bad = q;
+    bad.shape[3] = 3;
+    CHECK_FAILS(attn_sdpa_backward(&q, &k, &v, &o, &out, lse, &g, &bad, &dk, &dv),
+                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(attn_last_error(), "dq") != NULL, "message: %s", attn_last_error());
+    bad = q;
+    bad.shape[2] = 2;
+    CHECK_FAILS(attn_sdpa_backward(&q, &k, &v, &o, &out, lse, &bad, &dq, &dk, &dv),
+                ATTN_ERR_INVALID_ARGUMENT);
+    bad = q;
+    bad.stride[3] = 0;
+    CHECK_FAILS(attn_sdpa_backward(&q, &k, &v, &o, &out, lse, &g, &dq, &dk, &bad),
+                ATTN_ERR_INVALID_ARGUMENT);
+}
+
+/* Zero-sized dimensions that mean "nothing to do" succeed; no keys at all means every row is
+ * fully masked. */
+static void test_empty_sizes(void)
+{
+    float data[2 * 2 * 3 * 4];
+    float lse[2 * 2 * 3];
+    const int64_t shape[4] = {2, 2, 3, 4}, no_keys[4] = {2, 2, 0, 4};
+    const int64_t no_queries[4] = {2, 2, 0, 4};
+    attn_tensor q = attn_tensor_view(data, 4, shape), out = q;
+    attn_tensor k = attn_tensor_view(data, 4, no_keys), v = k;
+    attn_tensor q0 = attn_tensor_view(NULL, 4, no_queries), out0 = q0;
+    for (int s = 0; s < 4; s++) {
+        if (!attn_isa_supported(all_isas[s]))
+            continue;
+        CHECK_OK(attn_set_isa(all_isas[s]));
+        for (int e = 0; e < 48; e++)
+            data[e] = 1.0f;
+        CHECK_OK(attn_sdpa_forward(&q, &k, &v, NULL, &out, lse, NULL));
+        int zeros = 1;
+        for (int e = 0; e < 48; e++)
+            zeros &= data[e] == 0.0f;
+        CHECK(zeros && lse[0] == -INFINITY, "%s: no keys gives zeros and lse = -inf",
+              attn_isa_name(all_isas[s]));
+        CHECK_OK(attn_sdpa_forward(&q0, &q, &q, NULL, &out0, NULL, NULL));
+    }
+    CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
+}
+
 int main(void)
 {
     RUN_TEST(test_reference_matches_dense_formulation);
     RUN_TEST(test_reference_gradients_match_finite_differences);
+    RUN_TEST(test_fast_exp_accuracy);
+    RUN_TEST(test_kernel_transpose);
+    RUN_TEST(test_every_isa_matches_reference_over_sizes);
+    RUN_TEST(test_every_isa_matches_reference_for_every_mask);
+    RUN_TEST(test_results_are_deterministic);
+    RUN_TEST(test_fully_masked_rows_give_zeros);
+    RUN_TEST(test_bad_input_is_rejected);
+    RUN_TEST(test_empty_sizes);
     return test_summary();
 }
