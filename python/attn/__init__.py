@@ -6,3 +6,4 @@ from ._lib import lib as _lib  # noqa: F401  (fails early with a clear message i
 from .sdpa import scaled_dot_product_attention, scaled_dot_product_attention_backward  # noqa: F401,E501
 from .mha import multi_head_attention_forward, multi_head_attention_backward  # noqa: F401
 from .classic import *  # noqa: F401,F403  (additive, Luong, hard attention, positional encoding)
+from . import kernels  # noqa: F401,E402

@@ -1,0 +1,122 @@
+/* Inverted dropout with a counter-based mask: element i is kept iff
+ * attn_hash_uniform(seed, offset + i) >= p, so the mask depends only on (seed, offset + i),
+ * never on the thread count, and the backward regenerates it instead of storing it.
+ * Argument checks, dispatch, the reference path and the portable kernels (whose 64-bit
+ * hash stays scalar on baseline x86-64, which has no 64-bit vector multiply; the AVX2 and
+ * AVX-512 versions hash 4 and 8 indices at a time). */
+#include "kernels/elementwise.h"
+#include "kernels/fast_math.h"
+
+#include <math.h>
+
+#define BLOCK ATTN_ELEMENT_BLOCK
+
+/* ---- portable kernels ------------------------------------------------------------------- */
+
+void attn_dropout_forward_range_portable(void *job_ptr, int64_t begin, int64_t end, int thread)
+{
+    const attn_dropout_job *job = job_ptr;
+    int64_t lo = begin * BLOCK, hi = end * BLOCK < job->n ? end * BLOCK : job->n;
+    (void)thread;
+    for (int64_t i = lo; i < hi; i++) {
+        uint64_t hash = attn_dropout_hash(job->seed, job->offset + (uint64_t)i);
+        int keep = (hash >> 40) >= job->keep_threshold;
+        job->out[i] =
+            attn_bits_float(attn_float_bits(job->in[i] * job->scale) & attn_mask_if(keep));
+        if (job->mask != NULL)
+            job->mask[i] = (uint8_t)keep;
+    }
+}
+
+void attn_dropout_backward_range_portable(void *job_ptr, int64_t begin, int64_t end, int thread)
+{
+    const attn_dropout_job *job = job_ptr;
+    int64_t lo = begin * BLOCK, hi = end * BLOCK < job->n ? end * BLOCK : job->n;
+    (void)thread;
+    for (int64_t i = lo; i < hi; i++) {
+        uint64_t hash = attn_dropout_hash(job->seed, job->offset + (uint64_t)i);
+        int keep = (hash >> 40) >= job->keep_threshold;
+        job->out[i] +=
+            attn_bits_float(attn_float_bits(job->in[i] * job->scale) & attn_mask_if(keep));
+    }
+}
+
+/* ---- reference path: the contract's formula, element by element --------------------------------
+ */
+
+static void forward_reference(int64_t n, float p, uint64_t seed, uint64_t offset, const float *x,
+                              float *y, uint8_t *mask)
+{
+    for (int64_t i = 0; i < n; i++) {
+        int keep = attn_hash_uniform(seed, offset + (uint64_t)i) >= p;
+        y[i] = keep ? (float)((double)x[i] / (1.0 - (double)p)) : 0.0f;
+        if (mask != NULL)
+            mask[i] = (uint8_t)keep;
+    }
+}
+
+static void backward_reference(int64_t n, float p, uint64_t seed, uint64_t offset, const float *dy,
+                               float *dx)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (attn_hash_uniform(seed, offset + (uint64_t)i) >= p)
+            dx[i] = (float)(dx[i] + (double)dy[i] / (1.0 - (double)p));
+}
+
+/* ---- entry points -------------------------------------------------------------------------------
+ */
+
+static attn_status check_arguments(const char *function, int64_t n, float p)
+{
+    ATTN_CHECK_ARG(n >= 0, "%s: negative size n=%lld", function, (long long)n);
+    ATTN_CHECK_ARG(p >= 0.0f && p < 1.0f, "%s: p must be in [0, 1), got %g", function, (double)p);
+    return ATTN_OK;
+}
+
+static void run(attn_dropout_job *job, int64_t n, float p, attn_range_fn portable,
+                attn_range_fn avx2, attn_range_fn avx512)
+{
+    job->n = n;
+    /* hash >> 40 is the 24-bit integer k with attn_hash_uniform = k / 2^24, and k / 2^24 >= p
+     * exactly when k >= ceil(p 2^24) (p 2^24 is exact in double). */
+    job->keep_threshold = (uint64_t)ceil((double)p * 16777216.0);
+    job->scale = (float)(1.0 / (1.0 - (double)p)); /* one rounding, as PyTorch's double p */
+    attn_parallel_for((n + BLOCK - 1) / BLOCK, ATTN_MIN_ELEMENTS_PER_CHUNK / BLOCK,
+                      attn_pick_kernel(attn_active_isa(), portable, avx2, avx512), job);
+}
+
+attn_status attn_dropout_forward(int64_t n, float p, uint64_t seed, uint64_t offset, const float *x,
+                                 float *y, uint8_t *mask)
+{
+    ATTN_TRY(check_arguments(__func__, n, p));
+    if (n == 0)
+        return ATTN_OK;
+    ATTN_CHECK_NOT_NULL(x);
+    ATTN_CHECK_NOT_NULL(y);
+    if (attn_active_isa() == ATTN_ISA_REFERENCE) {
+        forward_reference(n, p, seed, offset, x, y, mask);
+        return ATTN_OK;
+    }
+    attn_dropout_job job = {.seed = seed, .offset = offset, .in = x, .out = y, .mask = mask};
+    run(&job, n, p, attn_dropout_forward_range_portable, attn_dropout_forward_range_avx2,
+        attn_dropout_forward_range_avx512);
+    return ATTN_OK;
+}
+
+attn_status attn_dropout_backward(int64_t n, float p, uint64_t seed, uint64_t offset,
+                                  const float *dy, float *dx)
+{
+    ATTN_TRY(check_arguments(__func__, n, p));
+    if (n == 0)
+        return ATTN_OK;
+    ATTN_CHECK_NOT_NULL(dy);
+    ATTN_CHECK_NOT_NULL(dx);
+    if (attn_active_isa() == ATTN_ISA_REFERENCE) {
+        backward_reference(n, p, seed, offset, dy, dx);
+        return ATTN_OK;
+    }
+    attn_dropout_job job = {.seed = seed, .offset = offset, .in = dy, .out = dx};
+    run(&job, n, p, attn_dropout_backward_range_portable, attn_dropout_backward_range_avx2,
+        attn_dropout_backward_range_avx512);
+    return ATTN_OK;
+}

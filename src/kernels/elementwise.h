@@ -1,0 +1,135 @@
+/* The optimized element-wise and row-wise kernels behind attn_kernels.h, as the public
+ * entry points see them: each is an attn_range_fn over rows (or element blocks) that
+ * attn_parallel_for calls with a pointer to one of the job structs below. Every op has a
+ * portable version (in its own .c file) and, where SIMD pays, _avx2 / _avx512 versions
+ * compiled from one *_simd.h template. */
+#ifndef ATTN_KERNELS_ELEMENTWISE_H
+#define ATTN_KERNELS_ELEMENTWISE_H
+
+#include "attn/attn_kernels.h"
+#include "core/internal.h"
+
+/* Enough work per chunk that waking a thread pays for itself. */
+#define ATTN_MIN_ELEMENTS_PER_CHUNK 16384
+
+static inline int64_t attn_rows_per_chunk(int64_t cols)
+{
+    return cols >= ATTN_MIN_ELEMENTS_PER_CHUNK ? 1 : ATTN_MIN_ELEMENTS_PER_CHUNK / (cols + 1) + 1;
+}
+
+/* Element-wise kernels split their n values into blocks of this many, and threads take
+ * whole blocks, so that no two threads write the same cache line. */
+#define ATTN_ELEMENT_BLOCK 64
+
+/* The version for the active instruction set; the portable one serves where no SIMD
+ * version is given (NULL). Never called for ATTN_ISA_REFERENCE. */
+static inline attn_range_fn attn_pick_kernel(attn_isa isa, attn_range_fn portable,
+                                             attn_range_fn avx2, attn_range_fn avx512)
+{
+    if (isa == ATTN_ISA_AVX512 && avx512 != NULL)
+        return avx512;
+    if ((isa == ATTN_ISA_AVX2 || isa == ATTN_ISA_AVX512) && avx2 != NULL)
+        return avx2;
+    return portable;
+}
+
+/* Declares name_portable, name_avx2 and name_avx512 as attn_range_fn. */
+#define ATTN_DECLARE_KERNEL(name)                                                                  \
+    ATTN_INTERNAL void name##_portable(void *job, int64_t begin, int64_t end, int thread);         \
+    ATTN_INTERNAL void name##_avx2(void *job, int64_t begin, int64_t end, int thread);             \
+    ATTN_INTERNAL void name##_avx512(void *job, int64_t begin, int64_t end, int thread)
+
+/* ---- softmax and log-softmax: ranges of rows ---------------------------------------------- */
+
+typedef struct attn_softmax_job {
+    int64_t cols;
+    const float *in; /* x for the forward, y for the backward */
+    const float *dy; /* backward only */
+    float *out;      /* y for the forward; dx (accumulated) for the backward */
+} attn_softmax_job;
+
+ATTN_DECLARE_KERNEL(attn_softmax_forward_rows);
+ATTN_DECLARE_KERNEL(attn_softmax_backward_rows);
+ATTN_DECLARE_KERNEL(attn_log_softmax_forward_rows);
+ATTN_DECLARE_KERNEL(attn_log_softmax_backward_rows);
+
+/* ---- cross-entropy: ranges of rows -------------------------------------------------------- */
+
+typedef struct attn_cross_entropy_job {
+    int64_t vocab;
+    const float *logits;
+    const int32_t *targets;
+    int32_t ignore_index;
+    float smoothing;
+    double *row_loss;        /* forward: each row's loss (0 for ignored rows) */
+    float *row_lse_out;      /* forward, may be NULL: log-sum-exp (0 for ignored rows) */
+    const float *row_lse_in; /* backward */
+    float grad_scale;        /* backward */
+    float *dlogits;          /* backward, accumulated */
+} attn_cross_entropy_job;
+
+ATTN_DECLARE_KERNEL(attn_cross_entropy_forward_rows);
+ATTN_DECLARE_KERNEL(attn_cross_entropy_backward_rows);
+
+/* ---- layer norm ----------------------------------------------------------------------------- */
+
+typedef struct attn_layer_norm_job {
+    int64_t rows, dim;
+    const float *x, *gamma, *beta, *dy;
+    float eps;
+    float *y, *mean_out, *rstd_out; /* forward outputs (mean_out, rstd_out may be NULL) */
+    const float *mean, *rstd;       /* backward inputs */
+    float *dx;                      /* backward, accumulated */
+    /* Backward over blocks of block_rows rows: block b adds its rows' dy * xhat and dy to
+     * row b of gamma_partial / beta_partial [blocks, dim] (each NULL when not wanted),
+     * which the caller then sums over blocks in a fixed order. */
+    int64_t block_rows;
+    float *gamma_partial, *beta_partial;
+} attn_layer_norm_job;
+
+/* forward: a range of rows; backward: a range of row blocks */
+ATTN_DECLARE_KERNEL(attn_layer_norm_forward_rows);
+ATTN_DECLARE_KERNEL(attn_layer_norm_backward_blocks);
+
+/* ---- activations: ranges of element blocks --------------------------------------------------- */
+
+typedef struct attn_activation_job {
+    attn_activation act;
+    int64_t n;
+    const float *x;
+    const float *dy; /* backward only */
+    float *out;      /* y for the forward; dx (accumulated) for the backward */
+} attn_activation_job;
+
+ATTN_DECLARE_KERNEL(attn_activation_forward_range);
+ATTN_DECLARE_KERNEL(attn_activation_backward_range);
+
+/* ---- dropout: ranges of element blocks
+ * -------------------------------------------------------------- */
+
+typedef struct attn_dropout_job {
+    int64_t n;
+    uint64_t seed, offset;
+    /* keep element i iff the top 24 bits of its hash are >= keep_threshold, which equals
+     * attn_hash_uniform(seed, offset + i) >= p */
+    uint64_t keep_threshold;
+    float scale;     /* 1 / (1 - p) */
+    const float *in; /* x for the forward, dy for the backward */
+    float *out;      /* y for the forward; dx (accumulated) for the backward */
+    uint8_t *mask;   /* forward, may be NULL */
+} attn_dropout_job;
+
+ATTN_DECLARE_KERNEL(attn_dropout_forward_range);
+ATTN_DECLARE_KERNEL(attn_dropout_backward_range);
+
+/* The hash behind attn_hash_uniform (src/core/rng.c), whose top 24 bits decide dropout.
+ * Kept equal to it by the dropout tests, which compare every mask bit. */
+static inline uint64_t attn_dropout_hash(uint64_t seed, uint64_t index)
+{
+    uint64_t z = (seed ^ (index * 0xd1342543de82ef95ULL)) + 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+#endif /* ATTN_KERNELS_ELEMENTWISE_H */
