@@ -129,15 +129,17 @@ static inline int64_t ad_tape_gradients(attn_graph *graph, int n_leaves, ad_leaf
 
 /* Checks the tape's gradient of every leaf element against a central difference with step h
  * of the float forward: |tape - fd| <= atol + rtol * |fd|. Prints the worst element of a
- * failing leaf. */
+ * failing leaf. training sets the graph's mode (dropout on or off). */
 static inline int ad_check_gradients(const char *what, int n_leaves, ad_leaf_spec *specs,
-                                     ad_build_fn build, void *ctx, double h, double atol,
-                                     double rtol)
+                                     ad_build_fn build, void *ctx, int training, double h,
+                                     double atol, double rtol)
 {
     attn_graph *graph = NULL;
     if (attn_graph_create(NULL, &graph) != ATTN_OK)
         return 0;
-    attn_graph_set_training(graph, 0);
+    /* Training mode is fine: a dropout mask depends only on (seed, step, k) and every
+     * evaluation restarts k with a reset. */
+    attn_graph_set_training(graph, training);
     float *weights = NULL, *grads[16] = {0};
     int ok = ad_tape_gradients(graph, n_leaves, specs, build, ctx, 99, &weights, grads) >= 0;
     if (!ok)
