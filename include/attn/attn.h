@@ -9,5 +9,6 @@
 #include "attn/attn_tensor_file.h"
 #include "attn/attn_data.h"
 #include "attn/attn_autodiff.h"
+#include "attn/attn_nn.h"
 
 #endif /* ATTN_H */

@@ -56,7 +56,8 @@ static inline const char *ad_scratch_path(const char *name)
 /* ---- finite-difference gradient checks -------------------------------------------------- */
 
 /* Builds an output on the graph from the leaves (the same count, shapes and order every
- * call). Returns the output, or NULL after a failed operation. */
+ * call) and, if the problem has a store, its parameters. Returns the output, or NULL after a
+ * failed operation. */
 typedef attn_var *(*ad_build_fn)(attn_graph *graph, attn_var **leaves, void *ctx);
 
 typedef struct ad_leaf_spec {
@@ -64,6 +65,21 @@ typedef struct ad_leaf_spec {
     int64_t shape[ATTN_MAX_DIMS];
     float *data; /* the point where gradients are checked; perturbed and restored */
 } ad_leaf_spec;
+
+enum { AD_MAX_LEAVES = 16 };
+
+/* A function of leaves and (optionally) a store's parameters whose gradients are checked. */
+typedef struct ad_problem {
+    const char *what;
+    int n_leaves;
+    ad_leaf_spec *leaves;
+    attn_params *store; /* NULL: leaves only */
+    ad_build_fn build;
+    void *ctx;
+    int training; /* the graph's mode (dropout on or off) */
+    /* At most this many elements of each array are checked, spread evenly; 0 = all. */
+    int64_t max_checks;
+} ad_problem;
 
 static inline int64_t ad_numel(const ad_leaf_spec *s)
 {
@@ -73,18 +89,24 @@ static inline int64_t ad_numel(const ad_leaf_spec *s)
     return n;
 }
 
-/* sum(weights * output) in double, with the tape off. */
-static inline double ad_weighted_output(attn_graph *graph, int n_leaves, ad_leaf_spec *specs,
-                                        ad_build_fn build, void *ctx, const float *weights)
+/* The output with the tape off. */
+static inline attn_var *ad_forward(attn_graph *graph, const ad_problem *p)
 {
     attn_graph_reset(graph);
     attn_graph_set_recording(graph, 0);
-    attn_var *leaves[16];
-    for (int i = 0; i < n_leaves; i++)
-        if (attn_graph_input(graph, specs[i].ndim, specs[i].shape, specs[i].data, 0,
-                             &leaves[i]) != ATTN_OK)
-            return NAN;
-    attn_var *out = build(graph, leaves, ctx);
+    attn_var *leaves[AD_MAX_LEAVES];
+    for (int i = 0; i < p->n_leaves; i++)
+        if (attn_graph_input(graph, p->leaves[i].ndim, p->leaves[i].shape, p->leaves[i].data,
+                             0, &leaves[i]) != ATTN_OK)
+            return NULL;
+    return p->build(graph, leaves, p->ctx);
+}
+
+/* sum(weights * output) in double, with the tape off. */
+static inline double ad_weighted_output(attn_graph *graph, const ad_problem *p,
+                                        const float *weights)
+{
+    attn_var *out = ad_forward(graph, p);
     if (out == NULL)
         return NAN;
     double sum = 0.0;
@@ -94,21 +116,31 @@ static inline double ad_weighted_output(attn_graph *graph, int n_leaves, ad_leaf
     return sum;
 }
 
-/* The tape's gradients of sum(weights * output) with respect to every leaf, into grads[i]
- * (numel of leaf i each). weights gets the output's size (allocated, caller frees). Returns
- * the number of output elements, or -1 on failure. */
-static inline int64_t ad_tape_gradients(attn_graph *graph, int n_leaves, ad_leaf_spec *specs,
-                                        ad_build_fn build, void *ctx, uint64_t seed,
-                                        float **weights, float **grads)
+/* The arrays a problem differentiates: its leaves, then its store's parameters. */
+typedef struct ad_array {
+    char name[160];
+    float *data;
+    int64_t numel;
+    float *grad; /* the tape's gradient (owned) */
+} ad_array;
+
+/* Runs the tape for sum(weights * output), weights ~ U(-1, 1) from seed (allocated into
+ * *weights, caller frees), and collects the gradient of every leaf and parameter into
+ * arrays (at most AD_MAX_LEAVES + parameter count entries). Returns the number of arrays, or
+ * -1 on failure. */
+static inline int ad_tape_gradients(attn_graph *graph, const ad_problem *p, uint64_t seed,
+                                    float **weights, ad_array *arrays)
 {
+    if (p->store != NULL)
+        attn_params_zero_grad(p->store);
     attn_graph_reset(graph);
     attn_graph_set_recording(graph, 1);
-    attn_var *leaves[16];
-    for (int i = 0; i < n_leaves; i++)
-        if (attn_graph_input(graph, specs[i].ndim, specs[i].shape, specs[i].data, 1,
-                             &leaves[i]) != ATTN_OK)
+    attn_var *leaves[AD_MAX_LEAVES];
+    for (int i = 0; i < p->n_leaves; i++)
+        if (attn_graph_input(graph, p->leaves[i].ndim, p->leaves[i].shape, p->leaves[i].data,
+                             1, &leaves[i]) != ATTN_OK)
             return -1;
-    attn_var *out = build(graph, leaves, ctx);
+    attn_var *out = p->build(graph, leaves, p->ctx);
     if (out == NULL)
         return -1;
     int64_t n = attn_tensor_numel(&out->value);
@@ -116,69 +148,97 @@ static inline int64_t ad_tape_gradients(attn_graph *graph, int n_leaves, ad_leaf
     test_fill_uniform(*weights, (size_t)n, -1.0f, 1.0f, seed);
     if (attn_graph_backward_from(graph, out, *weights) != ATTN_OK)
         return -1;
-    for (int i = 0; i < n_leaves; i++) {
-        int64_t m = ad_numel(&specs[i]);
-        grads[i] = test_alloc((size_t)(m > 0 ? m : 1) * sizeof(float));
+    int count = 0;
+    for (int i = 0; i < p->n_leaves; i++, count++) {
+        ad_array *a = &arrays[count];
+        snprintf(a->name, sizeof a->name, "leaf %d", i);
+        a->data = p->leaves[i].data;
+        a->numel = ad_numel(&p->leaves[i]);
+        a->grad = test_alloc((size_t)(a->numel > 0 ? a->numel : 1) * sizeof(float));
         if (leaves[i]->grad != NULL)
-            memcpy(grads[i], leaves[i]->grad, (size_t)m * sizeof(float));
+            memcpy(a->grad, leaves[i]->grad, (size_t)a->numel * sizeof(float));
         else
-            memset(grads[i], 0, (size_t)m * sizeof(float));
+            memset(a->grad, 0, (size_t)a->numel * sizeof(float));
     }
-    return n;
+    size_t n_params = attn_params_count(p->store);
+    for (size_t i = 0; i < n_params; i++, count++) {
+        attn_param_info info;
+        attn_params_info(p->store, (attn_param_id)i, &info);
+        ad_array *a = &arrays[count];
+        snprintf(a->name, sizeof a->name, "%s", info.name);
+        a->data = attn_params_data(p->store, (attn_param_id)i, ATTN_PARAM_VALUES);
+        a->numel = info.numel;
+        a->grad = test_alloc((size_t)info.numel * sizeof(float));
+        memcpy(a->grad, attn_params_data(p->store, (attn_param_id)i, ATTN_PARAM_GRADS),
+               (size_t)info.numel * sizeof(float));
+    }
+    return count;
 }
 
-/* Checks the tape's gradient of every leaf element against a central difference with step h
- * of the float forward: |tape - fd| <= atol + rtol * |fd|. Prints the worst element of a
- * failing leaf. training sets the graph's mode (dropout on or off). */
-static inline int ad_check_gradients(const char *what, int n_leaves, ad_leaf_spec *specs,
-                                     ad_build_fn build, void *ctx, int training, double h,
-                                     double atol, double rtol)
+/* Checks the tape's gradient of every leaf and parameter element (or an even spread of
+ * max_checks of each) against a central difference with step h of the float forward:
+ * |tape - fd| <= atol + rtol * |fd|. Prints the worst element of a failing array. */
+static inline int ad_check_problem(const ad_problem *p, double h, double atol, double rtol)
 {
     attn_graph *graph = NULL;
-    if (attn_graph_create(NULL, &graph) != ATTN_OK)
+    if (attn_graph_create(p->store, &graph) != ATTN_OK)
         return 0;
     /* Training mode is fine: a dropout mask depends only on (seed, step, k) and every
      * evaluation restarts k with a reset. */
-    attn_graph_set_training(graph, training);
-    float *weights = NULL, *grads[16] = {0};
-    int ok = ad_tape_gradients(graph, n_leaves, specs, build, ctx, 99, &weights, grads) >= 0;
+    attn_graph_set_training(graph, p->training);
+    size_t n_arrays = (size_t)p->n_leaves + attn_params_count(p->store);
+    ad_array *arrays = test_alloc(n_arrays * sizeof *arrays + 1);
+    float *weights = NULL;
+    int count = ad_tape_gradients(graph, p, 99, &weights, arrays);
+    int ok = count >= 0;
     if (!ok)
-        printf("  %s: tape failed: %s\n", what, attn_last_error());
-    for (int i = 0; ok && i < n_leaves; i++) {
-        int64_t m = ad_numel(&specs[i]);
+        printf("  %s: tape failed: %s\n", p->what, attn_last_error());
+    for (int i = 0; ok && i < count; i++) {
+        ad_array *a = &arrays[i];
+        int64_t step = p->max_checks > 0 && a->numel > p->max_checks ? a->numel / p->max_checks : 1;
         double worst = -INFINITY, worst_tape = 0.0, worst_fd = 0.0;
         int64_t worst_at = -1;
-        for (int64_t j = 0; j < m; j++) {
-            float saved = specs[i].data[j];
+        for (int64_t j = (int64_t)i % step; j < a->numel; j += step) {
+            float saved = a->data[j];
             /* Divide by the step the float inputs actually took. */
             float up = (float)(saved + h), down = (float)(saved - h);
-            specs[i].data[j] = up;
-            double plus = ad_weighted_output(graph, n_leaves, specs, build, ctx, weights);
-            specs[i].data[j] = down;
-            double minus = ad_weighted_output(graph, n_leaves, specs, build, ctx, weights);
-            specs[i].data[j] = saved;
+            a->data[j] = up;
+            double plus = ad_weighted_output(graph, p, weights);
+            a->data[j] = down;
+            double minus = ad_weighted_output(graph, p, weights);
+            a->data[j] = saved;
             double fd = (plus - minus) / ((double)up - (double)down);
-            double excess = fabs((double)grads[i][j] - fd) - (atol + rtol * fabs(fd));
+            double excess = fabs((double)a->grad[j] - fd) - (atol + rtol * fabs(fd));
             if (isnan(excess))
                 excess = INFINITY;
             if (excess > worst) {
                 worst = excess;
                 worst_at = j;
-                worst_tape = grads[i][j];
+                worst_tape = a->grad[j];
                 worst_fd = fd;
             }
         }
         if (!(worst <= 0.0)) {
-            printf("  %s: leaf %d element %lld: tape %.9g, finite difference %.9g\n", what, i,
-                   (long long)worst_at, worst_tape, worst_fd);
+            printf("  %s: %s element %lld: tape %.9g, finite difference %.9g\n", p->what,
+                   a->name, (long long)worst_at, worst_tape, worst_fd);
             ok = 0;
         }
     }
-    for (int i = 0; i < n_leaves; i++)
-        free(grads[i]);
+    for (int i = 0; i < count; i++)
+        free(arrays[i].grad);
+    free(arrays);
     free(weights);
     attn_graph_destroy(graph);
     return ok;
+}
+
+/* The leaves-only form, every element. */
+static inline int ad_check_gradients(const char *what, int n_leaves, ad_leaf_spec *specs,
+                                     ad_build_fn build, void *ctx, int training, double h,
+                                     double atol, double rtol)
+{
+    ad_problem p = {what, n_leaves, specs, NULL, build, ctx, training, 0};
+    return ad_check_problem(&p, h, atol, rtol);
 }
 
 #endif /* ATTN_TEST_AUTODIFF_TESTING_H */

@@ -259,28 +259,33 @@ static void test_gradients_match_finite_differences(void)
     CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
 }
 
-/* Output and gradients at one instruction set, as one flat array. */
+/* Output, then the gradient of every leaf, at one instruction set, as one flat array. */
 static float *run_case(op_case *c, attn_isa isa, int64_t *count)
 {
     CHECK_OK(attn_set_isa(isa));
     attn_graph *g = NULL;
     CHECK_OK(attn_graph_create(NULL, &g));
     attn_graph_set_training(g, c->training);
-    float *weights = NULL, *grads[16] = {0};
-    int64_t n_out = ad_tape_gradients(g, c->n_leaves, c->leaves, c->build, c->ctx, 5, &weights,
-                                      grads);
-    CHECK(n_out >= 0, "%s runs at %s", c->name, attn_isa_name(isa));
-    int64_t total = 0;
+    ad_problem problem = {c->name, c->n_leaves, c->leaves, NULL, c->build, c->ctx, c->training, 0};
+    attn_var *out = ad_forward(g, &problem);
+    CHECK(out != NULL, "%s runs at %s", c->name, attn_isa_name(isa));
+    int64_t n_out = out ? attn_tensor_numel(&out->value) : 0, total = n_out;
     for (int i = 0; i < c->n_leaves; i++)
         total += ad_numel(&c->leaves[i]);
     float *flat = test_alloc((size_t)total * sizeof(float) + 1);
-    int64_t at = 0;
-    for (int i = 0; i < c->n_leaves; i++) {
-        int64_t m = ad_numel(&c->leaves[i]);
-        if (n_out >= 0)
-            memcpy(flat + at, grads[i], (size_t)m * sizeof(float));
-        at += m;
-        free(grads[i]);
+    memset(flat, 0, (size_t)total * sizeof(float));
+    if (out != NULL)
+        memcpy(flat, out->value.data, (size_t)n_out * sizeof(float));
+
+    float *weights = NULL;
+    ad_array arrays[AD_MAX_LEAVES];
+    int n_arrays = ad_tape_gradients(g, &problem, 5, &weights, arrays);
+    CHECK(n_arrays == c->n_leaves, "%s backward runs at %s", c->name, attn_isa_name(isa));
+    int64_t at = n_out;
+    for (int i = 0; i < n_arrays; i++) {
+        memcpy(flat + at, arrays[i].grad, (size_t)arrays[i].numel * sizeof(float));
+        at += arrays[i].numel;
+        free(arrays[i].grad);
     }
     free(weights);
     attn_graph_destroy(g);
