@@ -10,5 +10,6 @@
 #include "attn/attn_data.h"
 #include "attn/attn_autodiff.h"
 #include "attn/attn_nn.h"
+#include "attn/attn_models.h"
 
 #endif /* ATTN_H */

@@ -157,6 +157,8 @@ typedef struct attn_var {
 ATTN_API attn_status attn_graph_create(attn_params *store, attn_graph **out);
 /* NULL is ignored. */
 ATTN_API void attn_graph_destroy(attn_graph *graph);
+/* The store the graph was created for (NULL if none). */
+ATTN_API attn_params *attn_graph_params(const attn_graph *graph);
 /* Forgets every variable and node (their pointers become invalid) and keeps the memory for
  * the next step. Restarts the count of dropout operations (see attn_graph_set_dropout_seed). */
 ATTN_API void attn_graph_reset(attn_graph *graph);

@@ -52,6 +52,8 @@ void attn_graph_destroy(attn_graph *graph)
     free(graph);
 }
 
+attn_params *attn_graph_params(const attn_graph *graph) { return graph ? graph->store : NULL; }
+
 void attn_graph_reset(attn_graph *graph)
 {
     if (graph == NULL)
