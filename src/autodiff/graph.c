@@ -15,6 +15,7 @@ typedef struct tape_node {
 
 struct attn_graph {
     attn_arena *arena;
+    size_t arena_block; /* the size of the arena's blocks */
     attn_params *store;
     int recording, training;
     int backward_done;
@@ -37,6 +38,7 @@ attn_status attn_graph_create(attn_params *store, attn_graph **out)
         free(g);
         return status;
     }
+    g->arena_block = GRAPH_ARENA_BYTES;
     g->store = store;
     g->recording = 1;
     g->training = 1;
@@ -54,11 +56,32 @@ void attn_graph_destroy(attn_graph *graph)
 
 attn_params *attn_graph_params(const attn_graph *graph) { return graph ? graph->store : NULL; }
 
+/* A step that outgrew one block left its memory spread over several, and steps of other
+ * shapes (batches of other lengths) could keep adding blocks around the gaps. One block with
+ * room for the largest step so far ends that: once the largest batch has been seen, the
+ * graph allocates nothing. If the new block cannot be had, the old arena stays. */
+static void consolidate_arena(attn_graph *graph)
+{
+    size_t peak = attn_arena_peak(graph->arena);
+    if (peak <= graph->arena_block || peak > SIZE_MAX / 2)
+        return;
+    size_t block = peak + peak / 4;
+    attn_arena *bigger = NULL;
+    if (attn_arena_create(block, &bigger) != ATTN_OK) {
+        attn_clear_error();
+        return;
+    }
+    attn_arena_destroy(graph->arena);
+    graph->arena = bigger;
+    graph->arena_block = block;
+}
+
 void attn_graph_reset(attn_graph *graph)
 {
     if (graph == NULL)
         return;
     attn_arena_reset(graph->arena);
+    consolidate_arena(graph);
     graph->last = NULL;
     graph->nodes = 0;
     graph->dropout_count = 0;

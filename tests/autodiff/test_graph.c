@@ -171,6 +171,43 @@ static void test_arena_is_reused_across_steps(void)
     attn_params_destroy(store);
 }
 
+/* The address of the first allocation of a step: the start of the arena's first block, which
+ * changes only when the graph replaces its arena. */
+static void *first_block(attn_graph *g)
+{
+    attn_graph_reset(g);
+    return attn_graph_alloc(g, 64);
+}
+
+static attn_var *big_step(attn_graph *g, int64_t n)
+{
+    attn_var *x = NULL, *y = NULL;
+    CHECK_OK(attn_graph_input(g, 1, &n, NULL, 1, &x));
+    CHECK_OK(attn_op_add(g, x, x, &y));
+    return y;
+}
+
+static void test_arena_settles_after_the_largest_step(void)
+{
+    attn_graph *g = NULL;
+    CHECK_OK(attn_graph_create(NULL, &g));
+    void *initial = first_block(g);
+    big_step(g, 3 << 20); /* 24 MB over several blocks */
+    size_t largest = attn_graph_memory_peak(g);
+    void *settled = first_block(g);
+    CHECK(settled != initial, "the reset after an outgrown step replaces the arena");
+    CHECK(attn_graph_memory_used(g) == 64, "and starts it empty");
+    const int64_t sizes[4] = {3 << 20, 1 << 20, 5, 2 << 20};
+    int stable = 1;
+    for (int i = 0; i < 4; i++) {
+        CHECK(first_block(g) == settled, "step %d: same arena", i);
+        big_step(g, sizes[i]);
+        stable &= attn_graph_memory_peak(g) <= largest + 64;
+    }
+    CHECK(first_block(g) == settled && stable, "smaller or equal steps never grow it");
+    attn_graph_destroy(g);
+}
+
 static void dropout_once(attn_graph *g, const float *x_data, int64_t n, float *first,
                          float *second)
 {
@@ -291,6 +328,7 @@ int main(void)
     RUN_TEST(test_recording_off_is_inference);
     RUN_TEST(test_parameter_gradients_live_in_the_store);
     RUN_TEST(test_arena_is_reused_across_steps);
+    RUN_TEST(test_arena_settles_after_the_largest_step);
     RUN_TEST(test_dropout_follows_seed_step_and_order);
     RUN_TEST(test_custom_operation_and_errors);
     return test_summary();
