@@ -576,6 +576,9 @@ static void test_bad_arguments_are_rejected(void)
     CHECK(strstr(attn_last_error(), "max_len") != NULL, "%s", attn_last_error());
     CHECK_FAILS(attn_model_decode(m, g, NULL, NULL, 1, 2, batch_tgt, 2, NULL, &out), bad);
     CHECK(strstr(attn_last_error(), "memory") != NULL, "%s", attn_last_error());
+    attn_model_batch empty = {0, SRC_LEN, NULL, NULL, TGT_LEN, NULL, NULL, NULL};
+    CHECK_OK(attn_model_forward_loss(m, g, &empty, &out));
+    CHECK(out && out->value.data[0] == 0.0f, "an empty batch: loss 0");
     attn_graph_destroy(g);
     attn_model_destroy(m);
 
