@@ -223,6 +223,13 @@ ATTN_API int attn_graph_wants_grad(const attn_graph *graph, int n, attn_var *con
 /* Pushes a node; name (a string literal) is kept for error messages. */
 ATTN_API attn_status attn_graph_record(attn_graph *graph, attn_var *output,
                                        attn_backward_fn backward, void *ctx, const char *name);
+/* A node with several outputs (e.g. an RNN layer's outputs and final state): it runs when a
+ * gradient reached any of them, with outputs[0] as its output argument; the backward finds
+ * the others in its context, and an output whose grad is still NULL had zero gradient. */
+ATTN_API attn_status attn_graph_record_outputs(attn_graph *graph, int n_outputs,
+                                               attn_var *const *outputs,
+                                               attn_backward_fn backward, void *ctx,
+                                               const char *name);
 /* The variable's gradient buffer, allocated and zeroed on first use; *grad = NULL when the
  * variable requires no gradient. */
 ATTN_API attn_status attn_graph_grad(attn_graph *graph, attn_var *var, float **grad);

@@ -9,7 +9,8 @@ typedef struct tape_node {
     struct tape_node *prev;
     attn_backward_fn backward;
     void *ctx;
-    attn_var *output;
+    attn_var **outputs;
+    int n_outputs;
     const char *name;
 } tape_node;
 
@@ -244,30 +245,45 @@ int attn_graph_wants_grad(const attn_graph *graph, int n, attn_var *const *input
     return 0;
 }
 
-attn_status attn_graph_record(attn_graph *graph, attn_var *output, attn_backward_fn backward,
-                              void *ctx, const char *name)
+attn_status attn_graph_record_outputs(attn_graph *graph, int n_outputs,
+                                      attn_var *const *outputs, attn_backward_fn backward,
+                                      void *ctx, const char *name)
 {
     const char *fn = __func__;
+    name = name ? name : "?";
     ATTN_CHECK_NOT_NULL(graph);
-    ATTN_CHECK_NOT_NULL(output);
+    ATTN_CHECK_NOT_NULL(outputs);
     ATTN_CHECK_NOT_NULL(backward);
-    ATTN_CHECK_ARG(graph->recording, "%s: %s: the graph is not recording", fn,
-                   name ? name : "?");
+    ATTN_CHECK_ARG(n_outputs >= 1, "%s: %s: n_outputs must be >= 1, got %d", fn, name,
+                   n_outputs);
+    for (int i = 0; i < n_outputs; i++)
+        ATTN_CHECK_ARG(outputs[i] != NULL, "%s: %s: outputs[%d] must not be NULL", fn, name, i);
+    ATTN_CHECK_ARG(graph->recording, "%s: %s: the graph is not recording", fn, name);
     ATTN_CHECK_ARG(!graph->backward_done,
-                   "%s: %s: backward already ran on this graph; reset it first", fn,
-                   name ? name : "?");
+                   "%s: %s: backward already ran on this graph; reset it first", fn, name);
     tape_node *node = attn_arena_alloc(graph->arena, sizeof *node);
-    if (node == NULL)
+    attn_var **copy = attn_arena_alloc(graph->arena, (size_t)n_outputs * sizeof *copy);
+    if (node == NULL || copy == NULL)
         return ATTN_ERR_OUT_OF_MEMORY;
+    for (int i = 0; i < n_outputs; i++) {
+        copy[i] = outputs[i];
+        copy[i]->requires_grad = 1;
+    }
     node->prev = graph->last;
     node->backward = backward;
     node->ctx = ctx;
-    node->output = output;
-    node->name = name ? name : "?";
-    output->requires_grad = 1;
+    node->outputs = copy;
+    node->n_outputs = n_outputs;
+    node->name = name;
     graph->last = node;
     graph->nodes++;
     return ATTN_OK;
+}
+
+attn_status attn_graph_record(attn_graph *graph, attn_var *output, attn_backward_fn backward,
+                              void *ctx, const char *name)
+{
+    return attn_graph_record_outputs(graph, 1, &output, backward, ctx, name);
 }
 
 attn_status attn_graph_grad(attn_graph *graph, attn_var *var, float **grad)
@@ -293,9 +309,12 @@ static attn_status run_tape(attn_graph *graph)
 {
     graph->backward_done = 1;
     for (tape_node *node = graph->last; node != NULL; node = node->prev) {
-        if (node->output->grad == NULL)
+        int reached = 0;
+        for (int i = 0; i < node->n_outputs; i++)
+            reached |= node->outputs[i]->grad != NULL;
+        if (!reached)
             continue;
-        attn_status status = node->backward(graph, node->output, node->ctx);
+        attn_status status = node->backward(graph, node->outputs[0], node->ctx);
         if (status != ATTN_OK) {
             char inner[512];
             snprintf(inner, sizeof inner, "%s", attn_last_error());
