@@ -1,0 +1,178 @@
+/* attn models: Transformer encoder-decoder, encoder-only classifier and decoder-only
+ * language model, built from the nn layers (layer 4).
+ *
+ * A model is described by a small JSON config (attn_model_config); the same JSON is stored in
+ * every saved model, so a file alone rebuilds its model.
+ *
+ * Architectures:
+ *  - "transformer" (encoder-decoder, "Attention Is All You Need"): source and target
+ *    embeddings scaled by sqrt(d_model) plus sinusoidal positions, dropout; N encoder layers
+ *    (self-attention over the source, padding masked), N decoder layers (causal
+ *    self-attention, cross-attention to the encoder output, source padding masked); post-
+ *    or pre-norm; optional final layer norms (nn.Transformer always has them); an output
+ *    projection to the target vocabulary, optionally tied to the target embedding; shared or
+ *    separate embeddings.
+ *  - "transformer_classifier": the encoder over the source, mean-pooled over non-padding
+ *    positions, a linear layer to num_classes.
+ *  - "transformer_lm": a causal language model over the target: the same blocks as the
+ *    encoder with causal self-attention, then the output projection.
+ *
+ * Parameter names (PyTorch's nn.Transformer names inside the stacks):
+ *   src_embed.weight, tgt_embed.weight (or embed.weight when shared, and for the classifier
+ *   and the language model), encoder.layers.<i>.*, encoder.norm.*, decoder.layers.<i>.*,
+ *   decoder.norm.*, generator.weight (absent when tied), generator.bias, classifier.weight,
+ *   classifier.bias. The language model's blocks are decoder.layers.<i>.* with the layout of
+ *   an encoder layer (self_attn, linear1, linear2, norm1, norm2).
+ *
+ * Attention dropout is not applied (dropout acts on embeddings, sublayer outputs and the
+ * feed-forward's hidden layer, as the paper describes).
+ */
+#ifndef ATTN_MODELS_H
+#define ATTN_MODELS_H
+
+#include "attn/attn_nn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- configuration ------------------------------------------------------------------- */
+
+#define ATTN_MODEL_CONFIG_VERSION 1
+
+typedef enum attn_model_arch {
+    ATTN_ARCH_TRANSFORMER = 0,            /* "transformer" */
+    ATTN_ARCH_TRANSFORMER_CLASSIFIER = 1, /* "transformer_classifier" */
+    ATTN_ARCH_TRANSFORMER_LM = 2          /* "transformer_lm" */
+} attn_model_arch;
+
+/* The JSON name of each field is the struct field's name. Which fields an architecture has:
+ *   all:                    version, arch, d_model, num_heads, ffn_dim, dropout, activation,
+ *                           norm_first, max_len, positional_encoding, scale_embeddings,
+ *                           layer_norm_eps, label_smoothing
+ *   transformer:            encoder_layers, decoder_layers, encoder_final_norm,
+ *                           decoder_final_norm, src_vocab, tgt_vocab, share_embeddings,
+ *                           tie_output
+ *   transformer_classifier: encoder_layers, encoder_final_norm, src_vocab, num_classes
+ *   transformer_lm:         decoder_layers, decoder_final_norm, tgt_vocab, tie_output
+ * Fields an architecture does not have stay 0 in the struct and are rejected in JSON. */
+typedef struct attn_model_config {
+    int version;                        /* ATTN_MODEL_CONFIG_VERSION */
+    attn_model_arch arch;               /* JSON: "transformer", ... */
+    int64_t d_model, num_heads, ffn_dim;
+    int64_t encoder_layers, decoder_layers;
+    double dropout;                     /* [0, 1) */
+    attn_activation activation;         /* JSON: "relu", "gelu" or "gelu_tanh" */
+    int norm_first;                     /* JSON bool: pre-norm (true) or post-norm (false) */
+    int encoder_final_norm, decoder_final_norm; /* JSON bools */
+    int64_t src_vocab, tgt_vocab, num_classes;
+    int share_embeddings;               /* JSON bool; needs src_vocab == tgt_vocab */
+    int tie_output;                     /* JSON bool: output projection = target embedding */
+    int scale_embeddings;               /* JSON bool: embeddings times sqrt(d_model) */
+    attn_pe_layout positional_encoding; /* JSON: "interleaved" or "concatenated" */
+    int64_t max_len;                    /* longest sequence the positions cover */
+    double layer_norm_eps;              /* > 0 */
+    double label_smoothing;             /* [0, 1]: of the training loss */
+} attn_model_config;
+
+/* The defaults of an architecture: the base model of the paper (d_model 512, 8 heads,
+ * 6 + 6 layers, FFN 2048, dropout 0.1, ReLU, post-norm, label smoothing 0.1), final norms
+ * on, tied output, interleaved positions, max_len 1024, eps 1e-5; the vocabulary sizes and
+ * num_classes are 0 and must be set. An unknown arch gives the transformer's defaults. */
+ATTN_API attn_model_config attn_model_config_default(attn_model_arch arch);
+/* Every constraint, with a message naming the field: sizes positive, num_heads divides
+ * d_model, dropout and smoothing in range, shared embeddings need equal vocabularies,
+ * fields of other architectures 0, version supported. */
+ATTN_API attn_status attn_model_config_validate(const attn_model_config *config);
+/* JSON with every field of the architecture; *json is malloc'ed (free it with free()). */
+ATTN_API attn_status attn_model_config_to_json(const attn_model_config *config, char **json);
+/* Parses and validates. "version" and "arch" are required; other missing fields take the
+ * architecture's defaults. ATTN_ERR_FORMAT, naming the field, for malformed JSON, an
+ * unknown or duplicate field, a field of another architecture, or a value of the wrong type
+ * (an integer field must hold an integer); ATTN_ERR_INVALID_ARGUMENT for values out of
+ * range (as attn_model_config_validate); ATTN_ERR_UNSUPPORTED for a newer version. */
+ATTN_API attn_status attn_model_config_from_json(const char *json, attn_model_config *config);
+
+/* ---- a model --------------------------------------------------------------------------- */
+
+typedef struct attn_model attn_model;
+
+/* Builds the modules and a finalised parameter store (all zero: call attn_model_init, or
+ * load weights). */
+ATTN_API attn_status attn_model_create(const attn_model_config *config, attn_model **out);
+/* NULL is ignored. */
+ATTN_API void attn_model_destroy(attn_model *model);
+/* Initialises every parameter from seed (attn_params_init). */
+ATTN_API attn_status attn_model_init(attn_model *model, uint64_t seed);
+ATTN_API const attn_model_config *attn_model_get_config(const attn_model *model);
+/* The model's parameter store (values, gradients and Adam moments). */
+ATTN_API attn_params *attn_model_params(attn_model *model);
+
+/* The metadata key under which a saved model keeps its config JSON. */
+#define ATTN_MODEL_CONFIG_KEY "attn_config"
+
+/* Writes every parameter value and the config JSON (under ATTN_MODEL_CONFIG_KEY) as one
+ * safetensors file, atomically. extra metadata (e.g. the tokenizers' JSON) may be NULL;
+ * its keys must differ from ATTN_MODEL_CONFIG_KEY. */
+ATTN_API attn_status attn_model_save(attn_model *model, const char *path,
+                                     const attn_metadata_entry *extra, size_t n_extra);
+/* Rebuilds a model from a file written by attn_model_save (or by another tool that stores
+ * the same config and names). */
+ATTN_API attn_status attn_model_load(const char *path, attn_model **out);
+/* Reads every parameter of the model from an open file by name (see attn_params_load). */
+ATTN_API attn_status attn_model_load_weights(attn_model *model, const attn_tensor_file *file);
+
+/* ---- running a model ------------------------------------------------------------------- */
+
+/* A batch, as the data layer produces it (attn_batch converts field by field). Token arrays
+ * are row-major int32, padded after each row's length (the padding value is never read).
+ *  - src [size, src_len], src_lengths [size]: the encoder's input (transformer, classifier).
+ *  - tgt [size, tgt_len], tgt_lengths [size]: target sequences <s> ... </s> (transformer,
+ *    language model); lengths count <s> and </s>, 1 <= tgt_lengths <= tgt_len. The decoder
+ *    reads tgt[:, 0 .. len-2] and predicts tgt[:, 1 .. len-1].
+ *  - labels [size]: classes in [0, num_classes) (classifier).
+ * Fields an architecture does not read may be zero / NULL. */
+typedef struct attn_model_batch {
+    int64_t size;
+    int64_t src_len;
+    const int32_t *src;
+    const int32_t *src_lengths;
+    int64_t tgt_len;
+    const int32_t *tgt;
+    const int32_t *tgt_lengths;
+    const int32_t *labels;
+} attn_model_batch;
+
+/* The training loss: mean cross-entropy over every predicted (non-padding) token, or over
+ * the sentences for the classifier, with the config's label smoothing. A scalar variable on
+ * graph, which must be a graph of this model's store (attn_graph_create(attn_model_params)).
+ * Set the graph's mode first: training (dropout) and recording (for attn_graph_backward). */
+ATTN_API attn_status attn_model_forward_loss(attn_model *model, attn_graph *graph,
+                                             const attn_model_batch *batch, attn_var **loss);
+/* The logits: [size, tgt_len - 1, tgt_vocab] for the transformer and the language model
+ * (row t predicts tgt[:, t + 1]), [size, num_classes] for the classifier. */
+ATTN_API attn_status attn_model_forward_logits(attn_model *model, attn_graph *graph,
+                                               const attn_model_batch *batch,
+                                               attn_var **logits);
+
+/* Hooks for decoding (greedy or beam search re-run the decoder on the growing prefix; a KV
+ * cache can come later behind the same calls).
+ * encode: memory [size, src_len, d_model] (transformer and classifier: the encoder output,
+ * after the final norm). */
+ATTN_API attn_status attn_model_encode(attn_model *model, attn_graph *graph, int64_t size,
+                                       int64_t src_len, const int32_t *src,
+                                       const int32_t *src_lengths, attn_var **memory);
+/* decode: logits [size, len, tgt_vocab] for decoder inputs ids [size, len] (row stride
+ * ids_stride >= len) of lengths [size] (NULL: all len). The transformer needs memory and
+ * src_lengths from attn_model_encode (on the same graph); the language model takes NULL
+ * for both. */
+ATTN_API attn_status attn_model_decode(attn_model *model, attn_graph *graph, attn_var *memory,
+                                       const int32_t *src_lengths, int64_t size, int64_t len,
+                                       const int32_t *ids, int64_t ids_stride,
+                                       const int32_t *lengths, attn_var **logits);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTN_MODELS_H */

@@ -1,0 +1,29 @@
+/* Helpers shared by the graph and the operations; not part of the public API. */
+#ifndef ATTN_AUTODIFF_INTERNAL_H
+#define ATTN_AUTODIFF_INTERNAL_H
+
+#include "core/internal.h"
+#include "attn/attn_autodiff.h"
+
+/* A variable argument must be non-NULL with a value (checked by every operation). */
+ATTN_INTERNAL attn_status attn_ad_check_var(const char *fn, const char *what, const attn_var *v);
+/* Size of the last dimension (1 for a scalar) and the number of rows before it. */
+ATTN_INTERNAL int64_t attn_ad_last_dim(const attn_var *v);
+ATTN_INTERNAL int64_t attn_ad_rows(const attn_var *v);
+ATTN_INTERNAL int attn_ad_same_shape(const attn_var *a, const attn_var *b);
+/* "[2, 3, 4]" into buf (for messages). */
+ATTN_INTERNAL const char *attn_ad_shape_text(const attn_var *v, char *buf, size_t size);
+
+/* Memory-bound passes, threaded through attn_parallel_for with a split that depends only on
+ * the size. They only stream memory, so one portable loop serves every instruction set. */
+/* dst[i] += src[i] */
+ATTN_INTERNAL void attn_ad_accumulate(int64_t n, const float *src, float *dst);
+/* dst[i] = a[i] + b[i] */
+ATTN_INTERNAL void attn_ad_add(int64_t n, const float *a, const float *b, float *dst);
+/* Every row of dst [rows, cols] becomes a copy of row. */
+ATTN_INTERNAL void attn_ad_fill_rows(int64_t rows, int64_t cols, const float *row, float *dst);
+/* dst[c] += sum over r of src[r, c], each column summed in row order (in double). */
+ATTN_INTERNAL void attn_ad_add_column_sums(int64_t rows, int64_t cols, const float *src,
+                                           float *dst);
+
+#endif /* ATTN_AUTODIFF_INTERNAL_H */

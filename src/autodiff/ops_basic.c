@@ -1,0 +1,348 @@
+/* Operations on the tape: linear, embedding, additions, activation and dropout.
+ *
+ * The arithmetic is in the kernels (attn_gemm, attn_embedding_*, attn_activation_*,
+ * attn_dropout_*), which dispatch on the instruction set themselves. What is left here
+ * (broadcasting a bias, adding arrays, summing bias gradients) only streams memory, so the
+ * portable loops in graph.c serve every instruction set. */
+#include "autodiff/autodiff_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- linear ------------------------------------------------------------------------------ */
+
+typedef struct linear_ctx {
+    attn_var *x, *weight, *bias;
+} linear_ctx;
+
+static attn_status linear_backward(attn_graph *graph, const attn_var *output, void *raw)
+{
+    linear_ctx *ctx = raw;
+    const int64_t rows = attn_ad_rows(ctx->x), in = attn_ad_last_dim(ctx->x);
+    const int64_t out = ctx->weight->value.shape[0];
+    const float *dy = output->grad;
+    float *dx, *dw, *db = NULL;
+    ATTN_TRY(attn_graph_grad(graph, ctx->x, &dx));
+    ATTN_TRY(attn_graph_grad(graph, ctx->weight, &dw));
+    if (ctx->bias != NULL)
+        ATTN_TRY(attn_graph_grad(graph, ctx->bias, &db));
+    if (dx != NULL)
+        ATTN_TRY(attn_gemm(ATTN_NO_TRANS, ATTN_NO_TRANS, rows, in, out, 1.0f, dy, out,
+                           ctx->weight->value.data, in, 1.0f, dx, in));
+    if (dw != NULL)
+        ATTN_TRY(attn_gemm(ATTN_TRANS, ATTN_NO_TRANS, out, in, rows, 1.0f, dy, out,
+                           ctx->x->value.data, in, 1.0f, dw, in));
+    if (db != NULL)
+        attn_ad_add_column_sums(rows, out, dy, db);
+    return ATTN_OK;
+}
+
+attn_status attn_op_linear(attn_graph *graph, attn_var *x, attn_var *weight, attn_var *bias,
+                           attn_var **out)
+{
+    const char *fn = __func__;
+    char a[96], b[96];
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
+    ATTN_CHECK_NOT_NULL(graph);
+    ATTN_TRY(attn_ad_check_var(fn, "x", x));
+    ATTN_TRY(attn_ad_check_var(fn, "weight", weight));
+    ATTN_CHECK_ARG(x->value.ndim >= 1, "%s: x must have at least one dimension", fn);
+    ATTN_CHECK_ARG(weight->value.ndim == 2 && weight->value.shape[1] == attn_ad_last_dim(x),
+                   "%s: weight %s does not fit x %s (expected [out, %lld])", fn,
+                   attn_ad_shape_text(weight, a, sizeof a), attn_ad_shape_text(x, b, sizeof b),
+                   (long long)attn_ad_last_dim(x));
+    const int64_t rows = attn_ad_rows(x), in = attn_ad_last_dim(x);
+    const int64_t features = weight->value.shape[0];
+    if (bias != NULL) {
+        ATTN_TRY(attn_ad_check_var(fn, "bias", bias));
+        ATTN_CHECK_ARG(bias->value.ndim == 1 && bias->value.shape[0] == features,
+                       "%s: bias %s does not fit weight %s", fn,
+                       attn_ad_shape_text(bias, a, sizeof a),
+                       attn_ad_shape_text(weight, b, sizeof b));
+    }
+
+    attn_var *inputs[3] = {x, weight, bias};
+    const int wants = attn_graph_wants_grad(graph, 3, inputs);
+    int64_t shape[ATTN_MAX_DIMS];
+    memcpy(shape, x->value.shape, sizeof shape);
+    shape[x->value.ndim - 1] = features;
+    attn_var *y;
+    ATTN_TRY(attn_graph_new_var(graph, x->value.ndim, shape, wants, &y));
+    if (bias != NULL)
+        attn_ad_fill_rows(rows, features, bias->value.data, y->value.data);
+    ATTN_TRY(attn_gemm(ATTN_NO_TRANS, ATTN_TRANS, rows, features, in, 1.0f, x->value.data, in,
+                       weight->value.data, in, bias != NULL ? 1.0f : 0.0f, y->value.data,
+                       features));
+    if (wants) {
+        linear_ctx *ctx = attn_graph_alloc(graph, sizeof *ctx);
+        if (ctx == NULL)
+            return ATTN_ERR_OUT_OF_MEMORY;
+        *ctx = (linear_ctx){x, weight, bias};
+        ATTN_TRY(attn_graph_record(graph, y, linear_backward, ctx, "linear"));
+    }
+    *out = y;
+    return ATTN_OK;
+}
+
+/* ---- embedding --------------------------------------------------------------------------- */
+
+typedef struct embedding_ctx {
+    attn_var *table;
+    int64_t tokens;
+    const int32_t *ids;
+    float scale;
+} embedding_ctx;
+
+static attn_status embedding_backward(attn_graph *graph, const attn_var *output, void *raw)
+{
+    embedding_ctx *ctx = raw;
+    float *dtable;
+    ATTN_TRY(attn_graph_grad(graph, ctx->table, &dtable));
+    return attn_embedding_backward(ctx->tokens, ctx->table->value.shape[0],
+                                   ctx->table->value.shape[1], ctx->ids, ctx->scale,
+                                   output->grad, dtable);
+}
+
+attn_status attn_op_embedding(attn_graph *graph, attn_var *table, int64_t rows, int64_t cols,
+                              const int32_t *ids, int64_t ids_stride, float scale,
+                              attn_var **out)
+{
+    const char *fn = __func__;
+    char a[96];
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
+    ATTN_CHECK_NOT_NULL(graph);
+    ATTN_TRY(attn_ad_check_var(fn, "table", table));
+    ATTN_CHECK_ARG(table->value.ndim == 2, "%s: table must be [vocab, dim], got %s", fn,
+                   attn_ad_shape_text(table, a, sizeof a));
+    ATTN_CHECK_ARG(rows >= 0 && cols >= 0, "%s: negative size (rows=%lld, cols=%lld)", fn,
+                   (long long)rows, (long long)cols);
+    ATTN_CHECK_ARG(ids_stride >= cols, "%s: ids_stride %lld is below cols %lld", fn,
+                   (long long)ids_stride, (long long)cols);
+    ATTN_CHECK_ARG(isfinite(scale), "%s: scale must be finite", fn);
+    ATTN_CHECK_ARG(cols == 0 || rows <= INT64_MAX / 8 / cols, "%s: too many ids", fn);
+    const int64_t tokens = rows * cols, vocab = table->value.shape[0];
+    const int64_t dim = table->value.shape[1];
+    ATTN_CHECK_ARG(tokens == 0 || ids != NULL, "%s: ids must not be NULL", fn);
+
+    int32_t *copy = attn_graph_alloc(graph, (size_t)tokens * sizeof *copy);
+    if (copy == NULL)
+        return ATTN_ERR_OUT_OF_MEMORY;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) {
+            int32_t id = ids[r * ids_stride + c];
+            ATTN_CHECK_ARG(id >= 0 && id < vocab, "%s: ids[%lld, %lld] = %d is outside [0, %lld)",
+                           fn, (long long)r, (long long)c, (int)id, (long long)vocab);
+            copy[r * cols + c] = id;
+        }
+
+    attn_var *inputs[1] = {table};
+    const int wants = attn_graph_wants_grad(graph, 1, inputs);
+    const int64_t shape[3] = {rows, cols, dim};
+    attn_var *y;
+    ATTN_TRY(attn_graph_new_var(graph, 3, shape, wants, &y));
+    ATTN_TRY(attn_embedding_forward(tokens, vocab, dim, table->value.data, copy, scale,
+                                    y->value.data));
+    if (wants) {
+        embedding_ctx *ctx = attn_graph_alloc(graph, sizeof *ctx);
+        if (ctx == NULL)
+            return ATTN_ERR_OUT_OF_MEMORY;
+        *ctx = (embedding_ctx){table, tokens, copy, scale};
+        ATTN_TRY(attn_graph_record(graph, y, embedding_backward, ctx, "embedding"));
+    }
+    *out = y;
+    return ATTN_OK;
+}
+
+/* ---- additions --------------------------------------------------------------------------- */
+
+typedef struct add_ctx {
+    attn_var *a, *b;
+} add_ctx;
+
+static attn_status add_backward(attn_graph *graph, const attn_var *output, void *raw)
+{
+    add_ctx *ctx = raw;
+    const int64_t n = attn_tensor_numel(&output->value);
+    float *da, *db;
+    ATTN_TRY(attn_graph_grad(graph, ctx->a, &da));
+    if (da != NULL)
+        attn_ad_accumulate(n, output->grad, da);
+    if (ctx->b != NULL) {
+        ATTN_TRY(attn_graph_grad(graph, ctx->b, &db));
+        if (db != NULL)
+            attn_ad_accumulate(n, output->grad, db);
+    }
+    return ATTN_OK;
+}
+
+attn_status attn_op_add(attn_graph *graph, attn_var *a, attn_var *b, attn_var **out)
+{
+    const char *fn = __func__;
+    char sa[96], sb[96];
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
+    ATTN_CHECK_NOT_NULL(graph);
+    ATTN_TRY(attn_ad_check_var(fn, "a", a));
+    ATTN_TRY(attn_ad_check_var(fn, "b", b));
+    ATTN_CHECK_ARG(attn_ad_same_shape(a, b), "%s: shapes differ: a %s, b %s", fn,
+                   attn_ad_shape_text(a, sa, sizeof sa), attn_ad_shape_text(b, sb, sizeof sb));
+    attn_var *inputs[2] = {a, b};
+    const int wants = attn_graph_wants_grad(graph, 2, inputs);
+    attn_var *y;
+    ATTN_TRY(attn_graph_new_var(graph, a->value.ndim, a->value.shape, wants, &y));
+    attn_ad_add(attn_tensor_numel(&a->value), a->value.data, b->value.data, y->value.data);
+    if (wants) {
+        add_ctx *ctx = attn_graph_alloc(graph, sizeof *ctx);
+        if (ctx == NULL)
+            return ATTN_ERR_OUT_OF_MEMORY;
+        *ctx = (add_ctx){a, b};
+        ATTN_TRY(attn_graph_record(graph, y, add_backward, ctx, "add"));
+    }
+    *out = y;
+    return ATTN_OK;
+}
+
+typedef struct position_job {
+    int64_t len, dim;
+    const float *x, *table;
+    float *y;
+} position_job;
+
+static void add_position_range(void *raw, int64_t begin, int64_t end, int thread_index)
+{
+    (void)thread_index;
+    const position_job *job = raw;
+    for (int64_t r = begin; r < end; r++) {
+        const float *x = job->x + r * job->dim, *pe = job->table + (r % job->len) * job->dim;
+        float *y = job->y + r * job->dim;
+        for (int64_t c = 0; c < job->dim; c++)
+            y[c] = x[c] + pe[c];
+    }
+}
+
+attn_status attn_op_add_position_table(attn_graph *graph, attn_var *x, const float *table,
+                                       int64_t table_rows, attn_var **out)
+{
+    const char *fn = __func__;
+    char a[96];
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
+    ATTN_CHECK_NOT_NULL(graph);
+    ATTN_TRY(attn_ad_check_var(fn, "x", x));
+    ATTN_CHECK_ARG(x->value.ndim == 3, "%s: x must be [batch, len, dim], got %s", fn,
+                   attn_ad_shape_text(x, a, sizeof a));
+    const int64_t len = x->value.shape[1], dim = x->value.shape[2];
+    ATTN_CHECK_ARG(len <= table_rows,
+                   "%s: sequence length %lld exceeds the table's %lld positions", fn,
+                   (long long)len, (long long)table_rows);
+    ATTN_CHECK_ARG(len * dim == 0 || table != NULL, "%s: table must not be NULL", fn);
+    attn_var *inputs[1] = {x};
+    const int wants = attn_graph_wants_grad(graph, 1, inputs);
+    attn_var *y;
+    ATTN_TRY(attn_graph_new_var(graph, 3, x->value.shape, wants, &y));
+    if (len > 0 && dim > 0) {
+        position_job job = {len, dim, x->value.data, table, y->value.data};
+        attn_parallel_for(x->value.shape[0] * len, 1 + 16384 / dim, add_position_range, &job);
+    }
+    if (wants) {
+        add_ctx *ctx = attn_graph_alloc(graph, sizeof *ctx);
+        if (ctx == NULL)
+            return ATTN_ERR_OUT_OF_MEMORY;
+        *ctx = (add_ctx){x, NULL};
+        ATTN_TRY(attn_graph_record(graph, y, add_backward, ctx, "add_position_table"));
+    }
+    *out = y;
+    return ATTN_OK;
+}
+
+/* ---- activation -------------------------------------------------------------------------- */
+
+typedef struct activation_ctx {
+    attn_var *x;
+    attn_activation act;
+} activation_ctx;
+
+static attn_status activation_backward(attn_graph *graph, const attn_var *output, void *raw)
+{
+    activation_ctx *ctx = raw;
+    float *dx;
+    ATTN_TRY(attn_graph_grad(graph, ctx->x, &dx));
+    return attn_activation_backward(ctx->act, attn_tensor_numel(&output->value),
+                                    ctx->x->value.data, output->grad, dx);
+}
+
+attn_status attn_op_activation(attn_graph *graph, attn_var *x, attn_activation act,
+                               attn_var **out)
+{
+    const char *fn = __func__;
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
+    ATTN_CHECK_NOT_NULL(graph);
+    ATTN_TRY(attn_ad_check_var(fn, "x", x));
+    ATTN_CHECK_ARG((int)act >= ATTN_ACT_RELU && (int)act <= ATTN_ACT_SIGMOID,
+                   "%s: unknown activation %d", fn, (int)act);
+    attn_var *inputs[1] = {x};
+    const int wants = attn_graph_wants_grad(graph, 1, inputs);
+    attn_var *y;
+    ATTN_TRY(attn_graph_new_var(graph, x->value.ndim, x->value.shape, wants, &y));
+    ATTN_TRY(attn_activation_forward(act, attn_tensor_numel(&x->value), x->value.data,
+                                     y->value.data));
+    if (wants) {
+        activation_ctx *ctx = attn_graph_alloc(graph, sizeof *ctx);
+        if (ctx == NULL)
+            return ATTN_ERR_OUT_OF_MEMORY;
+        *ctx = (activation_ctx){x, act};
+        ATTN_TRY(attn_graph_record(graph, y, activation_backward, ctx, "activation"));
+    }
+    *out = y;
+    return ATTN_OK;
+}
+
+/* ---- dropout ----------------------------------------------------------------------------- */
+
+typedef struct dropout_ctx {
+    attn_var *x;
+    float p;
+    uint64_t seed;
+} dropout_ctx;
+
+static attn_status dropout_backward(attn_graph *graph, const attn_var *output, void *raw)
+{
+    dropout_ctx *ctx = raw;
+    float *dx;
+    ATTN_TRY(attn_graph_grad(graph, ctx->x, &dx));
+    return attn_dropout_backward(attn_tensor_numel(&output->value), ctx->p, ctx->seed, 0,
+                                 output->grad, dx);
+}
+
+attn_status attn_op_dropout(attn_graph *graph, attn_var *x, float p, attn_var **out)
+{
+    const char *fn = __func__;
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
+    ATTN_CHECK_NOT_NULL(graph);
+    ATTN_TRY(attn_ad_check_var(fn, "x", x));
+    ATTN_CHECK_ARG(p >= 0.0f && p < 1.0f, "%s: p must be in [0, 1), got %g", fn, (double)p);
+    if (!attn_graph_is_training(graph) || p == 0.0f) {
+        *out = x;
+        return ATTN_OK;
+    }
+    attn_var *inputs[1] = {x};
+    const int wants = attn_graph_wants_grad(graph, 1, inputs);
+    const uint64_t seed = attn_graph_next_dropout_seed(graph);
+    attn_var *y;
+    ATTN_TRY(attn_graph_new_var(graph, x->value.ndim, x->value.shape, wants, &y));
+    ATTN_TRY(attn_dropout_forward(attn_tensor_numel(&x->value), p, seed, 0, x->value.data,
+                                  y->value.data, NULL));
+    if (wants) {
+        dropout_ctx *ctx = attn_graph_alloc(graph, sizeof *ctx);
+        if (ctx == NULL)
+            return ATTN_ERR_OUT_OF_MEMORY;
+        *ctx = (dropout_ctx){x, p, seed};
+        ATTN_TRY(attn_graph_record(graph, y, dropout_backward, ctx, "dropout"));
+    }
+    *out = y;
+    return ATTN_OK;
+}

@@ -1,0 +1,127 @@
+/* Layer norm on the tape, alone or fused with the residual addition before it. The kernels
+ * (attn_layer_norm_*) dispatch on the instruction set; the residual sum only streams memory. */
+#include "autodiff/autodiff_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct layer_norm_ctx {
+    attn_var *x, *residual, *gamma, *beta;
+    const float *input; /* what was normalised: x, or x + residual */
+    float *mean, *rstd;
+} layer_norm_ctx;
+
+static attn_status layer_norm_backward(attn_graph *graph, const attn_var *output, void *raw)
+{
+    layer_norm_ctx *ctx = raw;
+    const int64_t rows = attn_ad_rows(output), dim = attn_ad_last_dim(output);
+    float *dx, *dres = NULL, *dgamma = NULL, *dbeta = NULL;
+    ATTN_TRY(attn_graph_grad(graph, ctx->x, &dx));
+    if (ctx->residual != NULL)
+        ATTN_TRY(attn_graph_grad(graph, ctx->residual, &dres));
+    if (ctx->gamma != NULL) {
+        ATTN_TRY(attn_graph_grad(graph, ctx->gamma, &dgamma));
+        ATTN_TRY(attn_graph_grad(graph, ctx->beta, &dbeta));
+    }
+    /* The kernel always writes an input gradient; with a residual (or an input that needs
+     * none) it goes to scratch first and is then added where it is wanted. */
+    float *dinput = dx;
+    const int scratch = ctx->residual != NULL || dx == NULL;
+    if (scratch) {
+        size_t n = (size_t)(rows * dim);
+        dinput = attn_graph_alloc_floats(graph, n);
+        if (dinput == NULL)
+            return ATTN_ERR_OUT_OF_MEMORY;
+        memset(dinput, 0, n * sizeof(float));
+    }
+    ATTN_TRY(attn_layer_norm_backward(rows, dim, ctx->input,
+                                      ctx->gamma ? ctx->gamma->value.data : NULL, ctx->mean,
+                                      ctx->rstd, output->grad, dinput, dgamma, dbeta));
+    if (scratch) {
+        if (dx != NULL)
+            attn_ad_accumulate(rows * dim, dinput, dx);
+        if (dres != NULL)
+            attn_ad_accumulate(rows * dim, dinput, dres);
+    }
+    return ATTN_OK;
+}
+
+static attn_status layer_norm(const char *fn, attn_graph *graph, attn_var *x, attn_var *residual,
+                              attn_var *gamma, attn_var *beta, float eps, attn_var **out)
+{
+    char a[96], b[96];
+    ATTN_CHECK_ARG(out != NULL, "%s: out must not be NULL", fn);
+    *out = NULL;
+    ATTN_CHECK_ARG(graph != NULL, "%s: graph must not be NULL", fn);
+    ATTN_TRY(attn_ad_check_var(fn, "x", x));
+    ATTN_CHECK_ARG(x->value.ndim >= 1 && attn_ad_last_dim(x) >= 1,
+                   "%s: x needs a last dimension of at least 1, got %s", fn,
+                   attn_ad_shape_text(x, a, sizeof a));
+    if (residual != NULL) {
+        ATTN_TRY(attn_ad_check_var(fn, "residual", residual));
+        ATTN_CHECK_ARG(attn_ad_same_shape(x, residual), "%s: shapes differ: x %s, residual %s",
+                       fn, attn_ad_shape_text(x, a, sizeof a),
+                       attn_ad_shape_text(residual, b, sizeof b));
+    }
+    ATTN_CHECK_ARG((gamma == NULL) == (beta == NULL),
+                   "%s: give both gamma and beta, or neither", fn);
+    const int64_t rows = attn_ad_rows(x), dim = attn_ad_last_dim(x);
+    if (gamma != NULL) {
+        ATTN_TRY(attn_ad_check_var(fn, "gamma", gamma));
+        ATTN_TRY(attn_ad_check_var(fn, "beta", beta));
+        ATTN_CHECK_ARG(gamma->value.ndim == 1 && gamma->value.shape[0] == dim &&
+                           beta->value.ndim == 1 && beta->value.shape[0] == dim,
+                       "%s: gamma %s and beta %s must be [%lld]", fn,
+                       attn_ad_shape_text(gamma, a, sizeof a),
+                       attn_ad_shape_text(beta, b, sizeof b), (long long)dim);
+    }
+    ATTN_CHECK_ARG(isfinite(eps) && eps >= 0.0f, "%s: eps must be finite and >= 0, got %g", fn,
+                   (double)eps);
+
+    attn_var *inputs[4] = {x, residual, gamma, beta};
+    const int wants = attn_graph_wants_grad(graph, 4, inputs);
+    attn_var *y;
+    ATTN_TRY(attn_graph_new_var(graph, x->value.ndim, x->value.shape, wants, &y));
+    const float *input = x->value.data;
+    if (residual != NULL) {
+        /* The sum is what gets normalised, and what the backward reads. */
+        float *sum = attn_graph_alloc_floats(graph, (size_t)(rows * dim));
+        if (sum == NULL)
+            return ATTN_ERR_OUT_OF_MEMORY;
+        attn_ad_add(rows * dim, x->value.data, residual->value.data, sum);
+        input = sum;
+    }
+    float *mean = NULL, *rstd = NULL;
+    if (wants) {
+        mean = attn_graph_alloc_floats(graph, (size_t)rows);
+        rstd = attn_graph_alloc_floats(graph, (size_t)rows);
+        if (mean == NULL || rstd == NULL)
+            return ATTN_ERR_OUT_OF_MEMORY;
+    }
+    ATTN_TRY(attn_layer_norm_forward(rows, dim, input, gamma ? gamma->value.data : NULL,
+                                     beta ? beta->value.data : NULL, eps, y->value.data, mean,
+                                     rstd));
+    if (wants) {
+        layer_norm_ctx *ctx = attn_graph_alloc(graph, sizeof *ctx);
+        if (ctx == NULL)
+            return ATTN_ERR_OUT_OF_MEMORY;
+        *ctx = (layer_norm_ctx){x, residual, gamma, beta, input, mean, rstd};
+        ATTN_TRY(attn_graph_record(graph, y, layer_norm_backward, ctx,
+                                   residual ? "add_layer_norm" : "layer_norm"));
+    }
+    *out = y;
+    return ATTN_OK;
+}
+
+attn_status attn_op_layer_norm(attn_graph *graph, attn_var *x, attn_var *gamma, attn_var *beta,
+                               float eps, attn_var **out)
+{
+    return layer_norm(__func__, graph, x, NULL, gamma, beta, eps, out);
+}
+
+attn_status attn_op_add_layer_norm(attn_graph *graph, attn_var *x, attn_var *residual,
+                                   attn_var *gamma, attn_var *beta, float eps, attn_var **out)
+{
+    ATTN_CHECK_ARG(residual != NULL, "attn_op_add_layer_norm: residual must not be NULL");
+    return layer_norm(__func__, graph, x, residual, gamma, beta, eps, out);
+}

@@ -1,0 +1,459 @@
+/* The Transformer family: encoder-decoder, encoder-only classifier and decoder-only language
+ * model, built from the nn layers; saving and loading with the config in the metadata. */
+#include "core/internal.h"
+#include "attn/attn_models.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct attn_model {
+    attn_model_config config;
+    attn_params *params;
+    /* The classifier reads src_embed, the language model tgt_embed; shared embeddings are
+     * one parameter in both. */
+    attn_nn_embedding src_embed, tgt_embed;
+    attn_nn_positional positions;
+    /* Self-attention blocks: the encoder's, or the language model's causal ones. */
+    attn_nn_encoder_layer *blocks;
+    int64_t n_blocks;
+    attn_nn_decoder_layer *decoder_layers;
+    int64_t n_decoder_layers;
+    attn_nn_layer_norm encoder_norm, decoder_norm;
+    int has_encoder_norm, has_decoder_norm;
+    attn_nn_linear generator, classifier;
+};
+
+/* ---- construction ------------------------------------------------------------------------ */
+
+static attn_status register_stack(attn_model *m, const attn_nn_block_config *block)
+{
+    const attn_model_config *c = &m->config;
+    const char *fn = "attn_model_create";
+    char name[ATTN_NN_MAX_NAME];
+    int lm = c->arch == ATTN_ARCH_TRANSFORMER_LM;
+    m->n_blocks = lm ? c->decoder_layers : c->encoder_layers;
+    m->blocks = calloc((size_t)m->n_blocks, sizeof *m->blocks);
+    if (m->blocks == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    for (int64_t i = 0; i < m->n_blocks; i++) {
+        snprintf(name, sizeof name, "%s.layers.%lld", lm ? "decoder" : "encoder", (long long)i);
+        ATTN_TRY(attn_nn_encoder_layer_register(&m->blocks[i], m->params, name, block));
+    }
+    if (c->encoder_final_norm) {
+        m->has_encoder_norm = 1;
+        ATTN_TRY(attn_nn_layer_norm_register(&m->encoder_norm, m->params, "encoder.norm",
+                                             c->d_model, block->layer_norm_eps));
+    }
+    if (c->arch == ATTN_ARCH_TRANSFORMER) {
+        m->n_decoder_layers = c->decoder_layers;
+        m->decoder_layers = calloc((size_t)m->n_decoder_layers, sizeof *m->decoder_layers);
+        if (m->decoder_layers == NULL)
+            return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        for (int64_t i = 0; i < m->n_decoder_layers; i++) {
+            snprintf(name, sizeof name, "decoder.layers.%lld", (long long)i);
+            ATTN_TRY(attn_nn_decoder_layer_register(&m->decoder_layers[i], m->params, name, block));
+        }
+    }
+    if (c->decoder_final_norm) {
+        m->has_decoder_norm = 1;
+        ATTN_TRY(attn_nn_layer_norm_register(&m->decoder_norm, m->params, "decoder.norm",
+                                             c->d_model, block->layer_norm_eps));
+    }
+    return ATTN_OK;
+}
+
+static attn_status build(attn_model *m)
+{
+    const attn_model_config *c = &m->config;
+    ATTN_TRY(attn_params_create(&m->params));
+    switch (c->arch) {
+    case ATTN_ARCH_TRANSFORMER:
+        if (c->share_embeddings) {
+            ATTN_TRY(attn_nn_embedding_register(&m->src_embed, m->params, "embed", c->src_vocab,
+                                                c->d_model));
+            m->tgt_embed = m->src_embed;
+        } else {
+            ATTN_TRY(attn_nn_embedding_register(&m->src_embed, m->params, "src_embed",
+                                                c->src_vocab, c->d_model));
+            ATTN_TRY(attn_nn_embedding_register(&m->tgt_embed, m->params, "tgt_embed",
+                                                c->tgt_vocab, c->d_model));
+        }
+        break;
+    case ATTN_ARCH_TRANSFORMER_CLASSIFIER:
+        ATTN_TRY(attn_nn_embedding_register(&m->src_embed, m->params, "embed", c->src_vocab,
+                                            c->d_model));
+        break;
+    case ATTN_ARCH_TRANSFORMER_LM:
+        ATTN_TRY(attn_nn_embedding_register(&m->tgt_embed, m->params, "embed", c->tgt_vocab,
+                                            c->d_model));
+        break;
+    }
+    attn_nn_block_config block = {c->d_model,       c->num_heads,  c->ffn_dim,
+                                  (float)c->dropout, c->activation, c->norm_first,
+                                  (float)c->layer_norm_eps};
+    ATTN_TRY(register_stack(m, &block));
+    if (c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER) {
+        ATTN_TRY(attn_nn_linear_register(&m->classifier, m->params, "classifier", c->d_model,
+                                         c->num_classes, 1));
+    } else if (c->tie_output) {
+        ATTN_TRY(attn_nn_linear_register_tied(&m->generator, m->params, "generator",
+                                              m->tgt_embed.weight, 1));
+    } else {
+        ATTN_TRY(attn_nn_linear_register(&m->generator, m->params, "generator", c->d_model,
+                                         c->tgt_vocab, 1));
+    }
+    ATTN_TRY(attn_params_finalize(m->params));
+    return attn_nn_positional_init(&m->positions, c->max_len, c->d_model,
+                                   c->positional_encoding);
+}
+
+attn_status attn_model_create(const attn_model_config *config, attn_model **out)
+{
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
+    ATTN_TRY(attn_model_config_validate(config));
+    attn_model *m = calloc(1, sizeof *m);
+    if (m == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_model_create: out of memory");
+    m->config = *config;
+    attn_status status = build(m);
+    if (status != ATTN_OK) {
+        attn_model_destroy(m);
+        return status;
+    }
+    *out = m;
+    return ATTN_OK;
+}
+
+void attn_model_destroy(attn_model *model)
+{
+    if (model == NULL)
+        return;
+    attn_params_destroy(model->params);
+    attn_nn_positional_free(&model->positions);
+    free(model->blocks);
+    free(model->decoder_layers);
+    free(model);
+}
+
+attn_status attn_model_init(attn_model *model, uint64_t seed)
+{
+    ATTN_CHECK_NOT_NULL(model);
+    return attn_params_init(model->params, seed);
+}
+
+const attn_model_config *attn_model_get_config(const attn_model *model)
+{
+    return model ? &model->config : NULL;
+}
+
+attn_params *attn_model_params(attn_model *model) { return model ? model->params : NULL; }
+
+/* ---- saving and loading ------------------------------------------------------------------ */
+
+attn_status attn_model_save(attn_model *model, const char *path, const attn_metadata_entry *extra,
+                            size_t n_extra)
+{
+    const char *fn = __func__;
+    ATTN_CHECK_NOT_NULL(model);
+    ATTN_CHECK_NOT_NULL(path);
+    ATTN_CHECK_ARG(n_extra == 0 || extra != NULL, "%s: extra must not be NULL", fn);
+    for (size_t i = 0; i < n_extra; i++)
+        ATTN_CHECK_ARG(extra[i].key == NULL || strcmp(extra[i].key, ATTN_MODEL_CONFIG_KEY) != 0,
+                       "%s: extra metadata must not use the key \"%s\"", fn,
+                       ATTN_MODEL_CONFIG_KEY);
+    ATTN_CHECK_ARG(n_extra < 1024, "%s: too many metadata entries (%zu)", fn, n_extra);
+    char *json = NULL;
+    ATTN_TRY(attn_model_config_to_json(&model->config, &json));
+    attn_metadata_entry *metadata = malloc((n_extra + 1) * sizeof *metadata);
+    if (metadata == NULL) {
+        free(json);
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    metadata[0].key = ATTN_MODEL_CONFIG_KEY;
+    metadata[0].value = json;
+    for (size_t i = 0; i < n_extra; i++)
+        metadata[i + 1] = extra[i];
+    attn_status status = attn_params_save(model->params, path, metadata, n_extra + 1);
+    free(metadata);
+    free(json);
+    return status;
+}
+
+attn_status attn_model_load_weights(attn_model *model, const attn_tensor_file *file)
+{
+    ATTN_CHECK_NOT_NULL(model);
+    return attn_params_load(model->params, file, ATTN_PARAM_VALUES, NULL);
+}
+
+/* The stored config JSON. Looked up entry by entry: a file without metadata is common here
+ * (plain weight files) and must give this message. */
+static attn_status find_config(const attn_tensor_file *file, const char *path, const char **json)
+{
+    for (size_t i = 0; i < attn_tensor_file_metadata_count(file); i++) {
+        const char *key, *value;
+        ATTN_TRY(attn_tensor_file_metadata_at(file, i, &key, &value));
+        if (strcmp(key, ATTN_MODEL_CONFIG_KEY) == 0) {
+            *json = value;
+            return ATTN_OK;
+        }
+    }
+    return attn_fail(ATTN_ERR_FORMAT,
+                     "attn_model_load: %s: no metadata key '%s' (not a model saved by attn)",
+                     path, ATTN_MODEL_CONFIG_KEY);
+}
+
+attn_status attn_model_load(const char *path, attn_model **out)
+{
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
+    ATTN_CHECK_NOT_NULL(path);
+    attn_tensor_file *file = NULL;
+    ATTN_TRY(attn_tensor_file_open(path, &file));
+    const char *json = NULL;
+    attn_model_config config;
+    attn_model *model = NULL;
+    attn_status status = find_config(file, path, &json);
+    if (status == ATTN_OK) {
+        status = attn_model_config_from_json(json, &config);
+        if (status != ATTN_OK) {
+            char inner[512];
+            snprintf(inner, sizeof inner, "%s", attn_last_error());
+            status = attn_fail(status, "attn_model_load: %s: %s", path, inner);
+        }
+    }
+    if (status == ATTN_OK)
+        status = attn_model_create(&config, &model);
+    if (status == ATTN_OK)
+        status = attn_model_load_weights(model, file);
+    attn_tensor_file_close(file);
+    if (status != ATTN_OK) {
+        attn_model_destroy(model);
+        return status;
+    }
+    *out = model;
+    return ATTN_OK;
+}
+
+/* ---- running ----------------------------------------------------------------------------- */
+
+static attn_status check_graph(const char *fn, const attn_model *model, const attn_graph *graph)
+{
+    ATTN_CHECK_ARG(model != NULL, "%s: model must not be NULL", fn);
+    ATTN_CHECK_ARG(graph != NULL, "%s: graph must not be NULL", fn);
+    ATTN_CHECK_ARG(attn_graph_params(graph) == model->params,
+                   "%s: the graph was not created for this model's parameters "
+                   "(attn_graph_create(attn_model_params(model), ...))",
+                   fn);
+    return ATTN_OK;
+}
+
+static attn_status check_lengths(const char *fn, const char *what, int64_t size,
+                                 const int32_t *lengths, int32_t lo, int64_t hi)
+{
+    ATTN_CHECK_ARG(size == 0 || lengths != NULL, "%s: %s must not be NULL", fn, what);
+    for (int64_t b = 0; b < size; b++)
+        ATTN_CHECK_ARG(lengths[b] >= lo && lengths[b] <= hi,
+                       "%s: %s[%lld] = %d is outside [%d, %lld]", fn, what, (long long)b,
+                       (int)lengths[b], (int)lo, (long long)hi);
+    return ATTN_OK;
+}
+
+static float embedding_scale(const attn_model_config *c)
+{
+    return c->scale_embeddings ? (float)sqrt((double)c->d_model) : 1.0f;
+}
+
+/* dropout(embed(ids) * scale + positions) */
+static attn_status embed(const attn_model *m, const attn_nn_embedding *table, attn_graph *graph,
+                         int64_t size, int64_t len, const int32_t *ids, int64_t stride,
+                         attn_var **out)
+{
+    attn_var *x;
+    ATTN_TRY(attn_nn_embedding_forward(table, graph, size, len, ids, stride,
+                                       embedding_scale(&m->config), &x));
+    ATTN_TRY(attn_nn_positional_forward(&m->positions, graph, x, &x));
+    return attn_op_dropout(graph, x, (float)m->config.dropout, out);
+}
+
+static attn_status encode(const char *fn, attn_model *model, attn_graph *graph, int64_t size,
+                          int64_t src_len, const int32_t *src, const int32_t *src_lengths,
+                          attn_var **memory)
+{
+    const attn_model_config *c = &model->config;
+    ATTN_CHECK_ARG(c->arch != ATTN_ARCH_TRANSFORMER_LM, "%s: a language model has no encoder",
+                   fn);
+    ATTN_CHECK_ARG(size >= 0, "%s: negative batch size %lld", fn, (long long)size);
+    ATTN_CHECK_ARG(src_len >= 1 && src_len <= c->max_len,
+                   "%s: source length %lld is outside [1, max_len %lld]", fn, (long long)src_len,
+                   (long long)c->max_len);
+    ATTN_TRY(check_lengths(fn, "src_lengths", size, src_lengths, 0, src_len));
+    attn_var *x;
+    ATTN_TRY(embed(model, &model->src_embed, graph, size, src_len, src, src_len, &x));
+    attn_attention_mask mask = {src_lengths, 0};
+    for (int64_t i = 0; i < model->n_blocks; i++)
+        ATTN_TRY(attn_nn_encoder_layer_forward(&model->blocks[i], graph, x, &mask, &x));
+    if (model->has_encoder_norm)
+        ATTN_TRY(attn_nn_layer_norm_forward(&model->encoder_norm, graph, x, &x));
+    *memory = x;
+    return ATTN_OK;
+}
+
+attn_status attn_model_encode(attn_model *model, attn_graph *graph, int64_t size,
+                              int64_t src_len, const int32_t *src, const int32_t *src_lengths,
+                              attn_var **memory)
+{
+    const char *fn = __func__;
+    ATTN_CHECK_NOT_NULL(memory);
+    *memory = NULL;
+    ATTN_TRY(check_graph(fn, model, graph));
+    return encode(fn, model, graph, size, src_len, src, src_lengths, memory);
+}
+
+static attn_status decode(const char *fn, attn_model *model, attn_graph *graph, attn_var *memory,
+                          const int32_t *src_lengths, int64_t size, int64_t len,
+                          const int32_t *ids, int64_t ids_stride, const int32_t *lengths,
+                          attn_var **logits)
+{
+    const attn_model_config *c = &model->config;
+    ATTN_CHECK_ARG(c->arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER,
+                   "%s: a classifier has no decoder", fn);
+    ATTN_CHECK_ARG(size >= 0, "%s: negative batch size %lld", fn, (long long)size);
+    ATTN_CHECK_ARG(len >= 0 && len <= c->max_len,
+                   "%s: decoder length %lld is outside [0, max_len %lld]", fn, (long long)len,
+                   (long long)c->max_len);
+    if (lengths != NULL)
+        ATTN_TRY(check_lengths(fn, "lengths", size, lengths, 0, len));
+    int64_t src_len = 0;
+    if (c->arch == ATTN_ARCH_TRANSFORMER) {
+        ATTN_CHECK_ARG(memory != NULL, "%s: the transformer's decoder needs the memory", fn);
+        ATTN_CHECK_ARG(memory->value.ndim == 3 && memory->value.shape[0] == size &&
+                           memory->value.shape[2] == c->d_model,
+                       "%s: memory must be [%lld, src_len, %lld]", fn, (long long)size,
+                       (long long)c->d_model);
+        src_len = memory->value.shape[1];
+        if (src_lengths != NULL)
+            ATTN_TRY(check_lengths(fn, "src_lengths", size, src_lengths, 0, src_len));
+    } else {
+        ATTN_CHECK_ARG(memory == NULL && src_lengths == NULL,
+                       "%s: a language model takes no memory", fn);
+    }
+    attn_var *x;
+    ATTN_TRY(embed(model, &model->tgt_embed, graph, size, len, ids, ids_stride, &x));
+    attn_attention_mask self_mask = {lengths, 1}, memory_mask = {src_lengths, 0};
+    if (c->arch == ATTN_ARCH_TRANSFORMER) {
+        for (int64_t i = 0; i < model->n_decoder_layers; i++)
+            ATTN_TRY(attn_nn_decoder_layer_forward(&model->decoder_layers[i], graph, x,
+                                                   &self_mask, memory, &memory_mask, &x));
+    } else {
+        for (int64_t i = 0; i < model->n_blocks; i++)
+            ATTN_TRY(attn_nn_encoder_layer_forward(&model->blocks[i], graph, x, &self_mask, &x));
+    }
+    if (model->has_decoder_norm)
+        ATTN_TRY(attn_nn_layer_norm_forward(&model->decoder_norm, graph, x, &x));
+    return attn_nn_linear_forward(&model->generator, graph, x, logits);
+}
+
+attn_status attn_model_decode(attn_model *model, attn_graph *graph, attn_var *memory,
+                              const int32_t *src_lengths, int64_t size, int64_t len,
+                              const int32_t *ids, int64_t ids_stride, const int32_t *lengths,
+                              attn_var **logits)
+{
+    const char *fn = __func__;
+    ATTN_CHECK_NOT_NULL(logits);
+    *logits = NULL;
+    ATTN_TRY(check_graph(fn, model, graph));
+    return decode(fn, model, graph, memory, src_lengths, size, len, ids, ids_stride, lengths,
+                  logits);
+}
+
+static attn_status check_batch(const char *fn, const attn_model *model,
+                               const attn_model_batch *batch)
+{
+    const attn_model_config *c = &model->config;
+    ATTN_CHECK_ARG(batch != NULL, "%s: batch must not be NULL", fn);
+    ATTN_CHECK_ARG(batch->size >= 0, "%s: negative batch size %lld", fn, (long long)batch->size);
+    if (c->arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER) {
+        ATTN_CHECK_ARG(batch->tgt_len >= 1 && batch->tgt_len - 1 <= c->max_len,
+                       "%s: tgt_len %lld is outside [1, max_len + 1 = %lld]", fn,
+                       (long long)batch->tgt_len, (long long)(c->max_len + 1));
+        ATTN_CHECK_ARG(batch->size == 0 || batch->tgt != NULL, "%s: batch->tgt must not be NULL",
+                       fn);
+        ATTN_TRY(check_lengths(fn, "tgt_lengths", batch->size, batch->tgt_lengths, 1,
+                               batch->tgt_len));
+    } else {
+        ATTN_CHECK_ARG(batch->size == 0 || batch->labels != NULL,
+                       "%s: batch->labels must not be NULL", fn);
+    }
+    return ATTN_OK;
+}
+
+static attn_status forward_logits(const char *fn, attn_model *model, attn_graph *graph,
+                                  const attn_model_batch *batch, attn_var **logits)
+{
+    const attn_model_config *c = &model->config;
+    attn_var *memory = NULL;
+    if (c->arch != ATTN_ARCH_TRANSFORMER_LM)
+        ATTN_TRY(encode(fn, model, graph, batch->size, batch->src_len, batch->src,
+                        batch->src_lengths, &memory));
+    if (c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER) {
+        attn_var *pooled;
+        ATTN_TRY(attn_op_mean_pool(graph, memory, batch->src_lengths, &pooled));
+        ATTN_TRY(attn_op_dropout(graph, pooled, (float)c->dropout, &pooled));
+        return attn_nn_linear_forward(&model->classifier, graph, pooled, logits);
+    }
+    /* The decoder reads each target without its last token. */
+    int32_t *lengths = attn_graph_alloc(graph, (size_t)batch->size * sizeof *lengths);
+    if (lengths == NULL && batch->size > 0)
+        return ATTN_ERR_OUT_OF_MEMORY;
+    for (int64_t b = 0; b < batch->size; b++)
+        lengths[b] = batch->tgt_lengths[b] - 1;
+    return decode(fn, model, graph, memory,
+                  c->arch == ATTN_ARCH_TRANSFORMER ? batch->src_lengths : NULL, batch->size,
+                  batch->tgt_len - 1, batch->tgt, batch->tgt_len, lengths, logits);
+}
+
+attn_status attn_model_forward_logits(attn_model *model, attn_graph *graph,
+                                      const attn_model_batch *batch, attn_var **logits)
+{
+    const char *fn = __func__;
+    ATTN_CHECK_NOT_NULL(logits);
+    *logits = NULL;
+    ATTN_TRY(check_graph(fn, model, graph));
+    ATTN_TRY(check_batch(fn, model, batch));
+    return forward_logits(fn, model, graph, batch, logits);
+}
+
+attn_status attn_model_forward_loss(attn_model *model, attn_graph *graph,
+                                    const attn_model_batch *batch, attn_var **loss)
+{
+    const char *fn = __func__;
+    ATTN_CHECK_NOT_NULL(loss);
+    *loss = NULL;
+    ATTN_TRY(check_graph(fn, model, graph));
+    ATTN_TRY(check_batch(fn, model, batch));
+    const attn_model_config *c = &model->config;
+    if (c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER)
+        for (int64_t b = 0; b < batch->size; b++)
+            ATTN_CHECK_ARG(batch->labels[b] >= 0 && batch->labels[b] < c->num_classes,
+                           "%s: labels[%lld] = %d is outside [0, %lld)", fn, (long long)b,
+                           (int)batch->labels[b], (long long)c->num_classes);
+    attn_var *logits;
+    ATTN_TRY(forward_logits(fn, model, graph, batch, &logits));
+    const float smoothing = (float)c->label_smoothing;
+    if (c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER)
+        return attn_op_cross_entropy(graph, logits, batch->labels, -1, smoothing, loss);
+
+    /* Row (b, t) predicts tgt[b, t + 1]; rows past the target's end are ignored (-1). */
+    const int64_t steps = batch->tgt_len - 1;
+    int32_t *labels = attn_graph_alloc(graph, (size_t)(batch->size * steps) * sizeof *labels);
+    if (labels == NULL && batch->size * steps > 0)
+        return ATTN_ERR_OUT_OF_MEMORY;
+    for (int64_t b = 0; b < batch->size; b++)
+        for (int64_t t = 0; t < steps; t++)
+            labels[b * steps + t] =
+                t + 1 < batch->tgt_lengths[b] ? batch->tgt[b * batch->tgt_len + t + 1] : -1;
+    return attn_op_cross_entropy(graph, logits, labels, -1, smoothing, loss);
+}

@@ -1,0 +1,244 @@
+/* Helpers shared by the autodiff, nn and model tests: a scratch folder, and a gradient check
+ * of anything built on a graph against central finite differences of its forward.
+ * Include it first: it asks for POSIX (mkdtemp, nftw). */
+#ifndef ATTN_TEST_AUTODIFF_TESTING_H
+#define ATTN_TEST_AUTODIFF_TESTING_H
+
+#define _XOPEN_SOURCE 700
+
+#include "harness.h"
+
+#include <ftw.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- scratch files ---------------------------------------------------------------------- */
+
+static char ad_scratch_root[512];
+
+static inline int ad_remove_entry(const char *path, const struct stat *info, int type,
+                                  struct FTW *ftw)
+{
+    (void)info, (void)type, (void)ftw;
+    return remove(path);
+}
+
+static inline void ad_scratch_remove_all(void)
+{
+    if (ad_scratch_root[0] != '\0')
+        nftw(ad_scratch_root, ad_remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* "<fresh folder under $TMPDIR or /tmp>/<name>", in one of two static buffers. The folder is
+ * removed when the program exits. */
+static inline const char *ad_scratch_path(const char *name)
+{
+    if (ad_scratch_root[0] == '\0') {
+        const char *base = getenv("TMPDIR");
+        snprintf(ad_scratch_root, sizeof ad_scratch_root, "%s/attn_autodiff_XXXXXX",
+                 base != NULL && base[0] != '\0' ? base : "/tmp");
+        if (mkdtemp(ad_scratch_root) == NULL) {
+            perror("mkdtemp");
+            exit(2);
+        }
+        atexit(ad_scratch_remove_all);
+    }
+    static char path[2][640];
+    static int which;
+    which ^= 1;
+    snprintf(path[which], sizeof path[which], "%s/%s", ad_scratch_root, name);
+    return path[which];
+}
+
+/* ---- finite-difference gradient checks -------------------------------------------------- */
+
+/* Builds an output on the graph from the leaves (the same count, shapes and order every
+ * call) and, if the problem has a store, its parameters. Returns the output, or NULL after a
+ * failed operation. */
+typedef attn_var *(*ad_build_fn)(attn_graph *graph, attn_var **leaves, void *ctx);
+
+typedef struct ad_leaf_spec {
+    int ndim;
+    int64_t shape[ATTN_MAX_DIMS];
+    float *data; /* the point where gradients are checked; perturbed and restored */
+} ad_leaf_spec;
+
+enum { AD_MAX_LEAVES = 16 };
+
+/* A function of leaves and (optionally) a store's parameters whose gradients are checked. */
+typedef struct ad_problem {
+    const char *what;
+    int n_leaves;
+    ad_leaf_spec *leaves;
+    attn_params *store; /* NULL: leaves only */
+    ad_build_fn build;
+    void *ctx;
+    int training; /* the graph's mode (dropout on or off) */
+    /* At most this many elements of each array are checked, spread evenly; 0 = all. */
+    int64_t max_checks;
+} ad_problem;
+
+static inline int64_t ad_numel(const ad_leaf_spec *s)
+{
+    int64_t n = 1;
+    for (int d = 0; d < s->ndim; d++)
+        n *= s->shape[d];
+    return n;
+}
+
+/* The output with the tape off. */
+static inline attn_var *ad_forward(attn_graph *graph, const ad_problem *p)
+{
+    attn_graph_reset(graph);
+    attn_graph_set_recording(graph, 0);
+    attn_var *leaves[AD_MAX_LEAVES];
+    for (int i = 0; i < p->n_leaves; i++)
+        if (attn_graph_input(graph, p->leaves[i].ndim, p->leaves[i].shape, p->leaves[i].data,
+                             0, &leaves[i]) != ATTN_OK)
+            return NULL;
+    return p->build(graph, leaves, p->ctx);
+}
+
+/* sum(weights * output) in double, with the tape off. */
+static inline double ad_weighted_output(attn_graph *graph, const ad_problem *p,
+                                        const float *weights)
+{
+    attn_var *out = ad_forward(graph, p);
+    if (out == NULL)
+        return NAN;
+    double sum = 0.0;
+    int64_t n = attn_tensor_numel(&out->value);
+    for (int64_t i = 0; i < n; i++)
+        sum += (double)weights[i] * (double)out->value.data[i];
+    return sum;
+}
+
+/* The arrays a problem differentiates: its leaves, then its store's parameters. */
+typedef struct ad_array {
+    char name[160];
+    float *data;
+    int64_t numel;
+    float *grad; /* the tape's gradient (owned) */
+} ad_array;
+
+/* Runs the tape for sum(weights * output), weights ~ U(-1, 1) from seed (allocated into
+ * *weights, caller frees), and collects the gradient of every leaf and parameter into
+ * arrays (at most AD_MAX_LEAVES + parameter count entries). Returns the number of arrays, or
+ * -1 on failure. */
+static inline int ad_tape_gradients(attn_graph *graph, const ad_problem *p, uint64_t seed,
+                                    float **weights, ad_array *arrays)
+{
+    if (p->store != NULL)
+        attn_params_zero_grad(p->store);
+    attn_graph_reset(graph);
+    attn_graph_set_recording(graph, 1);
+    attn_var *leaves[AD_MAX_LEAVES];
+    for (int i = 0; i < p->n_leaves; i++)
+        if (attn_graph_input(graph, p->leaves[i].ndim, p->leaves[i].shape, p->leaves[i].data,
+                             1, &leaves[i]) != ATTN_OK)
+            return -1;
+    attn_var *out = p->build(graph, leaves, p->ctx);
+    if (out == NULL)
+        return -1;
+    int64_t n = attn_tensor_numel(&out->value);
+    *weights = test_alloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    test_fill_uniform(*weights, (size_t)n, -1.0f, 1.0f, seed);
+    if (attn_graph_backward_from(graph, out, *weights) != ATTN_OK)
+        return -1;
+    int count = 0;
+    for (int i = 0; i < p->n_leaves; i++, count++) {
+        ad_array *a = &arrays[count];
+        snprintf(a->name, sizeof a->name, "leaf %d", i);
+        a->data = p->leaves[i].data;
+        a->numel = ad_numel(&p->leaves[i]);
+        a->grad = test_alloc((size_t)(a->numel > 0 ? a->numel : 1) * sizeof(float));
+        if (leaves[i]->grad != NULL)
+            memcpy(a->grad, leaves[i]->grad, (size_t)a->numel * sizeof(float));
+        else
+            memset(a->grad, 0, (size_t)a->numel * sizeof(float));
+    }
+    size_t n_params = attn_params_count(p->store);
+    for (size_t i = 0; i < n_params; i++, count++) {
+        attn_param_info info;
+        attn_params_info(p->store, (attn_param_id)i, &info);
+        ad_array *a = &arrays[count];
+        snprintf(a->name, sizeof a->name, "%s", info.name);
+        a->data = attn_params_data(p->store, (attn_param_id)i, ATTN_PARAM_VALUES);
+        a->numel = info.numel;
+        a->grad = test_alloc((size_t)info.numel * sizeof(float));
+        memcpy(a->grad, attn_params_data(p->store, (attn_param_id)i, ATTN_PARAM_GRADS),
+               (size_t)info.numel * sizeof(float));
+    }
+    return count;
+}
+
+/* Checks the tape's gradient of every leaf and parameter element (or an even spread of
+ * max_checks of each) against a central difference with step h of the float forward:
+ * |tape - fd| <= atol + rtol * |fd|. Prints the worst element of a failing array. */
+static inline int ad_check_problem(const ad_problem *p, double h, double atol, double rtol)
+{
+    attn_graph *graph = NULL;
+    if (attn_graph_create(p->store, &graph) != ATTN_OK)
+        return 0;
+    /* Training mode is fine: a dropout mask depends only on (seed, step, k) and every
+     * evaluation restarts k with a reset. */
+    attn_graph_set_training(graph, p->training);
+    size_t n_arrays = (size_t)p->n_leaves + attn_params_count(p->store);
+    ad_array *arrays = test_alloc(n_arrays * sizeof *arrays + 1);
+    float *weights = NULL;
+    int count = ad_tape_gradients(graph, p, 99, &weights, arrays);
+    int ok = count >= 0;
+    if (!ok)
+        printf("  %s: tape failed: %s\n", p->what, attn_last_error());
+    for (int i = 0; ok && i < count; i++) {
+        ad_array *a = &arrays[i];
+        int64_t step = p->max_checks > 0 && a->numel > p->max_checks ? a->numel / p->max_checks : 1;
+        double worst = -INFINITY, worst_tape = 0.0, worst_fd = 0.0;
+        int64_t worst_at = -1;
+        for (int64_t j = (int64_t)i % step; j < a->numel; j += step) {
+            float saved = a->data[j];
+            /* Divide by the step the float inputs actually took. */
+            float up = (float)(saved + h), down = (float)(saved - h);
+            a->data[j] = up;
+            double plus = ad_weighted_output(graph, p, weights);
+            a->data[j] = down;
+            double minus = ad_weighted_output(graph, p, weights);
+            a->data[j] = saved;
+            double fd = (plus - minus) / ((double)up - (double)down);
+            double excess = fabs((double)a->grad[j] - fd) - (atol + rtol * fabs(fd));
+            if (isnan(excess))
+                excess = INFINITY;
+            if (excess > worst) {
+                worst = excess;
+                worst_at = j;
+                worst_tape = a->grad[j];
+                worst_fd = fd;
+            }
+        }
+        if (!(worst <= 0.0)) {
+            printf("  %s: %s element %lld: tape %.9g, finite difference %.9g\n", p->what,
+                   a->name, (long long)worst_at, worst_tape, worst_fd);
+            ok = 0;
+        }
+    }
+    for (int i = 0; i < count; i++)
+        free(arrays[i].grad);
+    free(arrays);
+    free(weights);
+    attn_graph_destroy(graph);
+    return ok;
+}
+
+/* The leaves-only form, every element. */
+static inline int ad_check_gradients(const char *what, int n_leaves, ad_leaf_spec *specs,
+                                     ad_build_fn build, void *ctx, int training, double h,
+                                     double atol, double rtol)
+{
+    ad_problem p = {what, n_leaves, specs, NULL, build, ctx, training, 0};
+    return ad_check_problem(&p, h, atol, rtol);
+}
+
+#endif /* ATTN_TEST_AUTODIFF_TESTING_H */
