@@ -8,5 +8,6 @@
 #include "attn/attn_attention.h"
 #include "attn/attn_tensor_file.h"
 #include "attn/attn_data.h"
+#include "attn/attn_train.h"
 
 #endif /* ATTN_H */
