@@ -78,6 +78,12 @@ class Seq2SeqTransformer(nn.Module):
             dropout=cfg["dropout"], batch_first=True)
         self.project = nn.Linear(d, cfg["tgt_vocab"], bias=False)
         self.project.weight = self.tgt_embed.weight
+        # N(0, 1/d) as fairseq and tensor2tensor initialise embeddings that are scaled by
+        # sqrt(d) and tied to the output layer (N(0, 1) would start with logits of size ~sqrt(d))
+        for table in (self.src_embed, self.tgt_embed):
+            nn.init.normal_(table.weight, std=d ** -0.5)
+            with torch.no_grad():
+                table.weight[PAD_ID].zero_()
 
     def embed(self, table, ids):
         return self.dropout(table(ids) * math.sqrt(self.d_model) + self.positions[:ids.shape[1]])
