@@ -75,6 +75,10 @@ def main():
     parser.add_argument("--sweep", action="store_true",
                         help="run default/PASSIVE OMP_WAIT_POLICY x 1/2 threads in subprocesses")
     args = parser.parse_args()
+    if args.tokens < 1 or args.reps < 1 or args.min_seconds <= 0:
+        parser.error("--tokens and --reps must be at least 1 and --min-seconds positive")
+    if args.threads is not None and args.threads < 1:
+        parser.error("--threads must be at least 1")
 
     if args.sweep:
         rows = sweep(os.path.abspath(__file__),

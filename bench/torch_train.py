@@ -196,8 +196,10 @@ def sweep(script, args):
             if policy != "default":
                 env["OMP_WAIT_POLICY"] = policy
             command = [sys.executable, script, *args, "--json", "--threads", str(threads)]
-            out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
-            for line in out.splitlines():
+            run = subprocess.run(command, env=env, capture_output=True, text=True)
+            if run.returncode != 0:
+                sys.exit(f"{' '.join(command)} (OMP_WAIT_POLICY={policy}) failed:\n{run.stderr}")
+            for line in run.stdout.splitlines():
                 if line.startswith("{"):
                     row = json.loads(line)
                     print(line, flush=True)
@@ -215,6 +217,12 @@ def main():
     parser.add_argument("--sweep", action="store_true",
                         help="run default/PASSIVE OMP_WAIT_POLICY x 1/2 threads in subprocesses")
     args = parser.parse_args()
+    if args.steps is not None and args.steps < 1:
+        parser.error("--steps must be at least 1")
+    if args.warmup is not None and args.warmup < 0:
+        parser.error("--warmup must be at least 0")
+    if args.threads is not None and args.threads < 1:
+        parser.error("--threads must be at least 1")
 
     names = ["small", "base"] if args.config == "both" else [args.config]
     if args.sweep:
