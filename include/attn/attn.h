@@ -11,5 +11,6 @@
 #include "attn/attn_autodiff.h"
 #include "attn/attn_nn.h"
 #include "attn/attn_models.h"
+#include "attn/attn_train.h"
 
 #endif /* ATTN_H */

@@ -1,0 +1,122 @@
+/* attn training pieces that work on flat parameter buffers: Adam and AdamW, learning-rate
+ * schedules, gradient clipping by global norm and gradient scaling.
+ *
+ * A model keeps its parameters in one contiguous float buffer, and their gradients and the
+ * two Adam moments in three more buffers of the same layout, so one call updates them all.
+ * The update functions run the instruction set chosen by attn_set_isa() and split the
+ * buffer between threads; each element's result does not depend on the thread count.
+ */
+#ifndef ATTN_TRAIN_H
+#define ATTN_TRAIN_H
+
+#include "attn/attn_core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Adam and AdamW ------------------------------------------------------------------- */
+
+typedef enum attn_adam_variant {
+    ATTN_ADAM = 0, /* torch.optim.Adam: weight decay adds weight_decay * p to the gradient */
+    ATTN_ADAMW = 1 /* torch.optim.AdamW: decoupled decay, p *= 1 - lr * weight_decay first */
+} attn_adam_variant;
+
+/* count parameters starting at offset in the flat buffer. */
+typedef struct attn_param_range {
+    int64_t offset;
+    int64_t count;
+} attn_param_range;
+
+/* Hyperparameters as torch.optim.Adam / AdamW (PyTorch 1.13, amsgrad=False) take them, in
+ * double so that the per-step scalars (1 - beta1, lr / (1 - beta1^t), ...) are formed exactly
+ * as PyTorch forms them before rounding to float. */
+typedef struct attn_adam_options {
+    attn_adam_variant variant;
+    double lr;           /* >= 0; a schedule sets it before each step */
+    double beta1;        /* in [0, 1) */
+    double beta2;        /* in [0, 1) */
+    double eps;          /* > 0, added to sqrt(v_hat) (outside the square root) */
+    double weight_decay; /* >= 0 */
+    /* Parameters exempt from weight decay (typically biases and layer-norm gains), as ranges
+     * sorted by offset, disjoint, within [0, n); NULL with count 0 when every parameter is
+     * decayed. An exempt parameter is updated as in a PyTorch parameter group with
+     * weight_decay = 0. */
+    const attn_param_range *no_decay;
+    int64_t no_decay_count;
+} attn_adam_options;
+
+/* PyTorch's defaults: lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight decay 0 for Adam and
+ * 1e-2 for AdamW, no exempt ranges. */
+ATTN_API attn_adam_options attn_adam_default_options(attn_adam_variant variant);
+
+/* One update of n parameters in place, with the moments m and v (zero them before the first
+ * step). *step counts the updates made so far (0 before the first; keep it in checkpoints):
+ * it is incremented first and the new value sets the bias corrections, as in PyTorch. Per
+ * element, with t = *step after the increment:
+ *   AdamW:  p *= 1 - lr * wd                 Adam:  g += wd * p
+ *   m = beta1 m + (1 - beta1) g
+ *   v = beta2 v + (1 - beta2) g^2
+ *   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+ * The AVX2 and AVX-512 versions round every operation as PyTorch 1.13's AVX2/AVX-512 CPU
+ * kernels do (fused multiply-adds where PyTorch fuses), so they reproduce its updates to the
+ * bit; the portable version emulates the fused steps in double. params, grads, m and v must
+ * not overlap. n = 0 only advances *step. */
+ATTN_API attn_status attn_adam_step(const attn_adam_options *options, int64_t *step,
+                                    int64_t n, float *params, const float *grads, float *m,
+                                    float *v);
+
+/* ---- gradients ------------------------------------------------------------------------ */
+
+/* sqrt(sum g^2) over the whole buffer, summed in double in an order that depends only on n
+ * (not on the thread count or the instruction set), so every run gives the same bits. */
+ATTN_API attn_status attn_grad_norm(int64_t n, const float *grads, double *norm);
+
+/* torch.nn.utils.clip_grad_norm_(params, max_norm) on the flat buffer: with the global norm
+ * above, grads *= max_norm / (norm + 1e-6) when that factor is below 1. Writes the norm
+ * before clipping to *norm (may be NULL). A non-finite norm (an overflowed or NaN
+ * gradient) leaves the gradients as they are, so the caller can see it and skip the step.
+ * max_norm must be positive and finite. */
+ATTN_API attn_status attn_clip_grad_norm(int64_t n, float *grads, double max_norm,
+                                         double *norm);
+
+/* grads *= factor; for gradient accumulation over k batches, factor = 1 / k. */
+ATTN_API attn_status attn_scale_grads(int64_t n, float *grads, float factor);
+
+/* ---- learning-rate schedules ---------------------------------------------------------- */
+
+typedef enum attn_lr_kind {
+    /* lr */
+    ATTN_LR_CONSTANT = 0,
+    /* "Noam" (Attention Is All You Need):
+     * factor * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5) */
+    ATTN_LR_NOAM = 1,
+    /* the same shape by its peak: lr * min(step / warmup_steps, sqrt(warmup_steps / step)),
+     * which reaches lr at step = warmup_steps */
+    ATTN_LR_INVERSE_SQRT = 2,
+    /* linear warm-up from 0 to lr over warmup_steps, then half a cosine down to min_lr at
+     * total_steps, and min_lr after that */
+    ATTN_LR_COSINE = 3
+} attn_lr_kind;
+
+/* Fill the fields the kind uses; the others are ignored. */
+typedef struct attn_lr_schedule {
+    attn_lr_kind kind;
+    double lr;             /* CONSTANT: the rate; INVERSE_SQRT, COSINE: the peak (>= 0) */
+    double factor;         /* NOAM (>= 0) */
+    int64_t d_model;       /* NOAM (>= 1) */
+    int64_t warmup_steps;  /* NOAM, INVERSE_SQRT (>= 1); COSINE (>= 0) */
+    int64_t total_steps;   /* COSINE (> warmup_steps) */
+    double min_lr;         /* COSINE (in [0, lr]) */
+} attn_lr_schedule;
+
+/* The rate for update number `step` (>= 0), a pure function of the step. Pass the number of
+ * the update about to be made, counting from 1 (the Adam step counter plus one): step 0
+ * gives 0 in every schedule with a warm-up. */
+ATTN_API attn_status attn_lr_at(const attn_lr_schedule *schedule, int64_t step, double *lr);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTN_TRAIN_H */
