@@ -12,5 +12,6 @@
 #include "attn/attn_nn.h"
 #include "attn/attn_models.h"
 #include "attn/attn_train.h"
+#include "attn/attn_rnn.h"
 
 #endif /* ATTN_H */

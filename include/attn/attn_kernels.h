@@ -43,13 +43,17 @@ ATTN_API void attn_gemm_release_buffers(void);
 
 /* ---- softmax over the last dimension ------------------------------------------------ */
 
+/* y = exp(x - max) / sum(exp(x - max)) per row of x [rows, cols]; y may alias x. A fully
+ * masked row (all -inf) gives zeros, not NaN; -inf entries of other rows give exactly 0. */
 ATTN_API attn_status attn_softmax_forward(int64_t rows, int64_t cols, const float *x, float *y);
-/* dx += y * (dy - sum(dy * y)) */
+/* dx += y * (dy - sum(dy * y)), from the forward's output y */
 ATTN_API attn_status attn_softmax_backward(int64_t rows, int64_t cols, const float *y,
                                            const float *dy, float *dx);
+/* y = x - max - log(sum(exp(x - max))) per row; y may alias x. A fully masked row gives
+ * -inf everywhere (the log of the zeros softmax gives). */
 ATTN_API attn_status attn_log_softmax_forward(int64_t rows, int64_t cols, const float *x,
                                               float *y);
-/* dx += dy - exp(y) * sum(dy) */
+/* dx += dy - exp(y) * sum(dy), from the forward's output y */
 ATTN_API attn_status attn_log_softmax_backward(int64_t rows, int64_t cols, const float *y,
                                                const float *dy, float *dx);
 
@@ -58,10 +62,13 @@ ATTN_API attn_status attn_log_softmax_backward(int64_t rows, int64_t cols, const
 /* As torch.nn.functional.cross_entropy(logits, targets, ignore_index=ignore_index,
  * label_smoothing=smoothing, reduction='sum'): per row,
  *   loss = (1 - smoothing) * (-log p[target]) + smoothing * mean_c(-log p[c]),
- * rows whose target equals ignore_index contribute nothing. Writes the summed loss and
- * the number of counted rows (divide for the mean), and each row's log-sum-exp into
- * row_lse[rows] for the backward (row_lse may be NULL if no backward follows).
- * A target outside [0, vocab) that is not ignore_index is an error. */
+ * rows whose target equals ignore_index (any value, even a valid class) contribute
+ * nothing. At smoothing 0 the smoothing term is left out, as in PyTorch, so -inf logits
+ * (a masked vocabulary) are fine. Writes the summed loss (accumulated in double, in row
+ * order) and the number of counted rows (divide for the mean), and each row's log-sum-exp
+ * into row_lse[rows] for the backward (0 for ignored rows; row_lse may be NULL if no
+ * backward follows). vocab > 0 and smoothing in [0, 1]; a target outside [0, vocab) that
+ * is not ignore_index is an error naming its position and value. */
 ATTN_API attn_status attn_cross_entropy_forward(int64_t rows, int64_t vocab,
                                                 const float *logits, const int32_t *targets,
                                                 int32_t ignore_index, float smoothing,
@@ -78,12 +85,13 @@ ATTN_API attn_status attn_cross_entropy_backward(int64_t rows, int64_t vocab,
 /* ---- layer norm over the last dimension --------------------------------------------- */
 
 /* y = (x - mean) / sqrt(var + eps) * gamma + beta (biased variance, as PyTorch). gamma and
- * beta may be NULL (no affine). mean and rstd [rows] are saved for the backward and may be
- * NULL if no backward follows. */
+ * beta may be NULL (no affine). mean and rstd = 1/sqrt(var + eps) [rows] are saved for the
+ * backward and may be NULL if no backward follows. dim > 0; eps finite and >= 0. */
 ATTN_API attn_status attn_layer_norm_forward(int64_t rows, int64_t dim, const float *x,
                                              const float *gamma, const float *beta, float eps,
                                              float *y, float *mean, float *rstd);
-/* dx, dgamma, dbeta accumulate; dgamma/dbeta may be NULL. */
+/* dx, dgamma, dbeta accumulate; gamma, dgamma and dbeta may be NULL. dgamma and dbeta are
+ * summed over rows in an order that does not depend on the thread count. */
 ATTN_API attn_status attn_layer_norm_backward(int64_t rows, int64_t dim, const float *x,
                                               const float *gamma, const float *mean,
                                               const float *rstd, const float *dy, float *dx,
@@ -99,17 +107,20 @@ typedef enum attn_activation {
     ATTN_ACT_SIGMOID = 4
 } attn_activation;
 
-/* y may alias x. */
+/* y may alias x. NaN propagates. */
 ATTN_API attn_status attn_activation_forward(attn_activation act, int64_t n, const float *x,
                                              float *y);
-/* dx += f'(x) * dy. Needs the forward input x (and, for tanh and sigmoid, uses it too). */
+/* dx += f'(x) * dy, from the forward's input x for every activation (tanh and sigmoid
+ * too: their derivatives are computed from x without the cancellation of 1 - y^2). */
 ATTN_API attn_status attn_activation_backward(attn_activation act, int64_t n, const float *x,
                                               const float *dy, float *dx);
 
 /* ---- dropout ------------------------------------------------------------------------- */
 
 /* Inverted dropout: y = x * keep / (1 - p), keep = attn_hash_uniform(seed, offset + i) >= p.
- * The mask depends only on (seed, offset + i), never on threads. p in [0, 1); p = 0 copies.
+ * The mask depends only on (seed, offset + i), never on threads, so consecutive calls
+ * continue one stream when offset advances by n. p in [0, 1); p = 0 copies. As in
+ * PyTorch, 1 / (1 - p) is rounded to float once and multiplies x.
  * mask [n] may be NULL; if given, receives 1 for kept and 0 for dropped elements. */
 ATTN_API attn_status attn_dropout_forward(int64_t n, float p, uint64_t seed, uint64_t offset,
                                           const float *x, float *y, uint8_t *mask);
@@ -119,11 +130,13 @@ ATTN_API attn_status attn_dropout_backward(int64_t n, float p, uint64_t seed, ui
 
 /* ---- embedding lookup --------------------------------------------------------------- */
 
-/* out[t, :] = table[ids[t], :] * scale. An id outside [0, vocab) is an error. */
+/* out[t, :] = table[ids[t], :] * scale. vocab > 0; an id outside [0, vocab) is an error
+ * naming its position and value. */
 ATTN_API attn_status attn_embedding_forward(int64_t tokens, int64_t vocab, int64_t dim,
                                             const float *table, const int32_t *ids, float scale,
                                             float *out);
-/* dtable[ids[t], :] += scale * dout[t, :]; deterministic (fixed summation order). */
+/* dtable[ids[t], :] += scale * dout[t, :], adding the tokens of a repeated id in token
+ * order whatever the thread count (threads split the embedding columns). */
 ATTN_API attn_status attn_embedding_backward(int64_t tokens, int64_t vocab, int64_t dim,
                                              const int32_t *ids, float scale,
                                              const float *dout, float *dtable);

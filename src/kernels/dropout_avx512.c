@@ -1,4 +1,4 @@
-/* Dropout on AVX-512: the mask hash (attn_dropout_hash) for 8 indices at a time in 64-bit
+/* Dropout on AVX-512: the mask hash (attn_index_hash) for 8 indices at a time in 64-bit
  * lanes (AVX-512DQ multiplies them natively), 16 elements per step. The hash is the same
  * integer function as the portable kernel's, so the mask is identical bit for bit. */
 #include "kernels/elementwise.h"
@@ -33,7 +33,7 @@ static inline __mmask16 keep16(const attn_dropout_job *job, uint64_t first)
 
 static inline __mmask16 first_lanes(int64_t k)
 {
-    return k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << k) - 1u);
+    return (__mmask16)(k >= 16 ? 0xffffu : (1u << k) - 1u);
 }
 
 void attn_dropout_forward_range_avx512(void *job_ptr, int64_t begin, int64_t end, int thread)

@@ -1,8 +1,9 @@
 /* The optimized element-wise and row-wise kernels behind attn_kernels.h, as the public
  * entry points see them: each is an attn_range_fn over rows (or element blocks) that
- * attn_parallel_for calls with a pointer to one of the job structs below. Every op has a
- * portable version (in its own .c file) and, where SIMD pays, _avx2 / _avx512 versions
- * compiled from one *_simd.h template. */
+ * attn_parallel_for calls with a pointer to one of the job structs below. Each op has a
+ * portable version (in its own .c file) and _avx2 / _avx512 versions (compiled from one
+ * *_simd.h template, or written per instruction set for dropout). Embedding, a plain
+ * copy, keeps its one portable kernel private to embedding.c. */
 #ifndef ATTN_KERNELS_ELEMENTWISE_H
 #define ATTN_KERNELS_ELEMENTWISE_H
 
@@ -12,25 +13,29 @@
 /* Enough work per chunk that waking a thread pays for itself. */
 #define ATTN_MIN_ELEMENTS_PER_CHUNK 16384
 
+/* Rows per chunk for rows of cols > 0 values. */
 static inline int64_t attn_rows_per_chunk(int64_t cols)
 {
-    return cols >= ATTN_MIN_ELEMENTS_PER_CHUNK ? 1 : ATTN_MIN_ELEMENTS_PER_CHUNK / (cols + 1) + 1;
+    return cols >= ATTN_MIN_ELEMENTS_PER_CHUNK ? 1 : ATTN_MIN_ELEMENTS_PER_CHUNK / cols;
 }
 
 /* Element-wise kernels split their n values into blocks of this many, and threads take
  * whole blocks, so that no two threads write the same cache line. */
 #define ATTN_ELEMENT_BLOCK 64
 
-/* The version for the active instruction set; the portable one serves where no SIMD
- * version is given (NULL). Never called for ATTN_ISA_REFERENCE. */
+/* The version for the active instruction set (the entry points run the double-precision
+ * reference themselves for ATTN_ISA_REFERENCE). */
 static inline attn_range_fn attn_pick_kernel(attn_isa isa, attn_range_fn portable,
                                              attn_range_fn avx2, attn_range_fn avx512)
 {
-    if (isa == ATTN_ISA_AVX512 && avx512 != NULL)
+    switch (isa) {
+    case ATTN_ISA_AVX512:
         return avx512;
-    if ((isa == ATTN_ISA_AVX2 || isa == ATTN_ISA_AVX512) && avx2 != NULL)
+    case ATTN_ISA_AVX2:
         return avx2;
-    return portable;
+    default:
+        return portable;
+    }
 }
 
 /* Declares name_portable, name_avx2 and name_avx512 as attn_range_fn. */
@@ -121,15 +126,5 @@ typedef struct attn_dropout_job {
 
 ATTN_DECLARE_KERNEL(attn_dropout_forward_range);
 ATTN_DECLARE_KERNEL(attn_dropout_backward_range);
-
-/* The hash behind attn_hash_uniform (src/core/rng.c), whose top 24 bits decide dropout.
- * Kept equal to it by the dropout tests, which compare every mask bit. */
-static inline uint64_t attn_dropout_hash(uint64_t seed, uint64_t index)
-{
-    uint64_t z = (seed ^ (index * 0xd1342543de82ef95ULL)) + 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
 
 #endif /* ATTN_KERNELS_ELEMENTWISE_H */

@@ -40,6 +40,36 @@ static void test_mask_and_values_follow_the_contract(void)
     free(x), free(y), free(mask);
 }
 
+/* p equal to an element's own uniform keeps it (u >= p); the next float up drops it. */
+static void test_keep_boundary_is_exact(void)
+{
+    enum { N = 67 };
+    float x[N], y[N];
+    uint8_t mask[N];
+    for (int i = 0; i < N; i++)
+        x[i] = 1.0f;
+    const uint64_t seed = 2024, offset = 5;
+    for (int k = 0; k < TEST_ISA_COUNT; k++) {
+        if (!test_use_isa(test_isas[k]))
+            continue;
+        int exact = 1;
+        for (int i = 0; i < N; i += 5) {
+            float u = attn_hash_uniform(seed, offset + (uint64_t)i);
+            if (u == 0.0f)
+                continue;
+            CHECK_OK(attn_dropout_forward(N, u, seed, offset, x, y, mask));
+            exact &= mask[i] == 1 && y[i] != 0.0f;
+            CHECK_OK(attn_dropout_forward(N, nextafterf(u, 1.0f), seed, offset, x, y, mask));
+            exact &= mask[i] == 0 && y[i] == 0.0f;
+            float dx[N] = {0};
+            CHECK_OK(attn_dropout_backward(N, u, seed, offset, x, dx));
+            exact &= dx[i] != 0.0f;
+        }
+        CHECK(exact, "%s: kept iff uniform >= p, at equality too", attn_isa_name(test_isas[k]));
+    }
+    attn_set_isa(ATTN_ISA_AUTO);
+}
+
 static void test_keep_rate_statistics(void)
 {
     const int64_t n = 200000;
@@ -179,6 +209,7 @@ static void test_rejects_bad_arguments(void)
 int main(void)
 {
     RUN_TEST(test_mask_and_values_follow_the_contract);
+    RUN_TEST(test_keep_boundary_is_exact);
     RUN_TEST(test_keep_rate_statistics);
     RUN_TEST(test_seeds_and_offsets);
     RUN_TEST(test_backward_regenerates_the_mask);

@@ -278,6 +278,24 @@ static void test_masked_and_extreme_rows(void)
     attn_set_isa(ATTN_ISA_AUTO);
 }
 
+static void test_forward_in_place(void)
+{
+    enum { ROWS = 5, COLS = 203 };
+    float x[ROWS * COLS], y[ROWS * COLS], inplace[ROWS * COLS];
+    test_fill_uniform(x, ROWS * COLS, -6.0f, 6.0f, 11);
+    for (int w = 0; w < 2; w++)
+        for (int k = 0; k < TEST_ISA_COUNT; k++) {
+            if (!test_use_isa(test_isas[k]))
+                continue;
+            memcpy(inplace, x, sizeof x);
+            CHECK_OK(forward((which_softmax)w, ROWS, COLS, x, y));
+            CHECK_OK(forward((which_softmax)w, ROWS, COLS, inplace, inplace));
+            CHECK(test_same_bits(y, inplace, ROWS * COLS), "%s: y may alias x",
+                  attn_isa_name(test_isas[k]));
+        }
+    attn_set_isa(ATTN_ISA_AUTO);
+}
+
 /* ---- accumulation, determinism, argument checks ------------------------------------------------
  */
 
@@ -369,6 +387,7 @@ int main(void)
     RUN_TEST(test_every_isa_matches_reference);
     RUN_TEST(test_reference_backward_matches_finite_differences);
     RUN_TEST(test_masked_and_extreme_rows);
+    RUN_TEST(test_forward_in_place);
     RUN_TEST(test_backward_accumulates);
     RUN_TEST(test_deterministic_across_runs_and_thread_counts);
     RUN_TEST(test_rejects_bad_arguments);
