@@ -12,6 +12,7 @@
 #include "attn/attn_nn.h"
 #include "attn/attn_models.h"
 #include "attn/attn_train.h"
+#include "attn/attn_trainer.h"
 #include "attn/attn_rnn.h"
 
 #endif /* ATTN_H */
