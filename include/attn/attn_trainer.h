@@ -194,6 +194,7 @@ typedef struct attn_trainer_status {
     int64_t best_step;       /* step of the best validation loss (0: none) */
     int64_t evals_since_best;
     double last_loss;        /* training loss of the last update (NaN before the first) */
+    size_t graph_memory_peak;/* most bytes the step's arena has held */
 } attn_trainer_status;
 
 ATTN_API attn_status attn_trainer_get_status(const attn_trainer *trainer,

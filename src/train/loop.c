@@ -218,9 +218,6 @@ attn_status attn_trainer_create(const attn_trainable *model, const attn_corpus *
                    "%s: the model must provide params, forward_loss and config_json", fn);
     ATTN_CHECK_NOT_NULL(train);
     ATTN_CHECK_NOT_NULL(options);
-    ATTN_CHECK_ARG(attn_corpus_size(train) > 0, "%s: the training corpus is empty", fn);
-    ATTN_CHECK_ARG(valid == NULL || attn_corpus_size(valid) > 0,
-                   "%s: the validation corpus is empty", fn);
     ATTN_TRY(check_options(options));
     attn_trainer *t = calloc(1, sizeof *t);
     if (t == NULL)
@@ -265,6 +262,7 @@ attn_status attn_trainer_get_status(const attn_trainer *trainer, attn_trainer_st
     out->best_step = trainer->best_step;
     out->evals_since_best = trainer->evals_since_best;
     out->last_loss = trainer->last_loss;
+    out->graph_memory_peak = attn_graph_memory_peak(trainer->graph);
     return ATTN_OK;
 }
 
