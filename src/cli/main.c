@@ -14,6 +14,8 @@ typedef struct {
 static const command commands[] = {
     {"bench", attn_cmd_bench, "measure kernels against references (attn bench attention)"},
     {"info", attn_cmd_info, "print the build: version, threading, instruction sets"},
+    {"train", attn_cmd_train, "train a sequence-to-sequence model on sentence pairs"},
+    {"translate", attn_cmd_translate, "translate stdin lines with a trained model (greedy)"},
 };
 
 static void print_usage(FILE *out)

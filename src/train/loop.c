@@ -335,14 +335,9 @@ static attn_status train_step(attn_trainer *t, attn_train_event *event)
 
 /* ---- evaluation ---------------------------------------------------------------------------- */
 
-attn_status attn_trainer_evaluate(attn_trainer *trainer, double *loss, double *accuracy)
+static attn_status score_validation(attn_trainer *trainer, double *loss, double *accuracy,
+                                   int64_t *scored)
 {
-    static const char fn[] = "attn_trainer_evaluate";
-    ATTN_CHECK_NOT_NULL(trainer);
-    ATTN_CHECK_NOT_NULL(loss);
-    ATTN_CHECK_NOT_NULL(accuracy);
-    ATTN_CHECK_ARG(trainer->valid_batches != NULL, "%s: the trainer has no validation corpus",
-                   fn);
     attn_batcher *batches = trainer->valid_batches;
     ATTN_TRY(attn_batcher_seek(batches, 0, 0));
     const int64_t count = attn_batcher_num_batches(batches);
@@ -366,14 +361,28 @@ attn_status attn_trainer_evaluate(attn_trainer *trainer, double *loss, double *a
     attn_graph_reset(trainer->graph);
     *loss = tokens > 0 ? loss_sum / (double)tokens : 0.0;
     *accuracy = tokens > 0 ? (double)correct / (double)tokens : 0.0;
+    *scored = tokens;
     return ATTN_OK;
+}
+
+attn_status attn_trainer_evaluate(attn_trainer *trainer, double *loss, double *accuracy)
+{
+    static const char fn[] = "attn_trainer_evaluate";
+    ATTN_CHECK_NOT_NULL(trainer);
+    ATTN_CHECK_NOT_NULL(loss);
+    ATTN_CHECK_NOT_NULL(accuracy);
+    ATTN_CHECK_ARG(trainer->valid_batches != NULL, "%s: the trainer has no validation corpus",
+                   fn);
+    int64_t tokens;
+    return score_validation(trainer, loss, accuracy, &tokens);
 }
 
 /* Scores the validation corpus, writes the model file on a new best. */
 static attn_status evaluate_and_keep_best(attn_trainer *t, attn_train_event *event)
 {
     double loss, accuracy;
-    ATTN_TRY(attn_trainer_evaluate(t, &loss, &accuracy));
+    int64_t tokens;
+    ATTN_TRY(score_validation(t, &loss, &accuracy, &tokens));
     t->last_eval_step = t->step;
     t->last_valid_accuracy = accuracy;
     const int improved = loss < t->best_valid_loss;
@@ -389,6 +398,7 @@ static attn_status evaluate_and_keep_best(attn_trainer *t, attn_train_event *eve
     event->kind = ATTN_TRAIN_EVENT_EVAL;
     event->loss = loss;
     event->accuracy = accuracy;
+    event->tokens = tokens;
     event->improved = improved;
     event->best_valid_loss = t->best_valid_loss;
     return ATTN_OK;
