@@ -346,6 +346,17 @@ static int fail(attn_status status)
         }                                                                                     \
     } while (0)
 
+/* A failure reading the checkpoint to resume from, which the message may not name. */
+#define TRY_RESUME(expr)                                                                      \
+    do {                                                                                      \
+        attn_status try_status_ = (expr);                                                     \
+        if (try_status_ != ATTN_OK) {                                                         \
+            fprintf(stderr, "attn train: --resume %s: %s\n", a.resume, attn_last_error());   \
+            exit_code = 1;                                                                    \
+            goto done;                                                                        \
+        }                                                                                     \
+    } while (0)
+
 /* ---- the model ----------------------------------------------------------------------------- */
 
 /* --config's JSON with the vocabulary sizes the tokenizers give. */
@@ -794,14 +805,14 @@ int attn_cmd_train(int argc, char **argv)
         TRY(attn_tensor_file_open(a.resume, &resume_file));
         const char *text = NULL;
         attn_model_config config;
-        TRY(attn_tensor_file_metadata(resume_file, ATTN_MODEL_CONFIG_KEY, &text));
-        TRY(attn_model_config_from_json(text, &config));
-        TRY(attn_tensor_file_metadata(resume_file, ATTN_SRC_TOKENIZER_KEY, &text));
-        TRY(attn_tokenizer_from_json(text, &src_tok));
-        TRY(attn_tensor_file_metadata(resume_file, ATTN_TGT_TOKENIZER_KEY, &text));
-        TRY(attn_tokenizer_from_json(text, &tgt_tok));
-        TRY(attn_model_create(&config, &model));
-        TRY(attn_trainer_options_from_checkpoint(resume_file, &o));
+        TRY_RESUME(attn_tensor_file_metadata(resume_file, ATTN_MODEL_CONFIG_KEY, &text));
+        TRY_RESUME(attn_model_config_from_json(text, &config));
+        TRY_RESUME(attn_tensor_file_metadata(resume_file, ATTN_SRC_TOKENIZER_KEY, &text));
+        TRY_RESUME(attn_tokenizer_from_json(text, &src_tok));
+        TRY_RESUME(attn_tensor_file_metadata(resume_file, ATTN_TGT_TOKENIZER_KEY, &text));
+        TRY_RESUME(attn_tokenizer_from_json(text, &tgt_tok));
+        TRY_RESUME(attn_model_create(&config, &model));
+        TRY_RESUME(attn_trainer_options_from_checkpoint(resume_file, &o));
         overlay_training_flags(&a, given, &o);
     } else {
         attn_tokenizer_config src_config, tgt_config;

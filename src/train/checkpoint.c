@@ -367,7 +367,7 @@ attn_status attn_trainer_options_from_checkpoint(const attn_tensor_file *file,
     static const char fn[] = "attn_trainer_options_from_checkpoint";
     ATTN_CHECK_NOT_NULL(file);
     ATTN_CHECK_NOT_NULL(options);
-    json_reader r = {fn, "checkpoint"};
+    json_reader r = {fn, "the file"};
     cJSON *root = NULL;
     ATTN_TRY(parse_state(&r, file, &root));
     attn_trainer_options read = *options;
