@@ -1,0 +1,255 @@
+#!/usr/bin/python3
+"""PyTorch 1.13 training throughput of the two Transformer configurations, for comparison.
+
+Run with Debian's python3-torch:
+    /usr/bin/python3 bench/torch_train.py [--config small|base|both] [--threads N] [--json]
+    OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 bench/torch_train.py ...
+    /usr/bin/python3 bench/torch_train.py --sweep     # default / PASSIVE x 1 / 2 threads
+
+One training step = forward + backward + Adam update of a batch; the figure is target tokens
+per second (batch x target length, the tokens the loss scores) at the median step time after
+warm-up steps. The model is what a PyTorch user writes for the base Transformer:
+nn.Transformer(batch_first=True), embeddings scaled by sqrt(d_model) plus sinusoidal
+positions, an output projection tied to the target embedding, CrossEntropyLoss with label
+smoothing 0.1 and ignore_index=<pad>, a causal target mask and key padding masks.
+Sentences are random ids of exactly the configured lengths (<s> y1 .. y_{T-1} in, y1 .. y_T
+scored), so the padding masks are present but mask nothing.
+
+What limits PyTorch here, printed in the header and the JSON:
+  - torch.get_num_threads() is 1 by default in this environment although 2 CPUs are usable;
+    --threads N calls torch.set_num_threads(N).
+  - Debian's torch calls whatever libblas.so.3 the alternatives system selects: the
+    reference netlib BLAS (a few GFLOP/s) unless OpenBLAS is installed. OpenBLAS 0.3.21 does
+    not recognise every recent Xeon and then runs a generic kernel; OPENBLAS_CORETYPE=SkylakeX
+    selects its AVX-512 kernels. The header names the BLAS library the process loaded.
+  - OMP_WAIT_POLICY (read by the OpenMP runtime at start-up, so set it in the environment):
+    PASSIVE makes idle OpenMP threads sleep instead of spinning against other threads.
+"""
+import argparse
+import json
+import math
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+from torch import nn
+
+PAD_ID, BOS_ID = 0, 1
+FIRST_WORD_ID = 4  # ids 0..3 are <pad>, <s>, </s>, <unk>, as in attn's vocabularies
+
+CONFIGS = {
+    "small": dict(d_model=256, heads=4, encoder_layers=3, decoder_layers=3, ffn=1024,
+                  src_vocab=64, tgt_vocab=64, batch=64, src_len=12, tgt_len=10, dropout=0.1,
+                  steps=30, warmup=3),
+    "base": dict(d_model=512, heads=8, encoder_layers=6, decoder_layers=6, ffn=2048,
+                 src_vocab=8000, tgt_vocab=8000, batch=32, src_len=30, tgt_len=30, dropout=0.1,
+                 steps=8, warmup=2),
+}
+
+
+def sinusoidal_positions(length, d_model):
+    """The paper's interleaved layout: sin on even features, cos on odd ones."""
+    position = torch.arange(length, dtype=torch.float32)[:, None]
+    rates = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
+    table = torch.zeros(length, d_model)
+    table[:, 0::2] = torch.sin(position * rates)
+    table[:, 1::2] = torch.cos(position * rates)
+    return table
+
+
+class Seq2SeqTransformer(nn.Module):
+    """nn.Transformer with scaled embeddings, sinusoidal positions and a tied output layer."""
+
+    def __init__(self, cfg, max_len=256):
+        super().__init__()
+        d = cfg["d_model"]
+        self.d_model = d
+        self.src_embed = nn.Embedding(cfg["src_vocab"], d, padding_idx=PAD_ID)
+        self.tgt_embed = nn.Embedding(cfg["tgt_vocab"], d, padding_idx=PAD_ID)
+        self.register_buffer("positions", sinusoidal_positions(max_len, d))
+        self.dropout = nn.Dropout(cfg["dropout"])
+        self.transformer = nn.Transformer(
+            d_model=d, nhead=cfg["heads"], num_encoder_layers=cfg["encoder_layers"],
+            num_decoder_layers=cfg["decoder_layers"], dim_feedforward=cfg["ffn"],
+            dropout=cfg["dropout"], batch_first=True)
+        self.project = nn.Linear(d, cfg["tgt_vocab"], bias=False)
+        self.project.weight = self.tgt_embed.weight
+        # N(0, 1/d) as fairseq and tensor2tensor initialise embeddings that are scaled by
+        # sqrt(d) and tied to the output layer (N(0, 1) would start with logits of size ~sqrt(d))
+        for table in (self.src_embed, self.tgt_embed):
+            nn.init.normal_(table.weight, std=d ** -0.5)
+            with torch.no_grad():
+                table.weight[PAD_ID].zero_()
+
+    def embed(self, table, ids):
+        return self.dropout(table(ids) * math.sqrt(self.d_model) + self.positions[:ids.shape[1]])
+
+    def encode(self, src):
+        padding = src == PAD_ID
+        return self.transformer.encoder(self.embed(self.src_embed, src),
+                                        src_key_padding_mask=padding), padding
+
+    def decode(self, tgt_in, memory, src_padding):
+        causal = nn.Transformer.generate_square_subsequent_mask(tgt_in.shape[1])
+        hidden = self.transformer.decoder(self.embed(self.tgt_embed, tgt_in), memory,
+                                          tgt_mask=causal, tgt_key_padding_mask=tgt_in == PAD_ID,
+                                          memory_key_padding_mask=src_padding)
+        return self.project(hidden)
+
+    def forward(self, src, tgt_in):
+        memory, src_padding = self.encode(src)
+        return self.decode(tgt_in, memory, src_padding)
+
+
+def random_batch(cfg, generator):
+    """Source ids [B, S] and target ids [B, T + 1] (<s> first), all words, no padding."""
+    batch = cfg["batch"]
+    src = torch.randint(FIRST_WORD_ID, cfg["src_vocab"], (batch, cfg["src_len"]), generator=generator)
+    words = torch.randint(FIRST_WORD_ID, cfg["tgt_vocab"], (batch, cfg["tgt_len"]), generator=generator)
+    tgt = torch.cat([torch.full((batch, 1), BOS_ID), words], dim=1)
+    return src, tgt
+
+
+def blas_library():
+    """The BLAS shared library this process has loaded (after a matmul has run)."""
+    torch.mm(torch.ones(64, 64), torch.ones(64, 64))
+    with open("/proc/self/maps") as maps:
+        paths = {line.split()[-1] for line in maps
+                 if len(line.split()) >= 6 and "blas" in os.path.basename(line.split()[-1])}
+    return ", ".join(sorted(paths)) or "none found"
+
+
+def runtime_facts():
+    """What decides PyTorch's speed here, for the header and every JSON line."""
+    return {
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "default"),
+        "blas": blas_library(),
+        "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", "unset"),
+        "openblas_num_threads": os.environ.get("OPENBLAS_NUM_THREADS", "unset"),
+        "cpus_usable": len(os.sched_getaffinity(0)),
+        # the machine may be shared: a load above the thread count means waiting for a core
+        "load_average_1min": round(os.getloadavg()[0], 2),
+    }
+
+
+def describe(facts):
+    return (f"torch {facts['torch']}; torch threads {facts['threads']} "
+            f"({facts['cpus_usable']} CPUs usable); OMP_WAIT_POLICY={facts['omp_wait_policy']}; "
+            f"BLAS {facts['blas']} (OPENBLAS_CORETYPE={facts['openblas_coretype']}, "
+            f"OPENBLAS_NUM_THREADS={facts['openblas_num_threads']}); "
+            f"load average {facts['load_average_1min']}")
+
+
+def peak_rss_mib():
+    """Peak resident memory of this process so far (all configurations run before)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def measure(name, cfg, steps, warmup):
+    torch.manual_seed(0)
+    model = Seq2SeqTransformer(cfg).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    loss_fn = nn.CrossEntropyLoss(label_smoothing=0.1, ignore_index=PAD_ID)
+    generator = torch.Generator().manual_seed(1)
+    times, cpu_times, losses = [], [], []
+    for step in range(warmup + steps):
+        src, tgt = random_batch(cfg, generator)
+        start, cpu_start = time.perf_counter(), time.process_time()
+        optimizer.zero_grad(set_to_none=True)
+        logits = model(src, tgt[:, :-1])
+        loss = loss_fn(logits.reshape(-1, logits.shape[-1]), tgt[:, 1:].reshape(-1))
+        loss.backward()
+        optimizer.step()
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+        if step >= warmup:
+            times.append(elapsed)
+            cpu_times.append(cpu)
+            losses.append(loss.item())
+    tokens = cfg["batch"] * cfg["tgt_len"]
+    median = statistics.median(times)
+    return {
+        "bench": "torch_train", "config": name,
+        "tgt_tokens_per_s": round(tokens / median, 1),
+        "tgt_tokens_per_step": tokens, "median_step_s": round(median, 5),
+        "min_step_s": round(min(times), 5), "steps": steps, "warmup_steps": warmup,
+        # CPU seconds of all threads (spinning included): less sensitive to a shared machine
+        "median_cpu_s_per_step": round(statistics.median(cpu_times), 5),
+        "params": sum(p.numel() for p in model.parameters()),
+        "final_loss": round(losses[-1], 4), "peak_rss_mib": round(peak_rss_mib(), 1),
+    }
+
+
+def sweep(script, args):
+    """Re-run script (with args and --json) under default and PASSIVE OMP_WAIT_POLICY with 1
+    and 2 threads, each in a fresh process (the policy is read when OpenMP starts)."""
+    rows = []
+    for policy in ("default", "PASSIVE"):
+        for threads in (1, 2):
+            env = dict(os.environ)
+            env.pop("OMP_WAIT_POLICY", None)
+            if policy != "default":
+                env["OMP_WAIT_POLICY"] = policy
+            command = [sys.executable, script, *args, "--json", "--threads", str(threads)]
+            out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
+            for line in out.splitlines():
+                if line.startswith("{"):
+                    row = json.loads(line)
+                    print(line, flush=True)
+                    rows.append(row)
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", choices=["small", "base", "both"], default="both")
+    parser.add_argument("--steps", type=int, help="timed steps (default: 30 small, 8 base)")
+    parser.add_argument("--warmup", type=int, help="untimed steps first (default: 3 small, 2 base)")
+    parser.add_argument("--threads", type=int, help="torch.set_num_threads(N); default: torch's own")
+    parser.add_argument("--json", action="store_true", help="one JSON line per configuration")
+    parser.add_argument("--sweep", action="store_true",
+                        help="run default/PASSIVE OMP_WAIT_POLICY x 1/2 threads in subprocesses")
+    args = parser.parse_args()
+
+    names = ["small", "base"] if args.config == "both" else [args.config]
+    if args.sweep:
+        passed = ["--config", args.config]
+        if args.steps is not None:
+            passed += ["--steps", str(args.steps)]
+        if args.warmup is not None:
+            passed += ["--warmup", str(args.warmup)]
+        rows = sweep(os.path.abspath(__file__), passed)
+        print(f"\n{'config':7} {'OMP_WAIT_POLICY':16} {'threads':>7} {'tgt tokens/s':>13} "
+              f"{'CPU s/step':>11}")
+        for row in rows:
+            print(f"{row['config']:7} {row['omp_wait_policy']:16} {row['threads']:7} "
+                  f"{row['tgt_tokens_per_s']:13.0f} {row['median_cpu_s_per_step']:11.3f}")
+        return
+
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    facts = runtime_facts()
+    if not args.json:
+        print(describe(facts))
+    for name in names:
+        cfg = CONFIGS[name]
+        steps = args.steps if args.steps is not None else cfg["steps"]
+        warmup = args.warmup if args.warmup is not None else cfg["warmup"]
+        result = measure(name, cfg, steps, warmup)
+        if args.json:
+            print(json.dumps({**result, **facts}), flush=True)
+        else:
+            print(f"{name}: {result['tgt_tokens_per_s']:.0f} target tokens/s "
+                  f"(median step {result['median_step_s'] * 1e3:.1f} ms over {steps} steps "
+                  f"after {warmup}; {result['tgt_tokens_per_step']} tokens/step; "
+                  f"{result['params'] / 1e6:.2f} M parameters; peak RSS "
+                  f"{result['peak_rss_mib']:.0f} MiB)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
