@@ -669,7 +669,7 @@ static void write_json_event(FILE *log, const attn_train_event *e)
     if (e->kind == ATTN_TRAIN_EVENT_STEP)
         fprintf(log,
                 "{\"event\":\"step\",\"step\":%lld,\"epoch\":%lld,\"batch\":%lld,"
-                "\"loss\":%.17g,\"accuracy\":%.17g,\"tokens\":%lld,\"lr\":%.17g,"
+                "\"train_loss\":%.17g,\"train_accuracy\":%.17g,\"tokens\":%lld,\"lr\":%.17g,"
                 "\"grad_norm\":%.17g,\"skipped\":%s,\"tokens_per_second\":%.1f,"
                 "\"elapsed\":%.3f}\n",
                 (long long)e->step, (long long)e->epoch, (long long)e->batch_index, e->loss,
@@ -678,8 +678,9 @@ static void write_json_event(FILE *log, const attn_train_event *e)
                 e->skipped ? "true" : "false", e->tokens_per_second, e->elapsed);
     else if (e->kind == ATTN_TRAIN_EVENT_EVAL)
         fprintf(log,
-                "{\"event\":\"eval\",\"step\":%lld,\"epoch\":%lld,\"loss\":%.17g,"
-                "\"accuracy\":%.17g,\"tokens\":%lld,\"improved\":%s,\"best_loss\":%.17g,"
+                "{\"event\":\"eval\",\"step\":%lld,\"epoch\":%lld,\"valid_loss\":%.17g,"
+                "\"valid_accuracy\":%.17g,\"tokens\":%lld,\"improved\":%s,"
+                "\"best_valid_loss\":%.17g,"
                 "\"elapsed\":%.3f}\n",
                 (long long)e->step, (long long)e->epoch, e->loss, e->accuracy,
                 (long long)e->tokens, e->improved ? "true" : "false", e->best_valid_loss,

@@ -130,8 +130,8 @@ def test_resume_reproduces_the_loss_curve(tmp_path, reverse_data):
     assert second.returncode == 0, second.stderr.decode()
     assert b"resuming at step 12" in second.stderr
 
-    expected = [(e["step"], e["loss"], e["grad_norm"]) for e in log_lines(whole, "step")]
-    got = [(e["step"], e["loss"], e["grad_norm"]) for e in log_lines(parts, "step")]
+    expected = [(e["step"], e["train_loss"], e["grad_norm"]) for e in log_lines(whole, "step")]
+    got = [(e["step"], e["train_loss"], e["grad_norm"]) for e in log_lines(parts, "step")]
     assert len(expected) == 30
     assert got == expected
     assert log_lines(parts, "done")[-1]["reason"] == "max_steps"
