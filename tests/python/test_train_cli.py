@@ -135,6 +135,11 @@ def test_resume_reproduces_the_loss_curve(tmp_path, reverse_data):
     assert len(expected) == 30
     assert got == expected
     assert log_lines(parts, "done")[-1]["reason"] == "max_steps"
+    # The log is what attn viz plots.
+    curve = tmp_path / "curve.svg"
+    plotted = run("viz", "--log", parts, "--out", curve)
+    assert plotted.returncode == 0, plotted.stderr.decode()
+    assert ">valid<" in curve.read_text() and ">train<" in curve.read_text()
 
 
 def test_resume_refuses_changed_settings(tmp_path, reverse_data):
