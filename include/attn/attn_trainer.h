@@ -121,7 +121,8 @@ typedef struct attn_trainer_options {
     int64_t accumulate;         /* batches per update (>= 1) */
     /* The optimizer; lr is replaced by the schedule's rate at each step. With weight decay
      * and no_decay NULL, every 1-dimensional parameter (biases, layer-norm gains) is exempt
-     * from decay, as is usual for Transformers. */
+     * from decay, as is usual for Transformers; ranges the caller gives must outlive the
+     * trainer. */
     attn_adam_options adam;
     attn_lr_schedule schedule;
     double clip_norm;           /* clip the global gradient norm to this (0: no clipping) */

@@ -79,7 +79,7 @@ static const option_spec options[] = {
     OPT_NAMED("--label-smoothing", label_smoothing, OPT_NUMBER, GROUP_MODEL, "E",
               "label smoothing of the training loss [0.1]"),
     OPT(lr, OPT_NUMBER, GROUP_TRAINING, "RATE",
-        "peak learning rate (noam: the factor) [1e-3]"),
+        "peak learning rate [1e-3]; noam: the factor [1]"),
     OPT(warmup, OPT_INT, GROUP_TRAINING, "STEPS", "warm-up steps [1000]"),
     OPT(schedule, OPT_STRING, GROUP_TRAINING, "inverse-sqrt|noam|cosine|constant",
         "learning-rate schedule [inverse-sqrt]; cosine decays to --min-lr at the last step "
@@ -521,8 +521,12 @@ static attn_status build_options(const train_args *a, const int *given, int64_t 
                             "where it ends\n");
             return ATTN_ERR_INVALID_ARGUMENT;
         }
-        if (s->total_steps <= s->warmup_steps)
+        if (s->total_steps <= s->warmup_steps) {
             s->warmup_steps = s->total_steps / 10;
+            fprintf(stderr, "attn train: the warm-up is not shorter than the %lld cosine steps; "
+                            "using %lld warm-up steps\n", (long long)s->total_steps,
+                    (long long)s->warmup_steps);
+        }
         break;
     }
     default:
@@ -773,6 +777,22 @@ static char *default_checkpoint_path(const char *out)
     return path;
 }
 
+/* Resuming works at any thread count, but only the checkpoint's reproduces its curve exactly. */
+static void warn_if_other_threads(const attn_tensor_file *file)
+{
+    const char *text = NULL;
+    if (attn_tensor_file_metadata(file, ATTN_TRAIN_STATE_KEY, &text) != ATTN_OK)
+        return;
+    cJSON *state = cJSON_Parse(text);
+    const cJSON *threads = cJSON_GetObjectItemCaseSensitive(state, "threads");
+    if (cJSON_IsNumber(threads) && threads->valuedouble != (double)attn_get_num_threads())
+        fprintf(stderr, "attn train: note: the checkpoint's run used %g threads and this one "
+                        "uses %d, so its losses will differ slightly from an uninterrupted run "
+                        "(use --threads %g to reproduce it exactly)\n",
+                threads->valuedouble, attn_get_num_threads(), threads->valuedouble);
+    cJSON_Delete(state);
+}
+
 /* ---- the command -------------------------------------------------------------------------- */
 
 int attn_cmd_train(int argc, char **argv)
@@ -814,6 +834,7 @@ int attn_cmd_train(int argc, char **argv)
         TRY_RESUME(attn_tokenizer_from_json(text, &tgt_tok));
         TRY_RESUME(attn_model_create(&config, &model));
         TRY_RESUME(attn_trainer_options_from_checkpoint(resume_file, &o));
+        warn_if_other_threads(resume_file);
         overlay_training_flags(&a, given, &o);
     } else {
         attn_tokenizer_config src_config, tgt_config;
