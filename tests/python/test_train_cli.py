@@ -193,10 +193,15 @@ def test_kill_9_never_leaves_a_corrupt_file(tmp_path, reverse_data):
             assert state["step"] >= last_step, "the checkpoint never goes back"
             last_step = state["step"]
     assert last_step > 0, "some checkpoint was written before the kills"
-    # A clean finish removes what the killed writers left behind, and the files translate.
+    # A clean finish removes what dead writers left behind (not a live writer's file), and the
+    # files translate.
+    dead = tmp_path / "k.last.safetensors.tmp.999999999"
+    dead.write_bytes(b"partial")
+    live = tmp_path / f"k.safetensors.tmp.{os.getpid()}"
+    live.write_bytes(b"being written")
     final = run(*run_flags, "--resume", checkpoint, "--max-steps", last_step + 1)
     assert final.returncode == 0, final.stderr.decode()
-    assert not list(tmp_path.glob("*.tmp.*")), list(tmp_path.glob("*.tmp.*"))
+    assert list(tmp_path.glob("*.tmp.*")) == [live]
     assert run("translate", "--model", checkpoint, stdin=b"abc\n").returncode == 0
     assert run("translate", "--model", out, stdin=b"abc\n").returncode == 0
 
