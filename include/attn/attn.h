@@ -15,5 +15,6 @@
 #include "attn/attn_nn.h"
 #include "attn/attn_models.h"
 #include "attn/attn_train.h"
+#include "attn/attn_trainer.h"
 
 #endif /* ATTN_H */

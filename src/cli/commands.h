@@ -7,6 +7,8 @@ int attn_cmd_bench(int argc, char **argv);
 int attn_cmd_eval(int argc, char **argv);
 int attn_cmd_bench_attention(int argc, char **argv);
 int attn_cmd_info(int argc, char **argv);
+int attn_cmd_train(int argc, char **argv);
+int attn_cmd_translate(int argc, char **argv);
 /* attn bench gemm, dispatched from attn_cmd_bench (argv starts at "gemm"). */
 int attn_bench_gemm(int argc, char **argv);
 int attn_cmd_viz(int argc, char **argv);

@@ -1,0 +1,232 @@
+/* attn training loop: batches in, updates out, with validation, keep-best, early stopping,
+ * a time limit, checkpoints and exact resume (layer 5).
+ *
+ * The loop does not know which architecture it trains. It drives a model through
+ * attn_trainable: the model's parameter store (values, gradients and Adam moments in four
+ * buffers of one layout), a loss on a batch, and the model's config JSON for the files it
+ * writes. attn_trainable_from_model adapts the Transformer family (attn_model); another model
+ * (the RNN encoder-decoder) plugs in by filling the same three functions.
+ *
+ * One step: for each of `accumulate` batches, reset the graph, set the dropout seed from
+ * (seed, micro-batch number), forward, backward (gradients add up in the store); scale the
+ * gradients by 1 / accumulate, take the global norm (and clip it), set the rate from the
+ * schedule, and make one Adam/AdamW update of the whole buffer. A non-finite gradient norm
+ * skips the update (reported in the event). After the first step nothing is allocated per step:
+ * the graph's arena and the batcher's buffers are reused, and grow only for a batch larger than
+ * any before.
+ *
+ * Files. Both are safetensors files written atomically (a temporary file renamed over the
+ * path), so a run killed at any moment leaves either the previous file or the new one:
+ *  - the model file (best_path): the parameter values under their PyTorch names and, in the
+ *    metadata, the model config (ATTN_MODEL_CONFIG_KEY), the caller's entries (the tokenizers
+ *    under ATTN_SRC_TOKENIZER_KEY and ATTN_TGT_TOKENIZER_KEY) and a short summary
+ *    (ATTN_TRAIN_SUMMARY_KEY). It holds the parameters of the best validation loss seen, or
+ *    the last ones when there is no validation corpus. attn_model_load reads it.
+ *  - the checkpoint (checkpoint_path): the same, plus Adam's moments under
+ *    ATTN_CHECKPOINT_ADAM_M_PREFIX / ATTN_CHECKPOINT_ADAM_V_PREFIX + name (PyTorch's names for
+ *    them) and the training state (ATTN_TRAIN_STATE_KEY): step, Adam's step count, the batch
+ *    position (epoch, batch index), best validation loss, early-stopping count, a fingerprint
+ *    of the training data and every option that shapes the loss curve. It is written after
+ *    each evaluation, every checkpoint_every steps, and when the run stops.
+ *
+ * Exact resume: the state above is everything a step depends on (dropout masks come from
+ * (seed, micro-batch number), batches from (seed, epoch)), so a run resumed from a checkpoint
+ * reproduces the uninterrupted run's losses bit for bit at the same thread count and
+ * instruction set. Stopping rules (epochs, max_steps, time limit, patience, how often to
+ * evaluate) may change on resume; options that shape the curve may not.
+ */
+#ifndef ATTN_TRAINER_H
+#define ATTN_TRAINER_H
+
+#include "attn/attn_autodiff.h"
+#include "attn/attn_data.h"
+#include "attn/attn_models.h"
+#include "attn/attn_train.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- metadata keys ------------------------------------------------------------------- */
+
+#define ATTN_SRC_TOKENIZER_KEY "attn_src_tokenizer"
+#define ATTN_TGT_TOKENIZER_KEY "attn_tgt_tokenizer"
+#define ATTN_TRAIN_STATE_KEY "attn_train_state"
+#define ATTN_TRAIN_SUMMARY_KEY "attn_train_summary"
+#define ATTN_CHECKPOINT_ADAM_M_PREFIX "optimizer.exp_avg."
+#define ATTN_CHECKPOINT_ADAM_V_PREFIX "optimizer.exp_avg_sq."
+
+/* ---- what the loop trains ------------------------------------------------------------- */
+
+typedef struct attn_trainable {
+    void *self;
+    /* The parameter store (finalised). */
+    attn_params *(*params)(void *self);
+    /* The mean cross-entropy over the batch's predicted tokens as a scalar variable on graph
+     * (a graph of params(self); the caller sets training and recording). smoothed != 0: the
+     * model's training loss (with its label smoothing); 0: plain cross-entropy (validation).
+     * *tokens gets the number of predicted tokens and *correct how many of them have the
+     * target as the arg-max of the logits. */
+    attn_status (*forward_loss)(void *self, attn_graph *graph, const attn_model_batch *batch,
+                                int smoothed, attn_var **loss, int64_t *tokens,
+                                int64_t *correct);
+    /* The model config as JSON (malloc'ed), stored under ATTN_MODEL_CONFIG_KEY. */
+    attn_status (*config_json)(void *self, char **json);
+} attn_trainable;
+
+/* The Transformer encoder-decoder and language model (not the classifier, whose batches
+ * carry labels instead of targets). The model must outlive the trainable. */
+ATTN_API attn_status attn_trainable_from_model(attn_model *model, attn_trainable *out);
+
+/* ---- options ----------------------------------------------------------------------------- */
+
+typedef enum attn_train_event_kind {
+    ATTN_TRAIN_EVENT_STEP = 0, /* an update was made (or skipped) */
+    ATTN_TRAIN_EVENT_EVAL = 1, /* the validation corpus was scored */
+    ATTN_TRAIN_EVENT_DONE = 2  /* the run stopped; stop_reason says why */
+} attn_train_event_kind;
+
+typedef struct attn_train_event {
+    attn_train_event_kind kind;
+    int64_t step;            /* updates made so far (the one just made included) */
+    int64_t epoch;           /* epochs completed */
+    int64_t batch_index;     /* next batch of the current epoch */
+    int64_t epoch_batches;   /* batches in the current epoch */
+    int64_t planned_steps;   /* the step the run will stop at, by epochs and max_steps (0: no
+                                bound) */
+    double loss;             /* STEP: mean training loss of the update's batches;
+                                EVAL: validation cross-entropy per token */
+    double accuracy;         /* STEP: token accuracy of the update's batches; EVAL: validation */
+    int64_t tokens;          /* target tokens scored */
+    double lr;               /* STEP: the rate used */
+    double grad_norm;        /* STEP: global norm before clipping */
+    int skipped;             /* STEP: non-finite gradient norm, no update */
+    int improved;            /* EVAL: a new best validation loss (the model file was written) */
+    double best_valid_loss;  /* INFINITY before the first evaluation */
+    double elapsed;          /* seconds since attn_trainer_run started */
+    double tokens_per_second;/* training target tokens per second in this run */
+    const char *stop_reason; /* DONE: "epochs", "max_steps", "time_limit", "early_stopping",
+                                "stopped" (the callback asked) */
+} attn_train_event;
+
+/* Called after each event; return nonzero to stop the run (a checkpoint is still written).
+ * The event and its strings are valid during the call only. */
+typedef int (*attn_train_callback)(const attn_train_event *event, void *user);
+
+typedef struct attn_trainer_options {
+    /* ---- shape the loss curve: stored in the checkpoint, fixed on resume ---- */
+    int64_t batch_tokens;       /* padded source + target tokens per batch (attn_batcher) */
+    int shuffle;                /* shuffle batches each epoch (from seed and epoch) */
+    uint64_t seed;              /* batches and dropout masks */
+    int64_t accumulate;         /* batches per update (>= 1) */
+    /* The optimizer; lr is replaced by the schedule's rate at each step. With weight decay
+     * and no_decay NULL, every 1-dimensional parameter (biases, layer-norm gains) is exempt
+     * from decay, as is usual for Transformers; ranges the caller gives must outlive the
+     * trainer. */
+    attn_adam_options adam;
+    attn_lr_schedule schedule;
+    double clip_norm;           /* clip the global gradient norm to this (0: no clipping) */
+    /* ---- stopping rules, evaluation and files: may change on resume ---- */
+    int64_t max_epochs;         /* stop after this many epochs (0: no limit) */
+    int64_t max_steps;          /* stop at this step (0: no limit) */
+    double time_limit;          /* stop after this many seconds of this run (0: none) */
+    int64_t eval_every;         /* evaluate every N steps (0: at the end of each epoch) */
+    int64_t patience;           /* stop after N evaluations without a new best (0: never) */
+    int64_t checkpoint_every;   /* also write the checkpoint every N steps (0: no) */
+    const char *best_path;      /* model file (NULL: none) */
+    const char *checkpoint_path;/* checkpoint (NULL: none) */
+    /* Extra metadata for both files (the tokenizers' JSON); keys must not be the ones the
+     * trainer writes (config, state, summary). Copied by attn_trainer_create. */
+    const attn_metadata_entry *metadata;
+    size_t n_metadata;
+    attn_train_callback callback; /* may be NULL */
+    void *callback_user;
+} attn_trainer_options;
+
+/* batch_tokens 4096, shuffle on, seed 1, accumulate 1; Adam with betas (0.9, 0.98), eps 1e-9
+ * and no weight decay ("Attention Is All You Need"); the inverse square root schedule to a peak
+ * of 1e-3 after 1000 warm-up steps; clipping at 1.0; 10 epochs, no step or time limit,
+ * evaluation each epoch, no early stopping, no files, no callback. */
+ATTN_API attn_trainer_options attn_trainer_default_options(void);
+
+/* ---- the trainer ---------------------------------------------------------------------- */
+
+typedef struct attn_trainer attn_trainer;
+
+/* A trainer over an encoded training corpus (and an optional encoded validation corpus,
+ * NULL for none). The model and corpora must outlive the trainer. The parameters are used
+ * as they are (initialise them first); the Adam moments are zeroed. */
+ATTN_API attn_status attn_trainer_create(const attn_trainable *model, const attn_corpus *train,
+                                         const attn_corpus *valid,
+                                         const attn_trainer_options *options,
+                                         attn_trainer **out);
+/* NULL is ignored. */
+ATTN_API void attn_trainer_destroy(attn_trainer *trainer);
+
+/* Restores the parameters, the moments and the state from a checkpoint, so that run
+ * continues where it stopped. Fails, naming what differs, when the checkpoint's model
+ * config, training data fingerprint or any curve-shaping option differ from this trainer's
+ * (ATTN_ERR_INVALID_ARGUMENT), or when the file is not a checkpoint (ATTN_ERR_FORMAT). Every
+ * check runs before anything changes, except that a tensor missing or malformed in the file
+ * is found while reading, and then the parameters may be partly overwritten. */
+ATTN_API attn_status attn_trainer_resume(attn_trainer *trainer, const char *checkpoint_path);
+
+/* Trains until a stopping rule holds: max_epochs epochs completed, max_steps reached, the
+ * time limit passed, patience evaluations without improvement, or the callback asked. Then
+ * writes the checkpoint (and the model file when there is no validation corpus). A run whose
+ * rules already hold stops at once. */
+ATTN_API attn_status attn_trainer_run(attn_trainer *trainer);
+
+/* Scores the validation corpus: plain cross-entropy per target token and token accuracy,
+ * with dropout off. Fails without a validation corpus. */
+ATTN_API attn_status attn_trainer_evaluate(attn_trainer *trainer, double *loss,
+                                           double *accuracy);
+
+/* Writes the checkpoint now (the run does this by itself). */
+ATTN_API attn_status attn_trainer_save_checkpoint(attn_trainer *trainer, const char *path);
+
+/* Where the run stands. */
+typedef struct attn_trainer_status {
+    int64_t step;            /* updates made (skipped ones included) */
+    int64_t adam_step;       /* updates Adam made (its bias-correction count) */
+    int64_t epoch;           /* epoch of the next batch */
+    int64_t batch_index;     /* index of the next batch in that epoch */
+    double best_valid_loss;  /* INFINITY before the first evaluation */
+    int64_t best_step;       /* step of the best validation loss (0: none) */
+    int64_t evals_since_best;
+    double last_loss;        /* training loss of the last update (NaN before the first) */
+    size_t graph_memory_peak;/* most bytes the step's arena has held */
+} attn_trainer_status;
+
+ATTN_API attn_status attn_trainer_get_status(const attn_trainer *trainer,
+                                             attn_trainer_status *out);
+
+/* ---- checkpoints -------------------------------------------------------------------------- */
+
+/* The curve-shaping options stored in a checkpoint's state (batch_tokens, shuffle, seed,
+ * accumulate, adam without no_decay, schedule, clip_norm), written over *options; the other
+ * fields are left alone. Lets a program resume with the options the run started with. The
+ * file is one opened with attn_tensor_file_open. */
+ATTN_API attn_status attn_trainer_options_from_checkpoint(const attn_tensor_file *file,
+                                                          attn_trainer_options *options);
+
+/* ---- decoding ----------------------------------------------------------------------------- */
+
+/* Greedy decoding for the encoder-decoder Transformer, the minimal decoder that testing and
+ * `attn translate` need until the decoding layer (beam search, KV cache) lands: encode the
+ * batch, then repeatedly run the decoder over the prefix <s> y1 .. yt and append the arg-max
+ * of its last position, until every row has produced </s> or max_len tokens.
+ * src [size, src_len] with src_lengths [size] in [1, src_len]. out [size, max_len] receives
+ * each row's tokens after <s>, up to and without </s>, padded with ATTN_PAD_ID; out_lengths
+ * [size] their counts. graph is a graph of the model's store; it is reset first and its mode
+ * set to inference. max_len in [1, the model's max_len - 1]. */
+ATTN_API attn_status attn_greedy_decode(attn_model *model, attn_graph *graph, int64_t size,
+                                        int64_t src_len, const int32_t *src,
+                                        const int32_t *src_lengths, int64_t max_len,
+                                        int32_t *out, int64_t *out_lengths);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTN_TRAINER_H */

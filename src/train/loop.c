@@ -1,0 +1,534 @@
+/* The training loop: steps, evaluation, keep-best, stopping rules. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#include "train/loop_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+attn_trainer_options attn_trainer_default_options(void)
+{
+    attn_trainer_options o;
+    memset(&o, 0, sizeof o);
+    o.batch_tokens = 4096;
+    o.shuffle = 1;
+    o.seed = 1;
+    o.accumulate = 1;
+    o.adam = attn_adam_default_options(ATTN_ADAM);
+    o.adam.beta2 = 0.98;
+    o.adam.eps = 1e-9;
+    o.schedule.kind = ATTN_LR_INVERSE_SQRT;
+    o.schedule.lr = 1e-3;
+    o.schedule.warmup_steps = 1000;
+    o.clip_norm = 1.0;
+    o.max_epochs = 10;
+    return o;
+}
+
+/* ---- creation ------------------------------------------------------------------------------ */
+
+static char *copy_string(const char *s)
+{
+    if (s == NULL)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    char *copy = malloc(n);
+    if (copy != NULL)
+        memcpy(copy, s, n);
+    return copy;
+}
+
+static int is_reserved_key(const char *key)
+{
+    return strcmp(key, ATTN_MODEL_CONFIG_KEY) == 0 || strcmp(key, ATTN_TRAIN_STATE_KEY) == 0 ||
+           strcmp(key, ATTN_TRAIN_SUMMARY_KEY) == 0;
+}
+
+static attn_status check_options(const attn_trainer_options *o)
+{
+    static const char fn[] = "attn_trainer_create";
+    ATTN_CHECK_ARG(o->batch_tokens > 0, "%s: batch_tokens must be positive, got %lld", fn,
+                   (long long)o->batch_tokens);
+    ATTN_CHECK_ARG(o->accumulate >= 1, "%s: accumulate must be >= 1, got %lld", fn,
+                   (long long)o->accumulate);
+    ATTN_CHECK_ARG(o->clip_norm >= 0.0 && isfinite(o->clip_norm),
+                   "%s: clip_norm must be finite and >= 0, got %g", fn, o->clip_norm);
+    ATTN_CHECK_ARG(o->max_epochs >= 0 && o->max_steps >= 0,
+                   "%s: max_epochs (%lld) and max_steps (%lld) must not be negative", fn,
+                   (long long)o->max_epochs, (long long)o->max_steps);
+    ATTN_CHECK_ARG(o->time_limit >= 0.0 && !isnan(o->time_limit),
+                   "%s: time_limit must be >= 0 seconds, got %g", fn, o->time_limit);
+    ATTN_CHECK_ARG(o->eval_every >= 0 && o->patience >= 0 && o->checkpoint_every >= 0,
+                   "%s: eval_every (%lld), patience (%lld) and checkpoint_every (%lld) must not "
+                   "be negative",
+                   fn, (long long)o->eval_every, (long long)o->patience,
+                   (long long)o->checkpoint_every);
+    ATTN_CHECK_ARG(o->n_metadata == 0 || o->metadata != NULL, "%s: metadata must not be NULL",
+                   fn);
+    for (size_t i = 0; i < o->n_metadata; i++) {
+        ATTN_CHECK_ARG(o->metadata[i].key != NULL && o->metadata[i].value != NULL,
+                       "%s: metadata[%zu] has a NULL key or value", fn, i);
+        ATTN_CHECK_ARG(!is_reserved_key(o->metadata[i].key),
+                       "%s: metadata[%zu]: the trainer writes the key \"%s\" itself", fn, i,
+                       o->metadata[i].key);
+    }
+    /* The optimizer and the schedule check their own fields; try them once here so that a bad
+     * option fails now rather than at the first step. */
+    double lr;
+    ATTN_TRY(attn_lr_at(&o->schedule, 1, &lr));
+    attn_adam_options adam = o->adam;
+    adam.lr = 0.0;
+    int64_t step = 0;
+    float p = 0.0f, g = 0.0f, m = 0.0f, v = 0.0f;
+    adam.no_decay = NULL;
+    adam.no_decay_count = 0;
+    return attn_adam_step(&adam, &step, 1, &p, &g, &m, &v);
+}
+
+/* Every 1-dimensional parameter (biases, layer-norm gains and shifts), as sorted ranges. */
+static attn_status choose_no_decay(attn_trainer *t)
+{
+    size_t count = attn_params_count(t->params);
+    t->no_decay = malloc((count + 1) * sizeof *t->no_decay);
+    if (t->no_decay == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_trainer_create: out of memory");
+    int64_t n = 0;
+    for (size_t i = 0; i < count; i++) {
+        attn_param_info info;
+        ATTN_TRY(attn_params_info(t->params, (attn_param_id)i, &info));
+        if (info.ndim == 1)
+            t->no_decay[n++] = (attn_param_range){(int64_t)info.offset, info.numel};
+    }
+    /* Registration order is offset order, but sort anyway: the optimizer requires it. */
+    for (int64_t i = 1; i < n; i++)
+        for (int64_t j = i; j > 0 && t->no_decay[j - 1].offset > t->no_decay[j].offset; j--) {
+            attn_param_range r = t->no_decay[j];
+            t->no_decay[j] = t->no_decay[j - 1];
+            t->no_decay[j - 1] = r;
+        }
+    t->options.adam.no_decay = t->no_decay;
+    t->options.adam.no_decay_count = n;
+    return ATTN_OK;
+}
+
+/* FNV-1a over every pair's lengths and ids: resuming on other data is refused. */
+static uint64_t hash_word(uint64_t h, uint32_t word)
+{
+    for (int byte = 0; byte < 4; byte++) {
+        h ^= (word >> (8 * byte)) & 0xffu;
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+static uint64_t fingerprint(const attn_corpus *corpus)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    int64_t n = attn_corpus_size(corpus);
+    for (int64_t i = 0; i < n; i++) {
+        const int32_t *ids;
+        int64_t length;
+        attn_corpus_source_ids(corpus, i, &ids, &length);
+        h = hash_word(h, (uint32_t)length);
+        for (int64_t j = 0; j < length; j++)
+            h = hash_word(h, (uint32_t)ids[j]);
+        attn_corpus_target_ids(corpus, i, &ids, &length);
+        h = hash_word(h, (uint32_t)length);
+        for (int64_t j = 0; j < length; j++)
+            h = hash_word(h, (uint32_t)ids[j]);
+    }
+    return h;
+}
+
+static attn_status create(attn_trainer *t, const attn_trainable *model, const attn_corpus *train,
+                          const attn_corpus *valid, const attn_trainer_options *options)
+{
+    static const char fn[] = "attn_trainer_create";
+    t->model = *model;
+    t->train = train;
+    t->valid = valid;
+    t->options = *options;
+    t->params = model->params(model->self);
+    ATTN_CHECK_ARG(t->params != NULL && attn_params_is_finalized(t->params),
+                   "%s: the model's parameter store must be finalised", fn);
+    if (options->best_path != NULL && (t->best_path = copy_string(options->best_path)) == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    if (options->checkpoint_path != NULL &&
+        (t->checkpoint_path = copy_string(options->checkpoint_path)) == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    t->options.best_path = t->best_path;
+    t->options.checkpoint_path = t->checkpoint_path;
+    t->options.metadata = NULL;
+    t->options.n_metadata = 0;
+    if (options->n_metadata > 0) {
+        t->metadata = calloc(options->n_metadata, sizeof *t->metadata);
+        if (t->metadata == NULL)
+            return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        for (size_t i = 0; i < options->n_metadata; i++) {
+            t->options.n_metadata = i + 1;
+            t->metadata[i].key = copy_string(options->metadata[i].key);
+            t->metadata[i].value = copy_string(options->metadata[i].value);
+            if (t->metadata[i].key == NULL || t->metadata[i].value == NULL)
+                return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        }
+        t->options.metadata = t->metadata;
+    }
+    if (options->adam.weight_decay > 0.0 && options->adam.no_decay == NULL)
+        ATTN_TRY(choose_no_decay(t));
+
+    attn_batcher_config batching = {options->batch_tokens, options->seed, options->shuffle};
+    ATTN_TRY(attn_batcher_create(train, &batching, &t->train_batches));
+    if (valid != NULL) {
+        attn_batcher_config in_order = {options->batch_tokens, options->seed, 0};
+        ATTN_TRY(attn_batcher_create(valid, &in_order, &t->valid_batches));
+    }
+    ATTN_TRY(attn_graph_create(t->params, &t->graph));
+    size_t count = attn_params_count(t->params);
+    t->tensors = calloc(3 * count + 1, sizeof *t->tensors);
+    if (t->tensors == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    size_t floats = attn_params_buffer_floats(t->params);
+    memset(attn_params_buffer(t->params, ATTN_PARAM_ADAM_M), 0, floats * sizeof(float));
+    memset(attn_params_buffer(t->params, ATTN_PARAM_ADAM_V), 0, floats * sizeof(float));
+    t->data_fingerprint = fingerprint(train);
+    t->best_valid_loss = INFINITY;
+    t->last_loss = NAN;
+    t->last_eval_step = -1;
+    return ATTN_OK;
+}
+
+attn_status attn_trainer_create(const attn_trainable *model, const attn_corpus *train,
+                                const attn_corpus *valid, const attn_trainer_options *options,
+                                attn_trainer **out)
+{
+    static const char fn[] = "attn_trainer_create";
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
+    ATTN_CHECK_NOT_NULL(model);
+    ATTN_CHECK_ARG(model->params != NULL && model->forward_loss != NULL &&
+                       model->config_json != NULL,
+                   "%s: the model must provide params, forward_loss and config_json", fn);
+    ATTN_CHECK_NOT_NULL(train);
+    ATTN_CHECK_NOT_NULL(options);
+    ATTN_TRY(check_options(options));
+    attn_trainer *t = calloc(1, sizeof *t);
+    if (t == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    attn_status status = create(t, model, train, valid, options);
+    if (status != ATTN_OK) {
+        attn_trainer_destroy(t);
+        return status;
+    }
+    *out = t;
+    return ATTN_OK;
+}
+
+void attn_trainer_destroy(attn_trainer *trainer)
+{
+    if (trainer == NULL)
+        return;
+    attn_graph_destroy(trainer->graph);
+    attn_batcher_destroy(trainer->train_batches);
+    attn_batcher_destroy(trainer->valid_batches);
+    for (size_t i = 0; i < trainer->options.n_metadata; i++) {
+        free((char *)trainer->metadata[i].key);
+        free((char *)trainer->metadata[i].value);
+    }
+    free(trainer->metadata);
+    free(trainer->no_decay);
+    free(trainer->tensors);
+    free(trainer->best_path);
+    free(trainer->checkpoint_path);
+    free(trainer);
+}
+
+attn_status attn_trainer_get_status(const attn_trainer *trainer, attn_trainer_status *out)
+{
+    ATTN_CHECK_NOT_NULL(out);
+    memset(out, 0, sizeof *out);
+    ATTN_CHECK_NOT_NULL(trainer);
+    out->step = trainer->step;
+    out->adam_step = trainer->adam_step;
+    attn_batcher_position(trainer->train_batches, &out->epoch, &out->batch_index);
+    out->best_valid_loss = trainer->best_valid_loss;
+    out->best_step = trainer->best_step;
+    out->evals_since_best = trainer->evals_since_best;
+    out->last_loss = trainer->last_loss;
+    out->graph_memory_peak = attn_graph_memory_peak(trainer->graph);
+    return ATTN_OK;
+}
+
+/* ---- one step ------------------------------------------------------------------------------ */
+
+static attn_model_batch model_batch(const attn_batch *b)
+{
+    attn_model_batch m = {b->size,       b->source_len, b->source,         b->source_lengths,
+                          b->target_len, b->target,     b->target_lengths, NULL};
+    return m;
+}
+
+static attn_status train_step(attn_trainer *t, attn_train_event *event)
+{
+    const attn_trainer_options *o = &t->options;
+    attn_params *store = t->params;
+    attn_graph *graph = t->graph;
+    attn_params_zero_grad(store);
+    double loss_sum = 0.0;
+    int64_t tokens = 0, correct = 0;
+    for (int64_t micro = 0; micro < o->accumulate; micro++) {
+        const attn_batch *batch;
+        ATTN_TRY(attn_batcher_next(t->train_batches, &batch));
+        attn_model_batch input = model_batch(batch);
+        attn_graph_reset(graph);
+        attn_graph_set_training(graph, 1);
+        attn_graph_set_recording(graph, 1);
+        attn_graph_set_dropout_seed(graph, o->seed,
+                                    (uint64_t)(t->step * o->accumulate + micro));
+        attn_var *loss;
+        int64_t batch_tokens = 0, batch_correct = 0;
+        ATTN_TRY(t->model.forward_loss(t->model.self, graph, &input, 1, &loss, &batch_tokens,
+                                       &batch_correct));
+        ATTN_TRY(attn_graph_backward(graph, loss));
+        loss_sum += (double)loss->value.data[0];
+        tokens += batch_tokens;
+        correct += batch_correct;
+    }
+    const int64_t n = (int64_t)attn_params_buffer_floats(store);
+    float *grads = attn_params_buffer(store, ATTN_PARAM_GRADS);
+    if (o->accumulate > 1)
+        ATTN_TRY(attn_scale_grads(n, grads, (float)(1.0 / (double)o->accumulate)));
+    double norm;
+    if (o->clip_norm > 0.0)
+        ATTN_TRY(attn_clip_grad_norm(n, grads, o->clip_norm, &norm));
+    else
+        ATTN_TRY(attn_grad_norm(n, grads, &norm));
+    double lr;
+    ATTN_TRY(attn_lr_at(&o->schedule, t->adam_step + 1, &lr));
+    const int skipped = !isfinite(norm);
+    if (!skipped) {
+        attn_adam_options adam = o->adam;
+        adam.lr = lr;
+        ATTN_TRY(attn_adam_step(&adam, &t->adam_step, n,
+                                attn_params_buffer(store, ATTN_PARAM_VALUES), grads,
+                                attn_params_buffer(store, ATTN_PARAM_ADAM_M),
+                                attn_params_buffer(store, ATTN_PARAM_ADAM_V)));
+    }
+    t->step++;
+    t->last_loss = loss_sum / (double)o->accumulate;
+    event->kind = ATTN_TRAIN_EVENT_STEP;
+    event->loss = t->last_loss;
+    event->accuracy = tokens > 0 ? (double)correct / (double)tokens : 0.0;
+    event->tokens = tokens;
+    event->lr = lr;
+    event->grad_norm = norm;
+    event->skipped = skipped;
+    return ATTN_OK;
+}
+
+/* ---- evaluation ---------------------------------------------------------------------------- */
+
+static attn_status score_validation(attn_trainer *trainer, double *loss, double *accuracy,
+                                   int64_t *scored)
+{
+    attn_batcher *batches = trainer->valid_batches;
+    ATTN_TRY(attn_batcher_seek(batches, 0, 0));
+    const int64_t count = attn_batcher_num_batches(batches);
+    double loss_sum = 0.0;
+    int64_t tokens = 0, correct = 0;
+    for (int64_t i = 0; i < count; i++) {
+        const attn_batch *batch;
+        ATTN_TRY(attn_batcher_next(batches, &batch));
+        attn_model_batch input = model_batch(batch);
+        attn_graph_reset(trainer->graph);
+        attn_graph_set_training(trainer->graph, 0);
+        attn_graph_set_recording(trainer->graph, 0);
+        attn_var *batch_loss;
+        int64_t batch_tokens = 0, batch_correct = 0;
+        ATTN_TRY(trainer->model.forward_loss(trainer->model.self, trainer->graph, &input, 0,
+                                             &batch_loss, &batch_tokens, &batch_correct));
+        loss_sum += (double)batch_loss->value.data[0] * (double)batch_tokens;
+        tokens += batch_tokens;
+        correct += batch_correct;
+    }
+    attn_graph_reset(trainer->graph);
+    *loss = tokens > 0 ? loss_sum / (double)tokens : 0.0;
+    *accuracy = tokens > 0 ? (double)correct / (double)tokens : 0.0;
+    *scored = tokens;
+    return ATTN_OK;
+}
+
+attn_status attn_trainer_evaluate(attn_trainer *trainer, double *loss, double *accuracy)
+{
+    static const char fn[] = "attn_trainer_evaluate";
+    ATTN_CHECK_NOT_NULL(trainer);
+    ATTN_CHECK_NOT_NULL(loss);
+    ATTN_CHECK_NOT_NULL(accuracy);
+    ATTN_CHECK_ARG(trainer->valid_batches != NULL, "%s: the trainer has no validation corpus",
+                   fn);
+    int64_t tokens;
+    return score_validation(trainer, loss, accuracy, &tokens);
+}
+
+/* Scores the validation corpus, writes the model file on a new best. */
+static attn_status evaluate_and_keep_best(attn_trainer *t, attn_train_event *event)
+{
+    double loss, accuracy;
+    int64_t tokens;
+    ATTN_TRY(score_validation(t, &loss, &accuracy, &tokens));
+    t->last_eval_step = t->step;
+    t->last_valid_accuracy = accuracy;
+    const int improved = loss < t->best_valid_loss;
+    if (improved) {
+        t->best_valid_loss = loss;
+        t->best_step = t->step;
+        t->evals_since_best = 0;
+        if (t->best_path != NULL)
+            ATTN_TRY(attn_trainer_write_model_file(t, t->best_path));
+    } else {
+        t->evals_since_best++;
+    }
+    event->kind = ATTN_TRAIN_EVENT_EVAL;
+    event->loss = loss;
+    event->accuracy = accuracy;
+    event->tokens = tokens;
+    event->improved = improved;
+    event->best_valid_loss = t->best_valid_loss;
+    return ATTN_OK;
+}
+
+/* ---- the run ------------------------------------------------------------------------------- */
+
+typedef struct run_clock {
+    double start;
+    int64_t tokens;
+} run_clock;
+
+/* The step the run stops at by max_steps and max_epochs (0: unbounded); epochs beyond the
+ * current one are assumed to have as many batches as it has. */
+static int64_t planned_steps(const attn_trainer *t)
+{
+    const attn_trainer_options *o = &t->options;
+    int64_t plan = o->max_steps;
+    if (o->max_epochs > 0) {
+        int64_t epoch, index;
+        attn_batcher_position(t->train_batches, &epoch, &index);
+        int64_t per_epoch = attn_batcher_num_batches(t->train_batches);
+        int64_t batches = o->max_epochs > epoch ? per_epoch - index +
+                                                      (o->max_epochs - epoch - 1) * per_epoch
+                                                : 0;
+        int64_t by_epochs = t->step + (batches + o->accumulate - 1) / o->accumulate;
+        if (plan == 0 || by_epochs < plan)
+            plan = by_epochs;
+    }
+    return plan;
+}
+
+static void fill_position(const attn_trainer *t, const run_clock *clock, attn_train_event *e)
+{
+    e->step = t->step;
+    attn_batcher_position(t->train_batches, &e->epoch, &e->batch_index);
+    e->epoch_batches = attn_batcher_num_batches(t->train_batches);
+    e->planned_steps = planned_steps(t);
+    e->best_valid_loss = t->best_valid_loss;
+    e->elapsed = now_seconds() - clock->start;
+    e->tokens_per_second = e->elapsed > 0.0 ? (double)clock->tokens / e->elapsed : 0.0;
+}
+
+/* Reports an event; nonzero when the callback asks to stop. */
+static int report(const attn_trainer *t, const run_clock *clock, attn_train_event *event)
+{
+    fill_position(t, clock, event);
+    if (t->options.callback == NULL)
+        return 0;
+    return t->options.callback(event, t->options.callback_user);
+}
+
+static const char *stop_reason(const attn_trainer *t, const run_clock *clock)
+{
+    const attn_trainer_options *o = &t->options;
+    int64_t epoch;
+    attn_batcher_position(t->train_batches, &epoch, NULL);
+    if (o->max_epochs > 0 && epoch >= o->max_epochs)
+        return "epochs";
+    if (o->max_steps > 0 && t->step >= o->max_steps)
+        return "max_steps";
+    if (o->patience > 0 && t->evals_since_best >= o->patience)
+        return "early_stopping";
+    if (o->time_limit > 0.0 && now_seconds() - clock->start >= o->time_limit)
+        return "time_limit";
+    return NULL;
+}
+
+static int evaluation_due(const attn_trainer *t, int64_t epoch_before)
+{
+    if (t->valid_batches == NULL)
+        return 0;
+    if (t->options.eval_every > 0)
+        return t->step % t->options.eval_every == 0;
+    int64_t epoch;
+    attn_batcher_position(t->train_batches, &epoch, NULL);
+    return epoch > epoch_before;
+}
+
+static attn_status save_checkpoint_if_set(attn_trainer *t)
+{
+    if (t->checkpoint_path == NULL)
+        return ATTN_OK;
+    return attn_trainer_save_checkpoint(t, t->checkpoint_path);
+}
+
+attn_status attn_trainer_run(attn_trainer *trainer)
+{
+    ATTN_CHECK_NOT_NULL(trainer);
+    attn_trainer *t = trainer;
+    run_clock clock = {now_seconds(), 0};
+    const char *reason = NULL;
+    while ((reason = stop_reason(t, &clock)) == NULL) {
+        int64_t epoch_before;
+        attn_batcher_position(t->train_batches, &epoch_before, NULL);
+        attn_train_event event;
+        memset(&event, 0, sizeof event);
+        ATTN_TRY(train_step(t, &event));
+        clock.tokens += event.tokens;
+        int stop = report(t, &clock, &event);
+        int wrote_checkpoint = 0;
+        if (evaluation_due(t, epoch_before)) {
+            memset(&event, 0, sizeof event);
+            ATTN_TRY(evaluate_and_keep_best(t, &event));
+            stop |= report(t, &clock, &event);
+            ATTN_TRY(save_checkpoint_if_set(t));
+            wrote_checkpoint = 1;
+        }
+        if (!wrote_checkpoint && t->options.checkpoint_every > 0 &&
+            t->step % t->options.checkpoint_every == 0)
+            ATTN_TRY(save_checkpoint_if_set(t));
+        if (stop) {
+            reason = "stopped";
+            break;
+        }
+    }
+    /* The final parameters are scored too, so the model file is the best of all of them. */
+    attn_train_event event;
+    if (t->valid_batches != NULL && t->last_eval_step != t->step && t->step > 0) {
+        memset(&event, 0, sizeof event);
+        ATTN_TRY(evaluate_and_keep_best(t, &event));
+        report(t, &clock, &event);
+    }
+    if (t->valid_batches == NULL && t->best_path != NULL)
+        ATTN_TRY(attn_trainer_write_model_file(t, t->best_path));
+    ATTN_TRY(save_checkpoint_if_set(t));
+    memset(&event, 0, sizeof event);
+    event.kind = ATTN_TRAIN_EVENT_DONE;
+    event.loss = t->last_loss;
+    event.stop_reason = reason;
+    report(t, &clock, &event);
+    return ATTN_OK;
+}

@@ -1,0 +1,40 @@
+/* The trainer's state, shared by the loop (loop.c) and the files it writes (checkpoint.c). */
+#ifndef ATTN_TRAIN_LOOP_INTERNAL_H
+#define ATTN_TRAIN_LOOP_INTERNAL_H
+
+#include "core/internal.h"
+#include "attn/attn_trainer.h"
+
+struct attn_trainer {
+    attn_trainable model;
+    attn_params *params;
+    const attn_corpus *train, *valid;
+    /* The caller's options with the paths and metadata pointing at our own copies. */
+    attn_trainer_options options;
+    char *best_path, *checkpoint_path;
+    attn_metadata_entry *metadata;
+    /* Parameters exempt from weight decay, when the trainer chose them. */
+    attn_param_range *no_decay;
+    attn_batcher *train_batches, *valid_batches;
+    attn_graph *graph;
+    /* Space to describe values and both moments for one checkpoint write. */
+    attn_named_tensor *tensors;
+    uint64_t data_fingerprint;
+
+    /* ---- the state a checkpoint keeps ---- */
+    int64_t step, adam_step;
+    double best_valid_loss;
+    int64_t best_step, evals_since_best;
+    int64_t last_eval_step; /* -1: none yet */
+
+    /* ---- this run only ---- */
+    double last_loss;
+    double last_valid_accuracy;
+};
+
+/* JSON of the training state (malloc'ed). */
+ATTN_INTERNAL attn_status attn_trainer_state_json(const attn_trainer *trainer, char **json);
+/* Writes the model file (values, config, caller metadata, a summary) to path. */
+ATTN_INTERNAL attn_status attn_trainer_write_model_file(attn_trainer *trainer, const char *path);
+
+#endif /* ATTN_TRAIN_LOOP_INTERNAL_H */

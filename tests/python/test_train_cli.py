@@ -1,0 +1,342 @@
+"""attn train and attn translate from the command line: a task learned end to end, exact resume
+through the JSON-lines log, checkpoints that survive kill -9, and bad input that gives one clear
+message and a non-zero exit."""
+import json
+import os
+import random
+import signal
+import struct
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _attn_binary():
+    library = os.environ.get("ATTN_LIBRARY")
+    candidates = [Path(library).parent / "attn"] if library else []
+    candidates.append(_ROOT / "build" / "attn")
+    for candidate in candidates:
+        if candidate.exists():
+            return str(candidate)
+    pytest.fail("the attn program was not found beside ATTN_LIBRARY or in build/")
+
+
+ATTN = _attn_binary()
+
+# A model small enough that a run takes seconds on one core.
+TINY = ["--layers", "1", "--d-model", "32", "--heads", "2", "--ffn", "64", "--threads", "1"]
+
+
+def run(*args, stdin=None, timeout=120):
+    return subprocess.run([ATTN, *map(str, args)], input=stdin, capture_output=True,
+                          timeout=timeout)
+
+
+def strings(rng, n, alphabet="abcdefghij", lo=3, hi=8):
+    return ["".join(rng.choice(alphabet) for _ in range(rng.randint(lo, hi))) for _ in range(n)]
+
+
+def write_tsv(path, pairs):
+    path.write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def reverse_data(tmp_path):
+    rng = random.Random(3)
+    train = write_tsv(tmp_path / "train.tsv", [(s, s[::-1]) for s in strings(rng, 2000)])
+    valid = write_tsv(tmp_path / "valid.tsv", [(s, s[::-1]) for s in strings(rng, 50)])
+    return train, valid
+
+
+def log_lines(path, event):
+    return [entry for entry in map(json.loads, path.read_text().splitlines())
+            if entry["event"] == event]
+
+
+def read_safetensors_header(path):
+    """The header of a safetensors file, checking that the tensors tile the data exactly."""
+    data = path.read_bytes()
+    (size,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + size])
+    ends = sorted(entry["data_offsets"] for key, entry in header.items()
+                  if key != "__metadata__")
+    position = 0
+    for begin, end in ends:
+        assert begin == position, f"{path}: a gap or overlap at byte {begin}"
+        position = end
+    assert 8 + size + position == len(data), f"{path}: {len(data)} bytes, expected " \
+        f"{8 + size + position}"
+    return header
+
+
+# ---- learning ----------------------------------------------------------------------------
+
+
+def test_learns_copy_and_translates_held_out_lines(tmp_path):
+    rng = random.Random(1)
+    held_out = strings(rng, 100)
+    seen = set(held_out)
+    train = [s for s in strings(rng, 12000) if s not in seen][:10000]
+    train_tsv = write_tsv(tmp_path / "train.tsv", [(s, s) for s in train])
+    valid_tsv = write_tsv(tmp_path / "valid.tsv", [(s, s) for s in strings(rng, 100)])
+    model = tmp_path / "copy.safetensors"
+    result = run("train", "--train", train_tsv, "--valid", valid_tsv, "--out", model,
+                 "--layers", "2", "--d-model", "64", "--heads", "4", "--ffn", "128",
+                 "--dropout", "0", "--label-smoothing", "0", "--lr", "2e-3", "--warmup", "50",
+                 "--schedule", "cosine", "--max-steps", "500", "--batch-tokens", "1024",
+                 "--threads", "1", timeout=600)
+    assert result.returncode == 0, result.stderr.decode()
+    assert model.exists() and (tmp_path / "copy.last.safetensors").exists()
+
+    # An empty line stays an empty line; every held-out string comes back exactly.
+    text = "\n".join(held_out[:50] + [""] + held_out[50:]) + "\n"
+    result = run("translate", "--model", model, stdin=text.encode())
+    assert result.returncode == 0, result.stderr.decode()
+    lines = result.stdout.decode().split("\n")
+    assert lines[-1] == "" and len(lines) == len(held_out) + 2
+    outputs = lines[:50] + lines[51:-1]
+    assert lines[50] == ""
+    wrong = [(s, o) for s, o in zip(held_out, outputs) if s != o]
+    assert not wrong, f"{len(wrong)} of {len(held_out)} held-out strings wrong: {wrong[:5]}"
+
+
+# ---- exact resume ------------------------------------------------------------------------
+
+
+def test_resume_reproduces_the_loss_curve(tmp_path, reverse_data):
+    train, valid = reverse_data
+    # Dropout, label smoothing, shuffling, accumulation and AdamW all in play.
+    common = ["train", "--train", train, "--valid", valid, *TINY, "--warmup", "10",
+              "--batch-tokens", "400", "--accumulate", "2", "--optimizer", "adamw",
+              "--eval-every", "7", "--log-every", "5"]
+    whole = tmp_path / "whole.jsonl"
+    result = run(*common, "--out", tmp_path / "whole.safetensors", "--max-steps", 30,
+                 "--log", whole)
+    assert result.returncode == 0, result.stderr.decode()
+
+    parts = tmp_path / "parts.jsonl"
+    first = run(*common, "--out", tmp_path / "parts.safetensors", "--max-steps", 12,
+                "--log", parts)
+    assert first.returncode == 0, first.stderr.decode()
+    # The resumed run takes its options from the checkpoint; only stopping rules are given.
+    second = run("train", "--train", train, "--valid", valid, "--threads", "1",
+                 "--resume", tmp_path / "parts.last.safetensors",
+                 "--out", tmp_path / "parts.safetensors", "--max-steps", 30, "--log", parts)
+    assert second.returncode == 0, second.stderr.decode()
+    assert b"resuming at step 12" in second.stderr
+
+    expected = [(e["step"], e["train_loss"], e["grad_norm"]) for e in log_lines(whole, "step")]
+    got = [(e["step"], e["train_loss"], e["grad_norm"]) for e in log_lines(parts, "step")]
+    assert len(expected) == 30
+    assert got == expected
+    assert log_lines(parts, "done")[-1]["reason"] == "max_steps"
+    # The log is what attn viz plots.
+    curve = tmp_path / "curve.svg"
+    plotted = run("viz", "--log", parts, "--out", curve)
+    assert plotted.returncode == 0, plotted.stderr.decode()
+    assert ">valid<" in curve.read_text() and ">train<" in curve.read_text()
+
+
+def test_resume_refuses_changed_settings(tmp_path, reverse_data):
+    train, valid = reverse_data
+    out = tmp_path / "m.safetensors"
+    assert run("train", "--train", train, *TINY, "--out", out, "--max-steps", 3).returncode == 0
+    checkpoint = tmp_path / "m.last.safetensors"
+    changed = run("train", "--train", train, "--resume", checkpoint, "--out", out,
+                  "--max-steps", 6, "--lr", "0.5")
+    assert changed.returncode == 1
+    assert b"lr" in changed.stderr and b"0.5" in changed.stderr
+    other_data = run("train", "--train", valid, "--resume", checkpoint, "--out", out,
+                     "--max-steps", 6)
+    assert other_data.returncode == 1 and b"training data differ" in other_data.stderr
+    model_flag = run("train", "--train", train, "--resume", checkpoint, "--out", out,
+                     "--d-model", "64")
+    assert model_flag.returncode == 2 and b"--d-model" in model_flag.stderr
+
+
+# ---- kill -9 -----------------------------------------------------------------------------
+
+
+def test_kill_9_never_leaves_a_corrupt_file(tmp_path, reverse_data):
+    """Kill runs that write the checkpoint after every update at random moments; each time
+    the files at their paths are complete, and the next run resumes from the checkpoint."""
+    train, valid = reverse_data
+    out = tmp_path / "k.safetensors"
+    checkpoint = tmp_path / "k.last.safetensors"
+    rng = random.Random(7)
+    run_flags = ["train", "--train", train, "--valid", valid, "--threads", "1",
+                 "--checkpoint-every", "1", "--eval-every", "3", "--out", out]
+    model_flags = ["--layers", "2", "--d-model", "128", "--heads", "4", "--ffn", "512"]
+    last_step = 0
+    for _ in range(6):
+        args = run_flags + (["--resume", checkpoint] if checkpoint.exists() else model_flags)
+        process = subprocess.Popen([ATTN, *map(str, args), "--max-steps", "100000"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(rng.uniform(1.0, 2.5))
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        stderr = process.stderr.read().decode()
+        process.stderr.close()
+        assert process.returncode == -signal.SIGKILL, stderr
+        for path in (checkpoint, out):
+            if path.exists():
+                header = read_safetensors_header(path)
+                assert "attn_config" in header["__metadata__"], path
+        if checkpoint.exists():
+            state = json.loads(read_safetensors_header(checkpoint)["__metadata__"]
+                               ["attn_train_state"])
+            assert state["step"] >= last_step, "the checkpoint never goes back"
+            last_step = state["step"]
+    assert last_step > 0, "some checkpoint was written before the kills"
+    # A clean finish removes what dead writers left behind (not a live writer's file), and the
+    # files translate.
+    dead = tmp_path / "k.last.safetensors.tmp.999999999"
+    dead.write_bytes(b"partial")
+    live = tmp_path / f"k.safetensors.tmp.{os.getpid()}"
+    live.write_bytes(b"being written")
+    final = run(*run_flags, "--resume", checkpoint, "--max-steps", last_step + 1)
+    assert final.returncode == 0, final.stderr.decode()
+    assert list(tmp_path.glob("*.tmp.*")) == [live]
+    assert run("translate", "--model", checkpoint, stdin=b"abc\n").returncode == 0
+    assert run("translate", "--model", out, stdin=b"abc\n").returncode == 0
+
+
+# ---- bad input ---------------------------------------------------------------------------
+
+
+def assert_one_clear_message(result, *words, code=None):
+    stderr = result.stderr.decode()
+    assert result.returncode != 0
+    if code is not None:
+        assert result.returncode == code, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("attn "), stderr
+    for word in words:
+        assert word in lines[0], (word, stderr)
+    assert result.stdout == b""
+
+
+def test_bad_training_input(tmp_path, reverse_data):
+    train, _ = reverse_data
+    out = tmp_path / "x.safetensors"
+    empty = tmp_path / "empty.tsv"
+    empty.write_bytes(b"")
+    assert_one_clear_message(run("train", "--train", empty, "--out", out), "empty.tsv",
+                             "no sentences")
+    ragged = tmp_path / "ragged.tsv"
+    ragged.write_bytes(b"ab\tba\ncd\n")
+    assert_one_clear_message(run("train", "--train", ragged, "--out", out), "ragged.tsv:2")
+    two_tabs = tmp_path / "tabs.tsv"
+    two_tabs.write_bytes(b"ab\tba\tc\n")
+    assert_one_clear_message(run("train", "--train", two_tabs, "--out", out), "tabs.tsv:1")
+    src, tgt = tmp_path / "src.txt", tmp_path / "tgt.txt"
+    src.write_bytes(b"ab\ncd\nef\n")
+    tgt.write_bytes(b"ba\ndc\n")
+    assert_one_clear_message(run("train", "--train-src", src, "--train-tgt", tgt, "--out", out),
+                             "src.txt", "tgt.txt", "3", "2")
+    bad_utf8 = tmp_path / "bad.tsv"
+    bad_utf8.write_bytes(b"ab\tba\nc\xffd\tdc\n")
+    assert_one_clear_message(run("train", "--train", bad_utf8, "--out", out), "bad.tsv:2",
+                             "UTF-8")
+    assert_one_clear_message(run("train", "--train", tmp_path / "missing.tsv", "--out", out),
+                             "missing.tsv")
+    assert_one_clear_message(run("train", "--train", train, "--out", out, "--bogus", "1"),
+                             "--bogus", code=2)
+    assert_one_clear_message(run("train", "--train", train, "--out", out, "--epochs", "x"),
+                             "--epochs", code=2)
+    assert_one_clear_message(run("train", "--train", train), "--out", code=2)
+    assert_one_clear_message(run("train", "--train", train, "--out", out, "--arch", "rnn"),
+                             "rnn", code=2)
+    assert_one_clear_message(run("train", "--train", train, "--out", out, "--cell", "lstm"),
+                             "--cell", code=2)
+    assert_one_clear_message(run("train", "--train", train, "--out", out,
+                                 "--heads", "3", "--d-model", "32"), "num_heads")
+    assert not out.exists()
+
+
+def test_bad_checkpoints(tmp_path, reverse_data):
+    train, _ = reverse_data
+    out = tmp_path / "m.safetensors"
+    assert run("train", "--train", train, *TINY, "--out", out, "--max-steps", 2).returncode == 0
+    checkpoint = (tmp_path / "m.last.safetensors").read_bytes()
+    truncated = tmp_path / "truncated.safetensors"
+    truncated.write_bytes(checkpoint[:len(checkpoint) // 2])
+    assert_one_clear_message(run("train", "--train", train, "--resume", truncated,
+                                 "--out", out), "truncated.safetensors")
+    garbage = tmp_path / "garbage.safetensors"
+    garbage.write_bytes(b"not a checkpoint at all")
+    assert_one_clear_message(run("train", "--train", train, "--resume", garbage,
+                                 "--out", out), "garbage.safetensors")
+    assert_one_clear_message(run("train", "--train", train, "--resume", tmp_path,
+                                 "--out", out), str(tmp_path))
+    assert_one_clear_message(run("train", "--train", train, "--resume",
+                                 tmp_path / "none.safetensors", "--out", out), "none.safetensors")
+    assert_one_clear_message(run("train", "--train", train, "--resume", out, "--out", out),
+                             "not a training checkpoint")
+    assert_one_clear_message(run("translate", "--model", truncated, stdin=b"abc\n"),
+                             "truncated.safetensors")
+
+
+def test_bad_translation_input(tmp_path, reverse_data):
+    train, _ = reverse_data
+    model = tmp_path / "m.safetensors"
+    assert run("train", "--train", train, *TINY, "--out", model, "--max-steps", 1).returncode == 0
+    assert_one_clear_message(run("translate", "--model", model, stdin=b"abc\nd\xfe\n"),
+                             "stdin:2", "UTF-8")
+    assert_one_clear_message(run("translate", "--model", model, "--bogus"), "--bogus", code=2)
+    assert_one_clear_message(run("translate"), "--model", code=2)
+    assert_one_clear_message(run("translate", "--model", model, "--max-len", "0"), "--max-len",
+                             code=2)
+    assert_one_clear_message(run("translate", "--model", train), "train.tsv")
+    long_line = ("ab" * 600 + "\n").encode()  # above the default max_len of 1024
+    assert_one_clear_message(run("translate", "--model", model, stdin=long_line), "stdin:1",
+                             "max_len")
+    nothing = run("translate", "--model", model, stdin=b"")
+    assert nothing.returncode == 0 and nothing.stdout == b""
+
+
+# ---- help and config ---------------------------------------------------------------------
+
+
+def test_help_lists_every_flag():
+    result = run("train", "--help")
+    assert result.returncode == 0
+    text = result.stdout.decode()
+    for flag in ["--train", "--valid", "--out", "--arch", "--cell", "--attention", "--local",
+                 "--window", "--src-tokens", "--tgt-tokens", "--layers", "--d-model", "--heads",
+                 "--ffn", "--dropout", "--label-smoothing", "--lr", "--warmup", "--batch-tokens",
+                 "--epochs", "--max-steps", "--time-limit", "--seed", "--threads", "--config",
+                 "--resume", "--train-src", "--train-tgt"]:
+        assert flag + " " in text, flag
+    assert run("translate", "--help").returncode == 0
+    assert b"train" in run("--help").stdout and b"translate" in run("--help").stdout
+
+
+def test_config_file_and_tokenizer_flags(tmp_path, reverse_data):
+    train, valid = reverse_data
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"version": 1, "arch": "transformer", "d_model": 24,
+                                  "num_heads": 3, "ffn_dim": 40, "encoder_layers": 1,
+                                  "decoder_layers": 2, "dropout": 0.0}))
+    out = tmp_path / "c.safetensors"
+    result = run("train", "--train", train, "--valid", valid, "--config", config,
+                 "--ffn", "48", "--src-tokens", "bpe:20", "--tgt-tokens", "word", "--out", out,
+                 "--max-steps", 2, "--threads", 1)
+    assert result.returncode == 0, result.stderr.decode()
+    metadata = read_safetensors_header(out)["__metadata__"]
+    stored = json.loads(metadata["attn_config"])
+    assert (stored["d_model"], stored["num_heads"], stored["ffn_dim"]) == (24, 3, 48)
+    assert (stored["encoder_layers"], stored["decoder_layers"]) == (1, 2)
+    assert json.loads(metadata["attn_src_tokenizer"])["kind"] == "bpe"
+    assert json.loads(metadata["attn_tgt_tokenizer"])["kind"] == "word"
+    assert json.loads(metadata["attn_train_summary"])["step"] == 2
+    bad = tmp_path / "bad.json"
+    bad.write_text("{\"version\": 1, \"arch\": \"transformer\", \"d_model\": \"wide\"}")
+    assert_one_clear_message(run("train", "--train", train, "--config", bad, "--out", out),
+                             "bad.json", "d_model")

@@ -1,0 +1,774 @@
+/* The training loop's mechanics: exact resume, determinism, gradient accumulation against a
+ * hand-made step, the files it writes, stopping rules, skipped steps, arena reuse, argument
+ * and checkpoint errors. A tiny Transformer on a small copy corpus keeps every run short. */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp */
+#include "harness.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- fixture ------------------------------------------------------------------------------- */
+
+enum { TRAIN_PAIRS = 48, VALID_PAIRS = 12, MAX_STEPS = 24 };
+
+typedef struct fixture {
+    char sources[TRAIN_PAIRS + VALID_PAIRS][12];
+    char targets[TRAIN_PAIRS + VALID_PAIRS][12];
+    attn_corpus *train, *valid;
+    attn_tokenizer *src_tok, *tgt_tok;
+    char *src_json, *tgt_json;
+    attn_metadata_entry metadata[2];
+    attn_model_config config;
+} fixture;
+
+static fixture fx;
+static char scratch[64];
+
+static void make_fixture(void)
+{
+    attn_rng rng;
+    attn_rng_seed(&rng, 5);
+    const char *src[TRAIN_PAIRS + VALID_PAIRS], *tgt[TRAIN_PAIRS + VALID_PAIRS];
+    for (int i = 0; i < TRAIN_PAIRS + VALID_PAIRS; i++) {
+        int len = 2 + (int)attn_rng_below(&rng, 6);
+        for (int j = 0; j < len; j++)
+            fx.sources[i][j] = (char)('a' + attn_rng_below(&rng, 6));
+        fx.sources[i][len] = '\0';
+        for (int j = 0; j < len; j++)
+            fx.targets[i][j] = fx.sources[i][len - 1 - j];
+        fx.targets[i][len] = '\0';
+        src[i] = fx.sources[i];
+        tgt[i] = fx.targets[i];
+    }
+    CHECK_OK(attn_corpus_from_strings(src, tgt, TRAIN_PAIRS, &fx.train));
+    CHECK_OK(attn_corpus_from_strings(src + TRAIN_PAIRS, tgt + TRAIN_PAIRS, VALID_PAIRS,
+                                      &fx.valid));
+    attn_tokenizer_config chars;
+    CHECK_OK(attn_tokenizer_config_parse("char", &chars));
+    CHECK_OK(attn_tokenizer_train(&chars, src, TRAIN_PAIRS, &fx.src_tok));
+    CHECK_OK(attn_tokenizer_train(&chars, tgt, TRAIN_PAIRS, &fx.tgt_tok));
+    CHECK_OK(attn_corpus_encode(fx.train, fx.src_tok, fx.tgt_tok));
+    CHECK_OK(attn_corpus_encode(fx.valid, fx.src_tok, fx.tgt_tok));
+    CHECK_OK(attn_tokenizer_to_json(fx.src_tok, &fx.src_json));
+    CHECK_OK(attn_tokenizer_to_json(fx.tgt_tok, &fx.tgt_json));
+    fx.metadata[0] = (attn_metadata_entry){ATTN_SRC_TOKENIZER_KEY, fx.src_json};
+    fx.metadata[1] = (attn_metadata_entry){ATTN_TGT_TOKENIZER_KEY, fx.tgt_json};
+
+    attn_model_config c = attn_model_config_default(ATTN_ARCH_TRANSFORMER);
+    c.d_model = 16;
+    c.num_heads = 2;
+    c.ffn_dim = 32;
+    c.encoder_layers = 1;
+    c.decoder_layers = 1;
+    c.dropout = 0.1; /* masks must be redrawn identically on resume */
+    c.label_smoothing = 0.1;
+    c.src_vocab = attn_vocab_size(attn_tokenizer_vocab(fx.src_tok));
+    c.tgt_vocab = attn_vocab_size(attn_tokenizer_vocab(fx.tgt_tok));
+    c.max_len = 16;
+    fx.config = c;
+
+    snprintf(scratch, sizeof scratch, "/tmp/attn_test_loop_XXXXXX");
+    CHECK(mkdtemp(scratch) != NULL, "a scratch folder");
+}
+
+static void free_fixture(void)
+{
+    attn_corpus_destroy(fx.train);
+    attn_corpus_destroy(fx.valid);
+    attn_tokenizer_destroy(fx.src_tok);
+    attn_tokenizer_destroy(fx.tgt_tok);
+    free(fx.src_json);
+    free(fx.tgt_json);
+}
+
+static const char *scratch_path(int slot, const char *name)
+{
+    static char paths[8][128];
+    snprintf(paths[slot], sizeof paths[slot], "%s/%s", scratch, name);
+    return paths[slot];
+}
+
+static attn_model *new_model(uint64_t seed)
+{
+    attn_model *m = NULL;
+    CHECK_OK(attn_model_create(&fx.config, &m));
+    CHECK_OK(attn_model_init(m, seed));
+    return m;
+}
+
+/* Options that exercise every curve-shaping feature: shuffling, dropout, accumulation,
+ * AdamW with exempt vectors, clipping that bites, a warm-up schedule. */
+static attn_trainer_options busy_options(void)
+{
+    attn_trainer_options o = attn_trainer_default_options();
+    o.batch_tokens = 96;
+    o.seed = 42;
+    o.accumulate = 2;
+    o.adam = attn_adam_default_options(ATTN_ADAMW);
+    o.schedule.kind = ATTN_LR_COSINE;
+    o.schedule.lr = 3e-3;
+    o.schedule.warmup_steps = 4;
+    o.schedule.total_steps = 40;
+    o.clip_norm = 0.5;
+    o.max_epochs = 0;
+    o.max_steps = MAX_STEPS;
+    o.eval_every = 5;
+    o.metadata = fx.metadata;
+    o.n_metadata = 2;
+    return o;
+}
+
+/* Everything the callback saw. */
+typedef struct recording {
+    double loss[4 * MAX_STEPS + 1];    /* by step */
+    double grad_norm[4 * MAX_STEPS + 1];
+    int steps_seen, evals_seen, skipped_seen;
+    int64_t last_step, last_epoch;
+    char stop_reason[32];
+    int64_t stop_at;                   /* ask to stop at this step (0: never) */
+    double best_valid_loss;
+} recording;
+
+static int record_event(const attn_train_event *e, void *user)
+{
+    recording *r = user;
+    if (e->kind == ATTN_TRAIN_EVENT_STEP) {
+        if (e->step >= 0 && e->step <= 4 * MAX_STEPS) {
+            r->loss[e->step] = e->loss;
+            r->grad_norm[e->step] = e->grad_norm;
+        }
+        r->steps_seen++;
+        r->skipped_seen += e->skipped;
+        r->last_step = e->step;
+        r->last_epoch = e->epoch;
+        return r->stop_at > 0 && e->step >= r->stop_at;
+    }
+    if (e->kind == ATTN_TRAIN_EVENT_EVAL) {
+        r->evals_seen++;
+        r->best_valid_loss = e->best_valid_loss;
+    }
+    if (e->kind == ATTN_TRAIN_EVENT_DONE)
+        snprintf(r->stop_reason, sizeof r->stop_reason, "%s", e->stop_reason);
+    return 0;
+}
+
+static float *copy_values(attn_model *m)
+{
+    attn_params *p = attn_model_params(m);
+    size_t n = attn_params_buffer_floats(p);
+    float *copy = test_alloc(n * sizeof(float));
+    memcpy(copy, attn_params_buffer(p, ATTN_PARAM_VALUES), n * sizeof(float));
+    return copy;
+}
+
+/* A whole run from a fresh model; returns the final values (malloc'ed). */
+static float *run_once(attn_trainer_options o, recording *r, uint64_t init_seed)
+{
+    attn_model *m = new_model(init_seed);
+    attn_trainable model;
+    CHECK_OK(attn_trainable_from_model(m, &model));
+    o.callback = record_event;
+    o.callback_user = r;
+    attn_trainer *t = NULL;
+    CHECK_OK(attn_trainer_create(&model, fx.train, fx.valid, &o, &t));
+    CHECK_OK(attn_trainer_run(t));
+    float *values = copy_values(m);
+    attn_trainer_destroy(t);
+    attn_model_destroy(m);
+    return values;
+}
+
+/* ---- exact resume -------------------------------------------------------------------------- */
+
+/* Train MAX_STEPS steps at once; then stop at `stop`, resume from the checkpoint into a model
+ * initialised differently, and finish: the losses after `stop` and the final values must be
+ * the same bits. */
+static void check_resume(int threads, int64_t stop)
+{
+    attn_set_num_threads(threads);
+    attn_trainer_options o = busy_options();
+    static recording whole, first, second;
+    memset(&whole, 0, sizeof whole);
+    memset(&first, 0, sizeof first);
+    memset(&second, 0, sizeof second);
+    float *whole_values = run_once(o, &whole, 1);
+    CHECK(whole.last_step == MAX_STEPS && strcmp(whole.stop_reason, "max_steps") == 0,
+          "the uninterrupted run makes %d steps (%lld, %s)", MAX_STEPS,
+          (long long)whole.last_step, whole.stop_reason);
+    CHECK(whole.last_epoch >= 2, "the run crosses epoch boundaries (%lld epochs)",
+          (long long)whole.last_epoch);
+
+    const char *checkpoint = scratch_path(0, "resume.ckpt.safetensors");
+    o.checkpoint_path = checkpoint;
+    o.max_steps = stop;
+    free(run_once(o, &first, 1));
+
+    attn_model *m = new_model(999);
+    attn_trainable model;
+    CHECK_OK(attn_trainable_from_model(m, &model));
+    o.max_steps = MAX_STEPS;
+    o.callback = record_event;
+    o.callback_user = &second;
+    attn_trainer *t = NULL;
+    CHECK_OK(attn_trainer_create(&model, fx.train, fx.valid, &o, &t));
+    CHECK_OK(attn_trainer_resume(t, checkpoint));
+    attn_trainer_status status;
+    CHECK_OK(attn_trainer_get_status(t, &status));
+    CHECK(status.step == stop, "the resumed trainer stands at step %lld (%lld)", (long long)stop,
+          (long long)status.step);
+    CHECK_OK(attn_trainer_run(t));
+
+    int same_losses = 1;
+    for (int64_t s = 1; s <= MAX_STEPS; s++) {
+        double expected = whole.loss[s];
+        double got = s <= stop ? first.loss[s] : second.loss[s];
+        if (memcmp(&expected, &got, sizeof got) != 0 ||
+            (s > stop && memcmp(&whole.grad_norm[s], &second.grad_norm[s], sizeof got) != 0)) {
+            printf("    step %lld: %.17g vs %.17g\n", (long long)s, expected, got);
+            same_losses = 0;
+        }
+    }
+    CHECK(same_losses, "%d threads, stop at %lld: the resumed run's losses equal the "
+          "uninterrupted run's, bit for bit", threads, (long long)stop);
+    float *resumed_values = copy_values(m);
+    size_t n = attn_params_buffer_floats(attn_model_params(m));
+    CHECK(memcmp(whole_values, resumed_values, n * sizeof(float)) == 0,
+          "%d threads: the final parameters are the same bits", threads);
+    CHECK(second.best_valid_loss == whole.best_valid_loss,
+          "the best validation loss carries over (%.9g vs %.9g)", second.best_valid_loss,
+          whole.best_valid_loss);
+    free(whole_values);
+    free(resumed_values);
+    attn_trainer_destroy(t);
+    attn_model_destroy(m);
+}
+
+static void test_resume_reproduces_the_curve(void)
+{
+    check_resume(1, 7);  /* mid-epoch, between evaluations */
+    check_resume(1, 10); /* right after an evaluation */
+    check_resume(2, 13);
+    attn_set_num_threads(1);
+}
+
+static void test_runs_are_deterministic(void)
+{
+    static recording a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    attn_trainer_options o = busy_options();
+    o.max_steps = 8;
+    float *va = run_once(o, &a, 3), *vb = run_once(o, &b, 3);
+    CHECK(memcmp(a.loss, b.loss, sizeof a.loss) == 0, "two runs give the same losses");
+    attn_model *m = new_model(3);
+    size_t floats = attn_params_buffer_floats(attn_model_params(m));
+    CHECK(memcmp(va, vb, floats * sizeof(float)) == 0, "two runs give the same parameters");
+    CHECK(a.loss[8] < a.loss[1], "the loss falls (%.4f -> %.4f)", a.loss[1], a.loss[8]);
+    attn_model_destroy(m);
+    free(va);
+    free(vb);
+}
+
+/* ---- one step against a hand-made one ---------------------------------------------------- */
+
+/* With accumulate = 2: the gradient is the mean of two batches' gradients, clipped to the
+ * global norm, then one AdamW update at the schedule's first rate, with biases and norms
+ * exempt from decay. */
+static void test_step_matches_hand_made_update(void)
+{
+    attn_model_config saved = fx.config;
+    fx.config.dropout = 0.0; /* the hand-made step does not draw masks */
+    attn_trainer_options o = busy_options();
+    o.max_steps = 1;
+    o.eval_every = 0;
+    o.clip_norm = 0.05;
+
+    attn_model *trained = new_model(11);
+    attn_trainable model;
+    CHECK_OK(attn_trainable_from_model(trained, &model));
+    attn_trainer *t = NULL;
+    CHECK_OK(attn_trainer_create(&model, fx.train, NULL, &o, &t));
+    CHECK_OK(attn_trainer_run(t));
+
+    attn_model *by_hand = new_model(11);
+    attn_params *p = attn_model_params(by_hand);
+    attn_batcher_config bc = {o.batch_tokens, o.seed, o.shuffle};
+    attn_batcher *batches = NULL;
+    CHECK_OK(attn_batcher_create(fx.train, &bc, &batches));
+    attn_graph *g = NULL;
+    CHECK_OK(attn_graph_create(p, &g));
+    attn_params_zero_grad(p);
+    for (int i = 0; i < 2; i++) {
+        const attn_batch *b = NULL;
+        CHECK_OK(attn_batcher_next(batches, &b));
+        attn_model_batch mb = {b->size,       b->source_len, b->source,         b->source_lengths,
+                               b->target_len, b->target,     b->target_lengths, NULL};
+        attn_graph_reset(g);
+        attn_var *loss = NULL;
+        CHECK_OK(attn_model_forward_loss(by_hand, g, &mb, &loss));
+        CHECK_OK(attn_graph_backward(g, loss));
+    }
+    int64_t n = (int64_t)attn_params_buffer_floats(p);
+    float *grads = attn_params_buffer(p, ATTN_PARAM_GRADS);
+    CHECK_OK(attn_scale_grads(n, grads, 0.5f));
+    double norm = 0.0;
+    CHECK_OK(attn_clip_grad_norm(n, grads, o.clip_norm, &norm));
+    CHECK(norm > o.clip_norm, "clipping takes effect (norm %g)", norm);
+    attn_adam_options adam = o.adam;
+    CHECK_OK(attn_lr_at(&o.schedule, 1, &adam.lr));
+    attn_param_range exempt[64];
+    int64_t n_exempt = 0;
+    for (size_t i = 0; i < attn_params_count(p); i++) {
+        attn_param_info info;
+        CHECK_OK(attn_params_info(p, (attn_param_id)i, &info));
+        if (info.ndim == 1 && n_exempt < 64)
+            exempt[n_exempt++] = (attn_param_range){(int64_t)info.offset, info.numel};
+    }
+    adam.no_decay = exempt;
+    adam.no_decay_count = n_exempt;
+    int64_t step = 0;
+    CHECK_OK(attn_adam_step(&adam, &step, n, attn_params_buffer(p, ATTN_PARAM_VALUES), grads,
+                            attn_params_buffer(p, ATTN_PARAM_ADAM_M),
+                            attn_params_buffer(p, ATTN_PARAM_ADAM_V)));
+    CHECK(memcmp(attn_params_buffer(p, ATTN_PARAM_VALUES),
+                 attn_params_buffer(attn_model_params(trained), ATTN_PARAM_VALUES),
+                 (size_t)n * sizeof(float)) == 0,
+          "the trainer's update equals the hand-made one, bit for bit");
+    attn_trainer_status status;
+    CHECK_OK(attn_trainer_get_status(t, &status));
+    CHECK(status.adam_step == 1 && status.step == 1 && status.batch_index == 2,
+          "one update from two batches (step %lld, adam %lld, next batch %lld)",
+          (long long)status.step, (long long)status.adam_step, (long long)status.batch_index);
+
+    attn_graph_destroy(g);
+    attn_batcher_destroy(batches);
+    attn_model_destroy(by_hand);
+    attn_trainer_destroy(t);
+    attn_model_destroy(trained);
+    fx.config = saved;
+}
+
+/* ---- files --------------------------------------------------------------------------------- */
+
+static void test_files(void)
+{
+    const char *best = scratch_path(1, "model.safetensors");
+    const char *checkpoint = scratch_path(2, "model.last.safetensors");
+    attn_trainer_options o = busy_options();
+    o.max_steps = 10;
+    o.best_path = best;
+    o.checkpoint_path = checkpoint;
+    static recording r;
+    memset(&r, 0, sizeof r);
+    free(run_once(o, &r, 4));
+    CHECK(r.evals_seen == 2, "evaluations at steps 5 and 10 (%d)", r.evals_seen);
+
+    /* The model file: loadable as a model, with the tokenizers and a summary. */
+    attn_model *loaded = NULL;
+    CHECK_OK(attn_model_load(best, &loaded));
+    attn_tensor_file *file = NULL;
+    CHECK_OK(attn_tensor_file_open(best, &file));
+    const char *value = NULL;
+    CHECK_OK(attn_tensor_file_metadata(file, ATTN_SRC_TOKENIZER_KEY, &value));
+    CHECK(value != NULL && strcmp(value, fx.src_json) == 0, "the model file has the source "
+          "tokenizer");
+    CHECK_OK(attn_tensor_file_metadata(file, ATTN_TRAIN_SUMMARY_KEY, &value));
+    CHECK(value != NULL && strstr(value, "\"valid_loss\"") != NULL, "a summary with the "
+          "validation loss: %s", value ? value : "");
+    CHECK(!attn_tensor_file_contains(file, "optimizer.exp_avg.generator.bias"),
+          "the model file holds no optimizer state");
+    attn_tensor_file_close(file);
+
+    /* The checkpoint: values, both moments and the state. */
+    CHECK_OK(attn_tensor_file_open(checkpoint, &file));
+    attn_params *p = attn_model_params(loaded);
+    CHECK(attn_tensor_file_count(file) == 3 * attn_params_count(p),
+          "values and two moments per parameter (%zu tensors)", attn_tensor_file_count(file));
+    CHECK(attn_tensor_file_contains(file, "optimizer.exp_avg_sq.generator.bias"),
+          "moments under PyTorch's names");
+    CHECK_OK(attn_tensor_file_metadata(file, ATTN_TRAIN_STATE_KEY, &value));
+    CHECK(value != NULL && strstr(value, "\"step\":10") != NULL, "the state says step 10: %s",
+          value ? value : "");
+    attn_trainer_options read = attn_trainer_default_options();
+    CHECK_OK(attn_trainer_options_from_checkpoint(file, &read));
+    CHECK(read.seed == o.seed && read.accumulate == o.accumulate &&
+              read.adam.variant == ATTN_ADAMW && read.schedule.kind == ATTN_LR_COSINE &&
+              read.schedule.total_steps == 40 && read.clip_norm == o.clip_norm &&
+              read.batch_tokens == o.batch_tokens && read.max_steps == 0,
+          "the curve-shaping options come back from the checkpoint, the others stay");
+    attn_tensor_file_close(file);
+
+    /* A model file cannot be resumed; a missing file is an I/O error. */
+    attn_trainable model;
+    CHECK_OK(attn_trainable_from_model(loaded, &model));
+    attn_trainer *t = NULL;
+    CHECK_OK(attn_trainer_create(&model, fx.train, fx.valid, &o, &t));
+    CHECK_FAILS(attn_trainer_resume(t, best), ATTN_ERR_FORMAT);
+    CHECK_FAILS(attn_trainer_resume(t, scratch_path(3, "missing.safetensors")), ATTN_ERR_IO);
+    attn_trainer_destroy(t);
+    attn_model_destroy(loaded);
+}
+
+/* Without a validation corpus, the model file holds the last parameters. */
+static void test_model_file_without_validation(void)
+{
+    const char *best = scratch_path(1, "last-only.safetensors");
+    attn_model *m = new_model(6);
+    attn_trainable model;
+    CHECK_OK(attn_trainable_from_model(m, &model));
+    attn_trainer_options o = busy_options();
+    o.max_steps = 3;
+    o.best_path = best;
+    attn_trainer *t = NULL;
+    CHECK_OK(attn_trainer_create(&model, fx.train, NULL, &o, &t));
+    CHECK_OK(attn_trainer_run(t));
+    double loss, accuracy;
+    CHECK_FAILS(attn_trainer_evaluate(t, &loss, &accuracy), ATTN_ERR_INVALID_ARGUMENT);
+    attn_model *loaded = NULL;
+    CHECK_OK(attn_model_load(best, &loaded));
+    size_t n = attn_params_buffer_floats(attn_model_params(m));
+    CHECK(loaded != NULL && memcmp(attn_params_buffer(attn_model_params(m), ATTN_PARAM_VALUES),
+                                   attn_params_buffer(attn_model_params(loaded),
+                                                      ATTN_PARAM_VALUES),
+                                   n * sizeof(float)) == 0,
+          "the model file holds the final parameters");
+    attn_model_destroy(loaded);
+    attn_trainer_destroy(t);
+    attn_model_destroy(m);
+}
+
+/* ---- stopping rules ------------------------------------------------------------------------ */
+
+static void test_stopping_rules(void)
+{
+    static recording r;
+    attn_trainer_options o = busy_options();
+
+    /* Epochs: with accumulate 1 and no step limit, one step per batch. */
+    memset(&r, 0, sizeof r);
+    o.accumulate = 1;
+    o.max_steps = 0;
+    o.max_epochs = 2;
+    o.eval_every = 0;
+    free(run_once(o, &r, 2));
+    attn_batcher_config bc = {o.batch_tokens, o.seed, 0};
+    attn_batcher *batches = NULL;
+    CHECK_OK(attn_batcher_create(fx.train, &bc, &batches));
+    int64_t per_epoch = attn_batcher_num_batches(batches);
+    attn_batcher_destroy(batches);
+    CHECK(strcmp(r.stop_reason, "epochs") == 0 && r.last_epoch == 2,
+          "stops after 2 epochs (%s, epoch %lld)", r.stop_reason, (long long)r.last_epoch);
+    CHECK(r.evals_seen == 2, "one evaluation per epoch (%d)", r.evals_seen);
+    CHECK(r.last_step >= 2 * per_epoch - 2 && r.last_step <= 2 * per_epoch + 2,
+          "about %lld steps (%lld)", (long long)(2 * per_epoch), (long long)r.last_step);
+
+    /* Early stopping: at lr 0 nothing improves after the first evaluation. */
+    memset(&r, 0, sizeof r);
+    o = busy_options();
+    o.schedule.kind = ATTN_LR_CONSTANT;
+    o.schedule.lr = 0.0;
+    o.max_steps = 100;
+    o.eval_every = 2;
+    o.patience = 2;
+    free(run_once(o, &r, 2));
+    CHECK(strcmp(r.stop_reason, "early_stopping") == 0 && r.last_step == 6 && r.evals_seen == 3,
+          "early stopping after 2 evaluations without a new best (%s at step %lld, %d "
+          "evaluations)", r.stop_reason, (long long)r.last_step, r.evals_seen);
+
+    /* The callback asks to stop. */
+    memset(&r, 0, sizeof r);
+    o = busy_options();
+    r.stop_at = 3;
+    free(run_once(o, &r, 2));
+    CHECK(strcmp(r.stop_reason, "stopped") == 0 && r.last_step == 3,
+          "the callback stops the run (%s at step %lld)", r.stop_reason, (long long)r.last_step);
+
+    /* A time limit already spent stops before the first step. */
+    memset(&r, 0, sizeof r);
+    o = busy_options();
+    o.time_limit = 1e-9;
+    free(run_once(o, &r, 2));
+    CHECK(strcmp(r.stop_reason, "time_limit") == 0 && r.steps_seen == 0,
+          "the time limit stops the run (%s after %d steps)", r.stop_reason, r.steps_seen);
+}
+
+/* An update that overflows the weights makes every later gradient NaN; those steps are
+ * reported as skipped and leave Adam's count alone. */
+static void test_non_finite_gradients_skip_the_update(void)
+{
+    attn_model *m = new_model(8);
+    attn_trainable model;
+    CHECK_OK(attn_trainable_from_model(m, &model));
+    attn_trainer_options o = busy_options();
+    o.schedule.kind = ATTN_LR_CONSTANT;
+    o.schedule.lr = 1e38;
+    o.clip_norm = 0.0;
+    o.max_steps = 4;
+    o.eval_every = 0;
+    static recording r;
+    memset(&r, 0, sizeof r);
+    o.callback = record_event;
+    o.callback_user = &r;
+    attn_trainer *t = NULL;
+    CHECK_OK(attn_trainer_create(&model, fx.train, NULL, &o, &t));
+    CHECK_OK(attn_trainer_run(t));
+    attn_trainer_status status;
+    CHECK_OK(attn_trainer_get_status(t, &status));
+    CHECK(r.skipped_seen > 0 && status.step == 4 && status.adam_step == 4 - r.skipped_seen,
+          "skipped steps are counted apart (%d skipped, step %lld, adam %lld)", r.skipped_seen,
+          (long long)status.step, (long long)status.adam_step);
+    attn_trainer_destroy(t);
+    attn_model_destroy(m);
+}
+
+/* After the first epoch every batch shape has been seen: the arena stops growing. */
+static void test_arena_stops_growing(void)
+{
+    attn_model *m = new_model(9);
+    attn_trainable model;
+    CHECK_OK(attn_trainable_from_model(m, &model));
+    attn_trainer_options o = busy_options();
+    o.shuffle = 0;
+    o.accumulate = 1;
+    o.max_steps = 0;
+    o.max_epochs = 1;
+    o.eval_every = 0;
+    attn_trainer *t = NULL;
+    CHECK_OK(attn_trainer_create(&model, fx.train, NULL, &o, &t));
+    CHECK_OK(attn_trainer_run(t));
+    attn_trainer_status after_one, after_four;
+    CHECK_OK(attn_trainer_get_status(t, &after_one));
+    attn_trainer_destroy(t);
+    o.max_epochs = 4;
+    CHECK_OK(attn_trainer_create(&model, fx.train, NULL, &o, &t));
+    CHECK_OK(attn_trainer_run(t));
+    CHECK_OK(attn_trainer_get_status(t, &after_four));
+    CHECK(after_one.graph_memory_peak > 0 &&
+              after_four.graph_memory_peak == after_one.graph_memory_peak,
+          "the arena's peak stays at %zu bytes over further epochs (%zu)",
+          after_one.graph_memory_peak, after_four.graph_memory_peak);
+    attn_trainer_destroy(t);
+    attn_model_destroy(m);
+}
+
+/* ---- bad input ----------------------------------------------------------------------------- */
+
+static void test_resume_refuses_another_run(void)
+{
+    const char *checkpoint = scratch_path(4, "other.ckpt.safetensors");
+    attn_trainer_options o = busy_options();
+    o.max_steps = 2;
+    o.checkpoint_path = checkpoint;
+    static recording r;
+    memset(&r, 0, sizeof r);
+    free(run_once(o, &r, 1));
+
+    attn_model *m = new_model(1);
+    attn_trainable model;
+    CHECK_OK(attn_trainable_from_model(m, &model));
+    attn_trainer *t = NULL;
+    /* another seed, another rate, another optimizer, other data */
+    attn_trainer_options other = o;
+    other.seed = 43;
+    CHECK_OK(attn_trainer_create(&model, fx.train, fx.valid, &other, &t));
+    CHECK_FAILS(attn_trainer_resume(t, checkpoint), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(attn_last_error(), "seed") != NULL, "the message names the seed: %s",
+          attn_last_error());
+    attn_trainer_destroy(t);
+    other = o;
+    other.schedule.lr = 1e-3;
+    CHECK_OK(attn_trainer_create(&model, fx.train, fx.valid, &other, &t));
+    CHECK_FAILS(attn_trainer_resume(t, checkpoint), ATTN_ERR_INVALID_ARGUMENT);
+    attn_trainer_destroy(t);
+    other = o;
+    other.adam.variant = ATTN_ADAM;
+    CHECK_OK(attn_trainer_create(&model, fx.train, fx.valid, &other, &t));
+    CHECK_FAILS(attn_trainer_resume(t, checkpoint), ATTN_ERR_INVALID_ARGUMENT);
+    attn_trainer_destroy(t);
+    CHECK_OK(attn_trainer_create(&model, fx.valid, NULL, &o, &t));
+    CHECK_FAILS(attn_trainer_resume(t, checkpoint), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(attn_last_error(), "training data") != NULL, "the message names the data: %s",
+          attn_last_error());
+    attn_trainer_destroy(t);
+
+    /* Another model config. */
+    attn_model_config saved = fx.config;
+    fx.config.ffn_dim = 24;
+    attn_model *other_model = new_model(1);
+    fx.config = saved;
+    attn_trainable other_trainable;
+    CHECK_OK(attn_trainable_from_model(other_model, &other_trainable));
+    CHECK_OK(attn_trainer_create(&other_trainable, fx.train, fx.valid, &o, &t));
+    CHECK_FAILS(attn_trainer_resume(t, checkpoint), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(attn_last_error(), "config") != NULL, "the message names the config: %s",
+          attn_last_error());
+    attn_trainer_destroy(t);
+    attn_model_destroy(other_model);
+
+    /* A truncated checkpoint. */
+    FILE *in = fopen(checkpoint, "rb");
+    CHECK(in != NULL, "the checkpoint exists");
+    static char bytes[1 << 20];
+    size_t size = in ? fread(bytes, 1, sizeof bytes, in) : 0;
+    if (in)
+        fclose(in);
+    const char *truncated = scratch_path(5, "truncated.safetensors");
+    FILE *out = fopen(truncated, "wb");
+    if (out) {
+        fwrite(bytes, 1, size / 2, out);
+        fclose(out);
+    }
+    CHECK_OK(attn_trainer_create(&model, fx.train, fx.valid, &o, &t));
+    CHECK_FAILS(attn_trainer_resume(t, truncated), ATTN_ERR_FORMAT);
+    attn_trainer_destroy(t);
+    remove(truncated);
+    attn_model_destroy(m);
+}
+
+static void test_bad_arguments(void)
+{
+    attn_model *m = new_model(1);
+    attn_trainable model;
+    CHECK_OK(attn_trainable_from_model(m, &model));
+    attn_trainer_options o = busy_options();
+    attn_trainer *t = NULL;
+    CHECK_FAILS(attn_trainer_create(NULL, fx.train, NULL, &o, &t), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_trainer_create(&model, NULL, NULL, &o, &t), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_trainer_create(&model, fx.train, NULL, NULL, &t),
+                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_trainer_create(&model, fx.train, NULL, &o, NULL),
+                ATTN_ERR_INVALID_ARGUMENT);
+    attn_trainable broken = model;
+    broken.forward_loss = NULL;
+    CHECK_FAILS(attn_trainer_create(&broken, fx.train, NULL, &o, &t), ATTN_ERR_INVALID_ARGUMENT);
+
+    attn_trainer_options bad = o;
+    bad.batch_tokens = 0;
+    CHECK_FAILS(attn_trainer_create(&model, fx.train, NULL, &bad, &t), ATTN_ERR_INVALID_ARGUMENT);
+    bad = o;
+    bad.accumulate = 0;
+    CHECK_FAILS(attn_trainer_create(&model, fx.train, NULL, &bad, &t), ATTN_ERR_INVALID_ARGUMENT);
+    bad = o;
+    bad.clip_norm = -1.0;
+    CHECK_FAILS(attn_trainer_create(&model, fx.train, NULL, &bad, &t), ATTN_ERR_INVALID_ARGUMENT);
+    bad = o;
+    bad.max_steps = -1;
+    CHECK_FAILS(attn_trainer_create(&model, fx.train, NULL, &bad, &t), ATTN_ERR_INVALID_ARGUMENT);
+    bad = o;
+    bad.time_limit = NAN;
+    CHECK_FAILS(attn_trainer_create(&model, fx.train, NULL, &bad, &t), ATTN_ERR_INVALID_ARGUMENT);
+    bad = o;
+    bad.patience = -2;
+    CHECK_FAILS(attn_trainer_create(&model, fx.train, NULL, &bad, &t), ATTN_ERR_INVALID_ARGUMENT);
+    bad = o;
+    bad.schedule.total_steps = 2; /* not beyond the warm-up */
+    CHECK_FAILS(attn_trainer_create(&model, fx.train, NULL, &bad, &t), ATTN_ERR_INVALID_ARGUMENT);
+    bad = o;
+    bad.adam.beta1 = 1.0;
+    CHECK_FAILS(attn_trainer_create(&model, fx.train, NULL, &bad, &t), ATTN_ERR_INVALID_ARGUMENT);
+    attn_metadata_entry reserved = {ATTN_TRAIN_STATE_KEY, "{}"};
+    bad = o;
+    bad.metadata = &reserved;
+    bad.n_metadata = 1;
+    CHECK_FAILS(attn_trainer_create(&model, fx.train, NULL, &bad, &t), ATTN_ERR_INVALID_ARGUMENT);
+    bad = o;
+    bad.metadata = NULL;
+    CHECK_FAILS(attn_trainer_create(&model, fx.train, NULL, &bad, &t), ATTN_ERR_INVALID_ARGUMENT);
+    /* A corpus that is not encoded. */
+    const char *one = "ab";
+    attn_corpus *raw = NULL;
+    CHECK_OK(attn_corpus_from_strings(&one, &one, 1, &raw));
+    CHECK_FAILS(attn_trainer_create(&model, raw, NULL, &o, &t), ATTN_ERR_INVALID_ARGUMENT);
+    attn_corpus_destroy(raw);
+
+    CHECK_FAILS(attn_trainer_run(NULL), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_trainer_resume(NULL, "x"), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_trainer_save_checkpoint(NULL, "x"), ATTN_ERR_INVALID_ARGUMENT);
+    attn_trainer_status status;
+    CHECK_FAILS(attn_trainer_get_status(NULL, &status), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_OK(attn_trainer_create(&model, fx.train, fx.valid, &o, &t));
+    CHECK_FAILS(attn_trainer_resume(t, NULL), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_trainer_save_checkpoint(t, NULL), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_trainer_save_checkpoint(t, "/nonexistent-folder/x.safetensors"),
+                ATTN_ERR_IO);
+    double loss;
+    CHECK_FAILS(attn_trainer_evaluate(t, NULL, &loss), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_trainer_options_from_checkpoint(NULL, &o), ATTN_ERR_INVALID_ARGUMENT);
+    attn_trainer_destroy(t);
+    attn_trainer_destroy(NULL);
+
+    /* The classifier is not a sequence-to-sequence model. */
+    attn_model_config cc = attn_model_config_default(ATTN_ARCH_TRANSFORMER_CLASSIFIER);
+    cc.d_model = 8;
+    cc.num_heads = 2;
+    cc.ffn_dim = 8;
+    cc.encoder_layers = 1;
+    cc.src_vocab = 10;
+    cc.num_classes = 2;
+    attn_model *classifier = NULL;
+    CHECK_OK(attn_model_create(&cc, &classifier));
+    attn_trainable ct;
+    CHECK_FAILS(attn_trainable_from_model(classifier, &ct), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_trainable_from_model(NULL, &ct), ATTN_ERR_INVALID_ARGUMENT);
+
+    /* Greedy decoding. */
+    attn_graph *g = NULL;
+    CHECK_OK(attn_graph_create(attn_model_params(m), &g));
+    int32_t src[4] = {4, 5, 6, 0}, out[2 * 5];
+    int64_t out_lengths[2];
+    int32_t ok_lengths[2] = {2, 1};
+    CHECK_OK(attn_greedy_decode(m, g, 2, 2, src, ok_lengths, 5, out, out_lengths));
+    CHECK(out_lengths[0] >= 0 && out_lengths[0] <= 5 && out_lengths[1] >= 0 &&
+              out_lengths[1] <= 5,
+          "decoded lengths within max_len (%lld, %lld)", (long long)out_lengths[0],
+          (long long)out_lengths[1]);
+    int32_t long_lengths[2] = {3, 1};
+    CHECK_FAILS(attn_greedy_decode(m, g, 2, 2, src, long_lengths, 5, out, out_lengths),
+                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_OK(attn_greedy_decode(m, g, 0, 2, NULL, NULL, 5, NULL, NULL));
+    CHECK_FAILS(attn_greedy_decode(m, g, 2, 2, src, ok_lengths, 0, out, out_lengths),
+                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_greedy_decode(m, g, 2, 2, src, ok_lengths, 17, out, out_lengths),
+                ATTN_ERR_INVALID_ARGUMENT);
+    int32_t zero_lengths[2] = {0, 1};
+    CHECK_FAILS(attn_greedy_decode(m, g, 2, 2, src, zero_lengths, 5, out, out_lengths),
+                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_greedy_decode(m, g, 2, 2, NULL, ok_lengths, 5, out, out_lengths),
+                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_greedy_decode(m, g, -1, 2, src, ok_lengths, 5, out, out_lengths),
+                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_greedy_decode(classifier, g, 2, 2, src, ok_lengths, 5, out, out_lengths),
+                ATTN_ERR_INVALID_ARGUMENT);
+    int32_t bad_ids[4] = {4, 99, 6, 0};
+    CHECK_FAILS(attn_greedy_decode(m, g, 2, 2, bad_ids, ok_lengths, 5, out, out_lengths),
+                ATTN_ERR_INVALID_ARGUMENT);
+    attn_graph_destroy(g);
+    attn_model_destroy(classifier);
+    attn_model_destroy(m);
+}
+
+int main(void)
+{
+    attn_set_num_threads(1);
+    make_fixture();
+    RUN_TEST(test_resume_reproduces_the_curve);
+    RUN_TEST(test_runs_are_deterministic);
+    RUN_TEST(test_step_matches_hand_made_update);
+    RUN_TEST(test_files);
+    RUN_TEST(test_model_file_without_validation);
+    RUN_TEST(test_stopping_rules);
+    RUN_TEST(test_non_finite_gradients_skip_the_update);
+    RUN_TEST(test_arena_stops_growing);
+    RUN_TEST(test_resume_refuses_another_run);
+    RUN_TEST(test_bad_arguments);
+    free_fixture();
+    const char *names[] = {"resume.ckpt.safetensors", "model.safetensors",
+                           "model.last.safetensors", "last-only.safetensors",
+                           "other.ckpt.safetensors"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        remove(scratch_path(0, names[i]));
+    rmdir(scratch);
+    return test_summary();
+}
