@@ -11,5 +11,8 @@
 #include "attn/attn_autodiff.h"
 #include "attn/attn_nn.h"
 #include "attn/attn_models.h"
+#include "attn/attn_rnn.h"
+#include "attn/attn_viz.h"
+#include "attn/attn_metrics.h"
 
 #endif /* ATTN_H */

@@ -21,13 +21,25 @@ typedef enum attn_transpose { ATTN_NO_TRANS = 0, ATTN_TRANS = 1 } attn_transpose
 
 /* C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C, row-major with leading dimensions
  * (as CBLAS with CblasRowMajor). op(X) = X or X^T. beta = 0 overwrites C (C may hold NaN).
- * m, n or k may be 0. */
+ * m, n or k may be 0 (k = 0: C = beta * C; A and B may then be NULL). Each leading
+ * dimension must be at least the length of a stored row (lda >= k, or m if A is
+ * transposed; ldb >= n, or k; ldc >= n) and at least 1. C must not overlap A or B.
+ * The built-in versions give bit-identical results for any thread count, and a row of C
+ * does not depend on the other rows: each element is summed over k in the same order
+ * however C is split between threads or tiles. */
 ATTN_API attn_status attn_gemm(attn_transpose trans_a, attn_transpose trans_b, int64_t m,
                                int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
                                const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 
-/* The GEMM implementation in use, e.g. "built-in avx512". */
+/* The GEMM implementation in use: "built-in <isa>" for the instruction set attn_set_isa()
+ * selects, or "cblas" when the library was built with ATTN_BLAS=ON (the reference ISA
+ * still runs the built-in reference). */
 ATTN_API const char *attn_gemm_backend(void);
+
+/* attn_gemm keeps its packing buffers (a few MiB per thread) between calls so that
+ * repeated multiplies do not fault in fresh memory. This frees the idle ones; the next
+ * call allocates again. Safe to call at any time. */
+ATTN_API void attn_gemm_release_buffers(void);
 
 /* ---- softmax over the last dimension ------------------------------------------------ */
 

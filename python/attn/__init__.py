@@ -8,3 +8,4 @@ from .mha import multi_head_attention_forward, multi_head_attention_backward  # 
 from .classic import *  # noqa: F401,F403  (additive, Luong, hard attention, positional encoding)
 from . import kernels  # noqa: F401,E402
 from . import models  # noqa: F401,E402  (Transformer models: attn.models.Model)
+from .rnn import *  # noqa: F401,F403  (GRU and LSTM cells and stacked, bidirectional layers)

@@ -12,6 +12,9 @@
 #include "attn/attn_attention.h"
 #include "core/internal.h"
 
+#include <math.h>
+#include <string.h>
+
 /* Argument checks for functions that validate in a helper: name the public function. */
 #define ATTN_CLASSIC_NOT_NULL(fn, ptr)                                                    \
     do {                                                                                  \
@@ -56,8 +59,8 @@ typedef struct attn_classic_grads {
 /* The MLP score of one key, v . tanh(q + k) over n features, and its backward for a score
  * gradient de: with t = tanh(q + k) and g = de v (1 - t^2), dq += g, dk += g (dk may be
  * NULL) and dv_row += de t (may be NULL). The float versions share one tanh approximation
- * (within 1.5 ulp, see classic_rows.c), since glibc's tanhf costs ~30 ns and a step takes
- * B * Lk * da of them. */
+ * (within 1.5 ulp, see attn_tanh_approx below), since glibc's tanhf costs ~30 ns and a step
+ * takes B * Lk * da of them. */
 typedef float (*attn_classic_mlp_score_fn)(const float *q, const float *k, const float *v,
                                            int64_t n);
 typedef void (*attn_classic_mlp_backward_fn)(const float *q, const float *k, const float *v,
@@ -94,6 +97,38 @@ ATTN_INTERNAL void attn_classic_mlp_backward_avx512(const float *q, const float 
 #define ATTN_LOG2E 1.44269504f
 #define ATTN_LN2_HI 0.693145751953125f /* few bits, so n * ATTN_LN2_HI is exact */
 #define ATTN_LN2_LO 1.428606765330187e-06f
+
+/* The float tanh above in plain C, inline so that other kernels (the GRU and LSTM gates)
+ * share it and loops over it can vectorise. */
+static inline float attn_tanh_approx(float x)
+{
+    float ax = fabsf(x), u = x * x;
+    float p = ATTN_TANH_P4;
+    p = p * u + ATTN_TANH_P3;
+    p = p * u + ATTN_TANH_P2;
+    p = p * u + ATTN_TANH_P1;
+    p = p * u + ATTN_TANH_P0;
+    float small = x + (x * u) * p;
+
+    float y = fminf(2.0f * ax, ATTN_TANH_MAX_2X);
+    int32_t n = (int32_t)(y * ATTN_LOG2E + 0.5f); /* round to nearest, y >= 0 */
+    float r = (y - (float)n * ATTN_LN2_HI) - (float)n * ATTN_LN2_LO;
+    float e = 1.0f / 5040.0f;
+    e = e * r + 1.0f / 720.0f;
+    e = e * r + 1.0f / 120.0f;
+    e = e * r + 1.0f / 24.0f;
+    e = e * r + 1.0f / 6.0f;
+    e = e * r + 0.5f;
+    e = e * r + 1.0f;
+    e = e * r + 1.0f;
+    uint32_t exponent_bits = (uint32_t)(n + 127) << 23; /* 2^n, n in [0, 29] */
+    float scale;
+    memcpy(&scale, &exponent_bits, sizeof scale);
+    e *= scale;
+    float large = copysignf(1.0f - 2.0f / (e + 1.0f), x);
+    /* Written so that NaN takes the small branch and stays NaN. */
+    return ax >= ATTN_TANH_SMALL ? large : small;
+}
 
 /* Nonzero when a * b * c (all >= 0) stays below 2^60: every element count and index the
  * steps compute is a small sum of such products, so none can overflow int64_t. */

@@ -216,42 +216,11 @@ static float dot_lanes(const float *x, const float *y, int64_t n)
            ((lane[2] + lane[6]) + (lane[3] + lane[7])) + tail;
 }
 
-/* The float tanh described in classic_internal.h, in plain C. */
-static float tanh_approx(float x)
-{
-    float ax = fabsf(x), u = x * x;
-    float p = ATTN_TANH_P4;
-    p = p * u + ATTN_TANH_P3;
-    p = p * u + ATTN_TANH_P2;
-    p = p * u + ATTN_TANH_P1;
-    p = p * u + ATTN_TANH_P0;
-    float small = x + (x * u) * p;
-
-    float y = fminf(2.0f * ax, ATTN_TANH_MAX_2X);
-    int32_t n = (int32_t)(y * ATTN_LOG2E + 0.5f); /* round to nearest, y >= 0 */
-    float r = (y - (float)n * ATTN_LN2_HI) - (float)n * ATTN_LN2_LO;
-    float e = 1.0f / 5040.0f;
-    e = e * r + 1.0f / 720.0f;
-    e = e * r + 1.0f / 120.0f;
-    e = e * r + 1.0f / 24.0f;
-    e = e * r + 1.0f / 6.0f;
-    e = e * r + 0.5f;
-    e = e * r + 1.0f;
-    e = e * r + 1.0f;
-    uint32_t exponent_bits = (uint32_t)(n + 127) << 23; /* 2^n, n in [0, 29] */
-    float scale;
-    memcpy(&scale, &exponent_bits, sizeof scale);
-    e *= scale;
-    float large = copysignf(1.0f - 2.0f / (e + 1.0f), x);
-    /* Written so that NaN takes the small branch and stays NaN. */
-    return ax >= ATTN_TANH_SMALL ? large : small;
-}
-
 float attn_classic_mlp_score_portable(const float *q, const float *k, const float *v, int64_t n)
 {
     float sum = 0;
     for (int64_t d = 0; d < n; d++)
-        sum += v[d] * tanh_approx(q[d] + k[d]);
+        sum += v[d] * attn_tanh_approx(q[d] + k[d]);
     return sum;
 }
 
@@ -260,7 +229,7 @@ void attn_classic_mlp_backward_portable(const float *q, const float *k, const fl
                                         float *dv_row)
 {
     for (int64_t d = 0; d < n; d++) {
-        float t = tanh_approx(q[d] + k[d]);
+        float t = attn_tanh_approx(q[d] + k[d]);
         float g = de * v[d] * (1.0f - t * t);
         dq[d] += g;
         if (dk != NULL)

@@ -7,9 +7,11 @@
 int attn_cmd_bench(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        printf("usage: attn bench attention [--json]\n");
+        printf("usage: attn bench attention|gemm [--json]\n");
         return argc < 2 ? 2 : 0;
     }
+    if (strcmp(argv[1], "gemm") == 0)
+        return attn_bench_gemm(argc - 1, argv + 1);
     fprintf(stderr, "attn bench: unknown benchmark '%s'\n", argv[1]);
     return 2;
 }

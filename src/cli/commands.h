@@ -4,6 +4,10 @@
 #define ATTN_CLI_COMMANDS_H
 
 int attn_cmd_bench(int argc, char **argv);
+int attn_cmd_eval(int argc, char **argv);
 int attn_cmd_info(int argc, char **argv);
+/* attn bench gemm, dispatched from attn_cmd_bench (argv starts at "gemm"). */
+int attn_bench_gemm(int argc, char **argv);
+int attn_cmd_viz(int argc, char **argv);
 
 #endif

@@ -13,7 +13,9 @@ typedef struct {
 
 static const command commands[] = {
     {"bench", attn_cmd_bench, "measure kernels against references (attn bench attention)"},
+    {"eval", attn_cmd_eval, "score output against references: BLEU, chrF, WER, G2P PER"},
     {"info", attn_cmd_info, "print the build: version, threading, instruction sets"},
+    {"viz", attn_cmd_viz, "draw attention heat maps and loss curves (SVG, PNG, terminal)"},
 };
 
 static void print_usage(FILE *out)

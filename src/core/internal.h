@@ -57,6 +57,16 @@ ATTN_INTERNAL int attn_parallel_threads(void);
 /* The instruction set kernels should use now: the user's choice, capped by the CPU. */
 ATTN_INTERNAL attn_isa attn_active_isa(void);
 
+/* The stateless hash behind attn_hash_uniform: a splitmix64 finaliser of (seed, index).
+ * Dropout decides each element with its top 24 bits, so masks do not depend on threads. */
+static inline uint64_t attn_index_hash(uint64_t seed, uint64_t index)
+{
+    uint64_t z = (seed ^ (index * 0xd1342543de82ef95ULL)) + 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
 /* Checked size arithmetic for allocations: returns 0 and sets an error on overflow. */
 ATTN_INTERNAL int attn_mul_size(size_t a, size_t b, size_t *out);
 

@@ -61,7 +61,5 @@ float attn_rng_normal(attn_rng *rng)
 
 float attn_hash_uniform(uint64_t seed, uint64_t index)
 {
-    uint64_t x = seed ^ (index * 0xd1342543de82ef95ULL);
-    uint64_t h = splitmix64(&x);
-    return (float)(h >> 40) * (1.0f / 16777216.0f);
+    return (float)(attn_index_hash(seed, index) >> 40) * (1.0f / 16777216.0f);
 }

@@ -19,7 +19,7 @@ void attn_dropout_forward_range_portable(void *job_ptr, int64_t begin, int64_t e
     int64_t lo = begin * BLOCK, hi = end * BLOCK < job->n ? end * BLOCK : job->n;
     (void)thread;
     for (int64_t i = lo; i < hi; i++) {
-        uint64_t hash = attn_dropout_hash(job->seed, job->offset + (uint64_t)i);
+        uint64_t hash = attn_index_hash(job->seed, job->offset + (uint64_t)i);
         int keep = (hash >> 40) >= job->keep_threshold;
         job->out[i] =
             attn_bits_float(attn_float_bits(job->in[i] * job->scale) & attn_mask_if(keep));
@@ -34,7 +34,7 @@ void attn_dropout_backward_range_portable(void *job_ptr, int64_t begin, int64_t 
     int64_t lo = begin * BLOCK, hi = end * BLOCK < job->n ? end * BLOCK : job->n;
     (void)thread;
     for (int64_t i = lo; i < hi; i++) {
-        uint64_t hash = attn_dropout_hash(job->seed, job->offset + (uint64_t)i);
+        uint64_t hash = attn_index_hash(job->seed, job->offset + (uint64_t)i);
         int keep = (hash >> 40) >= job->keep_threshold;
         job->out[i] +=
             attn_bits_float(attn_float_bits(job->in[i] * job->scale) & attn_mask_if(keep));

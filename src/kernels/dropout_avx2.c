@@ -1,4 +1,4 @@
-/* Dropout on AVX2: the mask hash (attn_dropout_hash) for 4 indices at a time in 64-bit
+/* Dropout on AVX2: the mask hash (attn_index_hash) for 4 indices at a time in 64-bit
  * lanes, 8 elements per step. AVX2 has no 64-bit multiply, so each one is built from
  * three 32 x 32 -> 64-bit products; the result is the same integer hash as the portable
  * kernel's, so the mask is identical bit for bit. */

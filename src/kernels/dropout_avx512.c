@@ -1,4 +1,4 @@
-/* Dropout on AVX-512: the mask hash (attn_dropout_hash) for 8 indices at a time in 64-bit
+/* Dropout on AVX-512: the mask hash (attn_index_hash) for 8 indices at a time in 64-bit
  * lanes (AVX-512DQ multiplies them natively), 16 elements per step. The hash is the same
  * integer function as the portable kernel's, so the mask is identical bit for bit. */
 #include "kernels/elementwise.h"

@@ -127,14 +127,4 @@ typedef struct attn_dropout_job {
 ATTN_DECLARE_KERNEL(attn_dropout_forward_range);
 ATTN_DECLARE_KERNEL(attn_dropout_backward_range);
 
-/* The hash behind attn_hash_uniform (src/core/rng.c), whose top 24 bits decide dropout.
- * Kept equal to it by the dropout tests, which compare every mask bit. */
-static inline uint64_t attn_dropout_hash(uint64_t seed, uint64_t index)
-{
-    uint64_t z = (seed ^ (index * 0xd1342543de82ef95ULL)) + 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 #endif /* ATTN_KERNELS_ELEMENTWISE_H */

@@ -1,7 +1,14 @@
 /* GEMM entry point: argument checks and dispatch. The scalar reference is the textbook
- * triple loop in double; optimized versions are added per instruction set. */
-#include "core/internal.h"
-#include "attn/attn_kernels.h"
+ * triple loop in double; the optimized instruction sets share one blocked, packed driver
+ * (gemm_blocked.c) around their own micro-kernels (gemm_portable.c, gemm_avx2.c,
+ * gemm_avx512.c). A build with ATTN_BLAS=ON routes the optimized path to cblas_sgemm. */
+#include "kernels/gemm_internal.h"
+
+#include <limits.h>
+
+#ifdef ATTN_HAVE_CBLAS
+#include <cblas.h>
+#endif
 
 static void gemm_reference(attn_transpose ta, attn_transpose tb, int64_t m, int64_t n,
                            int64_t k, float alpha, const float *a, int64_t lda, const float *b,
@@ -20,12 +27,56 @@ static void gemm_reference(attn_transpose ta, attn_transpose tb, int64_t m, int6
         }
 }
 
+/* k = 0: the product is empty, C = alpha * 0 + beta * C as the reference computes it. */
+static void scale_c(int64_t m, int64_t n, float alpha, float beta, float *c, int64_t ldc)
+{
+    const float empty_product = alpha * 0.0f;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++)
+            c[i * ldc + j] = beta == 0.0f ? empty_product : empty_product + beta * c[i * ldc + j];
+}
+
+static const gemm_kernel_info *kernel_for(attn_isa isa)
+{
+    switch (isa) {
+    case ATTN_ISA_AVX512: return &attn_gemm_avx512_kernel;
+    case ATTN_ISA_AVX2: return &attn_gemm_avx2_kernel;
+    default: return &attn_gemm_portable_kernel;
+    }
+}
+
+#ifdef ATTN_HAVE_CBLAS
+static int fits_int(int64_t v) { return v <= INT_MAX; }
+
+static int cblas_can_take(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
+                          int64_t ldc)
+{
+    return fits_int(m) && fits_int(n) && fits_int(k) && fits_int(lda) && fits_int(ldb) &&
+           fits_int(ldc);
+}
+#endif
+
 attn_status attn_gemm(attn_transpose ta, attn_transpose tb, int64_t m, int64_t n, int64_t k,
                       float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                       float beta, float *c, int64_t ldc)
 {
+    ATTN_CHECK_ARG(ta == ATTN_NO_TRANS || ta == ATTN_TRANS,
+                   "attn_gemm: trans_a must be ATTN_NO_TRANS or ATTN_TRANS, got %d", (int)ta);
+    ATTN_CHECK_ARG(tb == ATTN_NO_TRANS || tb == ATTN_TRANS,
+                   "attn_gemm: trans_b must be ATTN_NO_TRANS or ATTN_TRANS, got %d", (int)tb);
     ATTN_CHECK_ARG(m >= 0 && n >= 0 && k >= 0, "attn_gemm: negative size (m=%lld n=%lld k=%lld)",
                    (long long)m, (long long)n, (long long)k);
+    /* Row-major: a row of A holds k values (m if transposed), a row of B n (k), of C n. */
+    int64_t a_row = ta == ATTN_NO_TRANS ? k : m;
+    int64_t b_row = tb == ATTN_NO_TRANS ? n : k;
+    ATTN_CHECK_ARG(lda >= (a_row > 1 ? a_row : 1),
+                   "attn_gemm: lda=%lld is smaller than a row of A (%lld)", (long long)lda,
+                   (long long)a_row);
+    ATTN_CHECK_ARG(ldb >= (b_row > 1 ? b_row : 1),
+                   "attn_gemm: ldb=%lld is smaller than a row of B (%lld)", (long long)ldb,
+                   (long long)b_row);
+    ATTN_CHECK_ARG(ldc >= (n > 1 ? n : 1), "attn_gemm: ldc=%lld is smaller than a row of C (%lld)",
+                   (long long)ldc, (long long)n);
     if (m == 0 || n == 0)
         return ATTN_OK;
     ATTN_CHECK_NOT_NULL(c);
@@ -33,8 +84,40 @@ attn_status attn_gemm(attn_transpose ta, attn_transpose tb, int64_t m, int64_t n
         ATTN_CHECK_NOT_NULL(a);
         ATTN_CHECK_NOT_NULL(b);
     }
-    gemm_reference(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    return ATTN_OK;
+
+    attn_isa isa = attn_active_isa();
+    if (isa == ATTN_ISA_REFERENCE) {
+        gemm_reference(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return ATTN_OK;
+    }
+    if (k == 0) {
+        scale_c(m, n, alpha, beta, c, ldc);
+        return ATTN_OK;
+    }
+#ifdef ATTN_HAVE_CBLAS
+    if (cblas_can_take(m, n, k, lda, ldb, ldc)) {
+        cblas_sgemm(CblasRowMajor, ta == ATTN_TRANS ? CblasTrans : CblasNoTrans,
+                    tb == ATTN_TRANS ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha,
+                    a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+        return ATTN_OK;
+    }
+#endif
+    return attn_gemm_blocked(kernel_for(isa), ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                             ldc);
 }
 
-const char *attn_gemm_backend(void) { return "built-in reference"; }
+const char *attn_gemm_backend(void)
+{
+    attn_isa isa = attn_active_isa();
+    if (isa == ATTN_ISA_REFERENCE)
+        return "built-in reference";
+#ifdef ATTN_HAVE_CBLAS
+    return "cblas";
+#else
+    switch (isa) {
+    case ATTN_ISA_AVX512: return "built-in avx512";
+    case ATTN_ISA_AVX2: return "built-in avx2";
+    default: return "built-in portable";
+    }
+#endif
+}

@@ -98,7 +98,7 @@ int test_arrays_close(const char *what, const float *a, const double *b, size_t 
     int ok = 1;
     for (size_t i = 0; i < n; i++) {
         double limit = atol + rtol * fabs(b[i]);
-        double d = fabs((double)a[i] - b[i]);
+        double d = (double)a[i] == b[i] ? 0.0 : fabs((double)a[i] - b[i]); /* equal infinities */
         if (!(d <= limit)) {
             double excess = isnan(d) ? INFINITY : d - limit;
             if (ok || excess > worst_excess) {

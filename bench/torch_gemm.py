@@ -1,0 +1,101 @@
+#!/usr/bin/python3
+"""torch.mm GFLOP/s on the shapes of `attn bench gemm`, for comparison.
+
+Run with Debian's python3-torch: /usr/bin/python3 bench/torch_gemm.py [--json] [--reps N]
+Measures torch's default threading and torch.set_num_threads(2), and prints what the
+process may run on (os.sched_getaffinity) and what torch reports, since torch's default
+thread count is not always the number of usable cores.
+
+Debian's torch calls whatever libblas.so.3 the alternatives system points at (the
+header names the one loaded): the reference netlib BLAS unless OpenBLAS is installed.
+OpenBLAS 0.3.21 does not recognise every recent Xeon and then falls back to a generic
+kernel; OPENBLAS_CORETYPE=SkylakeX selects its AVX-512 kernels.
+"""
+import argparse
+import json
+import os
+import statistics
+import time
+
+import torch
+
+# (name, op, m, n, k) as in src/cli/bench_gemm.c; op "NT" multiplies by B transposed.
+SHAPES = [
+    ("square", "NN", 2048, 2048, 2048),
+    ("square", "NN", 1024, 1024, 1024),
+    ("scores QK^T", "NT", 512, 512, 64),
+    ("scores QK^T", "NT", 1024, 1024, 64),
+    ("scores QK^T", "NT", 2048, 2048, 64),
+    ("k=64", "NN", 2048, 2048, 64),
+    ("weights PV", "NN", 1024, 64, 1024),
+    ("long k", "NN", 512, 512, 2048),
+    ("tall-skinny", "NN", 2048, 256, 256),
+    ("small", "NN", 64, 1024, 256),
+]
+
+
+def blas_library():
+    """The BLAS shared library this process has loaded (torch resolves it at load)."""
+    with open("/proc/self/maps") as maps:
+        paths = {line.split()[-1] for line in maps if "blas" in line.split()[-1]}
+    return ", ".join(sorted(paths)) or "none found"
+
+
+def measure(op, m, n, k, reps):
+    """Median GFLOP/s over reps repetitions of at least 20 ms each."""
+    gen = torch.Generator().manual_seed(1)
+    a = torch.rand(m, k, generator=gen) * 2 - 1
+    b = torch.rand(n, k, generator=gen) * 2 - 1 if op == "NT" else torch.rand(k, n, generator=gen) * 2 - 1
+
+    def call():
+        return torch.mm(a, b.t() if op == "NT" else b)
+
+    call()
+    start = time.perf_counter()
+    call()
+    once = time.perf_counter() - start
+    calls = max(1, int(0.02 / max(once, 1e-7)) + 1) if once < 0.02 else 1
+    rates = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        for _ in range(calls):
+            call()
+        rates.append(2.0 * m * n * k * calls / (time.perf_counter() - start) * 1e-9)
+    return statistics.median(rates)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="one JSON object per shape")
+    parser.add_argument("--reps", type=int, default=5)
+    args = parser.parse_args()
+
+    default_threads = torch.get_num_threads()
+    settings = [("default", default_threads), ("set_num_threads(2)", 2)]
+    if not args.json:
+        print(f"torch {torch.__version__}; sched_getaffinity: {len(os.sched_getaffinity(0))} cpus "
+              f"{sorted(os.sched_getaffinity(0))}; os.cpu_count: {os.cpu_count()}; "
+              f"torch.get_num_threads() by default: {default_threads}; "
+              f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '(unset)')}")
+        print(f"BLAS: {blas_library()}; "
+              f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
+        print(f"GFLOP/s, median of {args.reps}")
+        print(f"{'shape':12} {'op':2} {'m':>5} {'n':>5} {'k':>5}" +
+              "".join(f"  {label:>22}" for label, _ in settings))
+    for name, op, m, n, k in SHAPES:
+        results = []
+        for label, threads in settings:
+            torch.set_num_threads(threads)
+            results.append((label, torch.get_num_threads(), measure(op, m, n, k, args.reps)))
+        torch.set_num_threads(default_threads)
+        if args.json:
+            print(json.dumps({"bench": "torch.mm", "shape": name, "op": op, "m": m, "n": n, "k": k,
+                              "results": [{"threads": label, "num_threads": t, "gflops": round(g, 2)}
+                                          for label, t, g in results]}))
+        else:
+            print(f"{name:12} {op:2} {m:5} {n:5} {k:5}" +
+                  "".join(f"  {g:13.1f} ({t} thr)".rjust(24) for _, t, g in results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,250 @@
+/* attn viz: attention heat maps and training curves as SVG, PNG or terminal text. */
+#include "attn/attn.h"
+#include "cli/commands.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void print_help(FILE *out)
+{
+    fprintf(out,
+            "usage: attn viz --matrix FILE [--index N|all] [--out FILE.svg|FILE.png] [options]\n"
+            "       attn viz --log FILE.jsonl --out FILE.svg|FILE.png [--title TEXT]\n"
+            "\n"
+            "Draws attention weights as a heat map (output tokens down the left, source tokens\n"
+            "along the top, a colour scale), or a training log's loss curves.\n"
+            "\n"
+            "heat maps:\n"
+            "  --matrix FILE     JSON {\"source\": [...], \"target\": [...], \"weights\": "
+            "[[...], ...]}\n"
+            "                    (one row of weights per target token), or JSON lines of such\n"
+            "                    objects; optional \"title\", or \"layer\" and \"head\", name "
+            "each one\n"
+            "  --index N|all     which object of a JSON-lines file (default 0); all: every one, "
+            "as a grid\n"
+            "  --out FILE        write FILE.svg or FILE.png; without it, print to the terminal\n"
+            "  --title TEXT      a title over the picture\n"
+            "  --colormap NAME   blues (white to dark blue, default) or greys (black to white)\n"
+            "  --vmin X, --vmax X  the ends of the colour scale (default 0 and 1)\n"
+            "  --annotate        write each weight in its cell\n"
+            "  --columns N       panels per row of a grid (default: about square)\n"
+            "  --cell N          cell size in pixels, 4..200 (default: from the matrix size)\n"
+            "  --style NAME      terminal: shades (default), color (256 colours) or ascii\n"
+            "  --width N         terminal: columns to fit in (default $COLUMNS, else 80)\n"
+            "\n"
+            "training curves:\n"
+            "  --log FILE        JSON lines such as {\"step\": 100, \"epoch\": 1, "
+            "\"train_loss\": 2.3,\n"
+            "                    \"valid_loss\": 2.5}; fields may be missing on a line\n");
+}
+
+typedef struct viz_args {
+    const char *matrix, *log, *out, *title;
+    long index; /* -1: all */
+    attn_viz_heatmap_options heatmap;
+    attn_viz_text_options text;
+} viz_args;
+
+static int parse_long(const char *option, const char *text, long lo, long hi, long *value)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi) {
+        fprintf(stderr, "attn viz: %s expects an integer in %ld..%ld, got '%s'\n", option, lo, hi,
+                text);
+        return 0;
+    }
+    *value = v;
+    return 1;
+}
+
+static int parse_float(const char *option, const char *text, float *value)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno != 0 || end == text || *end != '\0' || !isfinite(v) || fabs(v) > 1e30) {
+        fprintf(stderr, "attn viz: %s expects a number, got '%s'\n", option, text);
+        return 0;
+    }
+    *value = (float)v;
+    return 1;
+}
+
+/* Returns 0 to go on, or the exit code. */
+static int parse_args(int argc, char **argv, viz_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->heatmap = attn_viz_heatmap_default_options();
+    const char *columns_env = getenv("COLUMNS");
+    long columns = 0;
+    if (columns_env != NULL) {
+        char *end;
+        columns = strtol(columns_env, &end, 10);
+        if (*end != '\0' || columns < 20 || columns > 10000)
+            columns = 0;
+    }
+    a->text.width = (int)columns;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            print_help(stdout);
+            return -1;
+        }
+        if (strcmp(arg, "--annotate") == 0) {
+            a->heatmap.annotate = 1;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "attn viz: unknown option or missing value: '%s' (see attn viz "
+                            "--help)\n",
+                    arg);
+            return 2;
+        }
+        const char *value = argv[++i];
+        long number;
+        if (strcmp(arg, "--matrix") == 0) {
+            a->matrix = value;
+        } else if (strcmp(arg, "--log") == 0) {
+            a->log = value;
+        } else if (strcmp(arg, "--out") == 0) {
+            a->out = value;
+        } else if (strcmp(arg, "--title") == 0) {
+            a->heatmap.title = a->title = value;
+        } else if (strcmp(arg, "--index") == 0) {
+            if (strcmp(value, "all") == 0)
+                a->index = -1;
+            else if (!parse_long(arg, value, 0, 1000000000L, &a->index))
+                return 2;
+        } else if (strcmp(arg, "--colormap") == 0) {
+            if (strcmp(value, "blues") == 0) {
+                a->heatmap.colormap = ATTN_VIZ_BLUES;
+            } else if (strcmp(value, "greys") == 0 || strcmp(value, "grays") == 0) {
+                a->heatmap.colormap = ATTN_VIZ_GREYS;
+            } else {
+                fprintf(stderr, "attn viz: --colormap is blues or greys, got '%s'\n", value);
+                return 2;
+            }
+        } else if (strcmp(arg, "--vmin") == 0) {
+            if (!parse_float(arg, value, &a->heatmap.vmin))
+                return 2;
+        } else if (strcmp(arg, "--vmax") == 0) {
+            if (!parse_float(arg, value, &a->heatmap.vmax))
+                return 2;
+        } else if (strcmp(arg, "--columns") == 0) {
+            if (!parse_long(arg, value, 1, 1000, &number))
+                return 2;
+            a->heatmap.grid_columns = (int)number;
+        } else if (strcmp(arg, "--cell") == 0) {
+            if (!parse_long(arg, value, 4, 200, &number))
+                return 2;
+            a->heatmap.cell_size = (int)number;
+        } else if (strcmp(arg, "--width") == 0) {
+            if (!parse_long(arg, value, 20, 10000, &number))
+                return 2;
+            a->text.width = (int)number;
+        } else if (strcmp(arg, "--style") == 0) {
+            if (strcmp(value, "shades") == 0) {
+                a->text.style = ATTN_VIZ_TEXT_SHADES;
+            } else if (strcmp(value, "color") == 0 || strcmp(value, "colour") == 0) {
+                a->text.style = ATTN_VIZ_TEXT_COLOR256;
+            } else if (strcmp(value, "ascii") == 0) {
+                a->text.style = ATTN_VIZ_TEXT_ASCII;
+            } else {
+                fprintf(stderr, "attn viz: --style is shades, color or ascii, got '%s'\n", value);
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "attn viz: unknown option '%s' (see attn viz --help)\n", arg);
+            return 2;
+        }
+    }
+    if ((a->matrix == NULL) == (a->log == NULL)) {
+        fprintf(stderr, "attn viz: give one of --matrix FILE or --log FILE (see attn viz "
+                        "--help)\n");
+        return 2;
+    }
+    if (a->log != NULL && a->out == NULL) {
+        fprintf(stderr, "attn viz: --log needs --out FILE.svg or FILE.png\n");
+        return 2;
+    }
+    if (!(a->heatmap.vmin < a->heatmap.vmax)) {
+        fprintf(stderr, "attn viz: --vmin (%g) must be below --vmax (%g)\n",
+                (double)a->heatmap.vmin, (double)a->heatmap.vmax);
+        return 2;
+    }
+    if (a->out != NULL) {
+        attn_viz_format format;
+        if (attn_viz_format_from_path(a->out, &format) != ATTN_OK) {
+            fprintf(stderr, "attn viz: --out %s: use a name ending in .svg or .png\n", a->out);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+static int fail(void)
+{
+    fprintf(stderr, "attn viz: %s\n", attn_last_error());
+    return 1;
+}
+
+static int draw_log(const viz_args *a)
+{
+    attn_viz_training_log log;
+    if (attn_viz_training_log_read(a->log, &log) != ATTN_OK)
+        return fail();
+    attn_viz_chart_options options = {0};
+    options.title = a->title;
+    attn_status status = attn_viz_loss_curves_write(a->out, &log, &options);
+    attn_viz_training_log_free(&log);
+    return status == ATTN_OK ? 0 : fail();
+}
+
+static int draw_matrices(const viz_args *a)
+{
+    attn_viz_matrix *matrices = NULL;
+    int64_t count = 0;
+    if (attn_viz_matrices_read(a->matrix, &matrices, &count) != ATTN_OK)
+        return fail();
+    const attn_viz_matrix *chosen = matrices;
+    int64_t chosen_count = count;
+    if (a->index >= 0) {
+        if (a->index >= count) {
+            fprintf(stderr, "attn viz: --index %ld, but %s holds %lld matri%s\n", a->index,
+                    a->matrix, (long long)count, count == 1 ? "x" : "ces");
+            attn_viz_matrices_free(matrices, count);
+            return 2;
+        }
+        chosen = &matrices[a->index];
+        chosen_count = 1;
+    }
+    int code = 0;
+    if (a->out != NULL) {
+        if (attn_viz_heatmap_write(a->out, chosen, chosen_count, &a->heatmap) != ATTN_OK)
+            code = fail();
+    } else {
+        char *text = NULL;
+        if (attn_viz_heatmap_text(chosen, chosen_count, &a->heatmap, &a->text, &text) != ATTN_OK) {
+            code = fail();
+        } else {
+            fputs(text, stdout);
+            free(text);
+        }
+    }
+    attn_viz_matrices_free(matrices, count);
+    return code;
+}
+
+int attn_cmd_viz(int argc, char **argv)
+{
+    viz_args a;
+    int code = parse_args(argc, argv, &a);
+    if (code != 0)
+        return code < 0 ? 0 : code;
+    return a.log != NULL ? draw_log(&a) : draw_matrices(&a);
+}

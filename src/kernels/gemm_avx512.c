@@ -1,0 +1,190 @@
+/* AVX-512 GEMM micro-kernel: a 14 x 32 tile of C held in 28 zmm accumulators. Each step
+ * of k loads two vectors of the B panel and broadcasts 14 values of the A panel: 28 FMAs
+ * against 16 loads, which keeps both FMA ports busy. Edge tiles use masked loads and
+ * stores on the column side and skip rows past the edge. */
+#include "kernels/gemm_internal.h"
+
+#include <immintrin.h>
+
+#define AVX512_MR 14
+#define AVX512_NR 32
+/* k-block length: the A panel (14 x 256 floats, 14 KiB) and the B panel streaming past it
+ * (32 KiB) together about fill the 48 KiB L1d; longer blocks measured no faster. */
+#define AVX512_MAX_DEPTH 256
+/* The B panel comes from L2; fetch it this many k-steps (of 128 bytes) ahead. */
+#define B_PREFETCH_DISTANCE 16
+
+#define FOR_EACH_ROW(X)                                                                   \
+    X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
+
+/* The first `live` of 16 lanes. */
+static inline __mmask16 lane_mask(int live)
+{
+    if (live <= 0)
+        return 0;
+    if (live >= 16)
+        return 0xFFFF;
+    return (__mmask16)((1u << live) - 1u);
+}
+
+static inline void store_row(float *c_row, __m512 sum_lo, __m512 sum_hi, __m512 alpha,
+                             __m512 beta, int read_c, __mmask16 mask_lo, __mmask16 mask_hi)
+{
+    __m512 lo = _mm512_mul_ps(alpha, sum_lo);
+    __m512 hi = _mm512_mul_ps(alpha, sum_hi);
+    if (read_c) {
+        lo = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(mask_lo, c_row), lo);
+        hi = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(mask_hi, c_row + 16), hi);
+    }
+    _mm512_mask_storeu_ps(c_row, mask_lo, lo);
+    _mm512_mask_storeu_ps(c_row + 16, mask_hi, hi);
+}
+
+/* One body, instantiated for A with contiguous rows (packed panels, or op(A) = A^T read in
+ * place) or contiguous steps (op(A) = A read in place), and for tiles of up to row_count
+ * rows, so that a product with few rows (a decoder's single query, a small batch) does
+ * not pay for 14. */
+static inline __attribute__((always_inline)) void
+avx512_tile(const int row_count, int64_t depth, const float *a, int64_t a_row_stride,
+            int64_t a_step_stride, const float *b, int64_t b_step_stride, float *c,
+            int64_t ldc, float alpha, float beta, int rows, int cols)
+{
+    /* Start fetching the C tile now: it is needed only after the k loop. */
+#define PREFETCH_ROW(r)                                                                   \
+    if (r < row_count && r < rows) {                                                     \
+        _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);                           \
+        _mm_prefetch((const char *)(c + r * ldc + cols - 1), _MM_HINT_T0);                \
+    }
+    FOR_EACH_ROW(PREFETCH_ROW)
+
+#define DECLARE_ROW(r) __m512 sum##r##_lo = _mm512_setzero_ps(), sum##r##_hi = _mm512_setzero_ps();
+    FOR_EACH_ROW(DECLARE_ROW)
+
+    const int64_t b_prefetch = B_PREFETCH_DISTANCE * b_step_stride;
+    /* Rows 7..13 are addressed from a second pointer so that strided rows need only the
+     * offsets 0..6 x a_row_stride, few enough to stay in registers. */
+    const float *a_upper = a + 7 * a_row_stride;
+    for (int64_t p = 0; p < depth; p++) {
+        __m512 b_lo = _mm512_loadu_ps(b), b_hi = _mm512_loadu_ps(b + 16);
+        _mm_prefetch((const char *)(b + b_prefetch), _MM_HINT_T0);
+        _mm_prefetch((const char *)(b + b_prefetch + 16), _MM_HINT_T0);
+#define STEP_ROW(r)                                                                       \
+    if (r < row_count) {                                                                  \
+        __m512 a_r = _mm512_set1_ps(r < 7 ? a[r * a_row_stride]                          \
+                                          : a_upper[(r - 7) * a_row_stride]);             \
+        sum##r##_lo = _mm512_fmadd_ps(a_r, b_lo, sum##r##_lo);                            \
+        sum##r##_hi = _mm512_fmadd_ps(a_r, b_hi, sum##r##_hi);                            \
+    }
+        FOR_EACH_ROW(STEP_ROW)
+        a += a_step_stride;
+        a_upper += a_step_stride;
+        b += b_step_stride;
+    }
+
+    const __mmask16 mask_lo = lane_mask(cols), mask_hi = lane_mask(cols - 16);
+    const __m512 alpha_v = _mm512_set1_ps(alpha), beta_v = _mm512_set1_ps(beta);
+    const int read_c = beta != 0.0f;
+#define STORE_ROW(r)                                                                      \
+    if (r < row_count && r < rows)                                                       \
+        store_row(c + r * ldc, sum##r##_lo, sum##r##_hi, alpha_v, beta_v, read_c, mask_lo,  \
+                  mask_hi);
+    FOR_EACH_ROW(STORE_ROW)
+}
+
+#define AVX512_TILE(row_count, row_stride, step_stride)                                   \
+    avx512_tile(row_count, depth, t->a, row_stride, step_stride, t->b, t->b_step_stride,    \
+                t->c, t->ldc, alpha, beta, t->rows, t->cols)
+
+static void avx512_micro_kernel(int64_t depth, const gemm_tile *t, float alpha, float beta)
+{
+    if (t->a_row_stride == 1) {
+        if (t->rows <= 1)
+            AVX512_TILE(1, 1, t->a_step_stride);
+        else if (t->rows <= 2)
+            AVX512_TILE(2, 1, t->a_step_stride);
+        else if (t->rows <= 4)
+            AVX512_TILE(4, 1, t->a_step_stride);
+        else if (t->rows <= 8)
+            AVX512_TILE(8, 1, t->a_step_stride);
+        else
+            AVX512_TILE(AVX512_MR, 1, t->a_step_stride);
+    } else {
+        /* In place with strided rows: the driver passes full tiles only. */
+        AVX512_TILE(AVX512_MR, t->a_row_stride, 1);
+    }
+}
+
+/* ---- packing rows stored along k: 16 x 16 transposes in registers ---------------------- */
+
+/* Afterwards r[j] holds what was column j of the 16 rows r[0..15]. */
+static inline __attribute__((always_inline)) void transpose_16x16(__m512 r[16])
+{
+    __m512 t[16];
+    /* Interleave pairs of rows, then pairs of pairs: r[4g + j] then holds, in its 128-bit
+     * lane L, column 4L + j of rows 4g .. 4g+3. */
+#pragma GCC unroll 8
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 16; i += 4) {
+        __m512d lo_a = _mm512_castps_pd(t[i]), hi_a = _mm512_castps_pd(t[i + 1]);
+        __m512d lo_b = _mm512_castps_pd(t[i + 2]), hi_b = _mm512_castps_pd(t[i + 3]);
+        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(lo_a, lo_b));
+        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(lo_a, lo_b));
+        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(hi_a, hi_b));
+        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(hi_a, hi_b));
+    }
+    /* Column 4L + j is lane L of r[j], r[4 + j], r[8 + j], r[12 + j]. */
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        __m512 rows01_lo = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x44);
+        __m512 rows01_hi = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xEE);
+        __m512 rows23_lo = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x44);
+        __m512 rows23_hi = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xEE);
+        t[j] = _mm512_shuffle_f32x4(rows01_lo, rows23_lo, 0x88);
+        t[4 + j] = _mm512_shuffle_f32x4(rows01_lo, rows23_lo, 0xDD);
+        t[8 + j] = _mm512_shuffle_f32x4(rows01_hi, rows23_hi, 0x88);
+        t[12 + j] = _mm512_shuffle_f32x4(rows01_hi, rows23_hi, 0xDD);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++)
+        r[i] = t[i];
+}
+
+/* The scalar transposing copy costs about 3 cycles a float, as much as the multiply
+ * itself when k is small (attention scores, k = 64); this does 16 x 16 blocks. */
+static void avx512_pack_transposed(const float *src, int64_t row_stride, int64_t width,
+                                   int64_t depth, int panel, float *dst)
+{
+    for (int64_t w0 = 0; w0 < width; w0 += panel, dst += (int64_t)panel * depth) {
+        /* Up to 16 rows of the panel at a time; rows past `width` are zero padding. */
+        for (int g = 0; g < panel; g += 16) {
+            int group = panel - g < 16 ? panel - g : 16;
+            int64_t live = width - w0 - g < group ? width - w0 - g : group;
+            const float *rows = src + (w0 + g) * row_stride;
+            const __mmask16 group_mask = lane_mask(group);
+            for (int64_t p0 = 0; p0 < depth; p0 += 16) {
+                int steps = depth - p0 < 16 ? (int)(depth - p0) : 16;
+                const __mmask16 step_mask = lane_mask(steps);
+                __m512 r[16];
+#pragma GCC unroll 16
+                for (int i = 0; i < 16; i++)
+                    r[i] = i < live ? _mm512_maskz_loadu_ps(step_mask, rows + i * row_stride + p0)
+                                    : _mm512_setzero_ps();
+                transpose_16x16(r);
+#pragma GCC unroll 16
+                for (int s = 0; s < 16; s++)
+                    if (s < steps)
+                        _mm512_mask_storeu_ps(dst + (p0 + s) * panel + g, group_mask, r[s]);
+            }
+        }
+    }
+}
+
+const gemm_kernel_info attn_gemm_avx512_kernel = {.mr = AVX512_MR,
+                                                  .nr = AVX512_NR,
+                                                  .max_depth = AVX512_MAX_DEPTH,
+                                                  .kernel = avx512_micro_kernel,
+                                                  .pack_transposed = avx512_pack_transposed};

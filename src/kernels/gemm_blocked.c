@@ -1,0 +1,388 @@
+/* The blocked, packed GEMM in the style of GotoBLAS/BLIS, shared by every optimized
+ * instruction set; only the micro-kernel (and its tile shape) differs between them.
+ *
+ * Loop nest over one rectangle of C (one per thread):
+ *   for each block of MC rows of op(A):                   packed A block lives in L2/L3
+ *     for each k-block of `depth` (kc) steps:
+ *       pack op(A)[rows, k-block] into MR-row panels
+ *       for each block of NC columns of op(B):
+ *         pack op(B)[k-block, columns] into NR-column panels    packed B block lives in L2
+ *         for each A panel:                                     A panel stays in L1
+ *           for each B panel: micro-kernel                      B panels stream from L2
+ * The register tile is MR x NR with vectors along n (rows of C are contiguous), so the
+ * A panel is the broadcast operand and is the one worth keeping in L1. A panel that few
+ * tiles use (op(A) of a product with few columns, op(B) = B of one with few rows) is not
+ * worth its copy: those are read in place and only a ragged edge panel is packed.
+ * C is cut into one rectangle per thread (see choose_partition); each thread packs into
+ * its own buffers, so threads never wait on each other inside a call.
+ *
+ * Determinism: the k-blocks depend only on k and the micro-kernel, and each element of C
+ * is summed over its k-block in order, then combined with C as alpha*sum + beta*C (the
+ * first block) or alpha*sum + C (the later ones). Nothing in that depends on the thread
+ * partition or on the MC/NC blocking, so results are bit-identical for any thread count.
+ */
+#include "kernels/gemm_internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Cache budgets for this CPU class (48 KiB L1d, 2 MiB L2 per core, large shared L3). The
+ * packed B block (depth x NC) takes half of L2 so that C tiles and the next A panel fit
+ * beside it; the packed A block (MC x depth) is re-read once per NC block, from L2/L3. */
+#define GEMM_B_BLOCK_BYTES ((size_t)1 << 20)
+#define GEMM_A_BLOCK_BYTES ((size_t)2 << 20)
+/* Below this much work per thread, waking another thread costs more than it saves. */
+#define GEMM_MIN_FLOPS_PER_THREAD (4.0e6)
+/* Panels used by at most this many tiles are read in place rather than packed. B panels
+ * read in place cost little more than packed ones (both stream from L2); A panels read in
+ * place are strided rows that may alias in L1, so they get the lower limit. */
+#define GEMM_A_IN_PLACE_MAX_USES 4
+#define GEMM_B_IN_PLACE_MAX_USES 8
+/* At most this many rectangles (threads) per call. */
+#define GEMM_MAX_PARTS 64
+
+/* ---- packing ------------------------------------------------------------------------ */
+
+/* Packs a `width` x `depth` slab of a matrix, element (w, p) at src[w * w_stride +
+ * p * p_stride], into panels of `panel` consecutive w, each stored depth-major:
+ * dst[panel_index * panel * depth + p * panel + (w % panel)]. The last panel is padded
+ * with zeros so the micro-kernel can always run full tiles. Both paths walk the source in
+ * memory order (whole rows at a time) so that hardware prefetch keeps up. */
+static inline void pack_panels_fixed(const float *src, int64_t w_stride, int64_t p_stride,
+                                     int64_t width, int64_t depth, const int panel, float *dst)
+{
+    const int64_t panel_floats = (int64_t)panel * depth;
+    if (w_stride == 1) {
+        /* The panels' width is contiguous in memory: each source row feeds every panel. */
+        const int64_t full = width / panel * panel;
+        for (int64_t p = 0; p < depth; p++) {
+            const float *row = src + p * p_stride;
+            float *d = dst + p * panel;
+            int64_t w0 = 0;
+            for (; w0 < full; w0 += panel, d += panel_floats)
+                for (int w = 0; w < panel; w++)
+                    d[w] = row[w0 + w];
+            if (w0 < width) {
+                int live = (int)(width - w0), w = 0;
+                for (; w < live; w++)
+                    d[w] = row[w0 + w];
+                for (; w < panel; w++)
+                    d[w] = 0.0f;
+            }
+        }
+        return;
+    }
+    /* Depth is contiguous in memory: a transpose, one source row at a time. */
+    for (int64_t w0 = 0; w0 < width; w0 += panel, dst += panel_floats) {
+        int64_t live = width - w0 < panel ? width - w0 : panel;
+        for (int64_t w = 0; w < live; w++) {
+            const float *row = src + (w0 + w) * w_stride;
+            float *d = dst + w;
+            for (int64_t p = 0; p < depth; p++)
+                d[p * panel] = row[p * p_stride];
+        }
+        for (int64_t w = live; w < panel; w++)
+            for (int64_t p = 0; p < depth; p++)
+                dst[p * panel + w] = 0.0f;
+    }
+}
+
+/* The panel widths of the micro-kernels, as constants so the copies are unrolled; the
+ * transposing case goes to the instruction set's own version where it has one. */
+static void pack_panels(const gemm_kernel_info *info, const float *src, int64_t w_stride,
+                        int64_t p_stride, int64_t width, int64_t depth, int panel, float *dst)
+{
+    if (w_stride != 1 && p_stride == 1 && info->pack_transposed != NULL) {
+        info->pack_transposed(src, w_stride, width, depth, panel, dst);
+        return;
+    }
+    switch (panel) {
+    case 4: pack_panels_fixed(src, w_stride, p_stride, width, depth, 4, dst); break;
+    case 6: pack_panels_fixed(src, w_stride, p_stride, width, depth, 6, dst); break;
+    case 8: pack_panels_fixed(src, w_stride, p_stride, width, depth, 8, dst); break;
+    case 14: pack_panels_fixed(src, w_stride, p_stride, width, depth, 14, dst); break;
+    case 16: pack_panels_fixed(src, w_stride, p_stride, width, depth, 16, dst); break;
+    case 32: pack_panels_fixed(src, w_stride, p_stride, width, depth, 32, dst); break;
+    default: pack_panels_fixed(src, w_stride, p_stride, width, depth, panel, dst); break;
+    }
+}
+
+/* ---- reusable packing buffers --------------------------------------------------------- */
+
+/* Packing buffers are kept across calls in a small pool so that a training loop does not
+ * page-fault fresh memory on every multiply. Idle buffers stay reachable from the pool
+ * (no leak reports at exit); attn_gemm_release_buffers() frees them. A pool rather than
+ * thread-local storage keeps concurrent callers safe and frees nothing behind a thread
+ * that exits. */
+typedef struct gemm_buffers {
+    struct gemm_buffers *next;
+    float *a;
+    size_t a_capacity; /* floats */
+    float *b;
+    size_t b_capacity;
+} gemm_buffers;
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static gemm_buffers *idle_buffers;
+
+static void buffers_destroy(gemm_buffers *buf)
+{
+    attn_aligned_free(buf->a);
+    attn_aligned_free(buf->b);
+    free(buf);
+}
+
+static int ensure_capacity(float **p, size_t *capacity, size_t floats)
+{
+    if (*capacity >= floats)
+        return 1;
+    size_t bytes;
+    if (!attn_mul_size(floats, sizeof(float), &bytes))
+        return 0;
+    float *fresh = attn_aligned_alloc(bytes);
+    if (fresh == NULL)
+        return 0;
+    attn_aligned_free(*p);
+    *p = fresh;
+    *capacity = floats;
+    return 1;
+}
+
+static void pool_release(gemm_buffers **bufs, int count)
+{
+    pthread_mutex_lock(&pool_lock);
+    for (int i = 0; i < count; i++) {
+        bufs[i]->next = idle_buffers;
+        idle_buffers = bufs[i];
+    }
+    pthread_mutex_unlock(&pool_lock);
+}
+
+/* Takes `count` buffer sets from the pool (making new ones as needed), each able to hold
+ * a_floats and b_floats. On failure returns 0 with nothing taken. */
+static int pool_acquire(gemm_buffers **bufs, int count, size_t a_floats, size_t b_floats)
+{
+    int taken = 0;
+    pthread_mutex_lock(&pool_lock);
+    while (taken < count && idle_buffers != NULL) {
+        bufs[taken] = idle_buffers;
+        idle_buffers = idle_buffers->next;
+        taken++;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    for (; taken < count; taken++) {
+        bufs[taken] = calloc(1, sizeof(gemm_buffers));
+        if (bufs[taken] == NULL) {
+            attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_gemm: out of memory for packing buffers");
+            pool_release(bufs, taken);
+            return 0;
+        }
+    }
+    for (int i = 0; i < count; i++) {
+        if (!ensure_capacity(&bufs[i]->a, &bufs[i]->a_capacity, a_floats) ||
+            !ensure_capacity(&bufs[i]->b, &bufs[i]->b_capacity, b_floats)) {
+            pool_release(bufs, count);
+            attn_fail(ATTN_ERR_OUT_OF_MEMORY,
+                      "attn_gemm: out of memory for packing buffers (%zu floats per thread)",
+                      a_floats + b_floats);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+void attn_gemm_release_buffers(void)
+{
+    pthread_mutex_lock(&pool_lock);
+    gemm_buffers *list = idle_buffers;
+    idle_buffers = NULL;
+    pthread_mutex_unlock(&pool_lock);
+    while (list != NULL) {
+        gemm_buffers *next = list->next;
+        buffers_destroy(list);
+        list = next;
+    }
+}
+
+/* ---- blocking and partition ------------------------------------------------------------- */
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* Splits `length` into the fewest blocks of at most `limit`, as equal as possible, each a
+ * multiple of `unit` (except where the length ends). Returns the block size. */
+static int64_t balanced_block(int64_t length, int64_t limit, int64_t unit)
+{
+    int64_t blocks = ceil_div(length, limit);
+    return ceil_div(ceil_div(length, blocks), unit) * unit;
+}
+
+typedef struct gemm_plan {
+    const gemm_kernel_info *info;
+    attn_transpose ta, tb;
+    int64_t m, n, k;
+    float alpha, beta;
+    const float *a, *b;
+    float *c;
+    int64_t lda, ldb, ldc;
+    int64_t depth;          /* k-block length */
+    int64_t max_mc;         /* rows of the packed A block */
+    int64_t max_nc;         /* columns of the packed B block */
+    int64_t row_parts;      /* the rectangles: row_parts x col_parts */
+    int64_t col_parts;
+    int a_in_place;         /* full A panels are read from the caller's A, not packed */
+    int b_in_place;         /* likewise for B (only when op(B) = B: rows contiguous) */
+    gemm_buffers **buffers; /* one set per thread */
+} gemm_plan;
+
+/* One rectangle of C: rows [r0, r1), columns [c0, c1). */
+static void multiply_rectangle(const gemm_plan *g, int64_t r0, int64_t r1, int64_t c0,
+                               int64_t c1, gemm_buffers *buf)
+{
+    const int mr = g->info->mr, nr = g->info->nr;
+    const gemm_micro_kernel kernel = g->info->kernel;
+    /* op(A)[i, p] = a[i * a_row + p * a_col]; op(B)[p, j] = b[p * b_row + j * b_col]. */
+    const int64_t a_row = g->ta == ATTN_NO_TRANS ? g->lda : 1;
+    const int64_t a_col = g->ta == ATTN_NO_TRANS ? 1 : g->lda;
+    const int64_t b_row = g->tb == ATTN_NO_TRANS ? g->ldb : 1;
+    const int64_t b_col = g->tb == ATTN_NO_TRANS ? 1 : g->ldb;
+    /* Read in place, A needs no row blocks: one pass packs each B block just once. */
+    const int64_t mc = g->a_in_place ? r1 - r0 : balanced_block(r1 - r0, g->max_mc, mr);
+    const int64_t nc = balanced_block(c1 - c0, g->max_nc, nr);
+    gemm_tile tile = {.ldc = g->ldc};
+
+    for (int64_t i0 = r0; i0 < r1; i0 += mc) {
+        int64_t mb = min64(mc, r1 - i0);
+        for (int64_t p0 = 0; p0 < g->k; p0 += g->depth) {
+            int64_t kc = min64(g->depth, g->k - p0);
+            float beta = p0 == 0 ? g->beta : 1.0f;
+            /* Panels [0, a_direct) come from A itself; the rest (all, or the ragged last
+             * one) are packed. */
+            const float *a_block = g->a + i0 * a_row + p0 * a_col;
+            int64_t a_direct = g->a_in_place ? mb / mr * mr : 0;
+            pack_panels(g->info, a_block + a_direct * a_row, a_row, a_col, mb - a_direct, kc, mr,
+                        buf->a);
+            for (int64_t j0 = c0; j0 < c1; j0 += nc) {
+                int64_t nb = min64(nc, c1 - j0);
+                const float *b_block = g->b + p0 * b_row + j0 * b_col;
+                int64_t b_direct = g->b_in_place ? nb / nr * nr : 0;
+                pack_panels(g->info, b_block + b_direct * b_col, b_col, b_row, nb - b_direct, kc,
+                            nr, buf->b);
+                for (int64_t i = 0; i < mb; i += mr) {
+                    if (i < a_direct) {
+                        tile.a = a_block + i * a_row;
+                        tile.a_row_stride = a_row;
+                        tile.a_step_stride = a_col;
+                    } else {
+                        tile.a = buf->a + (i - a_direct) * kc;
+                        tile.a_row_stride = 1;
+                        tile.a_step_stride = mr;
+                    }
+                    tile.rows = (int)min64(mr, mb - i);
+                    for (int64_t j = 0; j < nb; j += nr) {
+                        if (j < b_direct) {
+                            tile.b = b_block + j;
+                            tile.b_step_stride = b_row;
+                        } else {
+                            tile.b = buf->b + (j - b_direct) * kc;
+                            tile.b_step_stride = nr;
+                        }
+                        tile.c = g->c + (i0 + i) * g->ldc + j0 + j;
+                        tile.cols = (int)min64(nr, nb - j);
+                        kernel(kc, &tile, g->alpha, beta);
+                    }
+                }
+            }
+        }
+    }
+}
+
+static void multiply_parts(void *ctx, int64_t begin, int64_t end, int thread_index)
+{
+    const gemm_plan *g = ctx;
+    const int64_t row_panels = ceil_div(g->m, g->info->mr);
+    const int64_t col_panels = ceil_div(g->n, g->info->nr);
+    for (int64_t part = begin; part < end; part++) {
+        int64_t pr = part / g->col_parts, pc = part % g->col_parts;
+        int64_t r0 = row_panels * pr / g->row_parts * g->info->mr;
+        int64_t r1 = min64(row_panels * (pr + 1) / g->row_parts * g->info->mr, g->m);
+        int64_t c0 = col_panels * pc / g->col_parts * g->info->nr;
+        int64_t c1 = min64(col_panels * (pc + 1) / g->col_parts * g->info->nr, g->n);
+        if (r0 < r1 && c0 < c1)
+            multiply_rectangle(g, r0, r1, c0, c1, g->buffers[thread_index]);
+    }
+}
+
+/* Chooses how to cut C into `parts` rectangles (rows x columns) so that the packing work
+ * each thread repeats is smallest: every thread packs all of its rows of op(A) once and
+ * its columns of op(B) once per block of MC rows. */
+static void choose_partition(gemm_plan *g, int64_t parts)
+{
+    const int64_t row_panels = ceil_div(g->m, g->info->mr);
+    const int64_t col_panels = ceil_div(g->n, g->info->nr);
+    double best_cost = -1;
+    g->row_parts = 1;
+    g->col_parts = 1;
+    for (int64_t rp = 1; rp <= parts; rp++) {
+        if (parts % rp != 0)
+            continue;
+        int64_t cp = parts / rp;
+        if (rp > row_panels || cp > col_panels)
+            continue;
+        double rows = (double)g->m / (double)rp, cols = (double)g->n / (double)cp;
+        double cost = rows + cols * (double)ceil_div((int64_t)rows + 1, g->max_mc);
+        if (best_cost < 0 || cost < best_cost) {
+            best_cost = cost;
+            g->row_parts = rp;
+            g->col_parts = cp;
+        }
+    }
+}
+
+attn_status attn_gemm_blocked(const gemm_kernel_info *info, attn_transpose ta,
+                              attn_transpose tb, int64_t m, int64_t n, int64_t k, float alpha,
+                              const float *a, int64_t lda, const float *b, int64_t ldb,
+                              float beta, float *c, int64_t ldc)
+{
+    gemm_plan g = {.info = info, .ta = ta, .tb = tb, .m = m, .n = n, .k = k,
+                   .alpha = alpha, .beta = beta, .a = a, .b = b, .c = c,
+                   .lda = lda, .ldb = ldb, .ldc = ldc};
+    g.depth = balanced_block(k, info->max_depth, 1);
+    int64_t depth_bytes = g.depth * (int64_t)sizeof(float);
+    g.max_nc = (int64_t)GEMM_B_BLOCK_BYTES / depth_bytes / info->nr * info->nr;
+    g.max_mc = (int64_t)GEMM_A_BLOCK_BYTES / depth_bytes / info->mr * info->mr;
+    if (g.max_nc < info->nr)
+        g.max_nc = info->nr;
+    if (g.max_mc < info->mr)
+        g.max_mc = info->mr;
+
+    double flops = 2.0 * (double)m * (double)n * (double)k;
+    int64_t parts = attn_parallel_threads();
+    if (parts > GEMM_MAX_PARTS)
+        parts = GEMM_MAX_PARTS;
+    if ((double)parts * GEMM_MIN_FLOPS_PER_THREAD > flops)
+        parts = (int64_t)(flops / GEMM_MIN_FLOPS_PER_THREAD);
+    if (parts < 1)
+        parts = 1;
+    choose_partition(&g, parts);
+    parts = g.row_parts * g.col_parts;
+
+    /* Each rectangle is at most this large, so each thread's buffers need no more. */
+    int64_t rect_rows = ceil_div(ceil_div(m, info->mr), g.row_parts) * info->mr;
+    int64_t rect_cols = ceil_div(ceil_div(n, info->nr), g.col_parts) * info->nr;
+    /* A packed panel repays its copy only if enough tiles use it: an A panel is used by
+     * every column panel of the rectangle, a B panel by every row panel. */
+    g.a_in_place = rect_cols / info->nr <= GEMM_A_IN_PLACE_MAX_USES;
+    g.b_in_place = tb == ATTN_NO_TRANS && rect_rows / info->mr <= GEMM_B_IN_PLACE_MAX_USES;
+    size_t a_floats = (size_t)((g.a_in_place ? info->mr : min64(rect_rows, g.max_mc)) * g.depth);
+    size_t b_floats = (size_t)((g.b_in_place ? info->nr : min64(rect_cols, g.max_nc)) * g.depth);
+    gemm_buffers *buffers[GEMM_MAX_PARTS];
+    if (!pool_acquire(buffers, (int)parts, a_floats, b_floats))
+        return ATTN_ERR_OUT_OF_MEMORY;
+    g.buffers = buffers;
+    attn_parallel_for(parts, 1, multiply_parts, &g);
+    pool_release(buffers, (int)parts);
+    return ATTN_OK;
+}

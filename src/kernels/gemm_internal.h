@@ -1,0 +1,65 @@
+/* Shared by the GEMM driver (gemm_blocked.c) and its per-instruction-set micro-kernels.
+ *
+ * The micro-kernel forms one MR x NR tile of op(A) op(B) over `depth` steps of k, summing
+ * over p = 0 .. depth-1 in order from zero, and writes the top-left rows x cols corner of
+ * it to C as   C = alpha * product + beta * C   (beta == 0: C is written without being
+ * read). Every element of the tile goes through the same sequence of operations, so where
+ * an element sits in a tile (interior or edge) never changes its bits.
+ *
+ * Its operands are usually panels packed by the driver (zero-padded to full tiles, so
+ * every transpose combination and leading dimension reaches the same kernel):
+ *   an A panel holds MR rows of op(A) step by step:     a[p * MR + r]
+ *   a B panel holds NR columns of op(B) step by step:   b[p * NR + j]
+ * When a panel would be used too few times to repay packing, the driver instead points
+ * the kernel at the caller's matrix, always for a full MR x NR tile of it.
+ */
+#ifndef ATTN_GEMM_INTERNAL_H
+#define ATTN_GEMM_INTERNAL_H
+
+#include "core/internal.h"
+#include "attn/attn_kernels.h"
+
+/* op(A)[r, p] = a[r * a_row_stride + p * a_step_stride] for r < MR, where one of the two
+ * strides is 1 (a packed panel: 1 and MR); op(B)[p, j] = b[p * b_step_stride + j] for
+ * j < NR (a packed panel: NR). */
+typedef struct gemm_tile {
+    const float *a;
+    int64_t a_row_stride, a_step_stride;
+    const float *b;
+    int64_t b_step_stride;
+    float *c;
+    int64_t ldc;
+    int rows, cols; /* the part of the tile inside C */
+} gemm_tile;
+
+typedef void (*gemm_micro_kernel)(int64_t depth, const gemm_tile *tile, float alpha,
+                                  float beta);
+
+/* Packs `width` rows stored along k (row w, step p at src[w * row_stride + p]) into
+ * panels of `panel` rows, dst[panel_index * panel * depth + p * panel + w % panel], the
+ * last panel padded with zeros: the transposing case of packing (op(A) = A, op(B) = B^T). */
+typedef void (*gemm_pack_transposed)(const float *src, int64_t row_stride, int64_t width,
+                                     int64_t depth, int panel, float *dst);
+
+typedef struct gemm_kernel_info {
+    int mr;              /* rows of op(A) per register tile */
+    int nr;              /* columns of op(B) per register tile */
+    int64_t max_depth;   /* longest k-block: an A panel (MR x depth) should sit in L1 */
+    gemm_micro_kernel kernel;
+    gemm_pack_transposed pack_transposed; /* NULL: the driver's plain C version */
+} gemm_kernel_info;
+
+ATTN_INTERNAL extern const gemm_kernel_info attn_gemm_portable_kernel;
+ATTN_INTERNAL extern const gemm_kernel_info attn_gemm_avx2_kernel;
+ATTN_INTERNAL extern const gemm_kernel_info attn_gemm_avx512_kernel;
+
+/* The blocked, packed, threaded GEMM around one micro-kernel. Arguments are already
+ * checked (m, n, k > 0, valid pointers and leading dimensions). Fails only when packing
+ * buffers cannot be allocated, before C is touched. */
+ATTN_INTERNAL attn_status attn_gemm_blocked(const gemm_kernel_info *info, attn_transpose ta,
+                                            attn_transpose tb, int64_t m, int64_t n, int64_t k,
+                                            float alpha, const float *a, int64_t lda,
+                                            const float *b, int64_t ldb, float beta, float *c,
+                                            int64_t ldc);
+
+#endif /* ATTN_GEMM_INTERNAL_H */
