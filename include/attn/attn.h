@@ -8,11 +8,11 @@
 #include "attn/attn_attention.h"
 #include "attn/attn_tensor_file.h"
 #include "attn/attn_data.h"
-#include "attn/attn_autodiff.h"
-#include "attn/attn_nn.h"
-#include "attn/attn_models.h"
 #include "attn/attn_rnn.h"
 #include "attn/attn_viz.h"
 #include "attn/attn_metrics.h"
+#include "attn/attn_autodiff.h"
+#include "attn/attn_nn.h"
+#include "attn/attn_models.h"
 
 #endif /* ATTN_H */

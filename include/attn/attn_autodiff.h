@@ -161,7 +161,8 @@ ATTN_API void attn_graph_destroy(attn_graph *graph);
 /* The store the graph was created for (NULL if none). */
 ATTN_API attn_params *attn_graph_params(const attn_graph *graph);
 /* Forgets every variable and node (their pointers become invalid) and keeps the memory for
- * the next step. Restarts the count of dropout operations (see attn_graph_set_dropout_seed). */
+ * the next step (see attn_graph_memory_peak). Restarts the count of dropout operations (see
+ * attn_graph_set_dropout_seed). */
 ATTN_API void attn_graph_reset(attn_graph *graph);
 
 /* Recording off: operations push nothing and their outputs never require a gradient
@@ -175,7 +176,10 @@ ATTN_API int attn_graph_is_training(const attn_graph *graph);
  * training run that sets the step before each step draws the same masks when resumed. */
 ATTN_API void attn_graph_set_dropout_seed(attn_graph *graph, uint64_t seed, uint64_t step);
 
-/* Bytes in use now, and the most ever in use, in the graph's arena. */
+/* Bytes in use now, and the most in use in one step, in the graph's arena. When a step
+ * outgrows the arena, the next reset replaces it with one block 25% larger than that step
+ * needed (and the peak starts over), so once the largest batch has been seen no step
+ * allocates. */
 ATTN_API size_t attn_graph_memory_used(const attn_graph *graph);
 ATTN_API size_t attn_graph_memory_peak(const attn_graph *graph);
 /* Nodes on the tape now. */
@@ -220,6 +224,13 @@ ATTN_API int attn_graph_wants_grad(const attn_graph *graph, int n, attn_var *con
 /* Pushes a node; name (a string literal) is kept for error messages. */
 ATTN_API attn_status attn_graph_record(attn_graph *graph, attn_var *output,
                                        attn_backward_fn backward, void *ctx, const char *name);
+/* A node with several outputs (e.g. an RNN layer's outputs and final state): it runs when a
+ * gradient reached any of them, with outputs[0] as its output argument; the backward finds
+ * the others in its context, and an output whose grad is still NULL had zero gradient. */
+ATTN_API attn_status attn_graph_record_outputs(attn_graph *graph, int n_outputs,
+                                               attn_var *const *outputs,
+                                               attn_backward_fn backward, void *ctx,
+                                               const char *name);
 /* The variable's gradient buffer, allocated and zeroed on first use; *grad = NULL when the
  * variable requires no gradient. */
 ATTN_API attn_status attn_graph_grad(attn_graph *graph, attn_var *var, float **grad);

@@ -7,5 +7,5 @@ from .sdpa import scaled_dot_product_attention, scaled_dot_product_attention_bac
 from .mha import multi_head_attention_forward, multi_head_attention_backward  # noqa: F401
 from .classic import *  # noqa: F401,F403  (additive, Luong, hard attention, positional encoding)
 from . import kernels  # noqa: F401,E402
-from . import models  # noqa: F401,E402  (Transformer models: attn.models.Model)
 from .rnn import *  # noqa: F401,F403  (GRU and LSTM cells and stacked, bidirectional layers)
+from . import models  # noqa: F401,E402  (Transformer models: attn.models.Model)

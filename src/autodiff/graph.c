@@ -9,12 +9,14 @@ typedef struct tape_node {
     struct tape_node *prev;
     attn_backward_fn backward;
     void *ctx;
-    attn_var *output;
+    attn_var **outputs;
+    int n_outputs;
     const char *name;
 } tape_node;
 
 struct attn_graph {
     attn_arena *arena;
+    size_t arena_block; /* the size of the arena's blocks */
     attn_params *store;
     int recording, training;
     int backward_done;
@@ -37,6 +39,7 @@ attn_status attn_graph_create(attn_params *store, attn_graph **out)
         free(g);
         return status;
     }
+    g->arena_block = GRAPH_ARENA_BYTES;
     g->store = store;
     g->recording = 1;
     g->training = 1;
@@ -54,11 +57,32 @@ void attn_graph_destroy(attn_graph *graph)
 
 attn_params *attn_graph_params(const attn_graph *graph) { return graph ? graph->store : NULL; }
 
+/* A step that outgrew one block left its memory spread over several, and steps of other
+ * shapes (batches of other lengths) could keep adding blocks around the gaps. One block with
+ * room for the largest step so far ends that: once the largest batch has been seen, the
+ * graph allocates nothing. If the new block cannot be had, the old arena stays. */
+static void consolidate_arena(attn_graph *graph)
+{
+    size_t peak = attn_arena_peak(graph->arena);
+    if (peak <= graph->arena_block || peak > SIZE_MAX / 2)
+        return;
+    size_t block = peak + peak / 4;
+    attn_arena *bigger = NULL;
+    if (attn_arena_create(block, &bigger) != ATTN_OK) {
+        attn_clear_error();
+        return;
+    }
+    attn_arena_destroy(graph->arena);
+    graph->arena = bigger;
+    graph->arena_block = block;
+}
+
 void attn_graph_reset(attn_graph *graph)
 {
     if (graph == NULL)
         return;
     attn_arena_reset(graph->arena);
+    consolidate_arena(graph);
     graph->last = NULL;
     graph->nodes = 0;
     graph->dropout_count = 0;
@@ -221,30 +245,45 @@ int attn_graph_wants_grad(const attn_graph *graph, int n, attn_var *const *input
     return 0;
 }
 
-attn_status attn_graph_record(attn_graph *graph, attn_var *output, attn_backward_fn backward,
-                              void *ctx, const char *name)
+attn_status attn_graph_record_outputs(attn_graph *graph, int n_outputs,
+                                      attn_var *const *outputs, attn_backward_fn backward,
+                                      void *ctx, const char *name)
 {
     const char *fn = __func__;
+    name = name ? name : "?";
     ATTN_CHECK_NOT_NULL(graph);
-    ATTN_CHECK_NOT_NULL(output);
+    ATTN_CHECK_NOT_NULL(outputs);
     ATTN_CHECK_NOT_NULL(backward);
-    ATTN_CHECK_ARG(graph->recording, "%s: %s: the graph is not recording", fn,
-                   name ? name : "?");
+    ATTN_CHECK_ARG(n_outputs >= 1, "%s: %s: n_outputs must be >= 1, got %d", fn, name,
+                   n_outputs);
+    for (int i = 0; i < n_outputs; i++)
+        ATTN_CHECK_ARG(outputs[i] != NULL, "%s: %s: outputs[%d] must not be NULL", fn, name, i);
+    ATTN_CHECK_ARG(graph->recording, "%s: %s: the graph is not recording", fn, name);
     ATTN_CHECK_ARG(!graph->backward_done,
-                   "%s: %s: backward already ran on this graph; reset it first", fn,
-                   name ? name : "?");
+                   "%s: %s: backward already ran on this graph; reset it first", fn, name);
     tape_node *node = attn_arena_alloc(graph->arena, sizeof *node);
-    if (node == NULL)
+    attn_var **copy = attn_arena_alloc(graph->arena, (size_t)n_outputs * sizeof *copy);
+    if (node == NULL || copy == NULL)
         return ATTN_ERR_OUT_OF_MEMORY;
+    for (int i = 0; i < n_outputs; i++) {
+        copy[i] = outputs[i];
+        copy[i]->requires_grad = 1;
+    }
     node->prev = graph->last;
     node->backward = backward;
     node->ctx = ctx;
-    node->output = output;
-    node->name = name ? name : "?";
-    output->requires_grad = 1;
+    node->outputs = copy;
+    node->n_outputs = n_outputs;
+    node->name = name;
     graph->last = node;
     graph->nodes++;
     return ATTN_OK;
+}
+
+attn_status attn_graph_record(attn_graph *graph, attn_var *output, attn_backward_fn backward,
+                              void *ctx, const char *name)
+{
+    return attn_graph_record_outputs(graph, 1, &output, backward, ctx, name);
 }
 
 attn_status attn_graph_grad(attn_graph *graph, attn_var *var, float **grad)
@@ -270,9 +309,12 @@ static attn_status run_tape(attn_graph *graph)
 {
     graph->backward_done = 1;
     for (tape_node *node = graph->last; node != NULL; node = node->prev) {
-        if (node->output->grad == NULL)
+        int reached = 0;
+        for (int i = 0; i < node->n_outputs; i++)
+            reached |= node->outputs[i]->grad != NULL;
+        if (!reached)
             continue;
-        attn_status status = node->backward(graph, node->output, node->ctx);
+        attn_status status = node->backward(graph, node->outputs[0], node->ctx);
         if (status != ATTN_OK) {
             char inner[512];
             snprintf(inner, sizeof inner, "%s", attn_last_error());

@@ -195,6 +195,23 @@ attn_status attn_model_load_weights(attn_model *model, const attn_tensor_file *f
     return attn_params_load(model->params, file, ATTN_PARAM_VALUES, NULL);
 }
 
+/* The stored config JSON. Looked up entry by entry: a file without metadata is common here
+ * (plain weight files) and must give this message. */
+static attn_status find_config(const attn_tensor_file *file, const char *path, const char **json)
+{
+    for (size_t i = 0; i < attn_tensor_file_metadata_count(file); i++) {
+        const char *key, *value;
+        ATTN_TRY(attn_tensor_file_metadata_at(file, i, &key, &value));
+        if (strcmp(key, ATTN_MODEL_CONFIG_KEY) == 0) {
+            *json = value;
+            return ATTN_OK;
+        }
+    }
+    return attn_fail(ATTN_ERR_FORMAT,
+                     "attn_model_load: %s: no metadata key '%s' (not a model saved by attn)",
+                     path, ATTN_MODEL_CONFIG_KEY);
+}
+
 attn_status attn_model_load(const char *path, attn_model **out)
 {
     ATTN_CHECK_NOT_NULL(out);
@@ -205,7 +222,7 @@ attn_status attn_model_load(const char *path, attn_model **out)
     const char *json = NULL;
     attn_model_config config;
     attn_model *model = NULL;
-    attn_status status = attn_tensor_file_metadata(file, ATTN_MODEL_CONFIG_KEY, &json);
+    attn_status status = find_config(file, path, &json);
     if (status == ATTN_OK) {
         status = attn_model_config_from_json(json, &config);
         if (status != ATTN_OK) {

@@ -171,6 +171,43 @@ static void test_arena_is_reused_across_steps(void)
     attn_params_destroy(store);
 }
 
+/* The address of the first allocation of a step: the start of the arena's first block, which
+ * changes only when the graph replaces its arena. */
+static void *first_block(attn_graph *g)
+{
+    attn_graph_reset(g);
+    return attn_graph_alloc(g, 64);
+}
+
+static attn_var *big_step(attn_graph *g, int64_t n)
+{
+    attn_var *x = NULL, *y = NULL;
+    CHECK_OK(attn_graph_input(g, 1, &n, NULL, 1, &x));
+    CHECK_OK(attn_op_add(g, x, x, &y));
+    return y;
+}
+
+static void test_arena_settles_after_the_largest_step(void)
+{
+    attn_graph *g = NULL;
+    CHECK_OK(attn_graph_create(NULL, &g));
+    void *initial = first_block(g);
+    big_step(g, 3 << 20); /* 24 MB over several blocks */
+    size_t largest = attn_graph_memory_peak(g);
+    void *settled = first_block(g);
+    CHECK(settled != initial, "the reset after an outgrown step replaces the arena");
+    CHECK(attn_graph_memory_used(g) == 64, "and starts it empty");
+    const int64_t sizes[4] = {3 << 20, 1 << 20, 5, 2 << 20};
+    int stable = 1;
+    for (int i = 0; i < 4; i++) {
+        CHECK(first_block(g) == settled, "step %d: same arena", i);
+        big_step(g, sizes[i]);
+        stable &= attn_graph_memory_peak(g) <= largest + 64;
+    }
+    CHECK(first_block(g) == settled && stable, "smaller or equal steps never grow it");
+    attn_graph_destroy(g);
+}
+
 static void dropout_once(attn_graph *g, const float *x_data, int64_t n, float *first,
                          float *second)
 {
@@ -241,6 +278,58 @@ static attn_status bad_backward(attn_graph *graph, const attn_var *output, void 
     return attn_gemm(ATTN_NO_TRANS, ATTN_NO_TRANS, -1, 1, 1, 1.0f, NULL, 1, NULL, 1, 0.0f, NULL, 1);
 }
 
+/* A two-output operation: y1 = 2 x, y2 = 3 x. */
+typedef struct two_outputs {
+    attn_var *x, *y1, *y2;
+} two_outputs;
+
+static attn_status two_outputs_backward(attn_graph *graph, const attn_var *output, void *raw)
+{
+    two_outputs *c = raw;
+    float *dx;
+    CHECK(output == c->y1, "the backward gets the first output");
+    attn_status status = attn_graph_grad(graph, c->x, &dx);
+    if (status != ATTN_OK)
+        return status;
+    for (int i = 0; i < 2; i++)
+        dx[i] += 2.0f * (c->y1->grad ? c->y1->grad[i] : 0.0f) +
+                 3.0f * (c->y2->grad ? c->y2->grad[i] : 0.0f);
+    return ATTN_OK;
+}
+
+static void test_operation_with_two_outputs(void)
+{
+    attn_graph *g = NULL;
+    CHECK_OK(attn_graph_create(NULL, &g));
+    const float data[2] = {1, 2}, ones[2] = {1, 1};
+    const int64_t n = 2;
+    for (int which = 1; which <= 2; which++) {
+        attn_graph_reset(g);
+        two_outputs *c = attn_graph_alloc(g, sizeof *c);
+        c->x = leaf(g, 2, data, 1);
+        CHECK_OK(attn_graph_new_var(g, 1, &n, 1, &c->y1));
+        CHECK_OK(attn_graph_new_var(g, 1, &n, 1, &c->y2));
+        for (int i = 0; i < 2; i++) {
+            c->y1->value.data[i] = 2.0f * data[i];
+            c->y2->value.data[i] = 3.0f * data[i];
+        }
+        attn_var *outputs[2] = {c->y1, c->y2}, *sum;
+        CHECK_OK(attn_graph_record_outputs(g, 2, outputs, two_outputs_backward, c, "two"));
+        attn_var *used = which == 1 ? c->y1 : c->y2;
+        CHECK_OK(attn_op_add(g, used, used, &sum));
+        CHECK_OK(attn_graph_backward_from(g, sum, ones));
+        float expected = which == 1 ? 4.0f : 6.0f;
+        CHECK(c->x->grad && c->x->grad[0] == expected && c->x->grad[1] == expected,
+              "only y%d used: dx = %g", which, (double)expected);
+    }
+    attn_var *outputs[1] = {NULL};
+    CHECK_FAILS(attn_graph_record_outputs(g, 1, outputs, two_outputs_backward, NULL, "x"),
+                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_graph_record_outputs(g, 0, outputs, two_outputs_backward, NULL, "x"),
+                ATTN_ERR_INVALID_ARGUMENT);
+    attn_graph_destroy(g);
+}
+
 static void test_custom_operation_and_errors(void)
 {
     attn_graph *g = NULL;
@@ -291,7 +380,9 @@ int main(void)
     RUN_TEST(test_recording_off_is_inference);
     RUN_TEST(test_parameter_gradients_live_in_the_store);
     RUN_TEST(test_arena_is_reused_across_steps);
+    RUN_TEST(test_arena_settles_after_the_largest_step);
     RUN_TEST(test_dropout_follows_seed_step_and_order);
+    RUN_TEST(test_operation_with_two_outputs);
     RUN_TEST(test_custom_operation_and_errors);
     return test_summary();
 }

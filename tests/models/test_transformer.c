@@ -358,27 +358,40 @@ static void test_no_arena_growth_after_the_first_step(void)
     attn_model *m = new_model(&c, 7);
     attn_graph *g = NULL;
     CHECK_OK(attn_graph_create(attn_model_params(m), &g));
-    attn_model_batch batch = fixed_batch();
+    /* The full batch, then a shorter one (the first two sentences, cut), alternately. */
+    attn_model_batch full = fixed_batch(), shorter = fixed_batch();
+    const int32_t short_src[2 * 3] = {4, 5, 6, 5, 5, 0}, short_src_lengths[2] = {3, 2};
+    const int32_t short_tgt[2 * 3] = {1, 4, 2, 1, 2, 0}, short_tgt_lengths[2] = {3, 2};
+    shorter.size = 2;
+    shorter.src_len = 3;
+    shorter.src = short_src;
+    shorter.src_lengths = short_src_lengths;
+    shorter.tgt_len = 3;
+    shorter.tgt = short_tgt;
+    shorter.tgt_lengths = short_tgt_lengths;
     size_t peak = 0, used = 0;
     float *loss_address = NULL;
     int stable = 1;
-    for (int step = 0; step < 4; step++) {
+    for (int step = 0; step < 6; step++) {
+        attn_model_batch *batch = step % 2 == 0 ? &full : &shorter;
         attn_graph_reset(g);
         attn_graph_set_dropout_seed(g, 1, (uint64_t)step);
         attn_params_zero_grad(attn_model_params(m));
         attn_var *loss = NULL;
-        CHECK_OK(attn_model_forward_loss(m, g, &batch, &loss));
+        CHECK_OK(attn_model_forward_loss(m, g, batch, &loss));
         CHECK_OK(attn_graph_backward(g, loss));
         if (step == 0) {
             peak = attn_graph_memory_peak(g);
             used = attn_graph_memory_used(g);
             loss_address = loss ? loss->value.data : NULL;
-        } else {
+        } else if (batch == &full) {
             stable &= attn_graph_memory_peak(g) == peak && attn_graph_memory_used(g) == used &&
                       loss != NULL && loss->value.data == loss_address;
+        } else {
+            stable &= attn_graph_memory_peak(g) == peak && attn_graph_memory_used(g) < used;
         }
     }
-    CHECK(stable, "steps 2..4 reuse step 1's arena exactly (peak %zu bytes)", peak);
+    CHECK(stable, "later steps reuse step 1's arena exactly (peak %zu bytes)", peak);
     attn_graph_destroy(g);
     attn_model_destroy(m);
 }
@@ -503,8 +516,8 @@ static void test_learns_to_copy(void)
         loss_value = loss->value.data[0];
         if (steps == 1)
             first_loss = loss_value;
-        adam_step(store, steps, 3e-3f);
-        if (loss_value < 0.01f)
+        adam_step(store, steps, 5e-3f);
+        if (loss_value < 0.03f)
             break;
     }
     int after = greedy_exact_matches(m, &data);
@@ -563,6 +576,9 @@ static void test_bad_arguments_are_rejected(void)
     CHECK(strstr(attn_last_error(), "max_len") != NULL, "%s", attn_last_error());
     CHECK_FAILS(attn_model_decode(m, g, NULL, NULL, 1, 2, batch_tgt, 2, NULL, &out), bad);
     CHECK(strstr(attn_last_error(), "memory") != NULL, "%s", attn_last_error());
+    attn_model_batch empty = {0, SRC_LEN, NULL, NULL, TGT_LEN, NULL, NULL, NULL};
+    CHECK_OK(attn_model_forward_loss(m, g, &empty, &out));
+    CHECK(out && out->value.data[0] == 0.0f, "an empty batch: loss 0");
     attn_graph_destroy(g);
     attn_model_destroy(m);
 
