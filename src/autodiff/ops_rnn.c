@@ -7,30 +7,14 @@
  * dispatch on the instruction set themselves and keep their double references; the
  * plumbing only moves memory, so one portable loop serves every instruction set.
  *
- * Two outputs. The tape runs one backward per output variable, but an LSTM step's backward
- * needs the gradients of h' and c' together, and an attention step's those of the context
- * and the weights. The second output gets its own node, recorded after the main one so that
- * it runs first: it only makes sure the main output has a gradient buffer (zeros if nothing
- * reached it), so the main node runs whenever either output received a gradient, and reads
- * the second output's gradient itself. */
+ * Two outputs (an LSTM step's h' and c'; an attention step's context and weights) make one
+ * node (attn_graph_record_outputs), whose backward reads both gradients from its context:
+ * either may be NULL when nothing reached that output. */
 #include "autodiff/autodiff_internal.h"
 
 #include <string.h>
 
 /* ---- shared helpers ------------------------------------------------------------------- */
-
-static attn_status second_output_backward(attn_graph *graph, const attn_var *output, void *raw)
-{
-    (void)output;
-    float *grad;
-    return attn_graph_grad(graph, raw, &grad);
-}
-
-static attn_status record_second_output(attn_graph *graph, attn_var *second, attn_var *main,
-                                        const char *name)
-{
-    return attn_graph_record(graph, second, second_output_backward, main, name);
-}
 
 static attn_status grad_of(attn_graph *graph, attn_var *v, float **grad)
 {
@@ -38,7 +22,10 @@ static attn_status grad_of(attn_graph *graph, attn_var *v, float **grad)
     return v == NULL ? ATTN_OK : attn_graph_grad(graph, v, grad);
 }
 
-static const float *data_of(const attn_var *v) { return v != NULL ? v->value.data : NULL; }
+static const float *data_of(const attn_var *v)
+{
+    return v != NULL ? v->value.data : NULL;
+}
 
 /* Padding mask [B, S] (1 = padding) from key_lengths in [0, S] (NULL: no padding). */
 static attn_status padding_mask(const char *fn, attn_graph *graph, int64_t batch, int64_t len,
@@ -63,7 +50,10 @@ static attn_status padding_mask(const char *fn, attn_graph *graph, int64_t batch
 
 /* ---- recurrent weights ------------------------------------------------------------------ */
 
-static int64_t gate_count(attn_rnn_cell cell) { return cell == ATTN_RNN_LSTM ? 4 : 3; }
+static int64_t gate_count(attn_rnn_cell cell)
+{
+    return cell == ATTN_RNN_LSTM ? 4 : 3;
+}
 
 /* Checks one direction's (or one cell's) parameters and reads the hidden size from
  * weight_hh [G*H, H]; input_size is what weight_ih must take. */
@@ -138,8 +128,8 @@ static attn_status rnn_layer_backward(attn_graph *graph, const attn_var *output,
         attn_rnn_grads grads;
         ATTN_TRY(rnn_grads(graph, &ctx->directions[d], &grads));
         ATTN_TRY(attn_rnn_layer_backward(&dims, &params, ctx->x->value.data, ctx->lengths,
-                                         ctx->saved[d], output->grad + d * dims.hidden_size,
-                                         NULL, NULL, workspace, dx, NULL, NULL, &grads));
+                                         ctx->saved[d], output->grad + d * dims.hidden_size, NULL,
+                                         NULL, workspace, dx, NULL, NULL, &grads));
     }
     return ATTN_OK;
 }
@@ -229,12 +219,13 @@ attn_status attn_op_rnn_layer(attn_graph *graph, attn_rnn_cell cell, const attn_
 typedef struct rnn_cell_ctx {
     attn_rnn_cell_dims dims;
     attn_rnn_vars params;
-    attn_var *x, *h, *c, *c_out;
+    attn_var *x, *h, *c, *h_out, *c_out;
     float *saved;
 } rnn_cell_ctx;
 
 static attn_status rnn_cell_backward(attn_graph *graph, const attn_var *output, void *raw)
 {
+    (void)output;
     rnn_cell_ctx *ctx = raw;
     float *workspace = attn_graph_alloc_floats(graph, attn_rnn_cell_workspace_floats(&ctx->dims));
     if (workspace == NULL)
@@ -247,19 +238,18 @@ static attn_status rnn_cell_backward(attn_graph *graph, const attn_var *output, 
     ATTN_TRY(rnn_grads(graph, &ctx->params, &grads));
     attn_rnn_params params = raw_rnn_params(&ctx->params);
     return attn_rnn_cell_backward(&ctx->dims, &params, ctx->x->value.data, ctx->saved,
-                                  output->grad, ctx->c_out ? ctx->c_out->grad : NULL, workspace,
+                                  ctx->h_out->grad, ctx->c_out ? ctx->c_out->grad : NULL, workspace,
                                   dx, dh, dc, &grads);
 }
 
-static attn_status check_state(const char *fn, const char *what, const attn_var *s,
-                               int64_t batch, int64_t hidden)
+static attn_status check_state(const char *fn, const char *what, const attn_var *s, int64_t batch,
+                               int64_t hidden)
 {
     char a[96];
     if (s == NULL)
         return ATTN_OK;
     ATTN_TRY(attn_ad_check_var(fn, what, s));
-    ATTN_CHECK_ARG(s->value.ndim >= 1 && attn_ad_rows(s) == batch &&
-                       attn_ad_last_dim(s) == hidden,
+    ATTN_CHECK_ARG(s->value.ndim >= 1 && attn_ad_rows(s) == batch && attn_ad_last_dim(s) == hidden,
                    "%s: %s %s must have %lld rows of %lld", fn, what,
                    attn_ad_shape_text(s, a, sizeof a), (long long)batch, (long long)hidden);
     return ATTN_OK;
@@ -288,8 +278,8 @@ attn_status attn_op_rnn_cell(attn_graph *graph, attn_rnn_cell cell, const attn_r
     ATTN_TRY(check_state(fn, "c", c, batch, hidden));
 
     attn_rnn_cell_dims dims = {cell, batch, in, hidden};
-    attn_var *inputs[7] = {x, h, c, params->weight_ih, params->weight_hh, params->bias_ih,
-                           params->bias_hh};
+    attn_var *inputs[7] = {
+        x, h, c, params->weight_ih, params->weight_hh, params->bias_ih, params->bias_hh};
     const int wants = attn_graph_wants_grad(graph, 7, inputs);
     const int64_t shape[2] = {batch, hidden};
     attn_var *h_new, *c_new = NULL;
@@ -308,10 +298,10 @@ attn_status attn_op_rnn_cell(attn_graph *graph, attn_rnn_cell cell, const attn_r
         rnn_cell_ctx *ctx = attn_graph_alloc(graph, sizeof *ctx);
         if (ctx == NULL)
             return ATTN_ERR_OUT_OF_MEMORY;
-        *ctx = (rnn_cell_ctx){dims, *params, x, h, c, c_new, saved};
-        ATTN_TRY(attn_graph_record(graph, h_new, rnn_cell_backward, ctx, "rnn_cell"));
-        if (lstm)
-            ATTN_TRY(record_second_output(graph, c_new, h_new, "rnn_cell (cell state)"));
+        *ctx = (rnn_cell_ctx){dims, *params, x, h, c, h_new, c_new, saved};
+        attn_var *outputs[2] = {h_new, c_new};
+        ATTN_TRY(attn_graph_record_outputs(graph, lstm ? 2 : 1, outputs, rnn_cell_backward, ctx,
+                                           "rnn_cell"));
     }
     *h_out = h_new;
     if (c_out != NULL)
@@ -370,7 +360,10 @@ static void concat_backward_rows(void *raw, int64_t begin, int64_t end, int thre
     }
 }
 
-static int64_t rows_per_chunk(int64_t width) { return 1 + COPY_CHUNK / (width > 0 ? width : 1); }
+static int64_t rows_per_chunk(int64_t width)
+{
+    return 1 + COPY_CHUNK / (width > 0 ? width : 1);
+}
 
 static attn_status concat_backward(attn_graph *graph, const attn_var *output, void *raw)
 {
@@ -395,8 +388,8 @@ static attn_status concat_into(const char *fn, attn_graph *graph, int64_t n,
     ATTN_CHECK_NOT_NULL(out);
     *out = NULL;
     ATTN_CHECK_NOT_NULL(graph);
-    ATTN_CHECK_ARG(n >= 1 && n <= MAX_PIECES, "%s: n must be in [1, %d], got %lld", fn,
-                   MAX_PIECES, (long long)n);
+    ATTN_CHECK_ARG(n >= 1 && n <= MAX_PIECES, "%s: n must be in [1, %d], got %lld", fn, MAX_PIECES,
+                   (long long)n);
     ATTN_CHECK_ARG(inputs != NULL, "%s: inputs must not be NULL", fn);
     concat_ctx ctx = {(int)n, NULL, 0, 0};
     ctx.inputs = attn_graph_alloc(graph, (size_t)n * sizeof *ctx.inputs);
@@ -412,8 +405,8 @@ static attn_status concat_into(const char *fn, attn_graph *graph, int64_t n,
                        attn_ad_shape_text(inputs[i], a, sizeof a),
                        attn_ad_shape_text(inputs[0], b, sizeof b));
         ATTN_CHECK_ARG(!stack || attn_ad_last_dim(inputs[i]) == attn_ad_last_dim(inputs[0]),
-                       "%s: inputs[%d] %s differs in its last dimension from inputs[0] %s", fn,
-                       i, attn_ad_shape_text(inputs[i], a, sizeof a),
+                       "%s: inputs[%d] %s differs in its last dimension from inputs[0] %s", fn, i,
+                       attn_ad_shape_text(inputs[i], a, sizeof a),
                        attn_ad_shape_text(inputs[0], b, sizeof b));
         ctx.inputs[i] = inputs[i];
         ctx.width += attn_ad_last_dim(inputs[i]);
@@ -551,12 +544,13 @@ static attn_status check_attention_inputs(const char *fn, const attn_var *query,
 }
 
 /* A parameter of exactly [d0] (ndim 1) or [d0, d1]. */
-static attn_status check_param_shape(const char *fn, const char *what, const attn_var *p,
-                                     int ndim, int64_t d0, int64_t d1)
+static attn_status check_param_shape(const char *fn, const char *what, const attn_var *p, int ndim,
+                                     int64_t d0, int64_t d1)
 {
     char a[96];
     ATTN_TRY(attn_ad_check_var(fn, what, p));
-    int ok = p->value.ndim == ndim && p->value.shape[0] == d0 && (ndim == 1 || p->value.shape[1] == d1);
+    int ok =
+        p->value.ndim == ndim && p->value.shape[0] == d0 && (ndim == 1 || p->value.shape[1] == d1);
     if (ndim == 1)
         ATTN_CHECK_ARG(ok, "%s: %s %s must be [%lld]", fn, what, attn_ad_shape_text(p, a, sizeof a),
                        (long long)d0);
@@ -575,14 +569,13 @@ static attn_status attention_outputs(attn_graph *graph, int wants, int64_t batch
     return attn_graph_new_var(graph, 2, weights_shape, wants, weights);
 }
 
+/* The weights are an output of the node only when the caller has them. */
 static attn_status record_attention(attn_graph *graph, attn_var *context, attn_var *weights,
                                     int weights_wanted, attn_backward_fn backward, void *ctx,
                                     const char *name)
 {
-    ATTN_TRY(attn_graph_record(graph, context, backward, ctx, name));
-    if (weights_wanted)
-        ATTN_TRY(record_second_output(graph, weights, context, "attention weights"));
-    return ATTN_OK;
+    attn_var *outputs[2] = {context, weights};
+    return attn_graph_record_outputs(graph, weights_wanted ? 2 : 1, outputs, backward, ctx, name);
 }
 
 /* ---- additive attention --------------------------------------------------------------------- */
@@ -590,7 +583,7 @@ static attn_status record_attention(attn_graph *graph, attn_var *context, attn_v
 typedef struct additive_ctx {
     attn_additive_dims dims;
     attn_additive_vars params;
-    attn_var *query, *keys, *values, *weights;
+    attn_var *query, *keys, *values, *context, *weights;
     int weights_wanted;
     const uint8_t *mask;
     float *saved;
@@ -604,7 +597,10 @@ static attn_additive_params raw_additive(const attn_additive_vars *p)
 
 static attn_status additive_backward(attn_graph *graph, const attn_var *output, void *raw)
 {
+    (void)output;
     additive_ctx *ctx = raw;
+    float *dcontext; /* zeros when only the weights received a gradient */
+    ATTN_TRY(attn_graph_grad(graph, ctx->context, &dcontext));
     float *workspace = attn_graph_alloc_floats(graph, attn_additive_workspace_floats(&ctx->dims));
     if (workspace == NULL)
         return ATTN_ERR_OUT_OF_MEMORY;
@@ -617,11 +613,10 @@ static attn_status additive_backward(attn_graph *graph, const attn_var *output, 
     ATTN_TRY(grad_of(graph, ctx->params.bias, &grads.bias));
     ATTN_TRY(grad_of(graph, ctx->params.v, &grads.v));
     attn_additive_params params = raw_additive(&ctx->params);
-    return attn_additive_backward(&ctx->dims, &params, ctx->query->value.data,
-                                  ctx->keys->value.data, ctx->values->value.data, ctx->mask,
-                                  ctx->weights->value.data, ctx->saved, output->grad,
-                                  ctx->weights_wanted ? ctx->weights->grad : NULL, dq, dk, dv,
-                                  &grads, workspace);
+    return attn_additive_backward(
+        &ctx->dims, &params, ctx->query->value.data, ctx->keys->value.data, ctx->values->value.data,
+        ctx->mask, ctx->weights->value.data, ctx->saved, dcontext,
+        ctx->weights_wanted ? ctx->weights->grad : NULL, dq, dk, dv, &grads, workspace);
 }
 
 attn_status attn_op_additive_attention(attn_graph *graph, const attn_additive_vars *params,
@@ -659,14 +654,14 @@ attn_status attn_op_additive_attention(attn_graph *graph, const attn_additive_va
         return ATTN_ERR_OUT_OF_MEMORY;
     attn_additive_params raw = raw_additive(params);
     ATTN_TRY(attn_additive_forward(&dims, &raw, query->value.data, keys->value.data,
-                                   values->value.data, mask, ctx_out->value.data,
-                                   w_out->value.data, saved));
+                                   values->value.data, mask, ctx_out->value.data, w_out->value.data,
+                                   saved));
     if (wants) {
         additive_ctx *ctx = attn_graph_alloc(graph, sizeof *ctx);
         if (ctx == NULL)
             return ATTN_ERR_OUT_OF_MEMORY;
-        *ctx = (additive_ctx){dims,  *params, query, keys, values, w_out, weights != NULL,
-                              mask, saved};
+        *ctx = (additive_ctx){dims,    *params, query,           keys, values,
+                              ctx_out, w_out,   weights != NULL, mask, saved};
         ATTN_TRY(record_attention(graph, ctx_out, w_out, weights != NULL, additive_backward, ctx,
                                   "additive_attention"));
     }
@@ -737,8 +732,8 @@ attn_status attn_op_luong_project_keys(attn_graph *graph, attn_var *annotations,
     const int64_t shape[3] = {config.batch, config.src_len, config.attn_dim};
     attn_var *y;
     ATTN_TRY(attn_graph_new_var(graph, 3, shape, wants, &y));
-    ATTN_TRY(attn_luong_project_keys(&config, annotations->value.data, w->value.data,
-                                     y->value.data));
+    ATTN_TRY(
+        attn_luong_project_keys(&config, annotations->value.data, w->value.data, y->value.data));
     if (wants) {
         project_ctx *ctx = attn_graph_alloc(graph, sizeof *ctx);
         if (ctx == NULL)
@@ -754,7 +749,7 @@ typedef struct luong_ctx {
     attn_luong_config config;
     attn_luong_vars params;
     int64_t position;
-    attn_var *query, *keys, *values, *weights;
+    attn_var *query, *keys, *values, *context, *weights;
     int weights_wanted;
     const uint8_t *mask;
     float *saved;
@@ -762,7 +757,10 @@ typedef struct luong_ctx {
 
 static attn_status luong_backward(attn_graph *graph, const attn_var *output, void *raw)
 {
+    (void)output;
     luong_ctx *ctx = raw;
+    float *dcontext; /* zeros when only the weights received a gradient */
+    ATTN_TRY(attn_graph_grad(graph, ctx->context, &dcontext));
     float *workspace = attn_graph_alloc_floats(graph, attn_luong_workspace_floats(&ctx->config));
     if (workspace == NULL)
         return ATTN_ERR_OUT_OF_MEMORY;
@@ -773,19 +771,18 @@ static attn_status luong_backward(attn_graph *graph, const attn_var *output, voi
     attn_luong_grads grads;
     ATTN_TRY(luong_grads(graph, &ctx->params, &grads));
     attn_luong_params params = raw_luong(&ctx->params);
-    return attn_luong_backward(&ctx->config, &params, ctx->position, ctx->query->value.data,
-                               ctx->keys->value.data, ctx->values->value.data, ctx->mask,
-                               ctx->weights->value.data, ctx->saved, output->grad,
-                               ctx->weights_wanted ? ctx->weights->grad : NULL, dq, dk, dv,
-                               &grads, workspace);
+    return attn_luong_backward(
+        &ctx->config, &params, ctx->position, ctx->query->value.data, ctx->keys->value.data,
+        ctx->values->value.data, ctx->mask, ctx->weights->value.data, ctx->saved, dcontext,
+        ctx->weights_wanted ? ctx->weights->grad : NULL, dq, dk, dv, &grads, workspace);
 }
 
 /* Checks the parameters the score and alignment use and fills the config's sizes from
  * them; the parameters they do not use must be NULL. */
 static attn_status luong_config_of(const char *fn, attn_luong_score score, attn_luong_align align,
-                                   int64_t window, const attn_luong_vars *p,
-                                   const attn_var *query, const attn_var *keys,
-                                   const attn_var *values, attn_luong_config *config)
+                                   int64_t window, const attn_luong_vars *p, const attn_var *query,
+                                   const attn_var *keys, const attn_var *values,
+                                   attn_luong_config *config)
 {
     ATTN_CHECK_ARG(p != NULL, "%s: params must not be NULL", fn);
     ATTN_CHECK_ARG((unsigned)score <= ATTN_LUONG_CONCAT, "%s: unknown score %d", fn, (int)score);
@@ -802,8 +799,9 @@ static attn_status luong_config_of(const char *fn, attn_luong_score score, attn_
     case ATTN_LUONG_DOT:
         config->key_dim = width;
         ATTN_CHECK_ARG(p->w == NULL && p->v == NULL, "%s: the dot score takes no w or v", fn);
-        ATTN_CHECK_ARG(ds == width, "%s: the dot score needs query and keys of one size, got %lld and %lld",
-                       fn, (long long)ds, (long long)width);
+        ATTN_CHECK_ARG(ds == width,
+                       "%s: the dot score needs query and keys of one size, got %lld and %lld", fn,
+                       (long long)ds, (long long)width);
         break;
     case ATTN_LUONG_GENERAL:
         config->key_dim = width;
@@ -871,8 +869,8 @@ attn_status attn_op_luong_attention(attn_graph *graph, attn_luong_score score,
         luong_ctx *ctx = attn_graph_alloc(graph, sizeof *ctx);
         if (ctx == NULL)
             return ATTN_ERR_OUT_OF_MEMORY;
-        *ctx = (luong_ctx){config, *params, position, query, keys, values, w_out,
-                           weights != NULL, mask, saved};
+        *ctx = (luong_ctx){config,  *params, position,        query, keys, values,
+                           ctx_out, w_out,   weights != NULL, mask,  saved};
         ATTN_TRY(record_attention(graph, ctx_out, w_out, weights != NULL, luong_backward, ctx,
                                   "luong_attention"));
     }

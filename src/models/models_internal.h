@@ -26,9 +26,8 @@ ATTN_INTERNAL attn_status attn_rnn_model_encode(const char *fn, const attn_rnn_m
 ATTN_INTERNAL attn_status attn_rnn_model_decode(const char *fn, const attn_rnn_model *m,
                                                 attn_graph *graph, attn_var *memory,
                                                 const int32_t *src_lengths, int64_t size,
-                                                int64_t len, const int32_t *ids,
-                                                int64_t ids_stride, const int32_t *lengths,
-                                                attn_var **logits);
+                                                int64_t len, const int32_t *ids, int64_t ids_stride,
+                                                const int32_t *lengths, attn_var **logits);
 
 /* transformer.c: a model's RNN part, NULL unless its arch is "rnn". */
 ATTN_INTERNAL attn_rnn_model *attn_model_rnn_part(attn_model *model);

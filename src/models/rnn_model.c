@@ -106,8 +106,8 @@ static attn_status register_modules(attn_rnn_model *m, attn_params *store)
             c->window, hidden, annotations, c->attention_dim));
         ATTN_TRY(attn_nn_linear_register(&m->combine, store, "combine", annotations + hidden,
                                          hidden, 0));
-        ATTN_TRY(attn_nn_linear_register(&m->generator, store, "generator", hidden, c->tgt_vocab,
-                                         1));
+        ATTN_TRY(
+            attn_nn_linear_register(&m->generator, store, "generator", hidden, c->tgt_vocab, 1));
     } else {
         ATTN_TRY(attn_nn_linear_register(&m->generator, store, "generator",
                                          hidden + embed + context, c->tgt_vocab, 1));
@@ -156,8 +156,8 @@ attn_status attn_rnn_model_encode(const char *fn, const attn_rnn_model *m, attn_
                 t >= n ? 0 : src[b * src_len + (c->reverse_source ? n - 1 - t : t)];
     }
     attn_var *x;
-    ATTN_TRY(attn_nn_embedding_forward(&m->src_embed, graph, size, src_len, ids, src_len, 1.0f,
-                                       &x));
+    ATTN_TRY(
+        attn_nn_embedding_forward(&m->src_embed, graph, size, src_len, ids, src_len, 1.0f, &x));
     ATTN_TRY(attn_op_dropout(graph, x, (float)c->dropout, &x));
     for (int64_t k = 0; k < c->layers; k++) {
         ATTN_TRY(attn_nn_rnn_layer_forward(&m->encoder[k], graph, x, src_lengths, &x));
@@ -174,12 +174,12 @@ static attn_status start(const char *fn, const attn_rnn_model *m, attn_graph *gr
                          attn_var *memory, const int32_t *src_lengths, attn_rnn_decoder **out)
 {
     const attn_model_config *c = &m->config;
-    ATTN_CHECK_ARG(memory != NULL, "%s: the rnn decoder needs the memory (attn_model_encode's output)",
-                   fn);
+    ATTN_CHECK_ARG(memory != NULL,
+                   "%s: the rnn decoder needs the memory (attn_model_encode's output)", fn);
     ATTN_CHECK_ARG(memory->value.ndim == 3 && memory->value.shape[2] == m->annotation_dim &&
                        memory->value.shape[1] >= 1,
-                   "%s: memory must be [size, src_len >= 1, %lld] (attn_model_encode's output)",
-                   fn, (long long)m->annotation_dim);
+                   "%s: memory must be [size, src_len >= 1, %lld] (attn_model_encode's output)", fn,
+                   (long long)m->annotation_dim);
     const int64_t size = memory->value.shape[0], src_len = memory->value.shape[1];
     const int64_t hidden = c->hidden;
     attn_rnn_decoder *d = attn_graph_alloc(graph, sizeof *d);
@@ -389,8 +389,9 @@ attn_status attn_model_rnn_decoder_reorder(attn_rnn_decoder *decoder, const int6
                    "%s: reordering is for inference; turn the graph's recording off", fn);
     ATTN_CHECK_ARG(d->size == 0 || rows != NULL, "%s: rows must not be NULL", fn);
     for (int64_t r = 0; r < d->size; r++)
-        ATTN_CHECK_ARG(rows[r] >= 0 && rows[r] < d->size, "%s: rows[%lld] = %lld is outside [0, %lld)",
-                       fn, (long long)r, (long long)rows[r], (long long)d->size);
+        ATTN_CHECK_ARG(rows[r] >= 0 && rows[r] < d->size,
+                       "%s: rows[%lld] = %lld is outside [0, %lld)", fn, (long long)r,
+                       (long long)rows[r], (long long)d->size);
     const int64_t layers = d->model->config.layers;
     /* Every per-sentence value, so rows may also move between sentences. */
     const int keys_are_annotations = d->keys == d->annotations;

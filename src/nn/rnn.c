@@ -13,7 +13,10 @@ static attn_status check_cell_kind(const char *fn, attn_rnn_cell cell)
     return ATTN_OK;
 }
 
-static int64_t gates(attn_rnn_cell cell) { return cell == ATTN_RNN_LSTM ? 4 : 3; }
+static int64_t gates(attn_rnn_cell cell)
+{
+    return cell == ATTN_RNN_LSTM ? 4 : 3;
+}
 
 /* PyTorch's reset_parameters for recurrent modules. */
 static attn_init recurrent_init(int64_t hidden)
@@ -29,9 +32,9 @@ static attn_status var_or_null(attn_graph *graph, attn_param_id id, attn_var **o
 
 /* ---- one layer of nn.GRU / nn.LSTM ---------------------------------------------------------- */
 
-attn_status attn_nn_rnn_layer_register(attn_nn_rnn_layer *m, attn_params *store,
-                                       const char *prefix, attn_rnn_cell cell, int64_t layer,
-                                       int64_t input_size, int64_t hidden_size, int bidirectional)
+attn_status attn_nn_rnn_layer_register(attn_nn_rnn_layer *m, attn_params *store, const char *prefix,
+                                       attn_rnn_cell cell, int64_t layer, int64_t input_size,
+                                       int64_t hidden_size, int bidirectional)
 {
     const char *fn = __func__;
     ATTN_CHECK_NOT_NULL(m);
@@ -80,11 +83,12 @@ attn_status attn_nn_rnn_layer_forward(const attn_nn_rnn_layer *m, attn_graph *gr
         ATTN_TRY(attn_graph_param(graph, m->bias_ih[d], &directions[d].bias_ih));
         ATTN_TRY(attn_graph_param(graph, m->bias_hh[d], &directions[d].bias_hh));
     }
-    return attn_op_rnn_layer(graph, m->cell, &directions[0], m->bidirectional ? &directions[1] : NULL,
-                             x, lengths, out);
+    return attn_op_rnn_layer(graph, m->cell, &directions[0],
+                             m->bidirectional ? &directions[1] : NULL, x, lengths, out);
 }
 
-/* ---- nn.GRUCell / nn.LSTMCell ----------------------------------------------------------------- */
+/* ---- nn.GRUCell / nn.LSTMCell -----------------------------------------------------------------
+ */
 
 attn_status attn_nn_rnn_cell_register(attn_nn_rnn_cell *m, attn_params *store, const char *prefix,
                                       attn_rnn_cell cell, int64_t input_size, int64_t hidden_size)
@@ -121,7 +125,8 @@ attn_status attn_nn_rnn_cell_forward(const attn_nn_rnn_cell *m, attn_graph *grap
     return attn_op_rnn_cell(graph, m->cell, &p, x, h, c, h_out, c_out);
 }
 
-/* ---- additive attention ----------------------------------------------------------------------- */
+/* ---- additive attention -----------------------------------------------------------------------
+ */
 
 static attn_init vector_init(int64_t dim)
 {
@@ -172,7 +177,8 @@ attn_status attn_nn_additive_attention_forward(const attn_nn_additive_attention 
                                       weights);
 }
 
-/* ---- Luong attention -------------------------------------------------------------------------- */
+/* ---- Luong attention --------------------------------------------------------------------------
+ */
 
 attn_status attn_nn_luong_attention_register(attn_nn_luong_attention *m, attn_params *store,
                                              const char *prefix, attn_luong_score score,

@@ -48,10 +48,10 @@ static void free_leaves(op_case *c)
         free(c->leaves[i].data);
 }
 
-#define TRY_OP(expr)                                                                         \
-    do {                                                                                     \
-        if ((expr) != ATTN_OK)                                                               \
-            return NULL;                                                                     \
+#define TRY_OP(expr)                                                                               \
+    do {                                                                                           \
+        if ((expr) != ATTN_OK)                                                                     \
+            return NULL;                                                                           \
     } while (0)
 
 /* ---- builders ------------------------------------------------------------------------- */
@@ -71,8 +71,8 @@ static attn_var *build_rnn_layer(attn_graph *g, attn_var **x, void *raw)
     attn_rnn_vars rev = {x[1 + per], x[2 + per], a->with_bias ? x[3 + per] : NULL,
                          a->with_bias ? x[4 + per] : NULL};
     attn_var *y;
-    TRY_OP(attn_op_rnn_layer(g, a->cell, &fwd, a->bidirectional ? &rev : NULL, x[0], a->lengths,
-                             &y));
+    TRY_OP(
+        attn_op_rnn_layer(g, a->cell, &fwd, a->bidirectional ? &rev : NULL, x[0], a->lengths, &y));
     return y;
 }
 
@@ -145,7 +145,7 @@ static attn_var *build_gather(attn_graph *g, attn_var **x, void *raw)
 
 typedef struct attention_args {
     const int32_t *lengths;
-    int outputs;       /* 1: context, 2: weights, 3: both */
+    int outputs; /* 1: context, 2: weights, 3: both */
     int keys_are_values;
     attn_luong_score score;
     attn_luong_align align;
@@ -219,79 +219,124 @@ static attention_args additive_both = {lengths_2, 3, 0, 0, 0, 0, 0};
 static attention_args additive_weights = {lengths_2, 2, 1, 0, 0, 0, 0};
 static attention_args additive_context = {NULL, 1, 1, 0, 0, 0, 0};
 static attention_args dot_global = {lengths_2, 3, 1, ATTN_LUONG_DOT, ATTN_LUONG_GLOBAL, 0, 0};
-static attention_args general_local_m = {lengths_2, 3, 1, ATTN_LUONG_GENERAL, ATTN_LUONG_LOCAL_M,
-                                         1, 3};
+static attention_args general_local_m = {lengths_2,          3, 1, ATTN_LUONG_GENERAL,
+                                         ATTN_LUONG_LOCAL_M, 1, 3};
 static attention_args concat_global = {lengths_2, 1, 1, ATTN_LUONG_CONCAT, ATTN_LUONG_GLOBAL, 0, 0};
-static attention_args general_local_p = {lengths_2, 3, 1, ATTN_LUONG_GENERAL, ATTN_LUONG_LOCAL_P,
-                                         2, 0};
+static attention_args general_local_p = {lengths_2,          3, 1, ATTN_LUONG_GENERAL,
+                                         ATTN_LUONG_LOCAL_P, 2, 0};
 
 static int make_cases(op_case *cases)
 {
     int n = 0;
     /* GRU: G = 3; B = 3, T = 4, I = 3, H = 2. */
-    cases[n++] = (op_case){"GRU layer, one direction, lengths 4 0 2", build_rnn_layer, &gru_uni, 5,
-                           {spec(3, 3, 4, 3), spec(2, 6, 3, 0), spec(2, 6, 2, 0), spec(1, 6, 0, 0),
-                            spec(1, 6, 0, 0)}};
-    cases[n++] = (op_case){"LSTM layer, bidirectional, lengths 4 0 2", build_rnn_layer, &lstm_bi, 9,
+    cases[n++] = (op_case){
+        "GRU layer, one direction, lengths 4 0 2",
+        build_rnn_layer,
+        &gru_uni,
+        5,
+        {spec(3, 3, 4, 3), spec(2, 6, 3, 0), spec(2, 6, 2, 0), spec(1, 6, 0, 0), spec(1, 6, 0, 0)}};
+    cases[n++] = (op_case){"LSTM layer, bidirectional, lengths 4 0 2",
+                           build_rnn_layer,
+                           &lstm_bi,
+                           9,
                            {spec(3, 3, 4, 3), spec(2, 8, 3, 0), spec(2, 8, 2, 0), spec(1, 8, 0, 0),
                             spec(1, 8, 0, 0), spec(2, 8, 3, 0), spec(2, 8, 2, 0), spec(1, 8, 0, 0),
                             spec(1, 8, 0, 0)}};
-    cases[n++] = (op_case){"GRU layer, bidirectional, no bias, full length", build_rnn_layer,
-                           &gru_bi_nobias, 5,
-                           {spec(3, 2, 3, 2), spec(2, 9, 2, 0), spec(2, 9, 3, 0), spec(2, 9, 2, 0),
-                            spec(2, 9, 3, 0)}};
-    cases[n++] = (op_case){"GRU cell", build_rnn_cell, &gru_cell, 6,
+    cases[n++] = (op_case){
+        "GRU layer, bidirectional, no bias, full length",
+        build_rnn_layer,
+        &gru_bi_nobias,
+        5,
+        {spec(3, 2, 3, 2), spec(2, 9, 2, 0), spec(2, 9, 3, 0), spec(2, 9, 2, 0), spec(2, 9, 3, 0)}};
+    cases[n++] = (op_case){"GRU cell",
+                           build_rnn_cell,
+                           &gru_cell,
+                           6,
                            {spec(2, 3, 4, 0), spec(2, 9, 4, 0), spec(2, 9, 3, 0), spec(1, 9, 0, 0),
                             spec(1, 9, 0, 0), spec(2, 3, 3, 0)}};
-    cases[n++] = (op_case){"GRU cell from zeros, x [B, 1, I]", build_rnn_cell, &gru_cell_zero, 5,
-                           {spec(3, 2, 1, 4), spec(2, 9, 4, 0), spec(2, 9, 3, 0), spec(1, 9, 0, 0),
-                            spec(1, 9, 0, 0)}};
-    cases[n++] = (op_case){"LSTM cell, h' and c'", build_rnn_cell, &lstm_both, 7,
-                           {spec(2, 3, 4, 0), spec(2, 12, 4, 0), spec(2, 12, 3, 0),
-                            spec(1, 12, 0, 0), spec(1, 12, 0, 0), spec(2, 3, 3, 0),
-                            spec(2, 3, 3, 0)}};
-    cases[n++] = (op_case){"LSTM cell, c' only", build_rnn_cell, &lstm_c_only, 7,
-                           {spec(2, 3, 4, 0), spec(2, 12, 4, 0), spec(2, 12, 3, 0),
-                            spec(1, 12, 0, 0), spec(1, 12, 0, 0), spec(2, 3, 3, 0),
-                            spec(2, 3, 3, 0)}};
-    cases[n++] = (op_case){"LSTM cell from zeros, h' only", build_rnn_cell, &lstm_h_only, 5,
+    cases[n++] = (op_case){
+        "GRU cell from zeros, x [B, 1, I]",
+        build_rnn_cell,
+        &gru_cell_zero,
+        5,
+        {spec(3, 2, 1, 4), spec(2, 9, 4, 0), spec(2, 9, 3, 0), spec(1, 9, 0, 0), spec(1, 9, 0, 0)}};
+    cases[n++] =
+        (op_case){"LSTM cell, h' and c'",
+                  build_rnn_cell,
+                  &lstm_both,
+                  7,
+                  {spec(2, 3, 4, 0), spec(2, 12, 4, 0), spec(2, 12, 3, 0), spec(1, 12, 0, 0),
+                   spec(1, 12, 0, 0), spec(2, 3, 3, 0), spec(2, 3, 3, 0)}};
+    cases[n++] =
+        (op_case){"LSTM cell, c' only",
+                  build_rnn_cell,
+                  &lstm_c_only,
+                  7,
+                  {spec(2, 3, 4, 0), spec(2, 12, 4, 0), spec(2, 12, 3, 0), spec(1, 12, 0, 0),
+                   spec(1, 12, 0, 0), spec(2, 3, 3, 0), spec(2, 3, 3, 0)}};
+    cases[n++] = (op_case){"LSTM cell from zeros, h' only",
+                           build_rnn_cell,
+                           &lstm_h_only,
+                           5,
                            {spec(2, 3, 4, 0), spec(2, 12, 4, 0), spec(2, 12, 3, 0),
                             spec(1, 12, 0, 0), spec(1, 12, 0, 0)}};
-    cases[n++] = (op_case){"GRU cell, two steps", build_two_steps, &gru_steps, 6,
+    cases[n++] = (op_case){"GRU cell, two steps",
+                           build_two_steps,
+                           &gru_steps,
+                           6,
                            {spec(2, 2, 4, 0), spec(2, 9, 4, 0), spec(2, 9, 3, 0), spec(1, 9, 0, 0),
                             spec(1, 9, 0, 0), spec(2, 2, 4, 0)}};
-    cases[n++] = (op_case){"LSTM cell, two steps (c flows between)", build_two_steps, &lstm_steps,
+    cases[n++] = (op_case){"LSTM cell, two steps (c flows between)",
+                           build_two_steps,
+                           &lstm_steps,
                            6,
                            {spec(2, 2, 4, 0), spec(2, 12, 4, 0), spec(2, 12, 3, 0),
                             spec(1, 12, 0, 0), spec(1, 12, 0, 0), spec(2, 2, 4, 0)}};
-    cases[n++] = (op_case){"concat with fan-out", build_concat, NULL, 2,
-                           {spec(3, 3, 1, 4), spec(2, 3, 2, 0)}};
-    cases[n++] = (op_case){"stack with fan-out", build_stack, NULL, 2,
-                           {spec(2, 3, 4, 0), spec(3, 3, 1, 4)}};
-    cases[n++] = (op_case){"gather positions (one empty)", build_gather, NULL, 1,
-                           {spec(3, 3, 4, 5)}};
+    cases[n++] = (op_case){
+        "concat with fan-out", build_concat, NULL, 2, {spec(3, 3, 1, 4), spec(2, 3, 2, 0)}};
+    cases[n++] =
+        (op_case){"stack with fan-out", build_stack, NULL, 2, {spec(2, 3, 4, 0), spec(3, 3, 1, 4)}};
+    cases[n++] =
+        (op_case){"gather positions (one empty)", build_gather, NULL, 1, {spec(3, 3, 4, 5)}};
     /* Additive: B = 2, S = 5, ds = 3, dh = 4, da = 6, dv = 2. */
-    cases[n++] = (op_case){"additive attention, context and weights", build_additive,
-                           &additive_both, 7,
+    cases[n++] = (op_case){"additive attention, context and weights",
+                           build_additive,
+                           &additive_both,
+                           7,
                            {spec(2, 2, 3, 0), spec(3, 2, 5, 4), spec(2, 6, 4, 0), spec(2, 6, 3, 0),
                             spec(1, 6, 0, 0), spec(1, 6, 0, 0), spec(3, 2, 5, 2)}};
-    cases[n++] = (op_case){"additive attention, weights only, keys are values", build_additive,
-                           &additive_weights, 6,
+    cases[n++] = (op_case){"additive attention, weights only, keys are values",
+                           build_additive,
+                           &additive_weights,
+                           6,
                            {spec(2, 2, 3, 0), spec(3, 2, 5, 4), spec(2, 6, 4, 0), spec(2, 6, 3, 0),
                             spec(1, 6, 0, 0), spec(1, 6, 0, 0)}};
-    cases[n++] = (op_case){"additive attention, no padding", build_additive, &additive_context, 6,
+    cases[n++] = (op_case){"additive attention, no padding",
+                           build_additive,
+                           &additive_context,
+                           6,
                            {spec(2, 2, 3, 0), spec(3, 2, 5, 4), spec(2, 6, 4, 0), spec(2, 6, 3, 0),
                             spec(1, 6, 0, 0), spec(1, 6, 0, 0)}};
     /* Luong: B = 2, S = 5, ds = dk = 4 (dot), dk = 3 otherwise. */
-    cases[n++] = (op_case){"Luong dot, global", build_luong, &dot_global, 2,
-                           {spec(2, 2, 4, 0), spec(3, 2, 5, 4)}};
-    cases[n++] = (op_case){"Luong general, local-m", build_luong, &general_local_m, 3,
+    cases[n++] = (op_case){
+        "Luong dot, global", build_luong, &dot_global, 2, {spec(2, 2, 4, 0), spec(3, 2, 5, 4)}};
+    cases[n++] = (op_case){"Luong general, local-m",
+                           build_luong,
+                           &general_local_m,
+                           3,
                            {spec(2, 2, 4, 0), spec(3, 2, 5, 3), spec(2, 4, 3, 0)}};
-    cases[n++] = (op_case){"Luong concat (projected keys), global", build_luong, &concat_global, 4,
-                           {spec(2, 2, 4, 0), spec(3, 2, 5, 3), spec(2, 6, 7, 0), spec(1, 6, 0, 0)}};
-    cases[n++] = (op_case){"Luong general, local-p", build_luong, &general_local_p, 5,
-                           {spec(2, 2, 4, 0), spec(3, 2, 5, 3), spec(2, 4, 3, 0), spec(2, 5, 4, 0),
-                            spec(1, 5, 0, 0)}};
+    cases[n++] =
+        (op_case){"Luong concat (projected keys), global",
+                  build_luong,
+                  &concat_global,
+                  4,
+                  {spec(2, 2, 4, 0), spec(3, 2, 5, 3), spec(2, 6, 7, 0), spec(1, 6, 0, 0)}};
+    cases[n++] = (op_case){
+        "Luong general, local-p",
+        build_luong,
+        &general_local_p,
+        5,
+        {spec(2, 2, 4, 0), spec(3, 2, 5, 3), spec(2, 4, 3, 0), spec(2, 5, 4, 0), spec(1, 5, 0, 0)}};
     return n;
 }
 
@@ -507,11 +552,11 @@ static void test_bad_arguments_are_rejected(void)
     CHECK_FAILS(attn_op_luong_attention(g, ATTN_LUONG_GENERAL, ATTN_LUONG_LOCAL_M, -1, &general, 0,
                                         h, x, x, NULL, &y, NULL),
                 bad);
-    CHECK_FAILS(attn_op_luong_attention(g, ATTN_LUONG_GENERAL, ATTN_LUONG_GLOBAL, 0, &none, 0, h,
-                                        x, x, NULL, &y, NULL),
+    CHECK_FAILS(attn_op_luong_attention(g, ATTN_LUONG_GENERAL, ATTN_LUONG_GLOBAL, 0, &none, 0, h, x,
+                                        x, NULL, &y, NULL),
                 bad);
-    CHECK_FAILS(attn_op_luong_attention(g, ATTN_LUONG_DOT, ATTN_LUONG_GLOBAL, 0, &general, 0, q4,
-                                        x, x, NULL, &y, NULL),
+    CHECK_FAILS(attn_op_luong_attention(g, ATTN_LUONG_DOT, ATTN_LUONG_GLOBAL, 0, &general, 0, q4, x,
+                                        x, NULL, &y, NULL),
                 bad);
     CHECK_FAILS(attn_op_luong_attention(g, ATTN_LUONG_GENERAL, ATTN_LUONG_LOCAL_P, 2, &general, 0,
                                         h, x, x, NULL, &y, NULL),

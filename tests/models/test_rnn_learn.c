@@ -167,8 +167,7 @@ static void learn(const char *name, attn_model_config c, task t)
             exact = exact_matches(m, &held);
     }
     printf("  %s, %s: %d steps (%.1f s), loss %.4f, held-out exact %d -> %d of %d\n", name,
-           task_names[t], step, seconds_since(&start), (double)loss_value, before, exact,
-           HELD_OUT);
+           task_names[t], step, seconds_since(&start), (double)loss_value, before, exact, HELD_OUT);
     CHECK(exact == HELD_OUT, "%s learns to %s: greedy decoding gets every held-out sentence (%d)",
           name, task_names[t], exact);
     attn_graph_destroy(g);

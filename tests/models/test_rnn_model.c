@@ -39,11 +39,11 @@ static attn_model *new_model(const attn_model_config *c, uint64_t seed)
 
 /* 3 sentences with padding in source and target; one source is empty. */
 enum { BATCH = 3, SRC_LEN = 5, TGT_LEN = 6 };
-static const int32_t batch_src[BATCH * SRC_LEN] = {4, 5, 6, 7, 8, /**/ 5, 3, 0, 0, 0,
+static const int32_t batch_src[BATCH * SRC_LEN] = {4,      5, 6, 7, 8, /**/ 5, 3, 0, 0, 0,
                                                    /**/ 0, 0, 0, 0, 0};
 static const int32_t batch_src_lengths[BATCH] = {5, 2, 0};
-static const int32_t batch_tgt[BATCH * TGT_LEN] = {1, 4, 9, 10, 5, 2, /**/ 1, 6, 2, 0, 0, 0,
-                                                   /**/ 1, 7, 7, 8, 2, 0};
+static const int32_t batch_tgt[BATCH * TGT_LEN] = {1,      4, 9, 10, 5, 2, /**/ 1, 6, 2, 0, 0, 0,
+                                                   /**/ 1, 7, 7, 8,  2, 0};
 static const int32_t batch_tgt_lengths[BATCH] = {6, 3, 5};
 
 static attn_model_batch fixed_batch(void)
@@ -358,7 +358,8 @@ static void test_every_isa_matches_the_reference(void)
     CHECK_OK(attn_set_num_threads(0));
 }
 
-/* ---- padding, steps, reordering, reversal ----------------------------------------------------- */
+/* ---- padding, steps, reordering, reversal -----------------------------------------------------
+ */
 
 static float *logits_of(attn_model *m, const attn_model_batch *batch, size_t *count)
 {
@@ -416,8 +417,8 @@ static void test_padding_and_neighbours_are_invisible(void)
         other.tgt = tgt;
         size_t n2;
         float *padded = logits_of(m, &other, &n2);
-        CHECK(n2 == count && real_rows_diff(base, padded, batch_tgt_lengths, BATCH, TGT_LEN - 1,
-                                            11) == 0.0,
+        CHECK(n2 == count &&
+                  real_rows_diff(base, padded, batch_tgt_lengths, BATCH, TGT_LEN - 1, 11) == 0.0,
               "%s: padding values change nothing", v[i].name);
 
         /* A longer padded source. */
@@ -430,8 +431,8 @@ static void test_padding_and_neighbours_are_invisible(void)
         other.src = wide;
         other.src_len = LONGER;
         float *longer = logits_of(m, &other, &n2);
-        CHECK(n2 == count && real_rows_diff(base, longer, batch_tgt_lengths, BATCH, TGT_LEN - 1,
-                                            11) < 1e-6,
+        CHECK(n2 == count &&
+                  real_rows_diff(base, longer, batch_tgt_lengths, BATCH, TGT_LEN - 1, 11) < 1e-6,
               "%s: more source padding changes nothing", v[i].name);
 
         /* Sentence 1 alone gives its logits in the batch. */
@@ -502,9 +503,9 @@ static void test_step_decoding_matches_teacher_forcing(void)
                 /* Nothing to attend: an empty source, or local-m's window [t - D, t + D]
                  * past the sentence's end. local-p scales its window by a Gaussian: its
                  * weights do not sum to 1. */
-                int empty = batch_src_lengths[b] == 0 ||
-                            (v[i].config.local == ATTN_RNN_LOCAL_M &&
-                             t - v[i].config.window >= batch_src_lengths[b]);
+                int empty =
+                    batch_src_lengths[b] == 0 || (v[i].config.local == ATTN_RNN_LOCAL_M &&
+                                                  t - v[i].config.window >= batch_src_lengths[b]);
                 if (empty)
                     worst_sum = fmax(worst_sum, fabs(sum));
                 else if (v[i].config.local != ATTN_RNN_LOCAL_P)
@@ -699,8 +700,7 @@ static void test_bad_arguments_are_rejected(void)
     CHECK_FAILS(attn_model_forward_loss(m, g, &wrong, &out), bad);
 
     CHECK_OK(attn_model_encode(m, g, BATCH, SRC_LEN, batch_src, batch_src_lengths, &memory));
-    CHECK_FAILS(attn_model_decode(m, g, NULL, NULL, BATCH, 2, batch_tgt, TGT_LEN, NULL, &out),
-                bad);
+    CHECK_FAILS(attn_model_decode(m, g, NULL, NULL, BATCH, 2, batch_tgt, TGT_LEN, NULL, &out), bad);
     CHECK(strstr(attn_last_error(), "memory") != NULL, "%s", attn_last_error());
     CHECK_FAILS(attn_model_decode(m, g, memory, NULL, 2, 2, batch_tgt, TGT_LEN, NULL, &out), bad);
     CHECK(strstr(attn_last_error(), "3 sentences") != NULL, "%s", attn_last_error());

@@ -187,7 +187,13 @@ static void test_stacked_layers_match_finite_differences(void)
         ad_leaf_spec x = leaf(3, 4, 2, 20 + (uint64_t)i);
         ad_problem p = {cells[i] == ATTN_RNN_GRU ? "2-layer bidirectional GRU"
                                                  : "2-layer bidirectional LSTM",
-                        1, &x, store, build_stack, &ctx, 0, 12};
+                        1,
+                        &x,
+                        store,
+                        build_stack,
+                        &ctx,
+                        0,
+                        12};
         CHECK(ad_check_problem(&p, 1e-2, 2e-3, 5e-3), "%s: gradients match finite differences",
               p.what);
         free(x.data);
@@ -201,8 +207,9 @@ static void test_decoder_steps_match_finite_differences(void)
     CHECK_OK(attn_set_isa(ATTN_ISA_REFERENCE));
     static const int32_t lengths[2] = {4, 2};
     const char *names[3] = {"GRU decoder with additive attention",
-                            "GRU decoder with Luong concat, local-p", "GRU decoder with Luong "
-                                                                      "general, local-m"};
+                            "GRU decoder with Luong concat, local-p",
+                            "GRU decoder with Luong "
+                            "general, local-m"};
     for (int i = 0; i < 3; i++) {
         attn_params *store = new_store();
         decoder_ctx ctx;
@@ -217,9 +224,8 @@ static void test_decoder_steps_match_finite_differences(void)
             CHECK_OK(attn_nn_luong_attention_register(&ctx.luong, store, "att", ATTN_LUONG_CONCAT,
                                                       ATTN_LUONG_LOCAL_P, 2, 3, 5, 4));
         else
-            CHECK_OK(attn_nn_luong_attention_register(&ctx.luong, store, "att",
-                                                      ATTN_LUONG_GENERAL, ATTN_LUONG_LOCAL_M, 1,
-                                                      3, 5, 0));
+            CHECK_OK(attn_nn_luong_attention_register(&ctx.luong, store, "att", ATTN_LUONG_GENERAL,
+                                                      ATTN_LUONG_LOCAL_M, 1, 3, 5, 0));
         CHECK_OK(attn_params_finalize(store));
         randomise(store, 30 + (uint64_t)i);
         ad_leaf_spec leaves[2] = {leaf(2, 4, 5, 40 + (uint64_t)i), leaf(2, 3, 2, 50 + (uint64_t)i)};
