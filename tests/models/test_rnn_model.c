@@ -712,6 +712,12 @@ static void test_bad_arguments_are_rejected(void)
     CHECK_OK(attn_model_decode(m, g, memory, NULL, BATCH, 0, batch_tgt, TGT_LEN, NULL, &out));
     CHECK(out != NULL && out->value.shape[1] == 0 && out->value.shape[2] == 11,
           "zero steps give [B, 0, V]");
+    attn_graph_reset(g);
+    attn_model_batch empty = {0, SRC_LEN, NULL, NULL, TGT_LEN, NULL, NULL, NULL};
+    CHECK_OK(attn_model_forward_loss(m, g, &empty, &out));
+    CHECK(out && out->value.data[0] == 0.0f, "an empty batch: loss 0");
+    attn_graph_reset(g);
+    CHECK_OK(attn_model_encode(m, g, BATCH, SRC_LEN, batch_src, batch_src_lengths, &memory));
 
     attn_rnn_decoder *d = NULL;
     CHECK_FAILS(attn_model_rnn_decoder_start(m, g, NULL, NULL, &d), bad);
