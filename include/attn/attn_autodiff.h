@@ -28,6 +28,7 @@
 #include "attn/attn_core.h"
 #include "attn/attn_attention.h"
 #include "attn/attn_kernels.h"
+#include "attn/attn_rnn.h"
 #include "attn/attn_tensor_file.h"
 
 #ifdef __cplusplus
@@ -313,6 +314,97 @@ ATTN_API attn_status attn_op_cross_entropy(attn_graph *graph, attn_var *logits,
  * (0 <= lengths[b] <= T; a length of 0 gives zeros). */
 ATTN_API attn_status attn_op_mean_pool(attn_graph *graph, attn_var *x, const int32_t *lengths,
                                        attn_var **out);
+
+
+/* ---- recurrent networks and classic attention (ops_rnn.c) --------------------------- */
+
+/* Pieces of RNN encoder-decoders. Lengths and positions are int32 like the model batches;
+ * a "row" is one sentence of the batch (x [..., n] has rows = the product of its leading
+ * dimensions). Operations with two outputs (an LSTM's state and cell; an attention's
+ * context and weights) differentiate through both. */
+
+/* One direction of a recurrent layer, or one cell, in PyTorch's layout (attn_rnn.h):
+ * weight_ih [G*H, I], weight_hh [G*H, H], bias_ih and bias_hh [G*H] or both NULL. */
+typedef struct attn_rnn_vars {
+    attn_var *weight_ih;
+    attn_var *weight_hh;
+    attn_var *bias_ih;
+    attn_var *bias_hh;
+} attn_rnn_vars;
+
+/* out [B, T, H] (reverse NULL) or [B, T, 2H] (bidirectional: the forward direction's
+ * states in [..., 0:H], the reverse direction's in [..., H:2H]) = a recurrent layer over the
+ * padded sentences x [B, T, I] from zero initial states (attn_rnn_layer_forward);
+ * lengths [B] in [0, T] (NULL: all T). Padding positions of out are zero. */
+ATTN_API attn_status attn_op_rnn_layer(attn_graph *graph, attn_rnn_cell cell,
+                                       const attn_rnn_vars *forward, const attn_rnn_vars *reverse,
+                                       attn_var *x, const int32_t *lengths, attn_var **out);
+
+/* One step (attn_rnn_cell_forward): x [..., I] with B rows, h [B, H] (NULL: zeros) and, for
+ * LSTM, c [B, H] (NULL: zeros) give h_out [B, H] and, for LSTM, c_out [B, H] (c_out must be
+ * non-NULL for LSTM; for GRU c must be NULL and *c_out, if given, is set to NULL). */
+ATTN_API attn_status attn_op_rnn_cell(attn_graph *graph, attn_rnn_cell cell,
+                                      const attn_rnn_vars *params, attn_var *x, attn_var *h,
+                                      attn_var *c, attn_var **h_out, attn_var **c_out);
+
+/* out = the n >= 1 inputs side by side along the last dimension: every input has the same
+ * number of rows; out has the first input's leading dimensions. */
+ATTN_API attn_status attn_op_concat(attn_graph *graph, int n, attn_var *const *inputs,
+                                    attn_var **out);
+/* out [B, n, D] from n >= 1 inputs of B rows of D each (the steps of a decoder). */
+ATTN_API attn_status attn_op_stack(attn_graph *graph, int64_t n, attn_var *const *inputs,
+                                   attn_var **out);
+/* out [B, count] = x[b, positions[b], first .. first + count - 1] for x [B, T, D];
+ * positions[b] in [-1, T), -1 giving a row of zeros (e.g. the last state of an empty
+ * sentence). */
+ATTN_API attn_status attn_op_gather_positions(attn_graph *graph, attn_var *x,
+                                              const int32_t *positions, int64_t first,
+                                              int64_t count, attn_var **out);
+
+/* Additive attention parameters (attn_additive_params): w_query [da, ds], bias [da] or NULL,
+ * v [da]. The keys W_h h_j are projected once per sentence, e.g. by attn_op_linear with W_h
+ * [da, dh] and no bias. */
+typedef struct attn_additive_vars {
+    attn_var *w_query;
+    attn_var *bias;
+    attn_var *v;
+} attn_additive_vars;
+
+/* One decoder step of additive attention (attn_additive_forward): query [B, ds], keys
+ * [B, S, da], values [B, S, dv] (may be the same variable as keys when the sizes agree);
+ * key_lengths [B] in [0, S] (NULL: all S) hide positions j >= key_lengths[b]. context
+ * [B, dv]; weights [B, S] (pass NULL if not wanted). */
+ATTN_API attn_status attn_op_additive_attention(attn_graph *graph,
+                                                const attn_additive_vars *params,
+                                                attn_var *query, attn_var *keys,
+                                                attn_var *values, const int32_t *key_lengths,
+                                                attn_var **context, attn_var **weights);
+
+/* Luong attention parameters (attn_luong_params), those of the score and alignment in use:
+ * w (general [ds, dk]; concat [da, ds + dk]), v [da] (concat), w_p [dp, ds] and v_p [dp]
+ * (local-p); the others NULL. */
+typedef struct attn_luong_vars {
+    attn_var *w;
+    attn_var *v;
+    attn_var *w_p;
+    attn_var *v_p;
+} attn_luong_vars;
+
+/* Concat scores only, once per sentence: keys [B, S, da] = W_2 annotations[b, j] for
+ * annotations [B, S, dk] and w = [W_1 | W_2] [da, ds + dk] (attn_luong_project_keys). */
+ATTN_API attn_status attn_op_luong_project_keys(attn_graph *graph, attn_var *annotations,
+                                                attn_var *w, attn_var **keys);
+
+/* One decoder step of Luong attention (attn_luong_forward) with the given score, alignment
+ * and window D (local only): query [B, ds]; keys [B, S, dk] (dot, general: the annotations)
+ * or [B, S, da] (concat: attn_op_luong_project_keys); values [B, S, dv]; position = the
+ * target position t (local-m); key_lengths and outputs as attn_op_additive_attention. */
+ATTN_API attn_status attn_op_luong_attention(attn_graph *graph, attn_luong_score score,
+                                             attn_luong_align align, int64_t window,
+                                             const attn_luong_vars *params, int64_t position,
+                                             attn_var *query, attn_var *keys, attn_var *values,
+                                             const int32_t *key_lengths, attn_var **context,
+                                             attn_var **weights);
 
 #ifdef __cplusplus
 }

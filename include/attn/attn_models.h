@@ -1,5 +1,6 @@
 /* attn models: Transformer encoder-decoder, encoder-only classifier and decoder-only
- * language model, built from the nn layers (layer 4).
+ * language model, and RNN encoder-decoders with or without attention (see the RNN section
+ * at the end), built from the nn layers (layer 4).
  *
  * A model is described by a small JSON config (attn_model_config); the same JSON is stored in
  * every saved model, so a file alone rebuilds its model.
@@ -43,8 +44,25 @@ extern "C" {
 typedef enum attn_model_arch {
     ATTN_ARCH_TRANSFORMER = 0,            /* "transformer" */
     ATTN_ARCH_TRANSFORMER_CLASSIFIER = 1, /* "transformer_classifier" */
-    ATTN_ARCH_TRANSFORMER_LM = 2          /* "transformer_lm" */
+    ATTN_ARCH_TRANSFORMER_LM = 2,         /* "transformer_lm" */
+    ATTN_ARCH_RNN = 3                     /* "rnn": see the RNN section below */
 } attn_model_arch;
+
+/* The decoder's attention in an "rnn" model (JSON names in quotes). */
+typedef enum attn_rnn_attention {
+    ATTN_RNN_BAHDANAU = 0,      /* "bahdanau": additive, scored from s_{i-1} */
+    ATTN_RNN_LUONG_DOT = 1,     /* "luong-dot" */
+    ATTN_RNN_LUONG_GENERAL = 2, /* "luong-general" */
+    ATTN_RNN_LUONG_CONCAT = 3,  /* "luong-concat" */
+    ATTN_RNN_NO_ATTENTION = 4   /* "none": the context is the encoder's last state */
+} attn_rnn_attention;
+
+/* Luong attention's alignment: "none" (global), "m" (local-m) or "p" (local-p). */
+typedef enum attn_rnn_local {
+    ATTN_RNN_GLOBAL = 0,
+    ATTN_RNN_LOCAL_M = 1,
+    ATTN_RNN_LOCAL_P = 2
+} attn_rnn_local;
 
 /* The JSON name of each field is the struct field's name. Which fields an architecture has:
  *   all:                    version, arch, d_model, num_heads, ffn_dim, dropout, activation,
@@ -55,6 +73,8 @@ typedef enum attn_model_arch {
  *                           tie_output
  *   transformer_classifier: encoder_layers, encoder_final_norm, src_vocab, num_classes
  *   transformer_lm:         decoder_layers, decoder_final_norm, tgt_vocab, tie_output
+ *   rnn:                    version, arch, dropout, src_vocab, tgt_vocab, max_len,
+ *                           label_smoothing and the rnn fields (none of the "all" others)
  * Fields an architecture does not have stay 0 in the struct and are rejected in JSON. */
 typedef struct attn_model_config {
     int version;                        /* ATTN_MODEL_CONFIG_VERSION */
@@ -73,12 +93,27 @@ typedef struct attn_model_config {
     int64_t max_len;                    /* longest sequence the positions cover */
     double layer_norm_eps;              /* > 0 */
     double label_smoothing;             /* [0, 1]: of the training loss */
+    /* rnn only (see the RNN section) */
+    attn_rnn_cell cell;                 /* JSON: "gru" or "lstm" */
+    int64_t layers;                     /* stacked layers, encoder and decoder alike */
+    int64_t hidden;                     /* units per direction and in the decoder */
+    int64_t embedding_dim;              /* source and target embeddings */
+    int64_t attention_dim;              /* bahdanau, luong-concat and local-p scoring nets */
+    int bidirectional;                  /* JSON bool: the encoder reads both ways */
+    attn_rnn_attention attention;       /* JSON: "bahdanau", "luong-dot", ... or "none" */
+    attn_rnn_local local;               /* JSON: "none", "m" or "p" (Luong attention only) */
+    int64_t window;                     /* D of local attention, >= 1 */
+    int input_feeding;                  /* JSON bool: Luong's h~_{i-1} into step i */
+    int reverse_source;                 /* JSON bool: read each source sentence backwards */
 } attn_model_config;
 
 /* The defaults of an architecture: the base model of the paper (d_model 512, 8 heads,
  * 6 + 6 layers, FFN 2048, dropout 0.1, ReLU, post-norm, label smoothing 0.1), final norms
  * on, tied output, interleaved positions, max_len 1024, eps 1e-5; the vocabulary sizes and
- * num_classes are 0 and must be set. An unknown arch gives the transformer's defaults. */
+ * num_classes are 0 and must be set. An unknown arch gives the transformer's defaults.
+ * rnn: Bahdanau's model at a smaller size: one layer of GRUs, 256 hidden units, 256-wide
+ * embeddings and attention, bidirectional encoder, "bahdanau" attention, local "none",
+ * window 10, no input feeding, no reversal, dropout 0.1, label smoothing 0, max_len 1024. */
 ATTN_API attn_model_config attn_model_config_default(attn_model_arch arch);
 /* Every constraint, with a message naming the field: sizes positive, num_heads divides
  * d_model, dropout and smoothing in range, shared embeddings need equal vocabularies,
@@ -163,13 +198,72 @@ ATTN_API attn_status attn_model_encode(attn_model *model, attn_graph *graph, int
                                        int64_t src_len, const int32_t *src,
                                        const int32_t *src_lengths, attn_var **memory);
 /* decode: logits [size, len, tgt_vocab] for decoder inputs ids [size, len] (row stride
- * ids_stride >= len) of lengths [size] (NULL: all len). The transformer needs memory and
- * src_lengths from attn_model_encode (on the same graph); the language model takes NULL
- * for both. */
+ * ids_stride >= len) of lengths [size] (NULL: all len). The transformer and the rnn models
+ * need memory and src_lengths from attn_model_encode (on the same graph; src_lengths NULL
+ * means every source is src_len long); the language model takes NULL for both. An rnn
+ * model runs its decoder from the start of ids: for decoding token by token, use
+ * attn_model_rnn_decoder_start / _step instead. */
 ATTN_API attn_status attn_model_decode(attn_model *model, attn_graph *graph, attn_var *memory,
                                        const int32_t *src_lengths, int64_t size, int64_t len,
                                        const int32_t *ids, int64_t ids_stride,
                                        const int32_t *lengths, attn_var **logits);
+
+
+/* ---- RNN encoder-decoders (arch "rnn") ------------------------------------------------ *
+ *
+ * Encoder: source embeddings (embedding_dim), dropout, `layers` recurrent layers (GRU or
+ * LSTM, `hidden` units per direction, one direction or both, dropout between layers) over
+ * the padded sources, each sentence read backwards with reverse_source. The annotations
+ * h_j are the top layer's outputs [B, S, A], A = 2 * hidden when bidirectional (forward and
+ * reverse states side by side) or hidden; attn_model_encode returns them as the memory.
+ * The encoder's last state u is the reverse direction's state after reading the whole
+ * sentence (its output at position 0, Bahdanau's h<-_1) when bidirectional, else the
+ * forward state after the last real token.
+ *
+ * Decoder: `layers` cells of `hidden` units, target embeddings (embedding_dim) with
+ * dropout, dropout between cells; step i reads y_{i-1} = tgt[:, i] and predicts
+ * tgt[:, i + 1]. An LSTM decoder's cells start from c = 0.
+ *  - "bahdanau" (Bahdanau, Cho and Bengio 2015): every layer starts from s_0 = tanh(W u + b)
+ *    (one "bridge" linear per layer; the paper's W_s h<-_1); the top layer's s_{i-1}
+ *    scores the annotations, e_ij = v . tanh(W_s s_{i-1} + b + W_h h_j), c_i = the
+ *    softmax-weighted sum of the h_j; s_i = cells([y_{i-1}; c_i], s_{i-1}); logits =
+ *    generator(dropout([s_i; y_{i-1}; c_i])): a linear deep-output readout.
+ *  - "luong-dot", "luong-general", "luong-concat" (Luong, Pham and Manning 2015): the
+ *    same start; s_i = cells([y_{i-1}; h~_{i-1}], s_{i-1}) with input_feeding (h~_0 = 0),
+ *    else cells(y_{i-1}, s_{i-1}); the top layer's s_i scores the annotations (global;
+ *    local "m": window [i - D, i + D]; local "p": around the predicted p_i, attn_luong_align),
+ *    h~_i = tanh(W_c [c_i; s_i]), logits = generator(dropout(h~_i)). luong-dot needs
+ *    A = hidden (a one-direction encoder).
+ *  - "none" (Cho et al. 2014; Sutskever, Vinyals and Le 2014 with reverse_source): every
+ *    layer starts from u itself and u is the context of every step: s_i = cells([y_{i-1};
+ *    u], s_{i-1}), logits = generator(dropout([s_i; y_{i-1}; u])).
+ * local and input_feeding apply to Luong attention only.
+ *
+ * Parameter names: src_embed.weight, tgt_embed.weight; encoder.weight_ih_l<k>[_reverse]
+ * etc. (nn.GRU / nn.LSTM); bridge.<k>.weight, bridge.<k>.bias (not with "none");
+ * decoder.<k>.weight_ih etc. (nn.GRUCell / nn.LSTMCell); attention.* (attn_nn.h's additive
+ * or Luong module); combine.weight (W_c, Luong); generator.weight, generator.bias.
+ */
+
+/* A decoder running one step at a time (greedy or beam search after attn_model_encode). It
+ * lives in the graph's arena until the graph's next reset. */
+typedef struct attn_rnn_decoder attn_rnn_decoder;
+
+/* Starts from memory = attn_model_encode's output on the same graph and the same
+ * src_lengths (NULL: all src_len). The steps record on the tape when the graph records. */
+ATTN_API attn_status attn_model_rnn_decoder_start(attn_model *model, attn_graph *graph,
+                                                  attn_var *memory, const int32_t *src_lengths,
+                                                  attn_rnn_decoder **decoder);
+/* One step: ids [size] are the previous tokens (<s> at the first step); logits
+ * [size, tgt_vocab]; weights (may be NULL) gets this step's attention weights [size,
+ * src_len] (NULL for attention "none"). */
+ATTN_API attn_status attn_model_rnn_decoder_step(attn_rnn_decoder *decoder, const int32_t *ids,
+                                                 attn_var **logits, attn_var **weights);
+/* Beam search: row r of the decoder's state becomes what row rows[r] was (rows [size], each
+ * in [0, size)); the sources must already be repeated per hypothesis. Inference only: the
+ * graph must not be recording. */
+ATTN_API attn_status attn_model_rnn_decoder_reorder(attn_rnn_decoder *decoder,
+                                                    const int64_t *rows);
 
 #ifdef __cplusplus
 }

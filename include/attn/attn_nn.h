@@ -193,6 +193,109 @@ ATTN_API attn_status attn_nn_decoder_layer_forward(const attn_nn_decoder_layer *
                                                    const attn_attention_mask *memory_mask,
                                                    attn_var **out);
 
+
+/* ---- recurrent layers and classic attention (rnn.c) -------------------------------- */
+
+/* Recurrent weights start as PyTorch's: every weight and bias U(-1/sqrt(H), 1/sqrt(H)). */
+
+/* One layer of torch.nn.GRU / nn.LSTM (batch_first), one direction or both:
+ * "<prefix>.weight_ih_l<k>", "<prefix>.weight_hh_l<k>", "<prefix>.bias_ih_l<k>",
+ * "<prefix>.bias_hh_l<k>", and the same with the suffix "_reverse" for the reverse
+ * direction, k = layer (so layers registered under one prefix read as one nn.GRU). */
+typedef struct attn_nn_rnn_layer {
+    attn_rnn_cell cell;
+    int64_t input_size, hidden_size;
+    int bidirectional;
+    /* [0]: forward direction, [1]: reverse (bidirectional only) */
+    attn_param_id weight_ih[2], weight_hh[2], bias_ih[2], bias_hh[2];
+} attn_nn_rnn_layer;
+
+ATTN_API attn_status attn_nn_rnn_layer_register(attn_nn_rnn_layer *m, attn_params *store,
+                                                const char *prefix, attn_rnn_cell cell,
+                                                int64_t layer, int64_t input_size,
+                                                int64_t hidden_size, int bidirectional);
+/* out [B, T, H] or [B, T, 2H] (attn_op_rnn_layer) for x [B, T, input_size]; lengths [B]
+ * (NULL: all T). */
+ATTN_API attn_status attn_nn_rnn_layer_forward(const attn_nn_rnn_layer *m, attn_graph *graph,
+                                               attn_var *x, const int32_t *lengths,
+                                               attn_var **out);
+
+/* torch.nn.GRUCell / nn.LSTMCell: "<prefix>.weight_ih", "<prefix>.weight_hh",
+ * "<prefix>.bias_ih", "<prefix>.bias_hh". */
+typedef struct attn_nn_rnn_cell {
+    attn_rnn_cell cell;
+    int64_t input_size, hidden_size;
+    attn_param_id weight_ih, weight_hh, bias_ih, bias_hh;
+} attn_nn_rnn_cell;
+
+ATTN_API attn_status attn_nn_rnn_cell_register(attn_nn_rnn_cell *m, attn_params *store,
+                                               const char *prefix, attn_rnn_cell cell,
+                                               int64_t input_size, int64_t hidden_size);
+/* One step (attn_op_rnn_cell): h and c may be NULL (zeros); c and c_out are LSTM only. */
+ATTN_API attn_status attn_nn_rnn_cell_forward(const attn_nn_rnn_cell *m, attn_graph *graph,
+                                              attn_var *x, attn_var *h, attn_var *c,
+                                              attn_var **h_out, attn_var **c_out);
+
+/* Additive attention (Bahdanau et al. 2015), score(s, h_j) = v . tanh(W_s s + b + W_h h_j):
+ * "<prefix>.query_proj.weight" W_s [da, ds], "<prefix>.query_proj.bias" b [da],
+ * "<prefix>.key_proj.weight" W_h [da, dh] and "<prefix>.v" [da] (U(-1/sqrt(da), 1/sqrt(da));
+ * the projections xavier_uniform, the bias zero). */
+typedef struct attn_nn_additive_attention {
+    attn_param_id query_weight, query_bias, key_weight, v;
+    int64_t query_dim, key_dim, attn_dim;
+} attn_nn_additive_attention;
+
+ATTN_API attn_status attn_nn_additive_attention_register(attn_nn_additive_attention *m,
+                                                         attn_params *store, const char *prefix,
+                                                         int64_t query_dim, int64_t key_dim,
+                                                         int64_t attn_dim);
+/* Once per sentence: keys [B, S, da] = W_h annotations [B, S, dh]. */
+ATTN_API attn_status attn_nn_additive_attention_keys(const attn_nn_additive_attention *m,
+                                                     attn_graph *graph, attn_var *annotations,
+                                                     attn_var **keys);
+/* One decoder step (attn_op_additive_attention): context [B, dh] over the annotations;
+ * weights [B, S] may be NULL. */
+ATTN_API attn_status attn_nn_additive_attention_forward(const attn_nn_additive_attention *m,
+                                                        attn_graph *graph, attn_var *query,
+                                                        attn_var *keys, attn_var *annotations,
+                                                        const int32_t *key_lengths,
+                                                        attn_var **context, attn_var **weights);
+
+/* Luong attention (Luong, Pham and Manning 2015), attn_luong_config's score, alignment and
+ * window: "<prefix>.weight" (general: W [ds, dk]; concat: W [da, ds + dk]), "<prefix>.v"
+ * (concat: [da]), "<prefix>.predict_weight" [da, ds] and "<prefix>.predict_v" [da]
+ * (local-p's position predictor, of hidden size da). Matrices xavier_uniform, vectors
+ * U(-1/sqrt(da), 1/sqrt(da)). */
+typedef struct attn_nn_luong_attention {
+    attn_luong_score score;
+    attn_luong_align align;
+    int64_t window; /* D */
+    int64_t query_dim, key_dim, attn_dim;
+    attn_param_id weight, v, predict_weight, predict_v; /* -1 where unused */
+} attn_nn_luong_attention;
+
+/* attn_dim (concat and local-p only; else ignored) must then be >= 1; window >= 0 for
+ * local-m and >= 1 for local-p. */
+ATTN_API attn_status attn_nn_luong_attention_register(attn_nn_luong_attention *m,
+                                                      attn_params *store, const char *prefix,
+                                                      attn_luong_score score,
+                                                      attn_luong_align align, int64_t window,
+                                                      int64_t query_dim, int64_t key_dim,
+                                                      int64_t attn_dim);
+/* Once per sentence: the keys steps score against: the annotations themselves (dot,
+ * general) or their projection (concat, attn_op_luong_project_keys). */
+ATTN_API attn_status attn_nn_luong_attention_keys(const attn_nn_luong_attention *m,
+                                                  attn_graph *graph, attn_var *annotations,
+                                                  attn_var **keys);
+/* One decoder step at target position `position` (local-m; >= 0): context [B, dk] over the
+ * annotations; weights [B, S] may be NULL. */
+ATTN_API attn_status attn_nn_luong_attention_forward(const attn_nn_luong_attention *m,
+                                                     attn_graph *graph, int64_t position,
+                                                     attn_var *query, attn_var *keys,
+                                                     attn_var *annotations,
+                                                     const int32_t *key_lengths,
+                                                     attn_var **context, attn_var **weights);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,7 @@
 /* Model configs: defaults, validation, and JSON both ways (cJSON). */
 #include "core/internal.h"
 #include "attn/attn_models.h"
+#include "models/models_internal.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -11,9 +12,13 @@
 /* ---- names of enumerations ---------------------------------------------------------- */
 
 static const char *const arch_names[] = {"transformer", "transformer_classifier",
-                                         "transformer_lm"};
+                                         "transformer_lm", "rnn"};
 static const char *const activation_names[] = {"relu", "gelu", "gelu_tanh"};
 static const char *const layout_names[] = {"interleaved", "concatenated"};
+static const char *const cell_names[] = {"gru", "lstm"};
+static const char *const attention_names[] = {"bahdanau", "luong-dot", "luong-general",
+                                              "luong-concat", "none"};
+static const char *const local_names[] = {"none", "m", "p"};
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof *(a)))
 
@@ -25,7 +30,8 @@ enum {
     ARCH_TRANSFORMER = 1 << ATTN_ARCH_TRANSFORMER,
     ARCH_CLASSIFIER = 1 << ATTN_ARCH_TRANSFORMER_CLASSIFIER,
     ARCH_LM = 1 << ATTN_ARCH_TRANSFORMER_LM,
-    ARCH_ALL = ARCH_TRANSFORMER | ARCH_CLASSIFIER | ARCH_LM
+    ARCH_ALL = ARCH_TRANSFORMER | ARCH_CLASSIFIER | ARCH_LM, /* the Transformer family */
+    ARCH_RNN = 1 << ATTN_ARCH_RNN
 };
 
 typedef struct field_spec {
@@ -48,25 +54,39 @@ static const field_spec fields[] = {
     FIELD(ffn_dim, FIELD_INT, ARCH_ALL),
     FIELD(encoder_layers, FIELD_INT, ARCH_TRANSFORMER | ARCH_CLASSIFIER),
     FIELD(decoder_layers, FIELD_INT, ARCH_TRANSFORMER | ARCH_LM),
-    FIELD(dropout, FIELD_NUMBER, ARCH_ALL),
+    FIELD(dropout, FIELD_NUMBER, ARCH_ALL | ARCH_RNN),
     ENUM_FIELD(activation, ARCH_ALL, activation_names),
     FIELD(norm_first, FIELD_BOOL, ARCH_ALL),
     FIELD(encoder_final_norm, FIELD_BOOL, ARCH_TRANSFORMER | ARCH_CLASSIFIER),
     FIELD(decoder_final_norm, FIELD_BOOL, ARCH_TRANSFORMER | ARCH_LM),
-    FIELD(src_vocab, FIELD_INT, ARCH_TRANSFORMER | ARCH_CLASSIFIER),
-    FIELD(tgt_vocab, FIELD_INT, ARCH_TRANSFORMER | ARCH_LM),
+    FIELD(src_vocab, FIELD_INT, ARCH_TRANSFORMER | ARCH_CLASSIFIER | ARCH_RNN),
+    FIELD(tgt_vocab, FIELD_INT, ARCH_TRANSFORMER | ARCH_LM | ARCH_RNN),
     FIELD(num_classes, FIELD_INT, ARCH_CLASSIFIER),
     FIELD(share_embeddings, FIELD_BOOL, ARCH_TRANSFORMER),
     FIELD(tie_output, FIELD_BOOL, ARCH_TRANSFORMER | ARCH_LM),
     FIELD(scale_embeddings, FIELD_BOOL, ARCH_ALL),
     ENUM_FIELD(positional_encoding, ARCH_ALL, layout_names),
-    FIELD(max_len, FIELD_INT, ARCH_ALL),
+    FIELD(max_len, FIELD_INT, ARCH_ALL | ARCH_RNN),
     FIELD(layer_norm_eps, FIELD_NUMBER, ARCH_ALL),
-    FIELD(label_smoothing, FIELD_NUMBER, ARCH_ALL),
+    FIELD(label_smoothing, FIELD_NUMBER, ARCH_ALL | ARCH_RNN),
+    ENUM_FIELD(cell, ARCH_RNN, cell_names),
+    FIELD(layers, FIELD_INT, ARCH_RNN),
+    FIELD(hidden, FIELD_INT, ARCH_RNN),
+    FIELD(embedding_dim, FIELD_INT, ARCH_RNN),
+    FIELD(attention_dim, FIELD_INT, ARCH_RNN),
+    FIELD(bidirectional, FIELD_BOOL, ARCH_RNN),
+    ENUM_FIELD(attention, ARCH_RNN, attention_names),
+    ENUM_FIELD(local, ARCH_RNN, local_names),
+    FIELD(window, FIELD_INT, ARCH_RNN),
+    FIELD(input_feeding, FIELD_BOOL, ARCH_RNN),
+    FIELD(reverse_source, FIELD_BOOL, ARCH_RNN),
 };
 
 /* Enumerations and bools are read and written as int. */
 _Static_assert(sizeof(attn_activation) == sizeof(int) && sizeof(attn_pe_layout) == sizeof(int),
+               "enumerations in attn_model_config must be int-sized");
+_Static_assert(sizeof(attn_rnn_cell) == sizeof(int) && sizeof(attn_rnn_attention) == sizeof(int) &&
+                   sizeof(attn_rnn_local) == sizeof(int),
                "enumerations in attn_model_config must be int-sized");
 
 static int has_field(const field_spec *f, attn_model_arch arch) { return (f->archs >> arch) & 1; }
@@ -92,6 +112,8 @@ attn_model_config attn_model_config_default(attn_model_arch arch)
     memset(&c, 0, sizeof c);
     if ((int)arch < 0 || (int)arch >= COUNT(arch_names))
         arch = ATTN_ARCH_TRANSFORMER;
+    if (arch == ATTN_ARCH_RNN)
+        return attn_rnn_config_default();
     c.version = ATTN_MODEL_CONFIG_VERSION;
     c.arch = arch;
     c.d_model = 512;
@@ -171,11 +193,15 @@ attn_status attn_model_config_validate(const attn_model_config *config)
         }
         }
     }
-    ATTN_CHECK_ARG(c.d_model % c.num_heads == 0, "%s: num_heads %lld does not divide d_model %lld",
-                   fn, (long long)c.num_heads, (long long)c.d_model);
+    if (arch == ATTN_ARCH_RNN)
+        ATTN_TRY(attn_rnn_config_validate(fn, &c));
+    else
+        ATTN_CHECK_ARG(c.d_model % c.num_heads == 0,
+                       "%s: num_heads %lld does not divide d_model %lld", fn,
+                       (long long)c.num_heads, (long long)c.d_model);
     ATTN_CHECK_ARG(c.dropout >= 0.0 && c.dropout < 1.0, "%s: dropout must be in [0, 1), got %g",
                    fn, c.dropout);
-    ATTN_CHECK_ARG(c.layer_norm_eps > 0.0 && c.layer_norm_eps < 1.0,
+    ATTN_CHECK_ARG(arch == ATTN_ARCH_RNN || (c.layer_norm_eps > 0.0 && c.layer_norm_eps < 1.0),
                    "%s: layer_norm_eps must be in (0, 1), got %g", fn, c.layer_norm_eps);
     ATTN_CHECK_ARG(c.label_smoothing >= 0.0 && c.label_smoothing <= 1.0,
                    "%s: label_smoothing must be in [0, 1], got %g", fn, c.label_smoothing);

@@ -2,6 +2,7 @@
  * model, built from the nn layers; saving and loading with the config in the metadata. */
 #include "core/internal.h"
 #include "attn/attn_models.h"
+#include "models/models_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@ struct attn_model {
     attn_nn_layer_norm encoder_norm, decoder_norm;
     int has_encoder_norm, has_decoder_norm;
     attn_nn_linear generator, classifier;
+    attn_rnn_model *rnn; /* arch "rnn": its modules (rnn_model.c); NULL otherwise */
 };
 
 /* ---- construction ------------------------------------------------------------------------ */
@@ -89,6 +91,8 @@ static attn_status build(attn_model *m)
         ATTN_TRY(attn_nn_embedding_register(&m->tgt_embed, m->params, "embed", c->tgt_vocab,
                                             c->d_model));
         break;
+    case ATTN_ARCH_RNN:
+        return attn_rnn_model_build(c, m->params, &m->rnn);
     }
     attn_nn_block_config block = {c->d_model,       c->num_heads,  c->ffn_dim,
                                   (float)c->dropout, c->activation, c->norm_first,
@@ -133,6 +137,7 @@ void attn_model_destroy(attn_model *model)
         return;
     attn_params_destroy(model->params);
     attn_nn_positional_free(&model->positions);
+    attn_rnn_model_free(model->rnn);
     free(model->blocks);
     free(model->decoder_layers);
     free(model);
@@ -150,6 +155,8 @@ const attn_model_config *attn_model_get_config(const attn_model *model)
 }
 
 attn_params *attn_model_params(attn_model *model) { return model ? model->params : NULL; }
+
+attn_rnn_model *attn_model_rnn_part(attn_model *model) { return model ? model->rnn : NULL; }
 
 /* ---- saving and loading ------------------------------------------------------------------ */
 
@@ -290,6 +297,9 @@ static attn_status encode(const char *fn, attn_model *model, attn_graph *graph, 
                    "%s: source length %lld is outside [1, max_len %lld]", fn, (long long)src_len,
                    (long long)c->max_len);
     ATTN_TRY(check_lengths(fn, "src_lengths", size, src_lengths, 0, src_len));
+    if (model->rnn != NULL)
+        return attn_rnn_model_encode(fn, model->rnn, graph, size, src_len, src, src_lengths,
+                                     memory);
     attn_var *x;
     ATTN_TRY(embed(model, &model->src_embed, graph, size, src_len, src, src_len, &x));
     attn_attention_mask mask = {src_lengths, 0};
@@ -326,6 +336,9 @@ static attn_status decode(const char *fn, attn_model *model, attn_graph *graph, 
                    (long long)c->max_len);
     if (lengths != NULL)
         ATTN_TRY(check_lengths(fn, "lengths", size, lengths, 0, len));
+    if (model->rnn != NULL)
+        return attn_rnn_model_decode(fn, model->rnn, graph, memory, src_lengths, size, len, ids,
+                                     ids_stride, lengths, logits);
     int64_t src_len = 0;
     if (c->arch == ATTN_ARCH_TRANSFORMER) {
         ATTN_CHECK_ARG(memory != NULL, "%s: the transformer's decoder needs the memory", fn);
@@ -411,7 +424,7 @@ static attn_status forward_logits(const char *fn, attn_model *model, attn_graph 
     for (int64_t b = 0; b < batch->size; b++)
         lengths[b] = batch->tgt_lengths[b] - 1;
     return decode(fn, model, graph, memory,
-                  c->arch == ATTN_ARCH_TRANSFORMER ? batch->src_lengths : NULL, batch->size,
+                  c->arch != ATTN_ARCH_TRANSFORMER_LM ? batch->src_lengths : NULL, batch->size,
                   batch->tgt_len - 1, batch->tgt, batch->tgt_len, lengths, logits);
 }
 

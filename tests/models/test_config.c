@@ -132,7 +132,7 @@ static void test_bad_configs_are_rejected(void)
          ATTN_ERR_FORMAT, "positional_encoding"},
         {"{\"arch\":\"transformer\",\"src_vocab\":5,\"tgt_vocab\":5}", ATTN_ERR_FORMAT, "version"},
         {"{\"version\":1,\"src_vocab\":5,\"tgt_vocab\":5}", ATTN_ERR_FORMAT, "arch"},
-        {"{\"version\":1,\"arch\":\"rnn\"}", ATTN_ERR_FORMAT, "transformer_lm"},
+        {"{\"version\":1,\"arch\":\"seq2seq\"}", ATTN_ERR_FORMAT, "transformer_lm"},
         {"{\"version\":2,\"arch\":\"transformer\"}", ATTN_ERR_UNSUPPORTED, "version 2"},
         {"{\"version\":0,\"arch\":\"transformer\"}", ATTN_ERR_FORMAT, "version"},
         {"{\"version\":\"1\",\"arch\":\"transformer\"}", ATTN_ERR_FORMAT, "version"},
