@@ -251,8 +251,8 @@ def test_bad_training_input(tmp_path, reverse_data):
     assert_one_clear_message(run("train", "--train", train, "--out", out, "--epochs", "x"),
                              "--epochs", code=2)
     assert_one_clear_message(run("train", "--train", train), "--out", code=2)
-    assert_one_clear_message(run("train", "--train", train, "--out", out, "--arch", "rnn"),
-                             "rnn", code=2)
+    assert_one_clear_message(run("train", "--train", train, "--out", out, "--arch", "lstm"),
+                             "--arch", code=2)
     assert_one_clear_message(run("train", "--train", train, "--out", out, "--cell", "lstm"),
                              "--cell", code=2)
     assert_one_clear_message(run("train", "--train", train, "--out", out,
