@@ -80,7 +80,7 @@ static const option_spec options[] = {
               "rnn: source and target embedding width [256]"),
     OPT(attention, OPT_STRING, GROUP_MODEL,
         "bahdanau|luong-dot|luong-general|luong-concat|none",
-        "rnn: the decoder's attention (see below) [bahdanau]"),
+        "rnn: the decoder's attention (see above) [bahdanau]"),
     OPT_NAMED("--attention-dim", attention_dim, OPT_INT, GROUP_MODEL, "N",
               "rnn: hidden width of the bahdanau, luong-concat and local-p scoring nets [256]"),
     OPT(local, OPT_STRING, GROUP_MODEL, "m|p",
