@@ -164,7 +164,7 @@ static void print_help(void)
            "  bahdanau       additive scores v.tanh(W s_{i-1} + U h_j) from the previous state\n"
            "                 (Bahdanau et al. 2015)\n"
            "  luong-dot      scores s_i . h_j from the current state (Luong et al. 2015); needs\n"
-           "                 a one-direction encoder, so it is the default for luong-dot\n"
+           "                 a one-direction encoder, which is then the default\n"
            "  luong-general  scores s_i . W h_j\n"
            "  luong-concat   scores v.tanh(W [s_i; h_j])\n"
            "  none           no attention: the encoder's last state is the context of every\n"
