@@ -14,6 +14,7 @@
  * the read-only cross-attention slabs (one per source sentence) are shared by every row
  * decoding that sentence. */
 #include "models/models_internal.h"
+#include "models/step_linear.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 typedef struct linear_weights {
     const float *w, *b; /* b may be NULL */
     int64_t in, out;
+    const float *w_t;   /* W^T [in, out], the decoder's copy (see transpose_weights), or NULL */
 } linear_weights;
 
 /* Sublayers of a decoder layer, in order; the language model's blocks have no cross. */
@@ -48,6 +50,7 @@ struct attn_step_decoder {
     const float *final_norm_w, *final_norm_b; /* NULL: no final norm */
     float final_norm_eps;
     linear_weights generator;
+    float *transposed; /* the w_t copies, one block */
     /* Self-attention keys and values: max_rows slabs of [layers][2][heads][max_steps][d_head]
      * (keys, then values, of each layer). */
     float *self_pool;
@@ -216,14 +219,33 @@ static void attend(single_query_attention *a, int64_t rows, int64_t keys_hint)
 
 /* ---- the Transformer step ------------------------------------------------------------------ */
 
-static attn_status linear(const linear_weights *l, int64_t rows, const float *x, int64_t ldx,
-                          float *y, int64_t ldy)
+static attn_status gemm_linear(const linear_weights *l, int64_t rows, const float *x,
+                               int64_t ldx, float *y, int64_t ldy)
 {
     if (l->b != NULL)
         for (int64_t r = 0; r < rows; r++)
             memcpy(y + r * ldy, l->b, (size_t)l->out * sizeof(float));
+    const float beta = l->b != NULL ? 1.0f : 0.0f;
+    if (l->w_t != NULL)
+        return attn_gemm(ATTN_NO_TRANS, ATTN_NO_TRANS, rows, l->out, l->in, 1.0f, x, ldx, l->w_t,
+                         l->out, beta, y, ldy);
     return attn_gemm(ATTN_NO_TRANS, ATTN_TRANS, rows, l->out, l->in, 1.0f, x, ldx, l->w, l->in,
-                     l->b != NULL ? 1.0f : 0.0f, y, ldy);
+                     beta, y, ldy);
+}
+
+/* A decoder of at most this many rows multiplies with attn_step_linear. The choice depends
+ * on max_rows only, never on the current size, so that a row's results never depend on how
+ * many rows are decoded beside it. */
+#define STEP_LINEAR_MAX_ROWS 8
+
+static attn_status linear(const attn_step_decoder *d, const linear_weights *l, const float *x,
+                          int64_t ldx, float *y, int64_t ldy)
+{
+    if (d->max_rows > STEP_LINEAR_MAX_ROWS)
+        return gemm_linear(l, d->size, x, ldx, y, ldy);
+    const step_linear_args args = {d->size, l->in, l->out, x, ldx, l->w, l->b, y, ldy};
+    attn_step_linear(&args);
+    return ATTN_OK;
 }
 
 /* A sublayer's input: norm(x) before a pre-norm sublayer, x itself after a post-norm one. */
@@ -284,7 +306,7 @@ static attn_status self_attention(attn_step_decoder *d, int64_t layer, const lay
     const int64_t n = d->size, E = d->d_model, dh = d->d_head, t = d->steps;
     const float *in;
     ATTN_TRY(open_sublayer(d, w, SELF_ATTENTION, &in));
-    ATTN_TRY(linear(&w->self_qkv, n, in, E, d->qkv, 3 * E));
+    ATTN_TRY(linear(d, &w->self_qkv, in, E, d->qkv, 3 * E));
     kv_cache_view kv = self_cache_view(d, layer);
     for (int64_t r = 0; r < n; r++) {
         float *slab = d->self_pool + d->self_slab_of_row[r] * d->self_slab + kv.offset;
@@ -308,7 +330,7 @@ static attn_status self_attention(attn_step_decoder *d, int64_t layer, const lay
                                 d->ctx,
                                 E};
     attend(&a, n, t + 1);
-    ATTN_TRY(linear(&w->self_out, n, d->ctx, E, d->sub, E));
+    ATTN_TRY(linear(d, &w->self_out, d->ctx, E, d->sub, E));
     return close_sublayer(d, w, SELF_ATTENTION);
 }
 
@@ -319,7 +341,7 @@ static attn_status cross_attention(attn_step_decoder *d, int64_t layer, const la
     const int64_t n = d->size, E = d->d_model, S = d->src_len;
     const float *in;
     ATTN_TRY(open_sublayer(d, w, CROSS_ATTENTION, &in));
-    ATTN_TRY(linear(&w->cross_q, n, in, E, d->qkv, E));
+    ATTN_TRY(linear(d, &w->cross_q, in, E, d->qkv, E));
     single_query_attention a = {d->heads,
                                 d->d_head,
                                 d->attn_scale,
@@ -339,7 +361,7 @@ static attn_status cross_attention(attn_step_decoder *d, int64_t layer, const la
         a.probs_fill = S;
     }
     attend(&a, n, S);
-    ATTN_TRY(linear(&w->cross_out, n, d->ctx, E, d->sub, E));
+    ATTN_TRY(linear(d, &w->cross_out, d->ctx, E, d->sub, E));
     return close_sublayer(d, w, CROSS_ATTENTION);
 }
 
@@ -348,9 +370,9 @@ static attn_status feed_forward(attn_step_decoder *d, const layer_weights *w)
     const int64_t n = d->size, E = d->d_model, F = d->ffn_dim;
     const float *in;
     ATTN_TRY(open_sublayer(d, w, FEED_FORWARD, &in));
-    ATTN_TRY(linear(&w->ff1, n, in, E, d->hidden, F));
+    ATTN_TRY(linear(d, &w->ff1, in, E, d->hidden, F));
     ATTN_TRY(attn_activation_forward(d->activation, n * F, d->hidden, d->hidden));
-    ATTN_TRY(linear(&w->ff2, n, d->hidden, F, d->sub, E));
+    ATTN_TRY(linear(d, &w->ff2, d->hidden, F, d->sub, E));
     return close_sublayer(d, w, FEED_FORWARD);
 }
 
@@ -376,7 +398,7 @@ static attn_status transformer_step(attn_step_decoder *d, const int32_t *ids, fl
                                          d->final_norm_eps, d->normed, NULL, NULL));
         top = d->normed;
     }
-    return linear(&d->generator, n, top, E, logits, d->vocab);
+    return linear(d, &d->generator, top, E, logits, d->vocab);
 }
 
 /* ---- start --------------------------------------------------------------------------------- */
@@ -389,7 +411,7 @@ static const float *param(const attn_model *m, attn_param_id id)
 static linear_weights linear_of(const attn_model *m, const attn_nn_linear *l)
 {
     return (linear_weights){param(m, l->weight), param(m, l->bias), l->in_features,
-                            l->out_features};
+                            l->out_features, NULL};
 }
 
 static void set_norm(const attn_model *m, layer_weights *w, int which,
@@ -404,8 +426,10 @@ static void attention_weights(const attn_model *m, const attn_nn_mha *mha, linea
                               linear_weights *out)
 {
     const int64_t E = mha->embed_dim;
-    *qkv = (linear_weights){param(m, mha->in_proj_weight), param(m, mha->in_proj_bias), E, 3 * E};
-    *out = (linear_weights){param(m, mha->out_proj_weight), param(m, mha->out_proj_bias), E, E};
+    *qkv = (linear_weights){param(m, mha->in_proj_weight), param(m, mha->in_proj_bias), E, 3 * E,
+                            NULL};
+    *out = (linear_weights){param(m, mha->out_proj_weight), param(m, mha->out_proj_bias), E, E,
+                            NULL};
 }
 
 static void gather_weights(attn_step_decoder *d, const attn_model *m)
@@ -419,8 +443,8 @@ static void gather_weights(attn_step_decoder *d, const attn_model *m)
             linear_weights packed;
             attention_weights(m, &layer->multihead_attn, &packed, &w->cross_out);
             /* The packed [3E, E] projection: Q's rows first, then K's and V's. */
-            w->cross_q = (linear_weights){packed.w, packed.b, E, E};
-            w->cross_kv = (linear_weights){packed.w + E * E, packed.b + E, E, 2 * E};
+            w->cross_q = (linear_weights){packed.w, packed.b, E, E, NULL};
+            w->cross_kv = (linear_weights){packed.w + E * E, packed.b + E, E, 2 * E, NULL};
             w->ff1 = linear_of(m, &layer->ff.linear1);
             w->ff2 = linear_of(m, &layer->ff.linear2);
             set_norm(m, w, SELF_ATTENTION, &layer->norm1);
@@ -443,6 +467,60 @@ static void gather_weights(attn_step_decoder *d, const attn_model *m)
         d->final_norm_eps = m->decoder_norm.eps;
     }
     d->generator = linear_of(m, &m->generator);
+}
+
+/* The linears of a step, for transposing their weights. */
+static int step_linears(attn_step_decoder *d, linear_weights **out)
+{
+    int n = 0;
+    for (int64_t l = 0; l < d->n_layers; l++) {
+        layer_weights *w = &d->layers[l];
+        out[n++] = &w->self_qkv;
+        out[n++] = &w->self_out;
+        if (d->has_cross) {
+            out[n++] = &w->cross_q;
+            out[n++] = &w->cross_out;
+        }
+        out[n++] = &w->ff1;
+        out[n++] = &w->ff2;
+    }
+    out[n++] = &d->generator;
+    return n;
+}
+
+/* With many rows the steps multiply with attn_gemm, which reads a [k, n] right-hand side in
+ * place but would repack W [out, in] at every call: transposing every weight once here
+ * costs about one step's repacking and saves it at all the others. */
+static attn_status transpose_weights(const char *fn, attn_step_decoder *d)
+{
+    linear_weights **all = malloc((size_t)(6 * d->n_layers + 1) * sizeof *all);
+    if (all == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    const int n = step_linears(d, all);
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += (size_t)(all[i]->in * all[i]->out);
+    d->transposed = attn_aligned_alloc(total * sizeof(float));
+    if (d->transposed == NULL) {
+        free(all);
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu floats of weights",
+                         fn, total);
+    }
+    float *next = d->transposed;
+    enum { BLOCK = 32 };
+    for (int i = 0; i < n; i++) {
+        const int64_t in = all[i]->in, out = all[i]->out;
+        const float *w = all[i]->w;
+        for (int64_t o0 = 0; o0 < out; o0 += BLOCK)
+            for (int64_t i0 = 0; i0 < in; i0 += BLOCK)
+                for (int64_t o = o0; o < out && o < o0 + BLOCK; o++)
+                    for (int64_t k = i0; k < in && k < i0 + BLOCK; k++)
+                        next[k * out + o] = w[o * in + k];
+        all[i]->w_t = next;
+        next += in * out;
+    }
+    free(all);
+    return ATTN_OK;
 }
 
 /* count floats (at least one, so that empty batches need no special case), 64-byte aligned;
@@ -511,7 +589,7 @@ static attn_status project_memory(const char *fn, attn_step_decoder *d, const fl
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     attn_status status = ATTN_OK;
     for (int64_t l = 0; l < d->n_layers && status == ATTN_OK; l++) {
-        status = linear(&d->layers[l].cross_kv, tokens, memory, E, kv, 2 * E);
+        status = gemm_linear(&d->layers[l].cross_kv, tokens, memory, E, kv, 2 * E);
         const kv_cache_view view = cross_cache_view(d, l);
         for (int64_t b = 0; b < sentences && status == ATTN_OK; b++)
             for (int64_t h = 0; h < H; h++)
@@ -584,6 +662,8 @@ static attn_status transformer_start(const char *fn, attn_step_decoder *d, const
     d->attn_scale = (float)(1.0 / sqrt((double)d->d_head));
     ATTN_TRY(allocate(fn, d, sentences));
     gather_weights(d, m);
+    if (d->max_rows > STEP_LINEAR_MAX_ROWS)
+        ATTN_TRY(transpose_weights(fn, d));
     for (int64_t r = 0; r < d->size; r++) {
         d->self_slab_of_row[r] = r;
         d->cross_slab_of_row[r] = lm ? 0 : r;
@@ -762,6 +842,7 @@ void attn_model_step_destroy(attn_step_decoder *decoder)
         return;
     attn_step_decoder *d = decoder;
     attn_rnn_stepper_free(d->rnn);
+    attn_aligned_free(d->transposed);
     attn_aligned_free(d->self_pool);
     attn_aligned_free(d->cross_pool);
     attn_aligned_free(d->x);
