@@ -14,6 +14,7 @@
  * the read-only cross-attention slabs (one per source sentence) are shared by every row
  * decoding that sentence. */
 #include "models/models_internal.h"
+#include "models/step_attention.h"
 #include "models/step_linear.h"
 
 #include <math.h>
@@ -67,155 +68,6 @@ struct attn_step_decoder {
     float *x, *normed, *sub, *qkv, *ctx, *hidden, *probs;
     int64_t probs_len; /* max(max_steps, src_len) per row and head */
 };
-
-/* ---- the single-query attention kernel ----------------------------------------------------- */
-
-/* Where one layer's keys and values of a row are: slab slab_of_row[r] of pool, at offset;
- * head h's keys at + h * head_stride ([count][d_head]), its values value_offset further. */
-typedef struct kv_cache_view {
-    const float *pool;
-    const int64_t *slab_of_row;
-    int64_t slab_floats, offset, head_stride, value_offset;
-    int64_t count;         /* keys of every row, unless counts */
-    const int32_t *counts; /* per row (source lengths), or NULL */
-} kv_cache_view;
-
-/* For each row r and head h: p = softmax over the row's keys of (q . k_j) * scale, written to
- * probs (and zeros from the row's key count up to probs_fill), and out = sum_j p_j v_j. */
-typedef struct single_query_attention {
-    int64_t heads, d_head;
-    float scale;
-    const float *q;
-    int64_t q_stride;
-    kv_cache_view kv;
-    float *probs;
-    int64_t probs_row_stride, probs_head_stride, probs_fill;
-    float *out;
-    int64_t out_stride;
-} single_query_attention;
-
-static int64_t key_count(const kv_cache_view *kv, int64_t row)
-{
-    return kv->counts != NULL ? kv->counts[row] : kv->count;
-}
-
-static double score_reference(const float *q, const float *key, int64_t dh, float scale)
-{
-    double s = 0.0;
-    for (int64_t i = 0; i < dh; i++)
-        s += (double)q[i] * (double)key[i];
-    return s * (double)scale;
-}
-
-/* The textbook formula in double: what ATTN_ISA_REFERENCE runs. The output is summed in
- * blocks of 64 features so that the double accumulators fit on the stack. */
-static void attend_reference(const single_query_attention *a, int64_t r, int64_t h)
-{
-    const int64_t dh = a->d_head, n = key_count(&a->kv, r);
-    const float *q = a->q + r * a->q_stride + h * dh;
-    const float *keys = a->kv.pool + a->kv.slab_of_row[r] * a->kv.slab_floats + a->kv.offset +
-                        h * a->kv.head_stride;
-    const float *values = keys + a->kv.value_offset;
-    float *p = a->probs + r * a->probs_row_stride + h * a->probs_head_stride;
-    float *out = a->out + r * a->out_stride + h * dh;
-    double max = -INFINITY, sum = 0.0;
-    for (int64_t j = 0; j < n; j++) {
-        const double s = score_reference(q, keys + j * dh, dh, a->scale);
-        max = s > max ? s : max;
-    }
-    for (int64_t j = 0; j < n; j++)
-        sum += exp(score_reference(q, keys + j * dh, dh, a->scale) - max);
-    for (int64_t first = 0; first < dh; first += 64) {
-        const int64_t width = dh - first < 64 ? dh - first : 64;
-        double acc[64] = {0};
-        for (int64_t j = 0; j < n; j++) {
-            const double w = exp(score_reference(q, keys + j * dh, dh, a->scale) - max) / sum;
-            for (int64_t i = 0; i < width; i++)
-                acc[i] += w * (double)values[j * dh + first + i];
-        }
-        for (int64_t i = 0; i < width; i++)
-            out[first + i] = (float)acc[i];
-    }
-    for (int64_t j = 0; j < n; j++)
-        p[j] = (float)(exp(score_reference(q, keys + j * dh, dh, a->scale) - max) / sum);
-    for (int64_t j = n; j < a->probs_fill; j++)
-        p[j] = 0.0f;
-}
-
-/* Sixteen independent partial sums, which the compiler turns into one vector register. */
-static float dot(const float *a, const float *b, int64_t n)
-{
-    float lanes[16] = {0};
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int l = 0; l < 16; l++)
-            lanes[l] += a[i + l] * b[i + l];
-    float sum = 0.0f;
-    for (; i < n; i++)
-        sum += a[i] * b[i];
-    for (int l = 0; l < 16; l++)
-        sum += lanes[l];
-    return sum;
-}
-
-/* One query row reads each cached key and value once, doing two flops per float read: the
- * kernel is memory-bound (and a sliver of a step next to its GEMMs), so this plain C serves
- * the AVX2 and AVX-512 settings too. */
-static void attend_portable(const single_query_attention *a, int64_t r, int64_t h)
-{
-    const int64_t dh = a->d_head, n = key_count(&a->kv, r);
-    const float *q = a->q + r * a->q_stride + h * dh;
-    const float *keys = a->kv.pool + a->kv.slab_of_row[r] * a->kv.slab_floats + a->kv.offset +
-                        h * a->kv.head_stride;
-    const float *values = keys + a->kv.value_offset;
-    float *p = a->probs + r * a->probs_row_stride + h * a->probs_head_stride;
-    float *out = a->out + r * a->out_stride + h * dh;
-    float max = -INFINITY;
-    for (int64_t j = 0; j < n; j++) {
-        p[j] = dot(q, keys + j * dh, dh) * a->scale;
-        max = p[j] > max ? p[j] : max;
-    }
-    float sum = 0.0f;
-    for (int64_t j = 0; j < n; j++) {
-        p[j] = expf(p[j] - max);
-        sum += p[j];
-    }
-    const float inverse = n > 0 ? 1.0f / sum : 0.0f;
-    for (int64_t i = 0; i < dh; i++)
-        out[i] = 0.0f;
-    for (int64_t j = 0; j < n; j++) {
-        p[j] *= inverse;
-        const float pj = p[j];
-        const float *v = values + j * dh;
-        for (int64_t i = 0; i < dh; i++)
-            out[i] += pj * v[i];
-    }
-    for (int64_t j = n; j < a->probs_fill; j++)
-        p[j] = 0.0f;
-}
-
-static void attend_range(void *ctx, int64_t begin, int64_t end, int thread_index)
-{
-    (void)thread_index;
-    const single_query_attention *a = ctx;
-    const int reference = attn_active_isa() == ATTN_ISA_REFERENCE;
-    for (int64_t task = begin; task < end; task++) {
-        if (reference)
-            attend_reference(a, task / a->heads, task % a->heads);
-        else
-            attend_portable(a, task / a->heads, task % a->heads);
-    }
-}
-
-/* Each (row, head) is independent and written by one thread, so results do not depend on
- * the thread count. A chunk gets at least ~64k flops: a batch-1 step's few hundred would
- * not pay for waking a thread. */
-static void attend(single_query_attention *a, int64_t rows, int64_t keys_hint)
-{
-    const int64_t work = 4 * (keys_hint > 0 ? keys_hint : 1) * a->d_head;
-    const int64_t min_chunk = work >= 65536 ? 1 : 65536 / work;
-    attn_parallel_for(rows * a->heads, min_chunk, attend_range, a);
-}
 
 /* ---- the Transformer step ------------------------------------------------------------------ */
 
@@ -317,7 +169,7 @@ static attn_status self_attention(attn_step_decoder *d, int64_t layer, const lay
                    (size_t)dh * sizeof(float));
         }
     }
-    single_query_attention a = {d->heads,
+    step_attention a = {d->heads,
                                 dh,
                                 d->attn_scale,
                                 d->qkv,
@@ -329,7 +181,7 @@ static attn_status self_attention(attn_step_decoder *d, int64_t layer, const lay
                                 0,
                                 d->ctx,
                                 E};
-    attend(&a, n, t + 1);
+    attn_step_attend(&a, n, t + 1);
     ATTN_TRY(linear(d, &w->self_out, d->ctx, E, d->sub, E));
     return close_sublayer(d, w, SELF_ATTENTION);
 }
@@ -342,7 +194,7 @@ static attn_status cross_attention(attn_step_decoder *d, int64_t layer, const la
     const float *in;
     ATTN_TRY(open_sublayer(d, w, CROSS_ATTENTION, &in));
     ATTN_TRY(linear(d, &w->cross_q, in, E, d->qkv, E));
-    single_query_attention a = {d->heads,
+    step_attention a = {d->heads,
                                 d->d_head,
                                 d->attn_scale,
                                 d->qkv,
@@ -360,7 +212,7 @@ static attn_status cross_attention(attn_step_decoder *d, int64_t layer, const la
         a.probs_head_stride = S;
         a.probs_fill = S;
     }
-    attend(&a, n, S);
+    attn_step_attend(&a, n, S);
     ATTN_TRY(linear(d, &w->cross_out, d->ctx, E, d->sub, E));
     return close_sublayer(d, w, CROSS_ATTENTION);
 }

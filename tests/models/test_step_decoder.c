@@ -269,6 +269,12 @@ static void replay_rows(attn_model *m, const rows_state *s, int64_t max_rows, fl
     attn_var *memory = encode(m, g, s->size, src, lengths);
     attn_step_decoder *d = NULL;
     CHECK_OK(attn_model_step_start(m, g, memory, lm ? NULL : lengths, max_rows, STEPS, &d));
+    if (lm && d != NULL) {
+        int64_t first[MAX_ROWS];
+        for (int64_t r = 0; r < s->size; r++)
+            first[r] = r;
+        CHECK_OK(attn_model_step_select(d, first, s->size));
+    }
     for (int64_t t = 0; t < STEPS && d != NULL; t++) {
         for (int64_t r = 0; r < s->size; r++)
             ids[r] = s->history[r * STEPS + t];
