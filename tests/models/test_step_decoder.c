@@ -358,20 +358,24 @@ static void test_select_follows_rows(void)
 /* Selecting no row, stepping an empty batch, growing is then impossible (no row to copy). */
 static void test_empty_selection(void)
 {
-    attn_model_config c = transformer(12, 3, 0);
-    attn_model *m = new_model(&c, 2);
-    attn_graph *g = inference_graph(m);
-    attn_var *memory = encode(m, g, BATCH, batch_src, batch_src_lengths);
-    attn_step_decoder *d = NULL;
-    CHECK_OK(attn_model_step_start(m, g, memory, batch_src_lengths, BATCH, 4, &d));
-    CHECK_OK(attn_model_step_select(d, NULL, 0));
-    CHECK(attn_model_step_size(d) == 0, "no row left");
-    CHECK_OK(attn_model_step(d, NULL, NULL, NULL));
-    const int64_t row = 0;
-    CHECK_FAILS(attn_model_step_select(d, &row, 1), ATTN_ERR_INVALID_ARGUMENT);
-    attn_model_step_destroy(d);
-    attn_graph_destroy(g);
-    attn_model_destroy(m);
+    variant v[16];
+    const int n = make_variants(v);
+    for (int i = 0; i < n; i++) {
+        const int lm = is_lm(&v[i].config);
+        attn_model *m = new_model(&v[i].config, 2);
+        attn_graph *g = inference_graph(m);
+        attn_var *memory = encode(m, g, BATCH, batch_src, batch_src_lengths);
+        attn_step_decoder *d = NULL;
+        CHECK_OK(attn_model_step_start(m, g, memory, lm ? NULL : batch_src_lengths, BATCH, 4, &d));
+        CHECK_OK(attn_model_step_select(d, NULL, 0));
+        CHECK(attn_model_step_size(d) == 0, "%s: no row left", v[i].name);
+        CHECK_OK(attn_model_step(d, NULL, NULL, NULL));
+        const int64_t row = 0;
+        CHECK_FAILS(attn_model_step_select(d, &row, 1), ATTN_ERR_INVALID_ARGUMENT);
+        attn_model_step_destroy(d);
+        attn_graph_destroy(g);
+        attn_model_destroy(m);
+    }
 }
 
 /* ---- cross-attention weights ------------------------------------------------------------------ */
