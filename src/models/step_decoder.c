@@ -359,15 +359,19 @@ static attn_status transpose_weights(const char *fn, attn_step_decoder *d)
                          fn, total);
     }
     float *next = d->transposed;
-    enum { BLOCK = 32 };
+    /* Sixteen outputs at a time: sixteen rows of W read as sequential streams, each k writing
+     * one whole cache line of W^T (square blocks write lines that alias in L1 at the
+     * power-of-two strides of these matrices). */
+    enum { BLOCK = 16 };
     for (int i = 0; i < n; i++) {
         const int64_t in = all[i]->in, out = all[i]->out;
         const float *w = all[i]->w;
-        for (int64_t o0 = 0; o0 < out; o0 += BLOCK)
-            for (int64_t i0 = 0; i0 < in; i0 += BLOCK)
-                for (int64_t o = o0; o < out && o < o0 + BLOCK; o++)
-                    for (int64_t k = i0; k < in && k < i0 + BLOCK; k++)
-                        next[k * out + o] = w[o * in + k];
+        for (int64_t o0 = 0; o0 < out; o0 += BLOCK) {
+            const int64_t width = out - o0 < BLOCK ? out - o0 : BLOCK;
+            for (int64_t k = 0; k < in; k++)
+                for (int64_t o = 0; o < width; o++)
+                    next[k * out + o0 + o] = w[(o0 + o) * in + k];
+        }
         all[i]->w_t = next;
         next += in * out;
     }
@@ -589,7 +593,8 @@ attn_status attn_model_step(attn_step_decoder *decoder, const int32_t *ids, floa
         ATTN_CHECK_ARG(ids[r] >= 0 && ids[r] < d->vocab,
                        "%s: ids[%lld] = %d is outside [0, tgt_vocab %lld)", fn, (long long)r,
                        (int)ids[r], (long long)d->vocab);
-    if (d->rnn != NULL)
+    /* No row can come back once none is left: an empty step has nothing to do. */
+    if (d->size > 0 && d->rnn != NULL)
         ATTN_TRY(attn_rnn_stepper_step(d->rnn, ids, logits, cross));
     else if (d->size > 0)
         ATTN_TRY(transformer_step(d, ids, logits, cross));
