@@ -2,12 +2,18 @@
  * models through their stepper (rnn_model.c).
  *
  * A Transformer step runs the decoder for ONE new position of every row, straight on the
- * kernels (no tape): per layer, the new token's query, key and value come from one GEMM, the
- * key and value are appended to the row's cache, and the query attends over the cache (which
- * holds only the past, so no causal mask is needed); the cross-attention query attends over
- * the encoder memory's keys and values, projected once by attn_model_step_start. Every
+ * kernels (no tape): per layer, the new token's query, key and value come from one product,
+ * the key and value are appended to the row's cache, and the query attends over the cache
+ * (which holds only the past, so no causal mask is needed); the cross-attention query attends
+ * over the encoder memory's keys and values, projected once by attn_model_step_start. Every
  * buffer is sized at the start for max_rows rows and max_steps steps, so steps allocate
  * nothing and their memory does not grow with the steps taken.
+ *
+ * Products: a decoder of a few rows (greedy or beam search of one sentence) is bound by
+ * reading the weights, which attn_step_linear does once per step straight from PyTorch's
+ * [out, in] layout; a larger one is compute-bound and multiplies with attn_gemm on copies of
+ * the weights transposed once at the start (attn_gemm reads a [k, n] operand in place, but
+ * would repack [out, in] at every call).
  *
  * Rows reach their cache through a slab index. Selecting rows mostly moves indices: a row
  * kept once keeps its slab, only a duplicated row's history is copied into a free slab, and
