@@ -209,6 +209,67 @@ ATTN_API attn_status attn_model_decode(attn_model *model, attn_graph *graph, att
                                        const int32_t *lengths, attn_var **logits);
 
 
+/* ---- Decoding one step at a time --------------------------------------------------------- *
+ *
+ * A step decoder generates target tokens for a batch of rows in lockstep (greedy or beam
+ * search) after attn_model_encode, one position per call, without re-running the decoder
+ * over the prefix. The Transformer keeps each decoder layer's self-attention keys and values
+ * of the steps so far (a KV cache of max_steps positions per row) and projects the encoder
+ * memory to its cross-attention keys and values once, at the start; the rnn models carry
+ * their recurrent state. The language model ("transformer_lm") decodes from no memory.
+ * Inference only: no dropout, nothing recorded. Each step reproduces what attn_model_decode
+ * computes at that position of the same prefix (to float rounding).
+ *
+ * Rows. The decoder starts with one row per sentence of the memory (the language model:
+ * max_rows rows). attn_model_step_select keeps, drops, reorders and duplicates rows (beam
+ * search: start with the batch, then select each sentence's row beam times; batched greedy
+ * decoding: drop the finished sentences), up to max_rows rows at any time. A row carries its
+ * source (cross-attention keys and values, src_length) and its history with it.
+ *
+ * Memory. The decoder owns all its memory (heap, allocated at start, freed by
+ * attn_model_step_destroy): the graph and memory are read only by attn_model_step_start, so
+ * the caller may reset the graph right after it. The Transformer's steps allocate nothing;
+ * the rnn models' steps run on a private graph whose arena stops growing after the first
+ * step. Neither grows with the number of steps taken. The decoder may copy the weights at
+ * the start: change them (training, loading) only between decoders. */
+typedef struct attn_step_decoder attn_step_decoder;
+
+/* memory and src_lengths: attn_model_encode's output on graph (not recording) and the same
+ * src_lengths (NULL: every source is memory's src_len long); both NULL for the language
+ * model. max_rows >= the memory's batch size (the language model: >= 1) bounds the rows;
+ * max_steps >= 1 bounds the number of steps (the transformer: at most the config's
+ * max_len). *out is NULL on failure. */
+ATTN_API attn_status attn_model_step_start(attn_model *model, attn_graph *graph,
+                                           attn_var *memory, const int32_t *src_lengths,
+                                           int64_t max_rows, int64_t max_steps,
+                                           attn_step_decoder **out);
+/* One step for every row: ids [size] are each row's previous token (<s> at the first
+ * step); logits [size, tgt_vocab] (the caller's buffer) receives the raw logits of the next
+ * token. cross (NULL: not wanted) [size, cross_maps, src_len] receives this step's
+ * cross-attention weights: the transformer's one map per decoder layer and head, layer-major
+ * (layer l, head h at l * heads + h); the rnn models' one map (all zeros for attention
+ * "none"); positions at or beyond a row's src_length are 0. The language model has no
+ * cross-attention (cross_maps 0; pass NULL). ATTN_ERR_INVALID_ARGUMENT after max_steps
+ * steps. size 0 is fine (nothing is written). */
+ATTN_API attn_status attn_model_step(attn_step_decoder *decoder, const int32_t *ids,
+                                     float *logits, float *cross);
+/* New row r = old row rows[r] for r < new_size: 0 <= rows[r] < the current size, repeats
+ * allowed, 0 <= new_size <= max_rows. Cheap: a row kept once moves by pointer, and only a
+ * duplicated row's history is copied. */
+ATTN_API attn_status attn_model_step_select(attn_step_decoder *decoder, const int64_t *rows,
+                                            int64_t new_size);
+/* The current number of rows (0 for NULL). */
+ATTN_API int64_t attn_model_step_size(const attn_step_decoder *decoder);
+/* Steps taken so far (0 for NULL). */
+ATTN_API int64_t attn_model_step_count(const attn_step_decoder *decoder);
+/* The source length of the memory (0 for the language model or NULL). */
+ATTN_API int64_t attn_model_step_src_len(const attn_step_decoder *decoder);
+/* Cross-attention maps per row: decoder_layers * num_heads (transformer), 1 (rnn), 0
+ * (language model, or NULL). */
+ATTN_API int64_t attn_model_step_cross_maps(const attn_step_decoder *decoder);
+/* Frees the decoder; NULL is ignored. */
+ATTN_API void attn_model_step_destroy(attn_step_decoder *decoder);
+
 /* ---- RNN encoder-decoders (arch "rnn") ------------------------------------------------ *
  *
  * Encoder: source embeddings (embedding_dim), dropout, `layers` recurrent layers (GRU or

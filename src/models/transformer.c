@@ -9,24 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct attn_model {
-    attn_model_config config;
-    attn_params *params;
-    /* The classifier reads src_embed, the language model tgt_embed; shared embeddings are
-     * one parameter in both. */
-    attn_nn_embedding src_embed, tgt_embed;
-    attn_nn_positional positions;
-    /* Self-attention blocks: the encoder's, or the language model's causal ones. */
-    attn_nn_encoder_layer *blocks;
-    int64_t n_blocks;
-    attn_nn_decoder_layer *decoder_layers;
-    int64_t n_decoder_layers;
-    attn_nn_layer_norm encoder_norm, decoder_norm;
-    int has_encoder_norm, has_decoder_norm;
-    attn_nn_linear generator, classifier;
-    attn_rnn_model *rnn; /* arch "rnn": its modules (rnn_model.c); NULL otherwise */
-};
-
 /* ---- construction ------------------------------------------------------------------------ */
 
 static attn_status register_stack(attn_model *m, const attn_nn_block_config *block)
@@ -268,7 +250,7 @@ static attn_status check_lengths(const char *fn, const char *what, int64_t size,
     return ATTN_OK;
 }
 
-static float embedding_scale(const attn_model_config *c)
+float attn_model_embedding_scale(const attn_model_config *c)
 {
     return c->scale_embeddings ? (float)sqrt((double)c->d_model) : 1.0f;
 }
@@ -280,7 +262,7 @@ static attn_status embed(const attn_model *m, const attn_nn_embedding *table, at
 {
     attn_var *x;
     ATTN_TRY(attn_nn_embedding_forward(table, graph, size, len, ids, stride,
-                                       embedding_scale(&m->config), &x));
+                                       attn_model_embedding_scale(&m->config), &x));
     ATTN_TRY(attn_nn_positional_forward(&m->positions, graph, x, &x));
     return attn_op_dropout(graph, x, (float)m->config.dropout, out);
 }
