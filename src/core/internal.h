@@ -45,7 +45,9 @@ ATTN_INTERNAL attn_status attn_fail(attn_status status, const char *fmt, ...) AT
 /* Runs body(ctx, begin, end, thread_index) over a static partition of [0, n) into
  * contiguous chunks, one per thread (never more chunks than n / min_chunk). The partition
  * depends only on n, min_chunk and the thread count, which keeps results deterministic.
- * Runs serially when already inside a parallel region. */
+ * thread_index is the chunk's number, below attn_parallel_threads(): whichever pool thread
+ * runs a chunk (the caller runs the ones no worker has claimed yet), per-thread scratch
+ * indexed by it is never shared by two running chunks. Runs serially inside a chunk. */
 typedef void (*attn_range_fn)(void *ctx, int64_t begin, int64_t end, int thread_index);
 ATTN_INTERNAL void attn_parallel_for(int64_t n, int64_t min_chunk, attn_range_fn body,
                                      void *ctx);
