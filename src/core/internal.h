@@ -54,6 +54,15 @@ ATTN_INTERNAL void attn_parallel_for(int64_t n, int64_t min_chunk, attn_range_fn
 /* Threads attn_parallel_for may use right now (1 inside a parallel region). */
 ATTN_INTERNAL int attn_parallel_threads(void);
 
+/* ---- scratch ------------------------------------------------------------------------------ */
+
+/* A 64-byte aligned work buffer of at least `bytes` (contents undefined) for the length of
+ * one call, from a cache of buffers kept across calls (src/core/scratch.c), so a training
+ * step allocates nothing once its calls have been seen. NULL with attn_last_error set when
+ * memory runs out. Give it back with attn_scratch_release (NULL is ignored). */
+ATTN_INTERNAL void *attn_scratch_acquire(size_t bytes);
+ATTN_INTERNAL void attn_scratch_release(void *p);
+
 /* ---- dispatch -------------------------------------------------------------------------- */
 
 /* The instruction set kernels should use now: the user's choice, capped by the CPU. */
