@@ -299,7 +299,7 @@ attn_status attn_graph_grad(attn_graph *graph, attn_var *var, float **grad)
         var->grad = attn_graph_alloc_floats(graph, count);
         if (var->grad == NULL)
             return ATTN_ERR_OUT_OF_MEMORY;
-        memset(var->grad, 0, count * sizeof(float));
+        attn_ad_zero((int64_t)count, var->grad);
     }
     *grad = var->grad;
     return ATTN_OK;
@@ -426,6 +426,19 @@ void attn_ad_accumulate(int64_t n, const float *src, float *dst)
 {
     stream_job job = {src, NULL, dst};
     attn_parallel_for(n, STREAM_CHUNK, accumulate_range, &job);
+}
+
+static void zero_range(void *ctx, int64_t begin, int64_t end, int thread_index)
+{
+    (void)thread_index;
+    const stream_job *job = ctx;
+    memset(job->dst + begin, 0, (size_t)(end - begin) * sizeof(float));
+}
+
+void attn_ad_zero(int64_t n, float *dst)
+{
+    stream_job job = {NULL, NULL, dst};
+    attn_parallel_for(n, 4 * STREAM_CHUNK, zero_range, &job);
 }
 
 static void add_range(void *ctx, int64_t begin, int64_t end, int thread_index)
