@@ -13,10 +13,12 @@
  *
  * Workers spin briefly for the next call (calls come back to back within a step), then sleep
  * on a condition variable until the next call wakes them. */
+#define _POSIX_C_SOURCE 200809L /* pthread_sigmask, sysconf */
 #include "core/internal.h"
 
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -158,6 +160,11 @@ static void ensure_workers(int wanted)
 {
     if (pool.workers >= wanted)
         return;
+    /* Workers start with every signal blocked, so signals meant for the process (Ctrl-C in
+     * attn train) reach the application's own threads, as they did without a pool. */
+    sigset_t all, previous;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &previous);
     pthread_mutex_lock(&pool.lock);
     while (pool.workers < wanted) {
         pthread_t thread;
@@ -172,6 +179,7 @@ static void ensure_workers(int wanted)
         pool.workers++;
     }
     pthread_mutex_unlock(&pool.lock);
+    pthread_sigmask(SIG_SETMASK, &previous, NULL);
 }
 
 /* A forked child has the pool's memory but none of its workers. */

@@ -5,6 +5,8 @@
 #include "core/internal.h"
 
 #include <pthread.h>
+#include <signal.h>
+#include <time.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,11 +182,61 @@ static void test_forked_child_still_runs_calls(void)
     CHECK_OK(attn_set_num_threads(0));
 }
 
+typedef struct signal_probe {
+    pthread_t caller;
+    atomic_int started, worker_chunks, worker_sigint_open;
+} signal_probe;
+
+static double now_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Each chunk waits (up to 50 ms) until both have started, so a worker gets to run one. */
+static void probe_signals(void *ctx, int64_t begin, int64_t end, int thread_index)
+{
+    signal_probe *probe = ctx;
+    (void)begin;
+    (void)end;
+    (void)thread_index;
+    atomic_fetch_add(&probe->started, 1);
+    double deadline = now_seconds() + 0.05;
+    while (atomic_load(&probe->started) < 2 && now_seconds() < deadline)
+        ;
+    if (!pthread_equal(pthread_self(), probe->caller)) {
+        sigset_t mask;
+        pthread_sigmask(SIG_BLOCK, NULL, &mask);
+        atomic_fetch_add(&probe->worker_chunks, 1);
+        if (!sigismember(&mask, SIGINT))
+            atomic_store(&probe->worker_sigint_open, 1);
+    }
+}
+
+static void test_workers_leave_signals_to_the_application(void)
+{
+    static signal_probe probe;
+    CHECK_OK(attn_set_num_threads(2));
+    sigset_t none;
+    sigemptyset(&none);
+    pthread_sigmask(SIG_SETMASK, &none, NULL);
+    for (int rep = 0; rep < 40 && atomic_load(&probe.worker_chunks) < 3; rep++) {
+        probe.caller = pthread_self();
+        atomic_store(&probe.started, 0);
+        attn_parallel_for(2, 1, probe_signals, &probe);
+    }
+    CHECK(atomic_load(&probe.worker_chunks) > 0, "a worker ran chunks");
+    CHECK(!atomic_load(&probe.worker_sigint_open), "workers run with SIGINT blocked");
+    CHECK_OK(attn_set_num_threads(0));
+}
+
 int main(void)
 {
     RUN_TEST(test_partition_depends_on_sizes_and_threads_only);
     RUN_TEST(test_nested_calls_run_inline);
     RUN_TEST(test_user_threads_may_call_at_once);
     RUN_TEST(test_forked_child_still_runs_calls);
+    RUN_TEST(test_workers_leave_signals_to_the_application);
     return test_summary();
 }
