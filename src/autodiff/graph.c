@@ -477,16 +477,23 @@ void attn_ad_fill_rows(int64_t rows, int64_t cols, const float *row, float *dst)
     attn_parallel_for(rows, 1 + STREAM_CHUNK / cols, fill_rows_range, &job);
 }
 
-enum { COLUMN_BLOCK = 64 };
+/* Columns are split over the threads in blocks of COLUMN_BLOCK; a thread sums up to
+ * COLUMN_SPAN of its columns in one pass down the rows, so each row is read as one long
+ * contiguous run (a 64-column pass per block re-read the matrix with a stride, 3% of a
+ * training step). Each column is still summed in row order, so the bits do not depend on
+ * the blocking. */
+enum { COLUMN_BLOCK = 64, COLUMN_SPAN = 1024 };
 
 static void column_sums_range(void *ctx, int64_t begin, int64_t end, int thread_index)
 {
     (void)thread_index;
     const rows_job *job = ctx;
-    for (int64_t block = begin; block < end; block++) {
-        int64_t first = block * COLUMN_BLOCK;
-        int64_t width = job->cols - first < COLUMN_BLOCK ? job->cols - first : COLUMN_BLOCK;
-        double sums[COLUMN_BLOCK] = {0};
+    const int64_t last = job->cols < end * COLUMN_BLOCK ? job->cols : end * COLUMN_BLOCK;
+    for (int64_t first = begin * COLUMN_BLOCK; first < last; first += COLUMN_SPAN) {
+        int64_t width = last - first < COLUMN_SPAN ? last - first : COLUMN_SPAN;
+        double sums[COLUMN_SPAN];
+        for (int64_t c = 0; c < width; c++)
+            sums[c] = 0.0;
         for (int64_t r = 0; r < job->rows; r++) {
             const float *row = job->src + r * job->cols + first;
             for (int64_t c = 0; c < width; c++)
