@@ -5,6 +5,7 @@ Run with Debian's python3-torch:
     /usr/bin/python3 bench/torch_train.py [--config small|base|both] [--threads N] [--json]
     OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 bench/torch_train.py ...
     /usr/bin/python3 bench/torch_train.py --sweep     # default / PASSIVE x 1 / 2 threads
+    /usr/bin/python3 bench/torch_train.py --report ATTN.jsonl TORCH.jsonl [TORCH.jsonl ...]
 
 One training step = forward + backward + Adam update of a batch; the figure is target tokens
 per second (batch x target length, the tokens the loss scores) at the median step time after
@@ -207,6 +208,39 @@ def sweep(script, args):
     return rows
 
 
+def read_json_lines(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.startswith("{")]
+
+
+def report(attn_path, torch_paths):
+    """attn's rows (attn bench train --json) beside the best PyTorch run of each config."""
+    attn_rows = read_json_lines(attn_path)
+    torch_rows = [row for path in torch_paths for row in read_json_lines(path)]
+    settings = sorted({f"OMP_WAIT_POLICY={r['omp_wait_policy']}, {r['threads']} threads"
+                       for r in torch_rows})
+    if attn_rows:
+        print(f"train: attn {attn_rows[0]['isa']} {attn_rows[0]['threads']} threads; torch "
+              f"best of: {'; '.join(settings)}; target tokens/s at the median step, "
+              "indicative on a shared machine")
+    print("%-6s %10s %10s %7s %9s %9s %12s %12s" % (
+        "config", "attn tok/s", "torch tok/s", "ratio", "attn GF/s", "torch GF/s",
+        "attn params", "torch params"))
+    for row in attn_rows:
+        matches = [r for r in torch_rows if r["config"] == row["config"]]
+        if not matches:
+            continue
+        best = max(matches, key=lambda r: r["tgt_tokens_per_s"])
+        torch_gflops = row["gflop_per_step"] / best["median_step_s"]
+        print("%-6s %10.0f %10.0f %6.2fx %9.1f %9.1f %12d %12d" % (
+            row["config"], row["tgt_tokens_per_s"], best["tgt_tokens_per_s"],
+            row["tgt_tokens_per_s"] / best["tgt_tokens_per_s"], row["gflops"], torch_gflops,
+            row["params"], best["params"]))
+    print("GF/s: attn's FLOP count per step (matrix products, backward = 2x forward) over each "
+          "one's median step; attn's parameters include the output bias "
+          "(generator.bias, tgt_vocab floats) that torch's bias-free tied projection lacks")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", choices=["small", "base", "both"], default="both")
@@ -216,7 +250,15 @@ def main():
     parser.add_argument("--json", action="store_true", help="one JSON line per configuration")
     parser.add_argument("--sweep", action="store_true",
                         help="run default/PASSIVE OMP_WAIT_POLICY x 1/2 threads in subprocesses")
+    parser.add_argument("--report", nargs="+", metavar="JSONL",
+                        help="attn bench train --json output, then one or more --json outputs "
+                             "of this script: print them side by side")
     args = parser.parse_args()
+    if args.report:
+        if len(args.report) < 2:
+            parser.error("--report needs attn's JSON lines and at least one PyTorch file")
+        report(args.report[0], args.report[1:])
+        return
     if args.steps is not None and args.steps < 1:
         parser.error("--steps must be at least 1")
     if args.warmup is not None and args.warmup < 0:

@@ -58,6 +58,22 @@ section_decode() {
         "$work/torch_decode_default.json" "$work/torch_decode_passive.json"
 }
 
+# Transformer training steps (forward, backward, Adam) on the SMALL and BASE shapes,
+# PyTorch's nn.Transformer with its default threading and with OMP_WAIT_POLICY=PASSIVE on every
+# core; the ratio is to the better of the two.
+section_train() {
+    echo "== train"
+    steps=""
+    if [ -n "$quick" ]; then steps="--steps 3"; fi
+    "$build/attn" bench train --json $steps >"$work/attn_train.json"
+    "$python" "$root/bench/torch_train.py" --json $steps >"$work/torch_train_default.json"
+    OMP_WAIT_POLICY=PASSIVE "$python" "$root/bench/torch_train.py" --json $steps \
+        --threads "$(nproc)" >"$work/torch_train_passive.json"
+    "$python" "$root/bench/torch_train.py" --report "$work/attn_train.json" \
+        "$work/torch_train_default.json" "$work/torch_train_passive.json"
+}
+
 section_attention
+section_train
 section_decode
 [ -n "$quick" ] || section_gemm

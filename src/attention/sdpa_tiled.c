@@ -236,7 +236,7 @@ static float *alloc_scratch(size_t per_thread, int threads)
     size_t bytes;
     if (!attn_mul_size(per_thread * sizeof(float), (size_t)threads, &bytes))
         return NULL;
-    return attn_aligned_alloc(bytes > 0 ? bytes : 64);
+    return attn_scratch_acquire(bytes);
 }
 
 static float *take(float **cursor, int64_t count)
@@ -354,7 +354,7 @@ attn_status attn_sdpa_tiled_forward(const sdpa_problem *p, const sdpa_kernels *k
     if (job.scratch == NULL)
         return ATTN_ERR_OUT_OF_MEMORY;
     attn_parallel_for(p->batch * p->heads * job.q_tiles, 1, forward_items, &job);
-    attn_aligned_free(job.scratch);
+    attn_scratch_release(job.scratch);
     return ATTN_OK;
 }
 
@@ -519,14 +519,14 @@ attn_status attn_sdpa_tiled_backward(const sdpa_problem *p, const sdpa_kernels *
         if (attn_mul_size((size_t)(job.groups * dq_rows), (size_t)p->dim, &partial_floats))
             job.dq_partial = alloc_scratch(partial_floats, 1);
         if (job.dq_partial == NULL) {
-            attn_aligned_free(job.scratch);
+            attn_scratch_release(job.scratch);
             return ATTN_ERR_OUT_OF_MEMORY;
         }
     }
     attn_parallel_for(p->batch * p->heads * job.groups, 1, backward_items, &job);
     if (job.groups > 1)
         attn_parallel_for(dq_rows, 64, reduce_dq_rows, &job);
-    attn_aligned_free(job.dq_partial);
-    attn_aligned_free(job.scratch);
+    attn_scratch_release(job.dq_partial);
+    attn_scratch_release(job.scratch);
     return ATTN_OK;
 }

@@ -18,6 +18,9 @@ ATTN_INTERNAL const char *attn_ad_shape_text(const attn_var *v, char *buf, size_
  * the size. They only stream memory, so one portable loop serves every instruction set. */
 /* dst[i] += src[i] */
 ATTN_INTERNAL void attn_ad_accumulate(int64_t n, const float *src, float *dst);
+/* dst[0, n) = 0, split over the threads: zeroing gradients is a large share of a step's
+ * otherwise serial work (attn_graph_grad, attn_params_zero_grad). */
+ATTN_INTERNAL void attn_ad_zero(int64_t n, float *dst);
 /* dst[i] = a[i] + b[i] */
 ATTN_INTERNAL void attn_ad_add(int64_t n, const float *a, const float *b, float *dst);
 /* Every row of dst [rows, cols] becomes a copy of row. */

@@ -2,6 +2,7 @@
  * and Adam moments in three more buffers of the same layout. */
 #include "core/internal.h"
 #include "attn/attn_autodiff.h"
+#include "autodiff/autodiff_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -292,7 +293,7 @@ void attn_params_zero_grad(attn_params *store)
 {
     if (store == NULL || !store->finalized)
         return;
-    memset(store->buffers[ATTN_PARAM_GRADS], 0, store->buffer_floats * sizeof(float));
+    attn_ad_zero((int64_t)store->buffer_floats, store->buffers[ATTN_PARAM_GRADS]);
 }
 
 static attn_status check_buffer(const char *fn, attn_param_buffer which)

@@ -45,12 +45,23 @@ ATTN_INTERNAL attn_status attn_fail(attn_status status, const char *fmt, ...) AT
 /* Runs body(ctx, begin, end, thread_index) over a static partition of [0, n) into
  * contiguous chunks, one per thread (never more chunks than n / min_chunk). The partition
  * depends only on n, min_chunk and the thread count, which keeps results deterministic.
- * Runs serially when already inside a parallel region. */
+ * thread_index is the chunk's number, below attn_parallel_threads(): whichever pool thread
+ * runs a chunk (the caller runs the ones no worker has claimed yet), per-thread scratch
+ * indexed by it is never shared by two running chunks. Runs serially inside a chunk. */
 typedef void (*attn_range_fn)(void *ctx, int64_t begin, int64_t end, int thread_index);
 ATTN_INTERNAL void attn_parallel_for(int64_t n, int64_t min_chunk, attn_range_fn body,
                                      void *ctx);
 /* Threads attn_parallel_for may use right now (1 inside a parallel region). */
 ATTN_INTERNAL int attn_parallel_threads(void);
+
+/* ---- scratch ------------------------------------------------------------------------------ */
+
+/* A 64-byte aligned work buffer of at least `bytes` (contents undefined) for the length of
+ * one call, from a cache of buffers kept across calls (src/core/scratch.c), so a training
+ * step allocates nothing once its calls have been seen. NULL with attn_last_error set when
+ * memory runs out. Give it back with attn_scratch_release (NULL is ignored). */
+ATTN_INTERNAL void *attn_scratch_acquire(size_t bytes);
+ATTN_INTERNAL void attn_scratch_release(void *p);
 
 /* ---- dispatch -------------------------------------------------------------------------- */
 

@@ -157,7 +157,10 @@ attn_status attn_cross_entropy_forward(int64_t rows, int64_t vocab, const float 
         return ATTN_OK;
     ATTN_CHECK_NOT_NULL(logits);
 
-    double *row_loss = attn_ref_doubles((size_t)rows, 1, __func__);
+    size_t row_loss_bytes;
+    if (!attn_mul_size((size_t)rows, sizeof(double), &row_loss_bytes))
+        return ATTN_ERR_OUT_OF_MEMORY;
+    double *row_loss = attn_scratch_acquire(row_loss_bytes);
     if (row_loss == NULL)
         return ATTN_ERR_OUT_OF_MEMORY;
     attn_isa isa = attn_active_isa();
@@ -165,7 +168,7 @@ attn_status attn_cross_entropy_forward(int64_t rows, int64_t vocab, const float 
         attn_status status = forward_reference(rows, vocab, logits, targets, ignore_index,
                                                smoothing, row_loss, row_lse);
         if (status != ATTN_OK) {
-            free(row_loss);
+            attn_scratch_release(row_loss);
             return status;
         }
     } else {
@@ -185,7 +188,7 @@ attn_status attn_cross_entropy_forward(int64_t rows, int64_t vocab, const float 
     double total = 0.0;
     for (int64_t r = 0; r < rows; r++)
         total += row_loss[r];
-    free(row_loss);
+    attn_scratch_release(row_loss);
     *loss_sum = total;
     *counted = rows_counted;
     return ATTN_OK;

@@ -254,7 +254,7 @@ attn_status attn_layer_norm_backward(int64_t rows, int64_t dim, const float *x, 
         size_t count;
         if (!attn_mul_size((size_t)blocks * 2, (size_t)dim, &count))
             return ATTN_ERR_OUT_OF_MEMORY;
-        partials = attn_aligned_alloc(count * sizeof(float));
+        partials = attn_scratch_acquire(count * sizeof(float));
         if (partials == NULL)
             return ATTN_ERR_OUT_OF_MEMORY;
     }
@@ -288,6 +288,6 @@ attn_status attn_layer_norm_backward(int64_t rows, int64_t dim, const float *x, 
         if (dbeta != NULL)
             dbeta[j] = (float)(dbeta[j] + sum_beta);
     }
-    attn_aligned_free(partials);
+    attn_scratch_release(partials);
     return ATTN_OK;
 }

@@ -1,0 +1,315 @@
+/* attn bench train: training throughput of the Transformer on the issue's two shapes.
+ *
+ * One step is exactly what the trainer does per update (src/train/loop.c) minus batching,
+ * clipping and the schedule: reset the graph, set the dropout seed, zero the gradients,
+ * attn_model_forward_loss, attn_graph_backward, one attn_adam_step over the whole parameter
+ * buffer. That is also what bench/torch_train.py times (zero_grad, forward, loss, backward,
+ * Adam step), so the two figures compare the same work.
+ *
+ * FLOP count (2 per multiply-add, matrix products only; the element-wise work is a few
+ * percent and not counted). With Ns = batch * src_len and Nt = batch * tgt_len tokens:
+ *   encoder layer: 8 Ns d^2 (Q, K, V, output projections) + 4 batch src_len^2 d (scores,
+ *                  weighted sum) + 4 Ns d ffn (two FFN linears)
+ *   decoder layer: self-attention 8 Nt d^2 + 4 batch tgt_len^2 d; cross-attention
+ *                  4 Nt d^2 (Q, output) + 4 Ns d^2 (K, V of the memory) + 4 batch tgt_len
+ *                  src_len d; FFN 4 Nt d ffn
+ *   output projection: 2 Nt d vocab
+ * and the backward of a product costs two products, so a step is 3x the forward:
+ * SMALL 23.5 GFLOP, BASE 280 GFLOP, as issue 3 states. */
+#define _POSIX_C_SOURCE 200809L
+#include "attn/attn.h"
+#include "cli/commands.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { MAX_STEPS = 1000 };
+
+typedef struct train_shape {
+    const char *name;
+    int64_t d_model, heads, layers, ffn, vocab, batch, src_len, tgt_len;
+    int default_steps;
+} train_shape;
+
+static const train_shape SHAPES[] = {
+    {"small", 256, 4, 3, 1024, 64, 64, 12, 10, 20},
+    {"base", 512, 8, 6, 2048, 8000, 32, 30, 30, 6},
+};
+
+enum { WARMUP_STEPS = 2 };
+
+typedef struct train_result {
+    int64_t params;
+    double step_s, cpu_s, loss, gflop;
+    size_t arena_bytes;
+    int arena_stable;
+} train_result;
+
+static double seconds(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *x, int n)
+{
+    qsort(x, (size_t)n, sizeof *x, compare_doubles);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+/* See the FLOP count at the top of the file. */
+static double step_gflop(const train_shape *s)
+{
+    const double b = (double)s->batch, S = (double)s->src_len, T = (double)s->tgt_len;
+    const double d = (double)s->d_model, f = (double)s->ffn, v = (double)s->vocab;
+    const double ns = b * S, nt = b * T;
+    const double encoder = 8 * ns * d * d + 4 * b * S * S * d + 4 * ns * d * f;
+    const double decoder = 8 * nt * d * d + 4 * b * T * T * d + 4 * nt * d * d + 4 * ns * d * d +
+                           4 * b * T * S * d + 4 * nt * d * f;
+    const double forward = (double)s->layers * (encoder + decoder) + 2 * nt * d * v;
+    return 3 * forward * 1e-9;
+}
+
+static attn_model_config shape_config(const train_shape *s)
+{
+    attn_model_config c = attn_model_config_default(ATTN_ARCH_TRANSFORMER);
+    c.d_model = s->d_model;
+    c.num_heads = s->heads;
+    c.encoder_layers = c.decoder_layers = s->layers;
+    c.ffn_dim = s->ffn;
+    c.src_vocab = c.tgt_vocab = s->vocab;
+    c.dropout = 0.1;
+    c.label_smoothing = 0.1;
+    c.tie_output = 1;
+    return c;
+}
+
+typedef struct train_run {
+    attn_model *model;
+    attn_graph *graph;
+    int32_t *ids; /* source ids, target ids, source lengths, target lengths */
+} train_run;
+
+static void free_run(train_run *run)
+{
+    attn_graph_destroy(run->graph);
+    attn_model_destroy(run->model);
+    free(run->ids);
+}
+
+/* Random word ids (4.. as attn's vocabularies number them after <pad> <s> </s> <unk>) of
+ * exactly the configured lengths; each target starts with <s> and scores tgt_len tokens. */
+static int make_batch(const train_shape *s, train_run *run, attn_model_batch *batch)
+{
+    const int64_t tgt_len = s->tgt_len + 1;
+    const size_t n = (size_t)(s->batch * (s->src_len + tgt_len + 2));
+    run->ids = malloc(n * sizeof *run->ids);
+    if (run->ids == NULL)
+        return 0;
+    int32_t *src = run->ids, *tgt = src + s->batch * s->src_len;
+    int32_t *src_lengths = tgt + s->batch * tgt_len, *tgt_lengths = src_lengths + s->batch;
+    attn_rng rng;
+    attn_rng_seed(&rng, 1);
+    for (int64_t i = 0; i < s->batch * s->src_len; i++)
+        src[i] = 4 + (int32_t)attn_rng_below(&rng, (uint64_t)s->vocab - 4);
+    for (int64_t i = 0; i < s->batch * tgt_len; i++)
+        tgt[i] = i % tgt_len == 0 ? 1 : 4 + (int32_t)attn_rng_below(&rng, (uint64_t)s->vocab - 4);
+    for (int64_t b = 0; b < s->batch; b++) {
+        src_lengths[b] = (int32_t)s->src_len;
+        tgt_lengths[b] = (int32_t)tgt_len;
+    }
+    *batch = (attn_model_batch){s->batch, s->src_len, src, src_lengths,
+                                tgt_len,  tgt,        tgt_lengths, NULL};
+    return 1;
+}
+
+/* One training update as the trainer makes it (see the top of the file). */
+static attn_status train_step(train_run *run, const attn_model_batch *batch,
+                              const attn_adam_options *adam, int64_t *adam_step, int step,
+                              double *loss)
+{
+    attn_params *params = attn_model_params(run->model);
+    attn_graph_reset(run->graph);
+    attn_graph_set_training(run->graph, 1);
+    attn_graph_set_recording(run->graph, 1);
+    attn_graph_set_dropout_seed(run->graph, 1, (uint64_t)step);
+    attn_params_zero_grad(params);
+    attn_var *loss_var;
+    attn_status status = attn_model_forward_loss(run->model, run->graph, batch, &loss_var);
+    if (status == ATTN_OK)
+        status = attn_graph_backward(run->graph, loss_var);
+    if (status != ATTN_OK)
+        return status;
+    *loss = (double)loss_var->value.data[0];
+    return attn_adam_step(adam, adam_step, (int64_t)attn_params_buffer_floats(params),
+                          attn_params_buffer(params, ATTN_PARAM_VALUES),
+                          attn_params_buffer(params, ATTN_PARAM_GRADS),
+                          attn_params_buffer(params, ATTN_PARAM_ADAM_M),
+                          attn_params_buffer(params, ATTN_PARAM_ADAM_V));
+}
+
+static int measure(const train_shape *s, int steps, train_result *r)
+{
+    train_run run = {NULL, NULL, NULL};
+    attn_model_batch batch;
+    attn_model_config config = shape_config(s);
+    attn_status status = attn_model_create(&config, &run.model);
+    if (status == ATTN_OK)
+        status = attn_model_init(run.model, 1);
+    if (status == ATTN_OK)
+        status = attn_graph_create(attn_model_params(run.model), &run.graph);
+    if (status == ATTN_OK && !make_batch(s, &run, &batch))
+        status = ATTN_ERR_OUT_OF_MEMORY;
+    attn_adam_options adam = attn_adam_default_options(ATTN_ADAM);
+    adam.lr = 1e-4;
+    adam.beta2 = 0.98;
+    adam.eps = 1e-9;
+    int64_t adam_step = 0;
+    double wall[MAX_STEPS], cpu[MAX_STEPS];
+    size_t arena_after_warmup = 0;
+    r->arena_stable = 1;
+    for (int step = 0; step < WARMUP_STEPS + steps && status == ATTN_OK; step++) {
+        double wall0 = seconds(CLOCK_MONOTONIC), cpu0 = seconds(CLOCK_PROCESS_CPUTIME_ID);
+        status = train_step(&run, &batch, &adam, &adam_step, step, &r->loss);
+        if (step >= WARMUP_STEPS) {
+            wall[step - WARMUP_STEPS] = seconds(CLOCK_MONOTONIC) - wall0;
+            cpu[step - WARMUP_STEPS] = seconds(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
+            /* the arena stops growing after the first step: no step after it allocates */
+            if (attn_graph_memory_peak(run.graph) != arena_after_warmup)
+                r->arena_stable = 0;
+        } else {
+            arena_after_warmup = attn_graph_memory_peak(run.graph);
+        }
+    }
+    if (status != ATTN_OK) {
+        fprintf(stderr, "attn bench train: %s: %s\n", s->name, attn_last_error());
+        free_run(&run);
+        return 0;
+    }
+    r->params = attn_params_numel(attn_model_params(run.model));
+    r->arena_bytes = attn_graph_memory_peak(run.graph);
+    r->step_s = median(wall, steps);
+    r->cpu_s = median(cpu, steps);
+    r->gflop = step_gflop(s);
+    free_run(&run);
+    return 1;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: attn bench train [--config small|base|both] [--steps N] [--threads N] "
+            "[--json]\n\n"
+            "Times Transformer training steps (forward, backward, Adam update of every\n"
+            "parameter) through attn_model_forward_loss, attn_graph_backward and attn_adam_step\n"
+            "on random batches, and prints target tokens per second at the median step time\n"
+            "after %d warm-up steps (steps default: small 20, base 6).\n"
+            "  small: d_model 256, 4 heads, 3+3 layers, FFN 1024, vocabularies 64,\n"
+            "         64 sentences of source length 12 and 10 target tokens\n"
+            "  base:  d_model 512, 8 heads, 6+6 layers, FFN 2048, vocabularies 8000,\n"
+            "         32 sentences of 30 and 30\n"
+            "Both: dropout 0.1, label smoothing 0.1, output projection tied to the target\n"
+            "embedding, Adam (betas 0.9/0.98, eps 1e-9). GFLOP/s count the matrix products\n"
+            "(forward 2 flops per multiply-add, backward twice the forward): 23.5 GFLOP per\n"
+            "small step, 280 per base step. Threads: --threads or ATTN_NUM_THREADS.\n",
+            WARMUP_STEPS);
+}
+
+static int parse_count(const char *flag, const char *text, int lo, int hi, int *out)
+{
+    char *end = NULL;
+    long n = strtol(text, &end, 10);
+    if (end == text || *end != '\0' || n < lo || n > hi) {
+        fprintf(stderr, "attn bench train: %s wants a number in %d..%d, got '%s'\n", flag, lo,
+                hi, text);
+        return 0;
+    }
+    *out = (int)n;
+    return 1;
+}
+
+int attn_cmd_bench_train(int argc, char **argv)
+{
+    int json = 0, steps = 0, threads = 0;
+    const char *config = "both";
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        int has_value = i + 1 < argc;
+        if (strcmp(arg, "--json") == 0) {
+            json = 1;
+        } else if (strcmp(arg, "--config") == 0 && has_value) {
+            config = argv[++i];
+            if (strcmp(config, "small") != 0 && strcmp(config, "base") != 0 &&
+                strcmp(config, "both") != 0) {
+                fprintf(stderr, "attn bench train: --config wants small, base or both, got "
+                                "'%s'\n", config);
+                return 2;
+            }
+        } else if (strcmp(arg, "--steps") == 0 && has_value) {
+            if (!parse_count("--steps", argv[++i], 1, MAX_STEPS, &steps))
+                return 2;
+        } else if (strcmp(arg, "--threads") == 0 && has_value) {
+            if (!parse_count("--threads", argv[++i], 1, 1024, &threads))
+                return 2;
+        } else if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "attn bench train: unknown option or missing value '%s'\n", arg);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (threads > 0 && attn_set_num_threads(threads) != ATTN_OK) {
+        fprintf(stderr, "attn bench train: %s\n", attn_last_error());
+        return 2;
+    }
+    const char *isa = attn_isa_name(attn_get_isa());
+    const int used_threads = attn_get_num_threads();
+    if (!json)
+        printf("attn bench train: %d threads, %s; median step after %d warm-up steps "
+               "(indicative on a shared machine)\n",
+               used_threads, isa, WARMUP_STEPS);
+    for (size_t c = 0; c < sizeof SHAPES / sizeof SHAPES[0]; c++) {
+        const train_shape *s = &SHAPES[c];
+        if (strcmp(config, "both") != 0 && strcmp(config, s->name) != 0)
+            continue;
+        const int n_steps = steps > 0 ? steps : s->default_steps;
+        train_result r;
+        if (!measure(s, n_steps, &r))
+            return 1;
+        const double tokens = (double)(s->batch * s->tgt_len);
+        const double tokens_per_s = tokens / r.step_s;
+        if (json) {
+            printf("{\"bench\": \"attn_train\", \"config\": \"%s\", \"tgt_tokens_per_s\": %.1f, "
+                   "\"tgt_tokens_per_step\": %.0f, \"median_step_s\": %.5f, "
+                   "\"median_cpu_s_per_step\": %.5f, \"gflop_per_step\": %.2f, "
+                   "\"gflops\": %.1f, \"steps\": %d, \"warmup_steps\": %d, \"params\": %lld, "
+                   "\"final_loss\": %.4f, \"arena_mib\": %.1f, \"arena_stable\": %s, "
+                   "\"threads\": %d, \"isa\": \"%s\"}\n",
+                   s->name, tokens_per_s, tokens, r.step_s, r.cpu_s, r.gflop,
+                   r.gflop / r.step_s, n_steps, WARMUP_STEPS, (long long)r.params, r.loss,
+                   (double)r.arena_bytes / (1024.0 * 1024.0), r.arena_stable ? "true" : "false",
+                   used_threads, isa);
+        } else {
+            printf("%s: %.0f target tokens/s, %.1f GFLOP/s (median step %.1f ms wall, %.1f ms "
+                   "CPU over %d steps; %.0f tokens and %.1f GFLOP per step; %.2f M parameters; "
+                   "arena %.1f MiB%s; loss %.3f)\n",
+                   s->name, tokens_per_s, r.gflop / r.step_s, r.step_s * 1e3, r.cpu_s * 1e3,
+                   n_steps, tokens, r.gflop, (double)r.params / 1e6,
+                   (double)r.arena_bytes / (1024.0 * 1024.0),
+                   r.arena_stable ? "" : ", GREW after the warm-up", r.loss);
+        }
+        fflush(stdout);
+    }
+    return 0;
+}

@@ -1,0 +1,95 @@
+"""attn bench train: the JSON it prints, the model it times (the same as bench/torch_train.py's),
+its FLOP count, and bad flags. Timings themselves are never checked."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(_ROOT / "bench"))
+import torch_train  # noqa: E402  (bench/ is not a package)
+
+
+def _attn_binary():
+    library = os.environ.get("ATTN_LIBRARY")
+    candidates = [Path(library).parent / "attn"] if library else []
+    candidates.append(_ROOT / "build" / "attn")
+    for candidate in candidates:
+        if candidate.exists():
+            return str(candidate)
+    pytest.fail("the attn program was not found beside ATTN_LIBRARY or in build/")
+
+
+ATTN = _attn_binary()
+
+
+def run(*args):
+    return subprocess.run([ATTN, "bench", "train", *map(str, args)], capture_output=True,
+                          text=True, timeout=300)
+
+
+def matmul_gflop(cfg):
+    """Forward FLOPs of every matrix product of nn.Transformer plus the tied projection, times 3
+    for forward + backward, counted here from the layer shapes one product at a time."""
+    b, s, t = cfg["batch"], cfg["src_len"], cfg["tgt_len"]
+    d, f, v = cfg["d_model"], cfg["ffn"], cfg["tgt_vocab"]
+
+    def linear(tokens, fan_in, fan_out):
+        return 2 * tokens * fan_in * fan_out
+
+    def attention(queries, keys):  # Q K^T and P V over all heads
+        return 2 * (2 * b * queries * keys * d)
+
+    encoder = (3 * linear(b * s, d, d) + attention(s, s) + linear(b * s, d, d)
+               + linear(b * s, d, f) + linear(b * s, f, d))
+    decoder = (3 * linear(b * t, d, d) + attention(t, t) + linear(b * t, d, d)
+               + linear(b * t, d, d) + 2 * linear(b * s, d, d) + attention(t, s)
+               + linear(b * t, d, d) + linear(b * t, d, f) + linear(b * t, f, d))
+    forward = (cfg["encoder_layers"] * encoder + cfg["decoder_layers"] * decoder
+               + linear(b * t, d, v))
+    return 3 * forward / 1e9
+
+
+def test_small_json_describes_the_torch_model_and_its_flops():
+    result = run("--config", "small", "--steps", "1", "--threads", "2", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(rows) == 1
+    row = rows[0]
+    cfg = torch_train.CONFIGS["small"]
+    assert row["config"] == "small"
+    assert row["tgt_tokens_per_step"] == cfg["batch"] * cfg["tgt_len"]
+    assert row["tgt_tokens_per_s"] > 0
+    assert row["tgt_tokens_per_s"] == pytest.approx(
+        row["tgt_tokens_per_step"] / row["median_step_s"], rel=1e-3)
+    assert row["gflop_per_step"] == pytest.approx(matmul_gflop(cfg), abs=0.01)
+    assert row["threads"] == 2 and row["steps"] == 1
+    # the arena stops growing after the warm-up, and the loss is a loss over 64 words
+    assert row["arena_stable"] is True
+    assert 0 < row["final_loss"] < 10
+    torch_params = sum(p.numel() for p in torch_train.Seq2SeqTransformer(cfg).parameters())
+    # attn's tied generator keeps a bias (tgt_vocab floats) that torch's projection lacks
+    assert row["params"] == torch_params + cfg["tgt_vocab"]
+
+
+def test_text_output_names_the_config():
+    result = run("--config", "small", "--steps", "1", "--threads", "1")
+    assert result.returncode == 0, result.stderr
+    assert "small:" in result.stdout and "target tokens/s" in result.stdout
+    assert "base:" not in result.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--config", "huge"], "--config wants small, base or both"),
+    (["--steps", "0"], "--steps wants a number in 1..1000"),
+    (["--threads", "x"], "--threads wants a number"),
+    (["--steps"], "missing value '--steps'"),
+    (["--frobnicate"], "unknown option"),
+])
+def test_bad_flags_exit_2_with_a_message(args, message):
+    result = run(*args)
+    assert result.returncode == 2
+    assert message in result.stderr
