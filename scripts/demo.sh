@@ -90,7 +90,7 @@ if "$attn" viz --help 2>&1 | grep -q -- '--model'; then
   done
 else
   printf 'skipped: this build'"'"'s attn viz has no --model yet (attention maps of a trained\n'
-  printf 'model arrive with the decoding work); the loss curve below works already.\n'
+  printf 'model arrive with the decoding work); the loss curve is drawn all the same.\n'
 fi
 
 for picture in loss.svg loss.png; do
