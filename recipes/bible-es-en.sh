@@ -14,6 +14,7 @@
 #   BUILD       the build folder holding attn (default build; built when attn is missing)
 #   THREADS     threads for training and decoding (default 0: ATTN_NUM_THREADS or all cores)
 #   BEAM        beam size when attn translate has --beam (default 5)
+#   DECODE_BATCH  sentences attn translate decodes together (default 32)
 #
 # Writes to OUT: model.safetensors (the best validation loss's weights),
 # model.last.safetensors (checkpoint), train.jsonl (training log), train.log (progress),
@@ -28,6 +29,7 @@ time_limit=${TIME_LIMIT:-3600}
 build=${BUILD:-$repo/build}
 threads=${THREADS:-0}
 beam=${BEAM:-5}
+decode_batch=${DECODE_BATCH:-32}
 data=${1:-$repo/../shared/data/bible}
 
 die() { printf '%s: %s\n' "$recipe" "$*" >&2; exit 1; }
@@ -82,7 +84,7 @@ printf '%q ' "${train_command[@]}" >"$out/command.txt"
 printf '\n' >>"$out/command.txt"
 "${train_command[@]}" 2>&1 | tee "$out/train.log" || die "training failed (see $out/train.log)"
 
-decode_flags=(--threads "$threads")
+decode_flags=(--threads "$threads" --batch "$decode_batch")
 if "$attn" translate --help 2>&1 | grep -q -- '--beam'; then
   decode_flags+=(--beam "$beam"); decoding="beam $beam"
 else
