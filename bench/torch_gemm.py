@@ -2,6 +2,9 @@
 """torch.mm GFLOP/s on the shapes of `attn bench gemm`, for comparison.
 
 Run with Debian's python3-torch: /usr/bin/python3 bench/torch_gemm.py [--json] [--reps N]
+Side by side with attn (what scripts/bench.sh does):
+    /usr/bin/python3 bench/torch_gemm.py --report ATTN.json TORCH.json
+with the JSON lines of `attn bench gemm --json` and of this script's --json.
 Measures torch's default threading and torch.set_num_threads(2), and prints what the
 process may run on (os.sched_getaffinity) and what torch reports, since torch's default
 thread count is not always the number of usable cores.
@@ -64,11 +67,38 @@ def measure(op, m, n, k, reps):
     return statistics.median(rates)
 
 
+def read_json_lines(path):
+    with open(path) as lines:
+        return [json.loads(line) for line in lines if line.strip()]
+
+
+def report(attn_path, torch_path):
+    """attn's best ISA beside torch's better threading setting, shape by shape."""
+    torch_best = {}
+    for row in read_json_lines(torch_path):
+        key = (row["op"], row["m"], row["n"], row["k"])
+        torch_best[key] = max(r["gflops"] for r in row["results"])
+    print(f"{'shape':12} {'op':2} {'m':>5} {'n':>5} {'k':>5} {'attn':>8} {'torch':>8} {'ratio':>7}")
+    for row in read_json_lines(attn_path):
+        key = (row["op"], row["m"], row["n"], row["k"])
+        ours = max(r["gflops"] for r in row["results"])
+        theirs = torch_best.get(key)
+        ratio = f"{ours / theirs:6.1f}x" if theirs else "      -"
+        theirs_text = f"{theirs:8.1f}" if theirs else "       -"
+        print(f"{row['shape']:12} {row['op']:2} {row['m']:5} {row['n']:5} {row['k']:5} "
+              f"{ours:8.1f} {theirs_text} {ratio}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="one JSON object per shape")
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--report", nargs=2, metavar=("ATTN_JSON", "TORCH_JSON"),
+                        help="print attn's and torch's JSON lines side by side")
     args = parser.parse_args()
+    if args.report:
+        report(*args.report)
+        return
 
     default_threads = torch.get_num_threads()
     settings = [("default", default_threads), ("set_num_threads(2)", 2)]

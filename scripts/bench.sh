@@ -11,6 +11,18 @@ python=/usr/bin/python3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
+# PyTorch at its best here: Debian's torch calls the system libblas.so.3, which is the slow
+# reference BLAS unless OpenBLAS is installed (apt-get install libopenblas0-pthread), and
+# OpenBLAS 0.3.21 only uses its AVX-512 kernels on this Xeon when told the core type.
+if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -qw avx512f /proc/cpuinfo; then
+    export OPENBLAS_CORETYPE=SkylakeX
+fi
+if ! ls /usr/lib/x86_64-linux-gnu/libopenblas*.so* /usr/lib/x86_64-linux-gnu/openblas*/libblas.so* \
+        >/dev/null 2>&1; then
+    echo "bench: note: OpenBLAS is not installed, so PyTorch runs on the reference BLAS and every"
+    echo "bench: ratio below flatters attn; apt-get install libopenblas0-pthread for a fair race."
+fi
+
 # Scaled dot-product attention against PyTorch's bmm -> softmax -> bmm. PyTorch runs twice:
 # with its default threading, and with OMP_WAIT_POLICY=PASSIVE on every core (its default
 # here can be a single thread); the better of the two counts for each row.
@@ -24,4 +36,13 @@ section_attention() {
         "$work/torch_attention_default.json" "$work/torch_attention_passive.json"
 }
 
+# Matrix multiplication: attn's GEMM (best ISA) against torch.mm (better threading setting).
+section_gemm() {
+    echo "== gemm"
+    "$build/attn" bench gemm --json >"$work/attn_gemm.json"
+    "$python" "$root/bench/torch_gemm.py" --json >"$work/torch_gemm.json"
+    "$python" "$root/bench/torch_gemm.py" --report "$work/attn_gemm.json" "$work/torch_gemm.json"
+}
+
 section_attention
+[ -n "$quick" ] || section_gemm

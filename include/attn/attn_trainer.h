@@ -4,8 +4,8 @@
  * The loop does not know which architecture it trains. It drives a model through
  * attn_trainable: the model's parameter store (values, gradients and Adam moments in four
  * buffers of one layout), a loss on a batch, and the model's config JSON for the files it
- * writes. attn_trainable_from_model adapts the Transformer family (attn_model); another model
- * (the RNN encoder-decoder) plugs in by filling the same three functions.
+ * writes. attn_trainable_from_model adapts attn_model's Transformers and RNN encoder-decoders;
+ * another model plugs in by filling the same three functions.
  *
  * One step: for each of `accumulate` batches, reset the graph, set the dropout seed from
  * (seed, micro-batch number), forward, backward (gradients add up in the store); scale the
@@ -74,8 +74,9 @@ typedef struct attn_trainable {
     attn_status (*config_json)(void *self, char **json);
 } attn_trainable;
 
-/* The Transformer encoder-decoder and language model (not the classifier, whose batches
- * carry labels instead of targets). The model must outlive the trainable. */
+/* The Transformer encoder-decoder, the language model and the RNN encoder-decoder (arch
+ * "rnn"); not the classifier, whose batches carry labels instead of targets. The model must
+ * outlive the trainable. */
 ATTN_API attn_status attn_trainable_from_model(attn_model *model, attn_trainable *out);
 
 /* ---- options ----------------------------------------------------------------------------- */
@@ -212,10 +213,11 @@ ATTN_API attn_status attn_trainer_options_from_checkpoint(const attn_tensor_file
 
 /* ---- decoding ----------------------------------------------------------------------------- */
 
-/* Greedy decoding for the encoder-decoder Transformer, the minimal decoder that testing and
- * `attn translate` need until the decoding layer (beam search, KV cache) lands: encode the
- * batch, then repeatedly run the decoder over the prefix <s> y1 .. yt and append the arg-max
- * of its last position, until every row has produced </s> or max_len tokens.
+/* Greedy decoding for the encoder-decoders (arch "transformer" and "rnn"), the minimal decoder
+ * that testing and `attn translate` need until the decoding layer (beam search, KV cache)
+ * lands: encode the batch once, then append the arg-max of the next token's logits until every
+ * row has produced </s> or max_len tokens. The Transformer re-runs its decoder over the prefix
+ * <s> y1 .. yt for each token; the RNN takes one step of attn_model_rnn_decoder_step per token.
  * src [size, src_len] with src_lengths [size] in [1, src_len]. out [size, max_len] receives
  * each row's tokens after <s>, up to and without </s>, padded with ATTN_PAD_ID; out_lengths
  * [size] their counts. graph is a graph of the model's store; it is reset first and its mode

@@ -18,7 +18,8 @@
 
 /* ---- options ------------------------------------------------------------------------------ */
 
-typedef enum option_kind { OPT_STRING, OPT_INT, OPT_NUMBER } option_kind;
+/* OPT_FLAG takes no value: giving it sets its int field to 1. */
+typedef enum option_kind { OPT_STRING, OPT_INT, OPT_NUMBER, OPT_FLAG } option_kind;
 
 /* Which options --resume allows: the model and its tokenizers come from the checkpoint. */
 typedef enum option_group { GROUP_DATA, GROUP_MODEL, GROUP_TRAINING, GROUP_RUN } option_group;
@@ -27,7 +28,8 @@ typedef struct train_args {
     const char *train, *valid, *train_src, *train_tgt, *valid_src, *valid_tgt, *out;
     const char *arch, *cell, *attention, *local, *src_tokens, *tgt_tokens, *config;
     const char *schedule, *optimizer, *checkpoint, *resume, *log;
-    int64_t window, layers, d_model, heads, ffn;
+    int64_t window, layers, d_model, heads, ffn, hidden, embedding_dim, attention_dim;
+    int bidirectional, no_bidirectional, input_feeding, reverse_source;
     double dropout, label_smoothing;
     double lr, min_lr, weight_decay, clip_norm, time_limit;
     int64_t warmup, batch_tokens, accumulate, epochs, max_steps, seed, threads;
@@ -58,12 +60,8 @@ static const option_spec options[] = {
     OPT_NAMED("--valid-tgt", valid_tgt, OPT_STRING, GROUP_DATA, "FILE", "validation targets"),
     OPT(out, OPT_STRING, GROUP_RUN, "MODEL.safetensors",
         "the model file: the best validation loss's weights (the last without --valid)"),
-    OPT(arch, OPT_STRING, GROUP_MODEL, "transformer|rnn", "architecture [transformer]"),
-    OPT(cell, OPT_STRING, GROUP_MODEL, "gru|lstm", "rnn: recurrent cell [gru]"),
-    OPT(attention, OPT_STRING, GROUP_MODEL,
-        "bahdanau|luong-dot|luong-general|luong-concat|none", "rnn: attention [bahdanau]"),
-    OPT(local, OPT_STRING, GROUP_MODEL, "m|p", "rnn: Luong's local attention, monotonic or predictive"),
-    OPT(window, OPT_INT, GROUP_MODEL, "D", "rnn: local attention's half window"),
+    OPT(arch, OPT_STRING, GROUP_MODEL, "transformer|rnn",
+        "architecture [transformer, or --config's]"),
     OPT_NAMED("--src-tokens", src_tokens, OPT_STRING, GROUP_MODEL, "char|word|bpe:N",
               "source tokenizer, learned from the training sources [char]"),
     OPT_NAMED("--tgt-tokens", tgt_tokens, OPT_STRING, GROUP_MODEL, "char|word|bpe:N",
@@ -71,10 +69,33 @@ static const option_spec options[] = {
     OPT(config, OPT_STRING, GROUP_MODEL, "FILE.json",
         "model config JSON (as stored in model files); the flags below override it and the "
         "vocabulary sizes come from the tokenizers"),
-    OPT(layers, OPT_INT, GROUP_MODEL, "N", "encoder and decoder layers [3]"),
-    OPT_NAMED("--d-model", d_model, OPT_INT, GROUP_MODEL, "N", "model width [256]"),
-    OPT(heads, OPT_INT, GROUP_MODEL, "N", "attention heads [4]"),
-    OPT(ffn, OPT_INT, GROUP_MODEL, "N", "feed-forward hidden width [1024]"),
+    OPT(layers, OPT_INT, GROUP_MODEL, "N", "encoder and decoder layers [transformer 3, rnn 1]"),
+    OPT_NAMED("--d-model", d_model, OPT_INT, GROUP_MODEL, "N", "transformer: model width [256]"),
+    OPT(heads, OPT_INT, GROUP_MODEL, "N", "transformer: attention heads [4]"),
+    OPT(ffn, OPT_INT, GROUP_MODEL, "N", "transformer: feed-forward hidden width [1024]"),
+    OPT(cell, OPT_STRING, GROUP_MODEL, "gru|lstm", "rnn: recurrent cell [gru]"),
+    OPT(hidden, OPT_INT, GROUP_MODEL, "N",
+        "rnn: units per encoder direction and in the decoder (the rnn's width) [256]"),
+    OPT_NAMED("--embedding-dim", embedding_dim, OPT_INT, GROUP_MODEL, "N",
+              "rnn: source and target embedding width [256]"),
+    OPT(attention, OPT_STRING, GROUP_MODEL,
+        "bahdanau|luong-dot|luong-general|luong-concat|none",
+        "rnn: the decoder's attention (see above) [bahdanau]"),
+    OPT_NAMED("--attention-dim", attention_dim, OPT_INT, GROUP_MODEL, "N",
+              "rnn: hidden width of the bahdanau, luong-concat and local-p scoring nets [256]"),
+    OPT(local, OPT_STRING, GROUP_MODEL, "m|p",
+        "rnn, luong-*: local attention over a window at i (m) or at a predicted p_i (p) "
+        "[global]"),
+    OPT(window, OPT_INT, GROUP_MODEL, "D", "rnn, --local: the window's half width D >= 1 [10]"),
+    OPT(bidirectional, OPT_FLAG, GROUP_MODEL, "",
+        "rnn: the encoder reads both ways; annotations are 2 x hidden wide [on, except "
+        "luong-dot]"),
+    OPT_NAMED("--no-bidirectional", no_bidirectional, OPT_FLAG, GROUP_MODEL, "",
+              "rnn: a one-direction encoder (luong-dot needs one)"),
+    OPT_NAMED("--input-feeding", input_feeding, OPT_FLAG, GROUP_MODEL, "",
+              "rnn, luong-*: feed the last attentional state h~_{i-1} into step i [off]"),
+    OPT_NAMED("--reverse-source", reverse_source, OPT_FLAG, GROUP_MODEL, "",
+              "rnn: read each source sentence backwards (Sutskever et al.) [off]"),
     OPT(dropout, OPT_NUMBER, GROUP_MODEL, "P", "dropout probability [0.1]"),
     OPT_NAMED("--label-smoothing", label_smoothing, OPT_NUMBER, GROUP_MODEL, "E",
               "label smoothing of the training loss [0.1]"),
@@ -136,10 +157,25 @@ static void print_help(void)
            "from it reproduces the uninterrupted run's losses exactly at the same thread "
            "count.\n"
            "Progress goes to stderr: a bar on a terminal, plain lines otherwise. Ctrl-C stops\n"
-           "after the current update and writes the checkpoint.\n\noptions:\n");
+           "after the current update and writes the checkpoint.\n\n"
+           "--arch transformer is the encoder-decoder of \"Attention Is All You Need\" (sized by\n"
+           "--layers, --d-model, --heads, --ffn). --arch rnn is a GRU or LSTM encoder-decoder\n"
+           "(sized by --layers, --hidden, --embedding-dim) whose decoder attends by --attention:\n"
+           "  bahdanau       additive scores v.tanh(W s_{i-1} + U h_j) from the previous state\n"
+           "                 (Bahdanau et al. 2015)\n"
+           "  luong-dot      scores s_i . h_j from the current state (Luong et al. 2015); needs\n"
+           "                 a one-direction encoder, which is then the default\n"
+           "  luong-general  scores s_i . W h_j\n"
+           "  luong-concat   scores v.tanh(W [s_i; h_j])\n"
+           "  none           no attention: the encoder's last state is the context of every\n"
+           "                 step (Cho et al. 2014; with --reverse-source, Sutskever et al. 2014)\n"
+           "--config FILE.json gives the whole model (arch \"transformer\" or \"rnn\"); flags\n"
+           "of that architecture override it, flags of the other are an error.\n\noptions:\n");
     for (size_t i = 0; i < N_OPTIONS; i++) {
         char left[96];
         snprintf(left, sizeof left, "%s %s", options[i].name, options[i].value_name);
+        if (options[i].kind == OPT_FLAG)
+            snprintf(left, sizeof left, "%s", options[i].name);
         if (strlen(left) > 26)
             printf("  %s\n  %-26s %s\n", left, "", options[i].help);
         else
@@ -196,7 +232,11 @@ static int parse_args(int argc, char **argv, train_args *args, int *given)
         }
         const option_spec *o = &options[k];
         const char *value = eq != NULL ? eq + 1 : NULL;
-        if (value == NULL) {
+        if (o->kind == OPT_FLAG && value != NULL) {
+            fprintf(stderr, "attn train: %s takes no value\n", o->name);
+            return 2;
+        }
+        if (value == NULL && o->kind != OPT_FLAG) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "attn train: %s needs a value (%s)\n", o->name, o->value_name);
                 return 2;
@@ -210,7 +250,9 @@ static int parse_args(int argc, char **argv, train_args *args, int *given)
         given[k] = 1;
         void *field = (char *)args + o->offset;
         int ok = 1;
-        if (o->kind == OPT_STRING)
+        if (o->kind == OPT_FLAG)
+            *(int *)field = 1;
+        else if (o->kind == OPT_STRING)
             *(const char **)field = value;
         else if (o->kind == OPT_INT)
             ok = parse_int(o->name, value, (int64_t *)field);
@@ -304,14 +346,11 @@ static int check_args(const train_args *a, const int *given)
                            "luong-concat or none, not '%s'%s", a->attention, "");
     if (a->local != NULL && ONE_OF(a->local, "m", "p") < 0)
         return usage_error("--local must be m or p, not '%s'%s", a->local, "");
-    if (was_given(given, "--window") && a->window < 0)
-        return usage_error("--window must not be negative%s%s", "", "");
-    if (strcmp(a->arch, "transformer") == 0) {
-        const char *rnn_only[] = {"--cell", "--attention", "--local", "--window"};
-        for (size_t i = 0; i < 4; i++)
-            if (was_given(given, rnn_only[i]))
-                return usage_error("%s applies to --arch rnn only%s", rnn_only[i], "");
-    }
+    if (was_given(given, "--window") && a->window < 1)
+        return usage_error("--window must be at least 1 (local attention's half width)%s%s", "",
+                           "");
+    if (a->bidirectional && a->no_bidirectional)
+        return usage_error("give --bidirectional or --no-bidirectional, not both%s%s", "", "");
     if (ONE_OF(a->schedule, "inverse-sqrt", "noam", "cosine", "constant") < 0)
         return usage_error("--schedule must be inverse-sqrt, noam, cosine or constant, not "
                            "'%s'%s", a->schedule, "");
@@ -359,14 +398,14 @@ static int fail(attn_status status)
 
 /* ---- the model ----------------------------------------------------------------------------- */
 
-/* --config's JSON with the vocabulary sizes the tokenizers give. */
-static attn_status read_config_file(const char *path, int64_t src_vocab, int64_t tgt_vocab,
-                                    attn_model_config *config)
+/* --config's JSON. The vocabulary sizes come from the tokenizers, which do not exist yet: they
+ * stand at 1 until fit_model_to_data. Returns 0 or an exit code. */
+static int read_config_file(const char *path, attn_model_config *config)
 {
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
         fprintf(stderr, "attn train: --config %s: %s\n", path, strerror(errno));
-        return ATTN_ERR_IO;
+        return 1;
     }
     char *text = NULL;
     size_t size = 0, capacity = 0;
@@ -378,7 +417,7 @@ static attn_status read_config_file(const char *path, int64_t src_vocab, int64_t
                 free(text);
                 fclose(f);
                 fprintf(stderr, "attn train: --config %s: out of memory\n", path);
-                return ATTN_ERR_OUT_OF_MEMORY;
+                return 1;
             }
             text = grown;
         }
@@ -394,28 +433,150 @@ static attn_status read_config_file(const char *path, int64_t src_vocab, int64_t
     if (root == NULL || !cJSON_IsObject(root)) {
         cJSON_Delete(root);
         fprintf(stderr, "attn train: --config %s: not a JSON object\n", path);
-        return ATTN_ERR_FORMAT;
+        return 1;
     }
     cJSON_DeleteItemFromObjectCaseSensitive(root, "src_vocab");
     cJSON_DeleteItemFromObjectCaseSensitive(root, "tgt_vocab");
-    cJSON_AddNumberToObject(root, "src_vocab", (double)src_vocab);
-    cJSON_AddNumberToObject(root, "tgt_vocab", (double)tgt_vocab);
+    cJSON_AddNumberToObject(root, "src_vocab", 1.0);
+    cJSON_AddNumberToObject(root, "tgt_vocab", 1.0);
     char *json = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     if (json == NULL) {
         fprintf(stderr, "attn train: --config %s: out of memory\n", path);
-        return ATTN_ERR_OUT_OF_MEMORY;
+        return 1;
     }
     attn_status status = attn_model_config_from_json(json, config);
     free(json);
-    if (status == ATTN_OK && config->arch != ATTN_ARCH_TRANSFORMER) {
-        fprintf(stderr, "attn train: --config %s: arch must be \"transformer\" (an "
-                        "encoder-decoder) to train on sentence pairs\n", path);
-        return ATTN_ERR_INVALID_ARGUMENT;
-    }
-    if (status != ATTN_OK)
+    if (status != ATTN_OK) {
         fprintf(stderr, "attn train: --config %s: %s\n", path, attn_last_error());
-    return status;
+        return 1;
+    }
+    if (config->arch != ATTN_ARCH_TRANSFORMER && config->arch != ATTN_ARCH_RNN) {
+        fprintf(stderr, "attn train: --config %s: arch must be \"transformer\" or \"rnn\" (an "
+                        "encoder-decoder) to train on sentence pairs\n", path);
+        return 1;
+    }
+    return 0;
+}
+
+static int is_luong(attn_rnn_attention attention)
+{
+    return attention == ATTN_RNN_LUONG_DOT || attention == ATTN_RNN_LUONG_GENERAL ||
+           attention == ATTN_RNN_LUONG_CONCAT;
+}
+
+/* In attn_rnn_attention's order. */
+static const char *const attention_names[] = {"bahdanau", "luong-dot", "luong-general",
+                                              "luong-concat", "none"};
+
+/* The rnn flags over c (the rnn defaults or --config's). Returns 0 or an exit code. */
+static int describe_rnn(const train_args *a, const int *given, attn_model_config *c)
+{
+    if (was_given(given, "--layers"))
+        c->layers = a->layers;
+    if (was_given(given, "--hidden"))
+        c->hidden = a->hidden;
+    if (was_given(given, "--embedding-dim"))
+        c->embedding_dim = a->embedding_dim;
+    if (was_given(given, "--attention-dim"))
+        c->attention_dim = a->attention_dim;
+    if (a->cell != NULL)
+        c->cell = strcmp(a->cell, "lstm") == 0 ? ATTN_RNN_LSTM : ATTN_RNN_GRU;
+    if (a->attention != NULL)
+        c->attention = (attn_rnn_attention)ONE_OF(a->attention, "bahdanau", "luong-dot",
+                                                  "luong-general", "luong-concat", "none");
+    if (a->local != NULL)
+        c->local = strcmp(a->local, "m") == 0 ? ATTN_RNN_LOCAL_M : ATTN_RNN_LOCAL_P;
+    if (was_given(given, "--window"))
+        c->window = a->window;
+    if (a->input_feeding)
+        c->input_feeding = 1;
+    if (a->reverse_source)
+        c->reverse_source = 1;
+    /* Bahdanau's encoder reads both ways; luong-dot cannot use such an encoder (below); the
+     * other choices keep the config's setting. */
+    if (a->bidirectional || a->no_bidirectional)
+        c->bidirectional = a->bidirectional;
+    else if (c->attention == ATTN_RNN_BAHDANAU && a->attention != NULL)
+        c->bidirectional = 1;
+    else if (c->attention == ATTN_RNN_LUONG_DOT && a->attention != NULL)
+        c->bidirectional = 0;
+
+    const char *attention = attention_names[c->attention];
+    if (c->attention == ATTN_RNN_LUONG_DOT && c->bidirectional)
+        return usage_error("attention luong-dot scores s_i . h_j, so the annotations h_j must "
+                           "be as wide as the decoder, and a bidirectional encoder's are 2 x "
+                           "hidden: use --no-bidirectional%s, or luong-general%s",
+                           a->bidirectional ? " instead of --bidirectional" : "", "");
+    if (c->local != ATTN_RNN_GLOBAL && !is_luong(c->attention))
+        return usage_error("--local needs Luong attention (--attention luong-dot, luong-general "
+                           "or luong-concat), not %s%s", attention, "");
+    if (was_given(given, "--window") && c->local == ATTN_RNN_GLOBAL)
+        return usage_error("--window is local attention's half width: give --local m or p "
+                           "too%s%s", "", "");
+    if (c->input_feeding && !is_luong(c->attention))
+        return usage_error("--input-feeding needs Luong attention (--attention luong-dot, "
+                           "luong-general or luong-concat), not %s%s", attention, "");
+    return 0;
+}
+
+/* The model the flags (over --config's, if given) describe, before the data fixes its
+ * vocabulary sizes and max_len (fit_model_to_data). Returns 0 or an exit code. */
+static int describe_model(const train_args *a, const int *given, attn_model_config *c)
+{
+    int from_file = a->config != NULL;
+    if (from_file) {
+        int code = read_config_file(a->config, c);
+        if (code != 0)
+            return code;
+        const char *file_arch = c->arch == ATTN_ARCH_RNN ? "rnn" : "transformer";
+        if (was_given(given, "--arch") && strcmp(a->arch, file_arch) != 0)
+            return usage_error("--arch %s contradicts --config, whose arch is \"%s\"", a->arch,
+                               file_arch);
+    } else {
+        *c = attn_model_config_default(strcmp(a->arch, "rnn") == 0 ? ATTN_ARCH_RNN
+                                                                   : ATTN_ARCH_TRANSFORMER);
+        c->src_vocab = c->tgt_vocab = 1;
+    }
+    const int rnn = c->arch == ATTN_ARCH_RNN;
+    static const char *const transformer_only[] = {"--d-model", "--heads", "--ffn"};
+    static const char *const rnn_only[] = {
+        "--cell",   "--hidden",        "--embedding-dim",    "--attention",
+        "--attention-dim", "--local",  "--window",           "--bidirectional",
+        "--no-bidirectional", "--input-feeding", "--reverse-source"};
+    for (size_t i = 0; rnn && i < sizeof transformer_only / sizeof *transformer_only; i++)
+        if (was_given(given, transformer_only[i]))
+            return usage_error("%s applies to --arch transformer only (the rnn's sizes are "
+                               "--hidden, --embedding-dim and --attention-dim)%s",
+                               transformer_only[i], "");
+    for (size_t i = 0; !rnn && i < sizeof rnn_only / sizeof *rnn_only; i++)
+        if (was_given(given, rnn_only[i]))
+            return usage_error("%s applies to --arch rnn only%s", rnn_only[i], "");
+
+    if (!from_file || was_given(given, "--dropout"))
+        c->dropout = a->dropout;
+    if (!from_file || was_given(given, "--label-smoothing"))
+        c->label_smoothing = a->label_smoothing;
+    if (rnn) {
+        int code = describe_rnn(a, given, c);
+        if (code != 0)
+            return code;
+    } else {
+        if (!from_file || was_given(given, "--layers"))
+            c->encoder_layers = c->decoder_layers = a->layers;
+        if (!from_file || was_given(given, "--d-model"))
+            c->d_model = a->d_model;
+        if (!from_file || was_given(given, "--heads"))
+            c->num_heads = a->heads;
+        if (!from_file || was_given(given, "--ffn"))
+            c->ffn_dim = a->ffn;
+    }
+    if (attn_model_config_validate(c) != ATTN_OK) {
+        fprintf(stderr, "attn train: the model: %s (see 'attn train --help')\n",
+                attn_last_error());
+        return 2;
+    }
+    return 0;
 }
 
 /* Longest source and target (with <s> and </s>) in a corpus. */
@@ -431,54 +592,30 @@ static void longest(const attn_corpus *corpus, int64_t *source, int64_t *target)
     }
 }
 
-/* The model the flags describe. This is where other architectures plug in: --arch rnn builds
- * the RNN encoder-decoder from --cell, --attention, --local and --window once it exists. */
-static attn_status build_config(const train_args *a, const int *given, int64_t src_vocab,
-                                int64_t tgt_vocab, int64_t longest_source,
-                                int64_t longest_target, attn_model_config *c)
+/* The vocabulary sizes the tokenizers give, and a max_len that covers every sentence.
+ * Returns 0 or an exit code. */
+static int fit_model_to_data(const char *config_path, int64_t src_vocab, int64_t tgt_vocab,
+                             int64_t longest_source, int64_t longest_target,
+                             attn_model_config *c)
 {
-    if (strcmp(a->arch, "rnn") == 0) {
-        fprintf(stderr, "attn train: --arch rnn: the RNN encoder-decoder is not in this build "
-                        "yet; use --arch transformer\n");
-        return ATTN_ERR_UNSUPPORTED;
-    }
-    if (a->config != NULL) {
-        attn_status status = read_config_file(a->config, src_vocab, tgt_vocab, c);
-        if (status != ATTN_OK)
-            return status;
-    } else {
-        *c = attn_model_config_default(ATTN_ARCH_TRANSFORMER);
-        c->src_vocab = src_vocab;
-        c->tgt_vocab = tgt_vocab;
-    }
-    int from_file = a->config != NULL;
-    if (!from_file || was_given(given, "--layers"))
-        c->encoder_layers = c->decoder_layers = a->layers;
-    if (!from_file || was_given(given, "--d-model"))
-        c->d_model = a->d_model;
-    if (!from_file || was_given(given, "--heads"))
-        c->num_heads = a->heads;
-    if (!from_file || was_given(given, "--ffn"))
-        c->ffn_dim = a->ffn;
-    if (!from_file || was_given(given, "--dropout"))
-        c->dropout = a->dropout;
-    if (!from_file || was_given(given, "--label-smoothing"))
-        c->label_smoothing = a->label_smoothing;
+    c->src_vocab = src_vocab;
+    c->tgt_vocab = tgt_vocab;
     /* The decoder reads a target without its last token. */
     int64_t needed = longest_source > longest_target - 1 ? longest_source : longest_target - 1;
     if (needed > c->max_len) {
-        if (from_file) {
+        if (config_path != NULL) {
             fprintf(stderr, "attn train: --config %s: max_len %lld is below the longest "
-                            "sentence (%lld tokens)\n", a->config, (long long)c->max_len,
+                            "sentence (%lld tokens)\n", config_path, (long long)c->max_len,
                     (long long)needed);
-            return ATTN_ERR_INVALID_ARGUMENT;
+            return 1;
         }
         c->max_len = needed;
     }
-    attn_status status = attn_model_config_validate(c);
-    if (status != ATTN_OK)
+    if (attn_model_config_validate(c) != ATTN_OK) {
         fprintf(stderr, "attn train: the model: %s\n", attn_last_error());
-    return status;
+        return 1;
+    }
+    return 0;
 }
 
 /* ---- the optimizer and schedule ------------------------------------------------------------- */
@@ -803,6 +940,9 @@ int attn_cmd_train(int argc, char **argv)
     if (parsed != 0)
         return parsed < 0 ? 0 : parsed;
     int usage = check_args(&a, given);
+    attn_model_config described;
+    if (usage == 0 && a.resume == NULL)
+        usage = describe_model(&a, given, &described);
     if (usage != 0)
         return usage;
 
@@ -853,23 +993,21 @@ int attn_cmd_train(int argc, char **argv)
     longest(train, &longest_source, &longest_target);
     longest(valid, &longest_source, &longest_target);
     if (model == NULL) {
-        attn_model_config config;
-        attn_status status = build_config(&a, given,
-                                          attn_vocab_size(attn_tokenizer_vocab(src_tok)),
-                                          attn_vocab_size(attn_tokenizer_vocab(tgt_tok)),
-                                          longest_source, longest_target, &config);
-        if (status != ATTN_OK) {
-            exit_code = status == ATTN_ERR_UNSUPPORTED ? 2 : 1;
+        exit_code = fit_model_to_data(a.config, attn_vocab_size(attn_tokenizer_vocab(src_tok)),
+                                      attn_vocab_size(attn_tokenizer_vocab(tgt_tok)),
+                                      longest_source, longest_target, &described);
+        if (exit_code != 0)
             goto done;
-        }
-        TRY(attn_model_create(&config, &model));
+        TRY(attn_model_create(&described, &model));
         TRY(attn_model_init(model, (uint64_t)a.seed));
         attn_batcher *counting = NULL;
         attn_batcher_config in_order = {a.batch_tokens, 0, 0};
         TRY(attn_batcher_create(train, &in_order, &counting));
         int64_t batches = attn_batcher_num_batches(counting);
         attn_batcher_destroy(counting);
-        TRY(build_options(&a, given, config.d_model, batches, &o));
+        /* The Noam schedule scales by the model's width: the rnn's is its hidden size. */
+        int64_t width = described.arch == ATTN_ARCH_RNN ? described.hidden : described.d_model;
+        TRY(build_options(&a, given, width, batches, &o));
     } else {
         const attn_model_config *config = attn_model_get_config(model);
         int64_t needed = longest_source > longest_target - 1 ? longest_source : longest_target - 1;

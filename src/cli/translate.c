@@ -160,7 +160,8 @@ static int load(const char *path, translator *t)
     attn_status status = attn_model_load(path, &t->model);
     if (status == ATTN_OK)
         status = attn_tensor_file_open(path, &file);
-    if (status == ATTN_OK && attn_model_get_config(t->model)->arch != ATTN_ARCH_TRANSFORMER) {
+    if (status == ATTN_OK && attn_model_get_config(t->model)->arch != ATTN_ARCH_TRANSFORMER &&
+        attn_model_get_config(t->model)->arch != ATTN_ARCH_RNN) {
         fprintf(stderr, "attn translate: %s is not an encoder-decoder model\n", path);
         attn_tensor_file_close(file);
         return 1;

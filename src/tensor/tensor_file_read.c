@@ -525,7 +525,10 @@ attn_status attn_tensor_file_metadata(const attn_tensor_file *file, const char *
     ATTN_CHECK_NOT_NULL(file);
     ATTN_CHECK_NOT_NULL(key);
     ATTN_CHECK_NOT_NULL(value);
-    const cJSON *const *found = bsearch(key, file->metadata_by_key, file->n_metadata,
+    /* A file without __metadata__ has no key array at all, and bsearch must not see NULL. */
+    const cJSON *const *found =
+        file->n_metadata == 0 ? NULL
+                              : bsearch(key, file->metadata_by_key, file->n_metadata,
                                         sizeof *file->metadata_by_key, compare_key_to_metadata);
     if (found == NULL)
         return attn_fail(ATTN_ERR_FORMAT, "%s: no metadata key '%s'", file->path, key);

@@ -1,6 +1,7 @@
-"""attn train and attn translate from the command line: a task learned end to end, exact resume
-through the JSON-lines log, checkpoints that survive kill -9, and bad input that gives one clear
-message and a non-zero exit."""
+"""attn train and attn translate from the command line: a task learned end to end (Transformer and
+RNN), every RNN option and tokenizer through train and translate, exact resume through the
+JSON-lines log, checkpoints that survive kill -9, and bad input that gives one clear message and
+a non-zero exit."""
 import json
 import os
 import random
@@ -27,8 +28,10 @@ def _attn_binary():
 
 ATTN = _attn_binary()
 
-# A model small enough that a run takes seconds on one core.
+# Models small enough that a run takes seconds on one core.
 TINY = ["--layers", "1", "--d-model", "32", "--heads", "2", "--ffn", "64", "--threads", "1"]
+TINY_RNN = ["--arch", "rnn", "--hidden", "16", "--embedding-dim", "8", "--attention-dim", "8",
+            "--threads", "1"]
 
 
 def run(*args, stdin=None, timeout=120):
@@ -56,6 +59,10 @@ def reverse_data(tmp_path):
 def log_lines(path, event):
     return [entry for entry in map(json.loads, path.read_text().splitlines())
             if entry["event"] == event]
+
+
+def stored_config(path):
+    return json.loads(read_safetensors_header(path)["__metadata__"]["attn_config"])
 
 
 def read_safetensors_header(path):
@@ -103,6 +110,134 @@ def test_learns_copy_and_translates_held_out_lines(tmp_path):
     assert lines[50] == ""
     wrong = [(s, o) for s, o in zip(held_out, outputs) if s != o]
     assert not wrong, f"{len(wrong)} of {len(held_out)} held-out strings wrong: {wrong[:5]}"
+
+
+def test_rnn_learns_reverse_and_translates(tmp_path, reverse_data):
+    """A few seconds of training the default RNN (GRU, bidirectional encoder, Bahdanau
+    attention); translate keeps one output line per input line, an empty line empty."""
+    train, valid = reverse_data
+    model = tmp_path / "rnn.safetensors"
+    result = run("train", "--train", train, "--valid", valid, "--out", model, "--arch", "rnn",
+                 "--hidden", "64", "--embedding-dim", "32", "--attention-dim", "64",
+                 "--dropout", "0", "--label-smoothing", "0", "--lr", "3e-3", "--warmup", "50",
+                 "--schedule", "cosine", "--max-steps", "300", "--batch-tokens", "1024",
+                 "--threads", "1", timeout=300)
+    assert result.returncode == 0, result.stderr.decode()
+    config = stored_config(model)
+    assert (config["arch"], config["cell"], config["attention"], config["bidirectional"],
+            config["hidden"], config["embedding_dim"]) == ("rnn", "gru", "bahdanau", True, 64, 32)
+
+    held_out = strings(random.Random(11), 40)
+    text = "\n".join(held_out[:20] + [""] + held_out[20:]) + "\n"
+    result = run("translate", "--model", model, stdin=text.encode())
+    assert result.returncode == 0, result.stderr.decode()
+    lines = result.stdout.decode().split("\n")
+    assert len(lines) == len(held_out) + 2 and lines[-1] == "" and lines[20] == ""
+    outputs = lines[:20] + lines[21:-1]
+    assert all(set(o) <= set("abcdefghij") and 0 < len(o) <= 2 * len(s) + 10
+               for s, o in zip(held_out, outputs)), outputs
+    right = sum(o == s[::-1] for s, o in zip(held_out, outputs))
+    assert right >= len(held_out) // 2, f"only {right} of {len(held_out)} reversed: {outputs}"
+
+
+RNN_VARIANTS = [
+    (["--cell", "lstm", "--attention", "luong-dot"],
+     {"cell": "lstm", "attention": "luong-dot", "bidirectional": False}),
+    (["--attention", "luong-general", "--local", "p", "--window", "2", "--input-feeding",
+      "--layers", "2"],
+     {"attention": "luong-general", "local": "p", "window": 2, "input_feeding": True,
+      "layers": 2, "bidirectional": True}),
+    (["--attention", "luong-concat", "--local", "m", "--no-bidirectional"],
+     {"attention": "luong-concat", "local": "m", "bidirectional": False}),
+    (["--attention", "none", "--reverse-source", "--cell", "lstm"],
+     {"attention": "none", "reverse_source": True, "cell": "lstm"}),
+    (["--attention", "bahdanau", "--no-bidirectional", "--layers", "2"],
+     {"attention": "bahdanau", "bidirectional": False, "layers": 2}),
+]
+
+
+@pytest.mark.parametrize("flags,expected", RNN_VARIANTS,
+                         ids=["lstm-luong-dot", "luong-general-local-p-feeding",
+                              "luong-concat-local-m", "none-reversed", "bahdanau-2-layers"])
+def test_rnn_flags_reach_the_model(tmp_path, reverse_data, flags, expected):
+    train, _ = reverse_data
+    model = tmp_path / "v.safetensors"
+    result = run("train", "--train", train, *TINY_RNN, *flags, "--out", model,
+                 "--max-steps", 2)
+    assert result.returncode == 0, result.stderr.decode()
+    config = stored_config(model)
+    assert {key: config[key] for key in expected} == expected
+    translated = run("translate", "--model", model, stdin=b"abc\nhgfedcba\n")
+    assert translated.returncode == 0, translated.stderr.decode()
+    assert len(translated.stdout.decode().split("\n")) == 3
+
+
+def test_rnn_config_file(tmp_path, reverse_data):
+    train, _ = reverse_data
+    config = tmp_path / "rnn.json"
+    config.write_text(json.dumps({"version": 1, "arch": "rnn", "cell": "lstm", "hidden": 20,
+                                  "embedding_dim": 12, "attention": "luong-general",
+                                  "input_feeding": True, "dropout": 0.0}))
+    out = tmp_path / "r.safetensors"
+    result = run("train", "--train", train, "--config", config, "--hidden", "24",
+                 "--max-steps", 2, "--threads", 1, "--out", out)
+    assert result.returncode == 0, result.stderr.decode()
+    stored = stored_config(out)
+    assert (stored["arch"], stored["cell"], stored["hidden"], stored["embedding_dim"],
+            stored["attention"], stored["input_feeding"]) == \
+        ("rnn", "lstm", 24, 12, "luong-general", True)
+    assert_one_clear_message(run("train", "--train", train, "--config", config, "--out", out,
+                                 "--arch", "transformer"), "--arch", "rnn", code=2)
+    assert_one_clear_message(run("train", "--train", train, "--config", config, "--out", out,
+                                 "--heads", "4"), "--heads", code=2)
+
+
+WORDS = ["red", "green", "blue", "cat", "dog", "runs", "sleeps", "the", "a", "big"]
+
+
+def word_sentences(rng, n):
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 5))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("arch", [TINY, TINY_RNN], ids=["transformer", "rnn"])
+@pytest.mark.parametrize("tokens", ["char", "word", "bpe:30"])
+def test_every_tokenizer_trains_and_translates(tmp_path, arch, tokens):
+    rng = random.Random(4)
+    train = write_tsv(tmp_path / "w.tsv", [(s, s) for s in word_sentences(rng, 300)])
+    model = tmp_path / "w.safetensors"
+    result = run("train", "--train", train, *arch, "--src-tokens", tokens, "--tgt-tokens",
+                 tokens, "--out", model, "--max-steps", 3)
+    assert result.returncode == 0, result.stderr.decode()
+    metadata = read_safetensors_header(model)["__metadata__"]
+    kind = tokens.split(":")[0]
+    assert json.loads(metadata["attn_src_tokenizer"])["kind"] == kind
+    assert json.loads(metadata["attn_tgt_tokenizer"])["kind"] == kind
+    translated = run("translate", "--model", model, stdin=b"the big cat\n\nred dog sleeps\n")
+    assert translated.returncode == 0, translated.stderr.decode()
+    lines = translated.stdout.decode().split("\n")
+    assert len(lines) == 4 and lines[1] == "" and lines[3] == ""
+
+
+def test_rnn_learns_to_copy_through_bpe(tmp_path):
+    """Sub-word units in, sub-word units out: held-out sentences come back exactly as text,
+    so BPE's merges and the joining of units into words work end to end."""
+    rng = random.Random(2)
+    held_out = word_sentences(rng, 20)
+    train = write_tsv(tmp_path / "w.tsv",
+                      [(s, s) for s in word_sentences(rng, 3000) if s not in held_out])
+    model = tmp_path / "bpe.safetensors"
+    result = run("train", "--train", train, "--out", model, "--arch", "rnn", "--hidden", "64",
+                 "--embedding-dim", "32", "--attention-dim", "64", "--dropout", "0",
+                 "--label-smoothing", "0", "--lr", "3e-3", "--warmup", "50", "--schedule",
+                 "cosine", "--max-steps", "400", "--batch-tokens", "1024",
+                 "--src-tokens", "bpe:30", "--tgt-tokens", "bpe:30", "--threads", "1",
+                 timeout=300)
+    assert result.returncode == 0, result.stderr.decode()
+    translated = run("translate", "--model", model, stdin="\n".join(held_out).encode() + b"\n")
+    assert translated.returncode == 0, translated.stderr.decode()
+    outputs = translated.stdout.decode().split("\n")[:-1]
+    wrong = [(s, o) for s, o in zip(held_out, outputs) if s != o]
+    assert len(outputs) == len(held_out) and not wrong, wrong
 
 
 # ---- exact resume ------------------------------------------------------------------------
@@ -251,12 +386,42 @@ def test_bad_training_input(tmp_path, reverse_data):
     assert_one_clear_message(run("train", "--train", train, "--out", out, "--epochs", "x"),
                              "--epochs", code=2)
     assert_one_clear_message(run("train", "--train", train), "--out", code=2)
-    assert_one_clear_message(run("train", "--train", train, "--out", out, "--arch", "rnn"),
-                             "rnn", code=2)
+    assert_one_clear_message(run("train", "--train", train, "--out", out, "--arch", "lstm"),
+                             "--arch", code=2)
     assert_one_clear_message(run("train", "--train", train, "--out", out, "--cell", "lstm"),
                              "--cell", code=2)
     assert_one_clear_message(run("train", "--train", train, "--out", out,
                                  "--heads", "3", "--d-model", "32"), "num_heads")
+    assert not out.exists()
+
+
+def test_bad_rnn_flags(tmp_path, reverse_data):
+    train, _ = reverse_data
+    out = tmp_path / "x.safetensors"
+    base = ["train", "--train", train, "--out", out, "--arch", "rnn"]
+    assert_one_clear_message(run(*base, "--cell", "rnn"), "--cell", "gru", "lstm", code=2)
+    assert_one_clear_message(run(*base, "--attention", "luong"), "--attention", "luong-dot",
+                             code=2)
+    assert_one_clear_message(run(*base, "--local", "m"), "--local", "Luong", code=2)
+    assert_one_clear_message(run(*base, "--attention", "none", "--local", "p"), "--local",
+                             code=2)
+    assert_one_clear_message(run(*base, "--local", "x"), "--local", code=2)
+    for window in ("0", "-3"):
+        assert_one_clear_message(run(*base, "--attention", "luong-general", "--local", "m",
+                                     "--window", window), "--window", code=2)
+    assert_one_clear_message(run(*base, "--attention", "luong-general", "--window", "3"),
+                             "--window", "--local", code=2)
+    assert_one_clear_message(run(*base, "--input-feeding"), "--input-feeding", code=2)
+    assert_one_clear_message(run(*base, "--attention", "luong-dot", "--bidirectional"),
+                             "luong-dot", "bidirectional", code=2)
+    assert_one_clear_message(run(*base, "--bidirectional", "--no-bidirectional"),
+                             "--bidirectional", code=2)
+    assert_one_clear_message(run(*base, "--bidirectional=yes"), "--bidirectional", code=2)
+    assert_one_clear_message(run(*base, "--heads", "4"), "--heads", "transformer", code=2)
+    assert_one_clear_message(run(*base, "--d-model", "64"), "--d-model", code=2)
+    assert_one_clear_message(run(*base, "--hidden", "0"), "hidden", code=2)
+    assert_one_clear_message(run("train", "--train", train, "--out", out, "--hidden", "8"),
+                             "--hidden", "rnn", code=2)
     assert not out.exists()
 
 
@@ -312,8 +477,13 @@ def test_help_lists_every_flag():
                  "--window", "--src-tokens", "--tgt-tokens", "--layers", "--d-model", "--heads",
                  "--ffn", "--dropout", "--label-smoothing", "--lr", "--warmup", "--batch-tokens",
                  "--epochs", "--max-steps", "--time-limit", "--seed", "--threads", "--config",
-                 "--resume", "--train-src", "--train-tgt"]:
+                 "--resume", "--train-src", "--train-tgt", "--hidden", "--embedding-dim",
+                 "--attention-dim"]:
         assert flag + " " in text, flag
+    for flag in ["--bidirectional", "--no-bidirectional", "--input-feeding", "--reverse-source"]:
+        assert flag in text, flag
+    for attention in ["bahdanau", "luong-dot", "luong-general", "luong-concat", "none"]:
+        assert "\n  " + attention + " " in text, attention
     assert run("translate", "--help").returncode == 0
     assert b"train" in run("--help").stdout and b"translate" in run("--help").stdout
 

@@ -12,8 +12,9 @@ and the config under "attn_config". Computation runs in float64 (model.double())
 float32 weights, as the reference for attn's float32 results.
 
 attn applies no dropout to attention weights while torch does, so parity holds for
-dropout 0 (the tests' setting). The parameters after one Adam step can be compared once attn
-has its optimizer: torch.optim.Adam on these modules is the reference for that.
+dropout 0 (the tests' setting). adam_step() makes one torch.optim.Adam / AdamW update of these
+modules as attn's trainer makes it (parameter groups: vectors exempt from weight decay), the
+reference for attn's parameters after one step.
 
 Run as a script to write a small reference model:
     python3 tests/python/torch_transformer_reference.py out.safetensors
@@ -178,6 +179,31 @@ class Reference(nn.Module):
         for name, parameter in self.named_parameters():
             named[name.removeprefix("transformer.")] = parameter
         return named
+
+
+def adam_step(model, batch, lr, betas, eps, weight_decay=0.0, decoupled=False, moments=None,
+              step=0):
+    """One update of torch.optim.Adam (decoupled=False) or AdamW on the loss of batch, in
+    float64, with every 1-dimensional parameter (biases, layer-norm gains) exempt from weight
+    decay as in attn's trainer. moments {name: (exp_avg, exp_avg_sq)} with step (the updates
+    made before) continue a run; None starts a fresh optimizer. The model is updated in place;
+    returns its parameters by attn's names as float64 arrays."""
+    named = model.attn_parameters()
+    groups = [{"params": [p for p in named.values() if p.ndim > 1]},
+              {"params": [p for p in named.values() if p.ndim <= 1], "weight_decay": 0.0}]
+    make = torch.optim.AdamW if decoupled else torch.optim.Adam
+    optimizer = make(groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+    if moments is not None:
+        for name, parameter in named.items():
+            exp_avg, exp_avg_sq = moments[name]
+            optimizer.state[parameter] = {
+                "step": torch.tensor(float(step)),
+                "exp_avg": torch.as_tensor(exp_avg, dtype=parameter.dtype).clone(),
+                "exp_avg_sq": torch.as_tensor(exp_avg_sq, dtype=parameter.dtype).clone()}
+    optimizer.zero_grad()
+    model.loss(batch).backward()
+    optimizer.step()
+    return {name: p.detach().numpy().copy() for name, p in named.items()}
 
 
 def build(config, seed):

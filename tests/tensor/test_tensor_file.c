@@ -146,6 +146,39 @@ static void test_no_tensors_no_metadata(void)
     attn_tensor_file_close(file);
 }
 
+/* Plain weight files (PyTorch's save_file without metadata) have no __metadata__ at all: a
+ * key lookup must report the key as missing, not search an absent table. */
+static void test_lookup_in_a_file_without_metadata(void)
+{
+    const char *path = scratch_path("weights_only.safetensors");
+    static const char header[] = "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
+    const size_t header_len = sizeof header - 1;
+    unsigned char bytes[8 + sizeof header + 4] = {0};
+    for (int i = 0; i < 8; i++)
+        bytes[i] = (unsigned char)(header_len >> (8 * i));
+    memcpy(bytes + 8, header, header_len);
+    const float one = 1.0f;
+    memcpy(bytes + 8 + header_len, &one, sizeof one);
+    write_bytes(path, bytes, 8 + header_len + 4);
+    attn_tensor_file *file = NULL;
+    CHECK_OK(attn_tensor_file_open(path, &file));
+    CHECK(attn_tensor_file_count(file) == 1 && attn_tensor_file_metadata_count(file) == 0,
+          "one tensor, no metadata");
+    const char *value = "untouched";
+    CHECK_FAILS(attn_tensor_file_metadata(file, "attn_config", &value), ATTN_ERR_FORMAT);
+    CHECK(strstr(attn_last_error(), "no metadata key 'attn_config'") != NULL,
+          "the message names the missing key: %s", attn_last_error());
+    CHECK(attn_tensor_file_contains(file, "w"), "the tensor is still found");
+    attn_tensor_file_close(file);
+
+    path = scratch_path("nothing_at_all.safetensors");
+    CHECK_OK(attn_tensor_file_write(path, NULL, 0, NULL, 0));
+    CHECK_OK(attn_tensor_file_open(path, &file));
+    CHECK_FAILS(attn_tensor_file_metadata(file, "k", &value), ATTN_ERR_FORMAT);
+    CHECK(!attn_tensor_file_contains(file, "w"), "an empty file contains nothing");
+    attn_tensor_file_close(file);
+}
+
 /* ---- byte layout -------------------------------------------------------------------- */
 
 static uint64_t little_endian_u64(const unsigned char *p)
@@ -701,6 +734,7 @@ int main(void)
     RUN_TEST(test_round_trip_keeps_tensors_and_metadata);
     RUN_TEST(test_writes_are_deterministic_and_replace_the_file);
     RUN_TEST(test_no_tensors_no_metadata);
+    RUN_TEST(test_lookup_in_a_file_without_metadata);
     RUN_TEST(test_header_layout_is_byte_exact);
     RUN_TEST(test_malformed_files_are_rejected);
     RUN_TEST(test_unusual_but_valid_files_are_accepted);

@@ -1,6 +1,7 @@
 /* The training loop's mechanics: exact resume, determinism, gradient accumulation against a
  * hand-made step, the files it writes, stopping rules, skipped steps, arena reuse, argument
- * and checkpoint errors. A tiny Transformer on a small copy corpus keeps every run short. */
+ * and checkpoint errors; greedy decoding against a decoder re-run over each prefix. A tiny
+ * Transformer (and tiny RNNs) on a small copy corpus keeps every run short. */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include "harness.h"
 
@@ -251,6 +252,38 @@ static void test_resume_reproduces_the_curve(void)
     check_resume(1, 10); /* right after an evaluation */
     check_resume(2, 13);
     attn_set_num_threads(1);
+}
+
+/* A tiny RNN encoder-decoder with the fixture's vocabularies: Luong attention with every
+ * option that keeps state across steps (LSTM cells, two layers, input feeding, local-p). */
+static attn_model_config tiny_rnn_config(void)
+{
+    attn_model_config c = attn_model_config_default(ATTN_ARCH_RNN);
+    c.cell = ATTN_RNN_LSTM;
+    c.layers = 2;
+    c.hidden = 12;
+    c.embedding_dim = 8;
+    c.attention_dim = 10;
+    c.attention = ATTN_RNN_LUONG_CONCAT;
+    c.local = ATTN_RNN_LOCAL_P;
+    c.window = 2;
+    c.input_feeding = 1;
+    c.dropout = 0.1;
+    c.label_smoothing = 0.1;
+    c.src_vocab = fx.config.src_vocab;
+    c.tgt_vocab = fx.config.tgt_vocab;
+    c.max_len = fx.config.max_len;
+    return c;
+}
+
+static void test_rnn_resume_reproduces_the_curve(void)
+{
+    attn_model_config saved = fx.config;
+    fx.config = tiny_rnn_config();
+    check_resume(1, 7);
+    check_resume(2, 13);
+    attn_set_num_threads(1);
+    fx.config = saved;
 }
 
 static void test_runs_are_deterministic(void)
@@ -627,6 +660,119 @@ static void test_resume_refuses_another_run(void)
     attn_model_destroy(m);
 }
 
+/* ---- greedy decoding ------------------------------------------------------------------------ */
+
+static int32_t argmax(const float *row, int64_t n)
+{
+    int64_t best = 0;
+    for (int64_t v = 1; v < n; v++)
+        if (row[v] > row[best])
+            best = v;
+    return (int32_t)best;
+}
+
+/* Greedy decoding of one source alone, the plain way: run the whole decoder over <s> y1 .. yt
+ * (attn_model_decode) for every t and take the arg-max of the last position. Returns the
+ * number of tokens before </s> (max_len if none came). */
+static int64_t greedy_by_prefix(attn_model *m, const int32_t *src, int32_t src_len,
+                                int64_t max_len, int32_t *tokens)
+{
+    attn_graph *g = NULL;
+    CHECK_OK(attn_graph_create(attn_model_params(m), &g));
+    attn_graph_set_recording(g, 0);
+    attn_graph_set_training(g, 0);
+    int32_t prefix[32] = {ATTN_BOS_ID};
+    int64_t produced = max_len;
+    for (int64_t len = 1; len <= max_len; len++) {
+        attn_graph_reset(g);
+        attn_var *memory = NULL, *logits = NULL;
+        CHECK_OK(attn_model_encode(m, g, 1, src_len, src, &src_len, &memory));
+        CHECK_OK(attn_model_decode(m, g, memory, &src_len, 1, len, prefix, len, NULL, &logits));
+        if (logits == NULL)
+            break;
+        const int64_t vocab = logits->value.shape[2];
+        int32_t next = argmax(logits->value.data + (len - 1) * vocab, vocab);
+        if (next == ATTN_EOS_ID) {
+            produced = len - 1;
+            break;
+        }
+        tokens[len - 1] = prefix[len] = next;
+    }
+    attn_graph_destroy(g);
+    return produced;
+}
+
+/* A model trained a little (so that some outputs end with </s> and some run to max_len),
+ * decoded greedily as a padded batch; each row must be what the plain decoding of its source
+ * alone gives, the rnn's step decoder included. */
+static void check_greedy_decoding(const char *what, attn_model_config config)
+{
+    attn_model_config saved = fx.config;
+    fx.config = config;
+    attn_model *m = new_model(21);
+    fx.config = saved;
+    attn_trainable model;
+    CHECK_OK(attn_trainable_from_model(m, &model));
+    attn_trainer_options o = busy_options();
+    o.max_steps = MAX_STEPS;
+    o.eval_every = 0;
+    attn_trainer *t = NULL;
+    CHECK_OK(attn_trainer_create(&model, fx.train, NULL, &o, &t));
+    CHECK_OK(attn_trainer_run(t));
+    attn_trainer_destroy(t);
+
+    enum { ROWS = VALID_PAIRS, SRC_LEN = 8, OUT_LEN = 9 };
+    int32_t src[ROWS * SRC_LEN] = {0}, lengths[ROWS], out[ROWS * OUT_LEN];
+    int64_t out_lengths[ROWS];
+    for (int64_t i = 0; i < ROWS; i++) {
+        const int32_t *ids;
+        int64_t n;
+        attn_corpus_source_ids(fx.valid, i, &ids, &n);
+        memcpy(src + i * SRC_LEN, ids, (size_t)n * sizeof *ids);
+        lengths[i] = (int32_t)n;
+    }
+    attn_graph *g = NULL;
+    CHECK_OK(attn_graph_create(attn_model_params(m), &g));
+    CHECK_OK(attn_greedy_decode(m, g, ROWS, SRC_LEN, src, lengths, OUT_LEN, out, out_lengths));
+    int agree = 1, ended = 0;
+    for (int64_t i = 0; i < ROWS; i++) {
+        int32_t expected[OUT_LEN];
+        int64_t n = greedy_by_prefix(m, src + i * SRC_LEN, lengths[i], OUT_LEN, expected);
+        ended += n < OUT_LEN;
+        int same = out_lengths[i] == n &&
+                   memcmp(out + i * OUT_LEN, expected, (size_t)n * sizeof *expected) == 0;
+        for (int64_t j = n; j < OUT_LEN; j++)
+            same = same && out[i * OUT_LEN + j] == ATTN_PAD_ID;
+        if (!same)
+            printf("    %s, row %lld: %lld tokens, expected %lld\n", what, (long long)i,
+                   (long long)out_lengths[i], (long long)n);
+        agree = agree && same;
+    }
+    CHECK(agree, "%s: batched greedy decoding equals each source's prefix-by-prefix decoding",
+          what);
+    CHECK(ended > 0, "%s: some outputs end with </s> (%d of %d)", what, ended, ROWS);
+    attn_graph_destroy(g);
+    attn_model_destroy(m);
+}
+
+static void test_greedy_decoding_matches_prefix_decoding(void)
+{
+    check_greedy_decoding("transformer", fx.config);
+    attn_model_config c = tiny_rnn_config();
+    check_greedy_decoding("rnn, LSTM + Luong concat, local-p, input feeding", c);
+    c = attn_model_config_default(ATTN_ARCH_RNN);
+    c.hidden = 12;
+    c.embedding_dim = 8;
+    c.attention_dim = 10;
+    c.src_vocab = fx.config.src_vocab;
+    c.tgt_vocab = fx.config.tgt_vocab;
+    c.max_len = fx.config.max_len;
+    check_greedy_decoding("rnn, GRU + Bahdanau", c);
+    c.attention = ATTN_RNN_NO_ATTENTION;
+    c.reverse_source = 1;
+    check_greedy_decoding("rnn, no attention, reversed source", c);
+}
+
 static void test_bad_arguments(void)
 {
     attn_model *m = new_model(1);
@@ -754,6 +900,7 @@ int main(void)
     attn_set_num_threads(1);
     make_fixture();
     RUN_TEST(test_resume_reproduces_the_curve);
+    RUN_TEST(test_rnn_resume_reproduces_the_curve);
     RUN_TEST(test_runs_are_deterministic);
     RUN_TEST(test_step_matches_hand_made_update);
     RUN_TEST(test_files);
@@ -762,6 +909,7 @@ int main(void)
     RUN_TEST(test_non_finite_gradients_skip_the_update);
     RUN_TEST(test_arena_stops_growing);
     RUN_TEST(test_resume_refuses_another_run);
+    RUN_TEST(test_greedy_decoding_matches_prefix_decoding);
     RUN_TEST(test_bad_arguments);
     free_fixture();
     const char *names[] = {"resume.ckpt.safetensors", "model.safetensors",

@@ -1,4 +1,4 @@
-/* Learnability of the copy task (see learn_task.h). */
+/* Learnability of the copy task by the Transformer (see learn_task.h). */
 #include "learn_task.h"
 
-int main(void) { return run_task(TASK_COPY); }
+int main(void) { return run_task(TASK_COPY, TRANSFORMER); }

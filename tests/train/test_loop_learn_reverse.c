@@ -1,4 +1,4 @@
-/* Learnability of the reverse task (see learn_task.h). */
+/* Learnability of the reverse task by the Transformer (see learn_task.h). */
 #include "learn_task.h"
 
-int main(void) { return run_task(TASK_REVERSE); }
+int main(void) { return run_task(TASK_REVERSE, TRANSFORMER); }

@@ -1,4 +1,4 @@
-/* Learnability of the sort task (see learn_task.h). */
+/* Learnability of the sort task by the Transformer (see learn_task.h). */
 #include "learn_task.h"
 
-int main(void) { return run_task(TASK_SORT); }
+int main(void) { return run_task(TASK_SORT, TRANSFORMER); }

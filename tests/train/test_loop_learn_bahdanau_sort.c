@@ -1,0 +1,4 @@
+/* Learnability of the sort task by an RNN with Bahdanau attention (see learn_task.h). */
+#include "learn_task.h"
+
+int main(void) { return run_task(TASK_SORT, RNN_BAHDANAU); }

@@ -1,0 +1,4 @@
+/* Learnability of the copy task by an RNN with Luong attention (see learn_task.h). */
+#include "learn_task.h"
+
+int main(void) { return run_task(TASK_COPY, RNN_LUONG); }
