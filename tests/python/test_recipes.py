@@ -1,0 +1,113 @@
+"""`make demo`, the two recipes and the PyTorch baseline run end to end on tiny data for a few
+seconds and write their files in the specified formats. Their real runs take minutes to an
+hour, so only the plumbing is tested here: the models are untrained."""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+_ROOT = Path(__file__).resolve().parents[2]
+_SAMPLE = _ROOT / "data" / "cmudict-sample"
+
+
+def build_dir():
+    library = os.environ.get("ATTN_LIBRARY")
+    folder = Path(library).parent if library else _ROOT / "build"
+    if not (folder / "attn").exists():
+        pytest.skip(f"no attn program in {folder}")
+    return folder
+
+
+def run(command, env, timeout=300):
+    result = subprocess.run(command, cwd=_ROOT, env={**os.environ, **env}, capture_output=True,
+                            text=True, timeout=timeout)
+    assert result.returncode == 0, f"{command} failed:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def small_g2p(folder):
+    """A tiny split in the standard split's layout, with a word of two pronunciations in test."""
+    folder.mkdir()
+    train = _SAMPLE.joinpath("train.tsv").read_text().splitlines()[:300]
+    test = ["read\tR EH D", "read\tR IY D", "cat\tK AE T", "at\tAE T"]
+    (folder / "train_full.tsv").write_text("".join(f"{line}\n" for line in train))
+    (folder / "dev.tsv").write_text("".join(f"{line}\n" for line in train[:20]))
+    (folder / "test.tsv").write_text("".join(f"{line}\n" for line in test))
+    return ["read", "cat", "at"]
+
+
+def test_g2p_recipe_writes_one_hypothesis_per_distinct_test_word_and_scores(tmp_path):
+    words = small_g2p(tmp_path / "data")
+    out = tmp_path / "run"
+    result = run(["recipes/g2p-cmudict.sh", str(tmp_path / "data")],
+                 {"TIME_LIMIT": "2", "OUT": str(out), "BUILD": str(build_dir()), "THREADS": "1"})
+    assert "WER =" in result.stdout and "PER =" in result.stdout
+    for name in ("model.safetensors", "train.jsonl", "train.log", "command.txt"):
+        assert (out / name).stat().st_size > 0, name
+    hypotheses = (out / "test.hyp").read_text().splitlines()
+    assert [line.split("\t")[0] for line in hypotheses] == words
+    assert all(line.count("\t") == 1 for line in hypotheses)
+    scores = json.loads((out / "scores.json").read_text())
+    assert scores["arch"] == "transformer" and scores["time_limit"] == 2
+    assert 0 <= scores["per"] <= 100 and 0 <= scores["wer"] <= 100
+    assert scores["steps"] >= 1
+    assert "train_full.tsv" in (out / "command.txt").read_text()
+
+
+def test_bible_recipe_writes_one_line_per_test_sentence(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    spanish = ["en el principio", "y dijo dios", "la luz es buena", "y fue la tarde"] * 10
+    english = ["in the beginning", "and god said", "the light is good", "and it was evening"] * 10
+    for part, count in (("train", 40), ("dev", 4), ("test", 3)):
+        (data / f"{part}.es").write_text("".join(f"{s}\n" for s in spanish[:count]))
+        (data / f"{part}.en").write_text("".join(f"{s}\n" for s in english[:count]))
+    out = tmp_path / "run"
+    result = run(["recipes/bible-es-en.sh", str(data)],
+                 {"TIME_LIMIT": "2", "OUT": str(out), "BUILD": str(build_dir()), "THREADS": "1"})
+    assert "BLEU" in result.stdout and "chrF" in result.stdout
+    assert len((out / "test.hyp").read_text().splitlines()) == 3
+    scores = json.loads((out / "scores.json").read_text())
+    assert scores["recipe"] == "bible-es-en" and "bleu" in scores and "chrf" in scores
+
+
+@pytest.mark.parametrize("recipe", ["g2p-cmudict", "bible-es-en"])
+def test_recipes_refuse_bad_settings_with_a_message(tmp_path, recipe):
+    for env, message in (({"ARCH": "lstm"}, "ARCH must be"), ({"TIME_LIMIT": "soon"}, "TIME_LIMIT"),
+                         ({}, "no data folder")):
+        result = subprocess.run([f"recipes/{recipe}.sh", str(tmp_path / "missing")], cwd=_ROOT,
+                                env={**os.environ, "OUT": str(tmp_path / "o"), **env},
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode != 0 and message in result.stderr, result.stderr
+
+
+def test_demo_runs_and_says_what_it_wrote(tmp_path):
+    out = tmp_path / "demo"
+    result = run(["scripts/demo.sh", str(build_dir())],
+                 {"DEMO_SECONDS": "3", "DEMO_OUT": str(out), "ATTN_NUM_THREADS": "1"})
+    text = result.stdout
+    assert "WER =" in text and "PER =" in text
+    assert text.count("\n  ") >= 10  # the table of held-out words and the list of files
+    for name in ("g2p.safetensors", "train.jsonl", "test.hyp", "loss.svg", "loss.png"):
+        assert (out / name).stat().st_size > 0, name
+        assert str(out / name) in text
+    test_words = {line.split("\t")[0] for line in _SAMPLE.joinpath("test.tsv").read_text().splitlines()}
+    assert {line.split("\t")[0] for line in (out / "test.hyp").read_text().splitlines()} == test_words
+
+
+def test_torch_baseline_writes_the_recipe_formats(tmp_path):
+    pytest.importorskip("torch")
+    words = small_g2p(tmp_path / "data")
+    out = tmp_path / "torch"
+    run(["/usr/bin/python3", "bench/torch_seq2seq.py", "g2p", "--data", str(tmp_path / "data"),
+         "--out", str(out), "--time-limit", "2", "--threads", "1", "--eval-every", "5",
+         "--layers", "1", "--d-model", "32", "--ffn", "64"],
+        {"ATTN_LIBRARY": str(build_dir() / "libattn.so")})
+    hypotheses = (out / "test.hyp").read_text().splitlines()
+    assert [line.split("\t")[0] for line in hypotheses] == words
+    summary = json.loads((out / "scores.json").read_text())
+    assert summary["steps"] >= 1 and summary["config"]["d_model"] == 32
+    events = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
+    assert any(e["event"] == "eval" for e in events) and any(e["event"] == "step" for e in events)
