@@ -247,11 +247,16 @@ static attn_status run(search *s, const int32_t *src_lengths, const int64_t *max
 {
     const attn_search_model *model = s->model;
     const int64_t rows_max = s->size * s->beam;
+    /* attn_decode only searches non-empty batches; the bound keeps size arithmetic in range. */
+    if (s->size < 1 || s->size > INT32_MAX)
+        return attn_fail(ATTN_ERR_INTERNAL, "attn_decode: batch of %lld sentences",
+                         (long long)s->size);
+    const size_t sentences = (size_t)s->size;
     int64_t longest = 0;
     for (int64_t i = 0; i < s->size; i++)
         longest = max_lengths[i] > longest ? max_lengths[i] : longest;
     s->layouts = calloc((size_t)longest, sizeof *s->layouts);
-    s->sentences = calloc((size_t)s->size, sizeof *s->sentences);
+    s->sentences = calloc(sentences, sizeof *s->sentences);
     s->row_log_prob = calloc((size_t)rows_max, sizeof *s->row_log_prob);
     s->next_log_prob = calloc((size_t)rows_max, sizeof *s->next_log_prob);
     s->next_tokens = calloc((size_t)rows_max, sizeof *s->next_tokens);
@@ -295,7 +300,7 @@ static attn_status run(search *s, const int32_t *src_lengths, const int64_t *max
         rows = next_rows;
     }
 
-    result->sentences = calloc((size_t)s->size, sizeof *result->sentences);
+    result->sentences = calloc(sentences, sizeof *result->sentences);
     if (result->sentences == NULL)
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_decode: out of memory for the result");
     for (int64_t i = 0; i < s->size; i++) {
