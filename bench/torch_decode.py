@@ -4,6 +4,8 @@
 Run with Debian's python3-torch:
     /usr/bin/python3 bench/torch_decode.py [--batch 1|64|both] [--threads N] [--json]
     /usr/bin/python3 bench/torch_decode.py --sweep     # default / PASSIVE x 1 / 2 threads
+    /usr/bin/python3 bench/torch_decode.py --report ATTN.json TORCH.json [TORCH.json ...]
+        # attn bench decode --json beside the best PyTorch run per batch size
 
 Decoding is done the way a user of nn.Transformer must: the encoder runs once per batch,
 then every step re-runs the whole decoder over the prefix generated so far (nn.Transformer
@@ -60,6 +62,32 @@ def measure(batch, tokens, reps, min_seconds):
             "src_len": cfg["src_len"], "reps": reps}
 
 
+def read_lines(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def report(attn_path, torch_paths):
+    """attn's rate beside the best PyTorch rate of each batch size, and their ratio."""
+    attn = read_lines(attn_path)
+    runs = [row for path in torch_paths for row in read_lines(path)]
+    if attn:
+        print(f"decode: small Transformer, {attn[0]['tokens']} tokens from {attn[0]['src_len']} "
+              f"source tokens; attn {attn[0]['isa']} {attn[0]['threads']} threads; PyTorch best "
+              f"of {len(torch_paths)} settings; sentences/s, medians, indicative on a shared "
+              f"machine")
+    print("%5s %10s %10s %-22s %7s" % ("batch", "attn", "torch", "(torch setting)", "ratio"))
+    for row in attn:
+        matches = [r for r in runs if r["batch"] == row["batch"]]
+        if not matches:
+            continue
+        best = max(matches, key=lambda r: r["seqs_per_s"])
+        setting = f"{best['omp_wait_policy']}, {best['threads']} thr"
+        print("%5d %10.1f %10.1f %-22s %6.1fx" % (row["batch"], row["seqs_per_s"],
+                                                  best["seqs_per_s"], f"({setting})",
+                                                  row["seqs_per_s"] / best["seqs_per_s"]))
+
+
 def main():
     # nn.TransformerEncoder's inference fast path packs padded batches as nested tensors and
     # warns that their API is a prototype, once per process; it is not ours to act on.
@@ -74,7 +102,14 @@ def main():
     parser.add_argument("--json", action="store_true", help="one JSON line per batch size")
     parser.add_argument("--sweep", action="store_true",
                         help="run default/PASSIVE OMP_WAIT_POLICY x 1/2 threads in subprocesses")
+    parser.add_argument("--report", nargs="+", metavar="JSON",
+                        help="attn bench decode --json output, then PyTorch --json outputs")
     args = parser.parse_args()
+    if args.report:
+        if len(args.report) < 2:
+            parser.error("--report needs attn's JSON and at least one PyTorch JSON")
+        report(args.report[0], args.report[1:])
+        return
     if args.tokens < 1 or args.reps < 1 or args.min_seconds <= 0:
         parser.error("--tokens and --reps must be at least 1 and --min-seconds positive")
     if args.threads is not None and args.threads < 1:

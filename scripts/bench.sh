@@ -24,4 +24,19 @@ section_attention() {
         "$work/torch_attention_default.json" "$work/torch_attention_passive.json"
 }
 
+# Greedy decoding of the small Transformer (10 tokens, batch 1 and 64) against nn.Transformer
+# re-running its decoder over the prefix, PyTorch again with both threading settings.
+section_decode() {
+    echo "== decode"
+    torch_quick=""
+    if [ -n "$quick" ]; then torch_quick="--reps 3 --min-seconds 0.2"; fi
+    "$build/attn" bench decode --json $quick >"$work/attn_decode.json"
+    "$python" "$root/bench/torch_decode.py" --json $torch_quick >"$work/torch_decode_default.json"
+    OMP_WAIT_POLICY=PASSIVE "$python" "$root/bench/torch_decode.py" --json $torch_quick \
+        --threads "$(nproc)" >"$work/torch_decode_passive.json"
+    "$python" "$root/bench/torch_decode.py" --report "$work/attn_decode.json" \
+        "$work/torch_decode_default.json" "$work/torch_decode_passive.json"
+}
+
 section_attention
+section_decode

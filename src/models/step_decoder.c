@@ -14,6 +14,8 @@
  * the read-only cross-attention slabs (one per source sentence) are shared by every row
  * decoding that sentence. */
 #include "models/models_internal.h"
+#include "models/step_attention.h"
+#include "models/step_linear.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -23,6 +25,7 @@
 typedef struct linear_weights {
     const float *w, *b; /* b may be NULL */
     int64_t in, out;
+    const float *w_t;   /* W^T [in, out], the decoder's copy (see transpose_weights), or NULL */
 } linear_weights;
 
 /* Sublayers of a decoder layer, in order; the language model's blocks have no cross. */
@@ -48,6 +51,7 @@ struct attn_step_decoder {
     const float *final_norm_w, *final_norm_b; /* NULL: no final norm */
     float final_norm_eps;
     linear_weights generator;
+    float *transposed; /* the w_t copies, one block */
     /* Self-attention keys and values: max_rows slabs of [layers][2][heads][max_steps][d_head]
      * (keys, then values, of each layer). */
     float *self_pool;
@@ -65,165 +69,35 @@ struct attn_step_decoder {
     int64_t probs_len; /* max(max_steps, src_len) per row and head */
 };
 
-/* ---- the single-query attention kernel ----------------------------------------------------- */
-
-/* Where one layer's keys and values of a row are: slab slab_of_row[r] of pool, at offset;
- * head h's keys at + h * head_stride ([count][d_head]), its values value_offset further. */
-typedef struct kv_cache_view {
-    const float *pool;
-    const int64_t *slab_of_row;
-    int64_t slab_floats, offset, head_stride, value_offset;
-    int64_t count;         /* keys of every row, unless counts */
-    const int32_t *counts; /* per row (source lengths), or NULL */
-} kv_cache_view;
-
-/* For each row r and head h: p = softmax over the row's keys of (q . k_j) * scale, written to
- * probs (and zeros from the row's key count up to probs_fill), and out = sum_j p_j v_j. */
-typedef struct single_query_attention {
-    int64_t heads, d_head;
-    float scale;
-    const float *q;
-    int64_t q_stride;
-    kv_cache_view kv;
-    float *probs;
-    int64_t probs_row_stride, probs_head_stride, probs_fill;
-    float *out;
-    int64_t out_stride;
-} single_query_attention;
-
-static int64_t key_count(const kv_cache_view *kv, int64_t row)
-{
-    return kv->counts != NULL ? kv->counts[row] : kv->count;
-}
-
-static double score_reference(const float *q, const float *key, int64_t dh, float scale)
-{
-    double s = 0.0;
-    for (int64_t i = 0; i < dh; i++)
-        s += (double)q[i] * (double)key[i];
-    return s * (double)scale;
-}
-
-/* The textbook formula in double: what ATTN_ISA_REFERENCE runs. The output is summed in
- * blocks of 64 features so that the double accumulators fit on the stack. */
-static void attend_reference(const single_query_attention *a, int64_t r, int64_t h)
-{
-    const int64_t dh = a->d_head, n = key_count(&a->kv, r);
-    const float *q = a->q + r * a->q_stride + h * dh;
-    const float *keys = a->kv.pool + a->kv.slab_of_row[r] * a->kv.slab_floats + a->kv.offset +
-                        h * a->kv.head_stride;
-    const float *values = keys + a->kv.value_offset;
-    float *p = a->probs + r * a->probs_row_stride + h * a->probs_head_stride;
-    float *out = a->out + r * a->out_stride + h * dh;
-    double max = -INFINITY, sum = 0.0;
-    for (int64_t j = 0; j < n; j++) {
-        const double s = score_reference(q, keys + j * dh, dh, a->scale);
-        max = s > max ? s : max;
-    }
-    for (int64_t j = 0; j < n; j++)
-        sum += exp(score_reference(q, keys + j * dh, dh, a->scale) - max);
-    for (int64_t first = 0; first < dh; first += 64) {
-        const int64_t width = dh - first < 64 ? dh - first : 64;
-        double acc[64] = {0};
-        for (int64_t j = 0; j < n; j++) {
-            const double w = exp(score_reference(q, keys + j * dh, dh, a->scale) - max) / sum;
-            for (int64_t i = 0; i < width; i++)
-                acc[i] += w * (double)values[j * dh + first + i];
-        }
-        for (int64_t i = 0; i < width; i++)
-            out[first + i] = (float)acc[i];
-    }
-    for (int64_t j = 0; j < n; j++)
-        p[j] = (float)(exp(score_reference(q, keys + j * dh, dh, a->scale) - max) / sum);
-    for (int64_t j = n; j < a->probs_fill; j++)
-        p[j] = 0.0f;
-}
-
-/* Sixteen independent partial sums, which the compiler turns into one vector register. */
-static float dot(const float *a, const float *b, int64_t n)
-{
-    float lanes[16] = {0};
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int l = 0; l < 16; l++)
-            lanes[l] += a[i + l] * b[i + l];
-    float sum = 0.0f;
-    for (; i < n; i++)
-        sum += a[i] * b[i];
-    for (int l = 0; l < 16; l++)
-        sum += lanes[l];
-    return sum;
-}
-
-/* One query row reads each cached key and value once, doing two flops per float read: the
- * kernel is memory-bound (and a sliver of a step next to its GEMMs), so this plain C serves
- * the AVX2 and AVX-512 settings too. */
-static void attend_portable(const single_query_attention *a, int64_t r, int64_t h)
-{
-    const int64_t dh = a->d_head, n = key_count(&a->kv, r);
-    const float *q = a->q + r * a->q_stride + h * dh;
-    const float *keys = a->kv.pool + a->kv.slab_of_row[r] * a->kv.slab_floats + a->kv.offset +
-                        h * a->kv.head_stride;
-    const float *values = keys + a->kv.value_offset;
-    float *p = a->probs + r * a->probs_row_stride + h * a->probs_head_stride;
-    float *out = a->out + r * a->out_stride + h * dh;
-    float max = -INFINITY;
-    for (int64_t j = 0; j < n; j++) {
-        p[j] = dot(q, keys + j * dh, dh) * a->scale;
-        max = p[j] > max ? p[j] : max;
-    }
-    float sum = 0.0f;
-    for (int64_t j = 0; j < n; j++) {
-        p[j] = expf(p[j] - max);
-        sum += p[j];
-    }
-    const float inverse = n > 0 ? 1.0f / sum : 0.0f;
-    for (int64_t i = 0; i < dh; i++)
-        out[i] = 0.0f;
-    for (int64_t j = 0; j < n; j++) {
-        p[j] *= inverse;
-        const float pj = p[j];
-        const float *v = values + j * dh;
-        for (int64_t i = 0; i < dh; i++)
-            out[i] += pj * v[i];
-    }
-    for (int64_t j = n; j < a->probs_fill; j++)
-        p[j] = 0.0f;
-}
-
-static void attend_range(void *ctx, int64_t begin, int64_t end, int thread_index)
-{
-    (void)thread_index;
-    const single_query_attention *a = ctx;
-    const int reference = attn_active_isa() == ATTN_ISA_REFERENCE;
-    for (int64_t task = begin; task < end; task++) {
-        if (reference)
-            attend_reference(a, task / a->heads, task % a->heads);
-        else
-            attend_portable(a, task / a->heads, task % a->heads);
-    }
-}
-
-/* Each (row, head) is independent and written by one thread, so results do not depend on
- * the thread count. A chunk gets at least ~64k flops: a batch-1 step's few hundred would
- * not pay for waking a thread. */
-static void attend(single_query_attention *a, int64_t rows, int64_t keys_hint)
-{
-    const int64_t work = 4 * (keys_hint > 0 ? keys_hint : 1) * a->d_head;
-    const int64_t min_chunk = work >= 65536 ? 1 : 65536 / work;
-    attn_parallel_for(rows * a->heads, min_chunk, attend_range, a);
-}
-
 /* ---- the Transformer step ------------------------------------------------------------------ */
 
-static attn_status linear(const linear_weights *l, int64_t rows, const float *x, int64_t ldx,
-                          float *y, int64_t ldy)
+static attn_status gemm_linear(const linear_weights *l, int64_t rows, const float *x,
+                               int64_t ldx, float *y, int64_t ldy)
 {
     if (l->b != NULL)
         for (int64_t r = 0; r < rows; r++)
             memcpy(y + r * ldy, l->b, (size_t)l->out * sizeof(float));
+    const float beta = l->b != NULL ? 1.0f : 0.0f;
+    if (l->w_t != NULL)
+        return attn_gemm(ATTN_NO_TRANS, ATTN_NO_TRANS, rows, l->out, l->in, 1.0f, x, ldx, l->w_t,
+                         l->out, beta, y, ldy);
     return attn_gemm(ATTN_NO_TRANS, ATTN_TRANS, rows, l->out, l->in, 1.0f, x, ldx, l->w, l->in,
-                     l->b != NULL ? 1.0f : 0.0f, y, ldy);
+                     beta, y, ldy);
+}
+
+/* A decoder of at most this many rows multiplies with attn_step_linear. The choice depends
+ * on max_rows only, never on the current size, so that a row's results never depend on how
+ * many rows are decoded beside it. */
+#define STEP_LINEAR_MAX_ROWS 8
+
+static attn_status linear(const attn_step_decoder *d, const linear_weights *l, const float *x,
+                          int64_t ldx, float *y, int64_t ldy)
+{
+    if (d->max_rows > STEP_LINEAR_MAX_ROWS)
+        return gemm_linear(l, d->size, x, ldx, y, ldy);
+    const step_linear_args args = {d->size, l->in, l->out, x, ldx, l->w, l->b, y, ldy};
+    attn_step_linear(&args);
+    return ATTN_OK;
 }
 
 /* A sublayer's input: norm(x) before a pre-norm sublayer, x itself after a post-norm one. */
@@ -284,7 +158,7 @@ static attn_status self_attention(attn_step_decoder *d, int64_t layer, const lay
     const int64_t n = d->size, E = d->d_model, dh = d->d_head, t = d->steps;
     const float *in;
     ATTN_TRY(open_sublayer(d, w, SELF_ATTENTION, &in));
-    ATTN_TRY(linear(&w->self_qkv, n, in, E, d->qkv, 3 * E));
+    ATTN_TRY(linear(d, &w->self_qkv, in, E, d->qkv, 3 * E));
     kv_cache_view kv = self_cache_view(d, layer);
     for (int64_t r = 0; r < n; r++) {
         float *slab = d->self_pool + d->self_slab_of_row[r] * d->self_slab + kv.offset;
@@ -295,7 +169,7 @@ static attn_status self_attention(attn_step_decoder *d, int64_t layer, const lay
                    (size_t)dh * sizeof(float));
         }
     }
-    single_query_attention a = {d->heads,
+    step_attention a = {d->heads,
                                 dh,
                                 d->attn_scale,
                                 d->qkv,
@@ -307,8 +181,8 @@ static attn_status self_attention(attn_step_decoder *d, int64_t layer, const lay
                                 0,
                                 d->ctx,
                                 E};
-    attend(&a, n, t + 1);
-    ATTN_TRY(linear(&w->self_out, n, d->ctx, E, d->sub, E));
+    attn_step_attend(&a, n, t + 1);
+    ATTN_TRY(linear(d, &w->self_out, d->ctx, E, d->sub, E));
     return close_sublayer(d, w, SELF_ATTENTION);
 }
 
@@ -319,8 +193,8 @@ static attn_status cross_attention(attn_step_decoder *d, int64_t layer, const la
     const int64_t n = d->size, E = d->d_model, S = d->src_len;
     const float *in;
     ATTN_TRY(open_sublayer(d, w, CROSS_ATTENTION, &in));
-    ATTN_TRY(linear(&w->cross_q, n, in, E, d->qkv, E));
-    single_query_attention a = {d->heads,
+    ATTN_TRY(linear(d, &w->cross_q, in, E, d->qkv, E));
+    step_attention a = {d->heads,
                                 d->d_head,
                                 d->attn_scale,
                                 d->qkv,
@@ -338,8 +212,8 @@ static attn_status cross_attention(attn_step_decoder *d, int64_t layer, const la
         a.probs_head_stride = S;
         a.probs_fill = S;
     }
-    attend(&a, n, S);
-    ATTN_TRY(linear(&w->cross_out, n, d->ctx, E, d->sub, E));
+    attn_step_attend(&a, n, S);
+    ATTN_TRY(linear(d, &w->cross_out, d->ctx, E, d->sub, E));
     return close_sublayer(d, w, CROSS_ATTENTION);
 }
 
@@ -348,9 +222,9 @@ static attn_status feed_forward(attn_step_decoder *d, const layer_weights *w)
     const int64_t n = d->size, E = d->d_model, F = d->ffn_dim;
     const float *in;
     ATTN_TRY(open_sublayer(d, w, FEED_FORWARD, &in));
-    ATTN_TRY(linear(&w->ff1, n, in, E, d->hidden, F));
+    ATTN_TRY(linear(d, &w->ff1, in, E, d->hidden, F));
     ATTN_TRY(attn_activation_forward(d->activation, n * F, d->hidden, d->hidden));
-    ATTN_TRY(linear(&w->ff2, n, d->hidden, F, d->sub, E));
+    ATTN_TRY(linear(d, &w->ff2, d->hidden, F, d->sub, E));
     return close_sublayer(d, w, FEED_FORWARD);
 }
 
@@ -376,7 +250,7 @@ static attn_status transformer_step(attn_step_decoder *d, const int32_t *ids, fl
                                          d->final_norm_eps, d->normed, NULL, NULL));
         top = d->normed;
     }
-    return linear(&d->generator, n, top, E, logits, d->vocab);
+    return linear(d, &d->generator, top, E, logits, d->vocab);
 }
 
 /* ---- start --------------------------------------------------------------------------------- */
@@ -389,7 +263,7 @@ static const float *param(const attn_model *m, attn_param_id id)
 static linear_weights linear_of(const attn_model *m, const attn_nn_linear *l)
 {
     return (linear_weights){param(m, l->weight), param(m, l->bias), l->in_features,
-                            l->out_features};
+                            l->out_features, NULL};
 }
 
 static void set_norm(const attn_model *m, layer_weights *w, int which,
@@ -404,8 +278,10 @@ static void attention_weights(const attn_model *m, const attn_nn_mha *mha, linea
                               linear_weights *out)
 {
     const int64_t E = mha->embed_dim;
-    *qkv = (linear_weights){param(m, mha->in_proj_weight), param(m, mha->in_proj_bias), E, 3 * E};
-    *out = (linear_weights){param(m, mha->out_proj_weight), param(m, mha->out_proj_bias), E, E};
+    *qkv = (linear_weights){param(m, mha->in_proj_weight), param(m, mha->in_proj_bias), E, 3 * E,
+                            NULL};
+    *out = (linear_weights){param(m, mha->out_proj_weight), param(m, mha->out_proj_bias), E, E,
+                            NULL};
 }
 
 static void gather_weights(attn_step_decoder *d, const attn_model *m)
@@ -419,8 +295,8 @@ static void gather_weights(attn_step_decoder *d, const attn_model *m)
             linear_weights packed;
             attention_weights(m, &layer->multihead_attn, &packed, &w->cross_out);
             /* The packed [3E, E] projection: Q's rows first, then K's and V's. */
-            w->cross_q = (linear_weights){packed.w, packed.b, E, E};
-            w->cross_kv = (linear_weights){packed.w + E * E, packed.b + E, E, 2 * E};
+            w->cross_q = (linear_weights){packed.w, packed.b, E, E, NULL};
+            w->cross_kv = (linear_weights){packed.w + E * E, packed.b + E, E, 2 * E, NULL};
             w->ff1 = linear_of(m, &layer->ff.linear1);
             w->ff2 = linear_of(m, &layer->ff.linear2);
             set_norm(m, w, SELF_ATTENTION, &layer->norm1);
@@ -443,6 +319,60 @@ static void gather_weights(attn_step_decoder *d, const attn_model *m)
         d->final_norm_eps = m->decoder_norm.eps;
     }
     d->generator = linear_of(m, &m->generator);
+}
+
+/* The linears of a step, for transposing their weights. */
+static int step_linears(attn_step_decoder *d, linear_weights **out)
+{
+    int n = 0;
+    for (int64_t l = 0; l < d->n_layers; l++) {
+        layer_weights *w = &d->layers[l];
+        out[n++] = &w->self_qkv;
+        out[n++] = &w->self_out;
+        if (d->has_cross) {
+            out[n++] = &w->cross_q;
+            out[n++] = &w->cross_out;
+        }
+        out[n++] = &w->ff1;
+        out[n++] = &w->ff2;
+    }
+    out[n++] = &d->generator;
+    return n;
+}
+
+/* With many rows the steps multiply with attn_gemm, which reads a [k, n] right-hand side in
+ * place but would repack W [out, in] at every call: transposing every weight once here
+ * costs about one step's repacking and saves it at all the others. */
+static attn_status transpose_weights(const char *fn, attn_step_decoder *d)
+{
+    linear_weights **all = malloc((size_t)(6 * d->n_layers + 1) * sizeof *all);
+    if (all == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    const int n = step_linears(d, all);
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += (size_t)(all[i]->in * all[i]->out);
+    d->transposed = attn_aligned_alloc(total * sizeof(float));
+    if (d->transposed == NULL) {
+        free(all);
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu floats of weights",
+                         fn, total);
+    }
+    float *next = d->transposed;
+    enum { BLOCK = 32 };
+    for (int i = 0; i < n; i++) {
+        const int64_t in = all[i]->in, out = all[i]->out;
+        const float *w = all[i]->w;
+        for (int64_t o0 = 0; o0 < out; o0 += BLOCK)
+            for (int64_t i0 = 0; i0 < in; i0 += BLOCK)
+                for (int64_t o = o0; o < out && o < o0 + BLOCK; o++)
+                    for (int64_t k = i0; k < in && k < i0 + BLOCK; k++)
+                        next[k * out + o] = w[o * in + k];
+        all[i]->w_t = next;
+        next += in * out;
+    }
+    free(all);
+    return ATTN_OK;
 }
 
 /* count floats (at least one, so that empty batches need no special case), 64-byte aligned;
@@ -511,7 +441,7 @@ static attn_status project_memory(const char *fn, attn_step_decoder *d, const fl
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     attn_status status = ATTN_OK;
     for (int64_t l = 0; l < d->n_layers && status == ATTN_OK; l++) {
-        status = linear(&d->layers[l].cross_kv, tokens, memory, E, kv, 2 * E);
+        status = gemm_linear(&d->layers[l].cross_kv, tokens, memory, E, kv, 2 * E);
         const kv_cache_view view = cross_cache_view(d, l);
         for (int64_t b = 0; b < sentences && status == ATTN_OK; b++)
             for (int64_t h = 0; h < H; h++)
@@ -584,6 +514,8 @@ static attn_status transformer_start(const char *fn, attn_step_decoder *d, const
     d->attn_scale = (float)(1.0 / sqrt((double)d->d_head));
     ATTN_TRY(allocate(fn, d, sentences));
     gather_weights(d, m);
+    if (d->max_rows > STEP_LINEAR_MAX_ROWS)
+        ATTN_TRY(transpose_weights(fn, d));
     for (int64_t r = 0; r < d->size; r++) {
         d->self_slab_of_row[r] = r;
         d->cross_slab_of_row[r] = lm ? 0 : r;
@@ -762,6 +694,7 @@ void attn_model_step_destroy(attn_step_decoder *decoder)
         return;
     attn_step_decoder *d = decoder;
     attn_rnn_stepper_free(d->rnn);
+    attn_aligned_free(d->transposed);
     attn_aligned_free(d->self_pool);
     attn_aligned_free(d->cross_pool);
     attn_aligned_free(d->x);

@@ -14,6 +14,10 @@
 
 enum { BOS = 1, BATCH = 3, SRC_LEN = 5, STEPS = 22, MAX_ROWS = 6 };
 
+/* Capacities on either side of the step decoder's switch from its small-row linear layer
+ * to attn_gemm on transposed weights (at 8 rows). */
+static const int64_t capacities[2] = {MAX_ROWS, 16};
+
 static const int32_t batch_src[BATCH * SRC_LEN] = {4, 5, 6, 7, 8, /**/ 5, 3, 0, 0, 0,
                                                    /**/ 0, 0, 0, 0, 0};
 static const int32_t batch_src_lengths[BATCH] = {5, 2, 0};
@@ -151,7 +155,7 @@ static double relative_error(const float *a, const float *b, int64_t n)
 
 /* ---- steps equal the whole-prefix decoder ------------------------------------------------ */
 
-static void check_steps_match_decode(const variant *v, attn_isa isa)
+static void check_steps_match_decode(const variant *v, attn_isa isa, int64_t max_rows)
 {
     const attn_model_config *c = &v->config;
     const int64_t V = c->tgt_vocab;
@@ -165,12 +169,18 @@ static void check_steps_match_decode(const variant *v, attn_isa isa)
     attn_var *memory = encode(m, g, BATCH, batch_src, lengths), *all = NULL;
     CHECK_OK(attn_model_decode(m, g, memory, lengths, BATCH, STEPS, tgt, STEPS, NULL, &all));
     attn_step_decoder *d = NULL;
-    CHECK_OK(attn_model_step_start(m, g, memory, lengths, BATCH, STEPS, &d));
+    CHECK_OK(attn_model_step_start(m, g, memory, lengths, max_rows, STEPS, &d));
     /* The decoder keeps its own copies: the graph may go. */
     float *expected = test_alloc((size_t)(BATCH * STEPS * V) * sizeof(float));
     if (all != NULL)
         memcpy(expected, all->value.data, (size_t)(BATCH * STEPS * V) * sizeof(float));
     attn_graph_reset(g);
+    if (is_lm(c) && d != NULL) {
+        /* A language model starts with max_rows rows: keep BATCH of them. */
+        CHECK(attn_model_step_size(d) == max_rows, "%s: starts with max_rows rows", v->name);
+        const int64_t first[BATCH] = {0, 1, 2};
+        CHECK_OK(attn_model_step_select(d, first, BATCH));
+    }
     CHECK(attn_model_step_size(d) == BATCH, "%s: starts with one row per sentence", v->name);
     double worst = 0.0;
     for (int64_t t = 0; t < STEPS && d != NULL && all != NULL; t++) {
@@ -182,8 +192,8 @@ static void check_steps_match_decode(const variant *v, attn_isa isa)
         for (int b = 0; b < BATCH; b++)
             worst = fmax(worst, relative_error(logits + b * V, expected + (b * STEPS + t) * V, V));
     }
-    CHECK(worst < 1e-5, "%s, %s: %d steps give attn_model_decode's logits (worst %g)", v->name,
-          attn_isa_name(isa), STEPS, worst);
+    CHECK(worst < 1e-5, "%s, %s, max_rows %lld: %d steps give attn_model_decode's logits (%g)",
+          v->name, attn_isa_name(isa), (long long)max_rows, STEPS, worst);
     CHECK(attn_model_step_count(d) == STEPS, "%s: counts its steps", v->name);
     free(expected);
     attn_model_step_destroy(d);
@@ -200,7 +210,8 @@ static void test_steps_match_decode(void)
             continue;
         CHECK_OK(attn_set_isa((attn_isa)isa));
         for (int i = 0; i < n; i++)
-            check_steps_match_decode(&v[i], (attn_isa)isa);
+            for (int k = 0; k < 2; k++)
+                check_steps_match_decode(&v[i], (attn_isa)isa, capacities[k]);
     }
     CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
 }
@@ -246,7 +257,7 @@ static void decode_rows(attn_model *m, const rows_state *s, int64_t t, float *ou
 
 /* A decoder started on the final rows (their sources gathered) and fed their histories from
  * the first step: its last logits, for the bitwise comparison. */
-static void replay_rows(attn_model *m, const rows_state *s, float *out)
+static void replay_rows(attn_model *m, const rows_state *s, int64_t max_rows, float *out)
 {
     int32_t src[MAX_ROWS * SRC_LEN], lengths[MAX_ROWS], ids[MAX_ROWS];
     for (int64_t r = 0; r < s->size; r++) {
@@ -257,7 +268,13 @@ static void replay_rows(attn_model *m, const rows_state *s, float *out)
     attn_graph *g = inference_graph(m);
     attn_var *memory = encode(m, g, s->size, src, lengths);
     attn_step_decoder *d = NULL;
-    CHECK_OK(attn_model_step_start(m, g, memory, lm ? NULL : lengths, s->size, STEPS, &d));
+    CHECK_OK(attn_model_step_start(m, g, memory, lm ? NULL : lengths, max_rows, STEPS, &d));
+    if (lm && d != NULL) {
+        int64_t first[MAX_ROWS];
+        for (int64_t r = 0; r < s->size; r++)
+            first[r] = r;
+        CHECK_OK(attn_model_step_select(d, first, s->size));
+    }
     for (int64_t t = 0; t < STEPS && d != NULL; t++) {
         for (int64_t r = 0; r < s->size; r++)
             ids[r] = s->history[r * STEPS + t];
@@ -267,7 +284,7 @@ static void replay_rows(attn_model *m, const rows_state *s, float *out)
     attn_graph_destroy(g);
 }
 
-static void check_select(const variant *v)
+static void check_select(const variant *v, int64_t max_rows)
 {
     const attn_model_config *c = &v->config;
     const int64_t V = c->tgt_vocab;
@@ -276,13 +293,13 @@ static void check_select(const variant *v)
     attn_graph *g = inference_graph(m);
     rows_state s;
     memset(&s, 0, sizeof s);
-    /* The language model starts with max_rows rows: use them all from the first step. */
+    /* The language model starts with max_rows rows: keep the first MAX_ROWS. */
     s.size = lm ? MAX_ROWS : BATCH;
     for (int r = 0; r < s.size; r++)
         s.sentence[r] = r % BATCH;
     attn_var *memory = encode(m, g, BATCH, batch_src, batch_src_lengths);
     attn_step_decoder *d = NULL;
-    CHECK_OK(attn_model_step_start(m, g, memory, lm ? NULL : batch_src_lengths, MAX_ROWS, STEPS,
+    CHECK_OK(attn_model_step_start(m, g, memory, lm ? NULL : batch_src_lengths, max_rows, STEPS,
                                    &d));
     attn_graph_reset(g);
     /* Beam-like: grow with repeats, reorder and drop, duplicate one row, shrink to one. */
@@ -293,6 +310,12 @@ static void check_select(const variant *v)
     float logits[MAX_ROWS * 11], expected[MAX_ROWS * 11], replayed[MAX_ROWS * 11];
     double worst = 0.0;
     int sizes_follow = 1;
+    if (lm && d != NULL) {
+        int64_t first[MAX_ROWS];
+        for (int64_t r = 0; r < MAX_ROWS; r++)
+            first[r] = r;
+        CHECK_OK(attn_model_step_select(d, first, MAX_ROWS));
+    }
     for (int64_t t = 0, k = 0; t < STEPS && d != NULL; t++) {
         if (k < 4 && t == select_at[k]) {
             int64_t rows[MAX_ROWS];
@@ -311,11 +334,13 @@ static void check_select(const variant *v)
         worst = fmax(worst, relative_error(logits, expected, s.size * V));
     }
     CHECK(sizes_follow, "%s: the size follows the selects", v->name);
-    CHECK(worst < 1e-5, "%s: after selects every row decodes its own source and history (%g)",
-          v->name, worst);
-    replay_rows(m, &s, replayed);
+    CHECK(worst < 1e-5,
+          "%s, max_rows %lld: after selects every row decodes its own source and history (%g)",
+          v->name, (long long)max_rows, worst);
+    replay_rows(m, &s, max_rows, replayed);
     CHECK(memcmp(logits, replayed, sizeof(float) * (size_t)(s.size * V)) == 0,
-          "%s: bit for bit what a decoder started on the selected rows gives", v->name);
+          "%s, max_rows %lld: bit for bit what a decoder started on the selected rows gives",
+          v->name, (long long)max_rows);
     attn_model_step_destroy(d);
     attn_graph_destroy(g);
     attn_model_destroy(m);
@@ -326,26 +351,31 @@ static void test_select_follows_rows(void)
     variant v[16];
     const int n = make_variants(v);
     for (int i = 0; i < n; i++)
-        check_select(&v[i]);
+        for (int k = 0; k < 2; k++)
+            check_select(&v[i], capacities[k]);
 }
 
 /* Selecting no row, stepping an empty batch, growing is then impossible (no row to copy). */
 static void test_empty_selection(void)
 {
-    attn_model_config c = transformer(12, 3, 0);
-    attn_model *m = new_model(&c, 2);
-    attn_graph *g = inference_graph(m);
-    attn_var *memory = encode(m, g, BATCH, batch_src, batch_src_lengths);
-    attn_step_decoder *d = NULL;
-    CHECK_OK(attn_model_step_start(m, g, memory, batch_src_lengths, BATCH, 4, &d));
-    CHECK_OK(attn_model_step_select(d, NULL, 0));
-    CHECK(attn_model_step_size(d) == 0, "no row left");
-    CHECK_OK(attn_model_step(d, NULL, NULL, NULL));
-    const int64_t row = 0;
-    CHECK_FAILS(attn_model_step_select(d, &row, 1), ATTN_ERR_INVALID_ARGUMENT);
-    attn_model_step_destroy(d);
-    attn_graph_destroy(g);
-    attn_model_destroy(m);
+    variant v[16];
+    const int n = make_variants(v);
+    for (int i = 0; i < n; i++) {
+        const int lm = is_lm(&v[i].config);
+        attn_model *m = new_model(&v[i].config, 2);
+        attn_graph *g = inference_graph(m);
+        attn_var *memory = encode(m, g, BATCH, batch_src, batch_src_lengths);
+        attn_step_decoder *d = NULL;
+        CHECK_OK(attn_model_step_start(m, g, memory, lm ? NULL : batch_src_lengths, BATCH, 4, &d));
+        CHECK_OK(attn_model_step_select(d, NULL, 0));
+        CHECK(attn_model_step_size(d) == 0, "%s: no row left", v[i].name);
+        CHECK_OK(attn_model_step(d, NULL, NULL, NULL));
+        const int64_t row = 0;
+        CHECK_FAILS(attn_model_step_select(d, &row, 1), ATTN_ERR_INVALID_ARGUMENT);
+        attn_model_step_destroy(d);
+        attn_graph_destroy(g);
+        attn_model_destroy(m);
+    }
 }
 
 /* ---- cross-attention weights ------------------------------------------------------------------ */

@@ -1,0 +1,255 @@
+/* attn bench decode: greedy decoding throughput of the SMALL Transformer, in sentences per
+ * second, the counterpart of bench/torch_decode.py: d_model 256, 4 heads, 3 + 3 layers, FFN
+ * 1024, vocabularies 64 / 64, post-norm with final norms and a tied output, random weights,
+ * sources of 12 tokens, generation forced to 10 tokens (no early stop). One sentence batch
+ * is: reset the graph, encode, start a step decoder, 10 steps each taking every row's
+ * arg-max, destroy. Like the PyTorch script, each repetition decodes batches for at least
+ * --min-seconds, and the median of the repetitions' rates is reported.
+ *
+ * Beside the wall-clock rate, seqs_per_cpu_s counts sentences per second of CPU time used by
+ * the process. On a shared, overloaded machine a single-threaded run's CPU rate is the better
+ * estimate of its speed on a quiet one (threads that wait count as CPU time when they spin,
+ * so it understates multi-threaded runs). */
+#include "attn/attn.h"
+#include "cli/commands.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { SRC_LEN = 12, TOKENS = 10, VOCAB = 64, BOS_ID = 1, FIRST_WORD_ID = 3, MAX_REPS = 64 };
+
+static double clock_seconds(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *x, int n)
+{
+    qsort(x, (size_t)n, sizeof *x, compare_doubles);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+static attn_model_config small_config(void)
+{
+    attn_model_config c = attn_model_config_default(ATTN_ARCH_TRANSFORMER);
+    c.d_model = 256;
+    c.num_heads = 4;
+    c.encoder_layers = 3;
+    c.decoder_layers = 3;
+    c.ffn_dim = 1024;
+    c.src_vocab = VOCAB;
+    c.tgt_vocab = VOCAB;
+    c.max_len = 256;
+    return c;
+}
+
+typedef struct decode_run {
+    attn_model *model;
+    attn_graph *graph;
+    int64_t batch;
+    int32_t *src, *src_lengths, *ids, *out;
+    float *logits;
+} decode_run;
+
+/* One batch: encode, then TOKENS greedy steps; out [batch, TOKENS] gets the tokens. */
+static attn_status decode_batch(decode_run *r)
+{
+    attn_graph_reset(r->graph);
+    attn_var *memory;
+    attn_step_decoder *d = NULL;
+    attn_status status = attn_model_encode(r->model, r->graph, r->batch, SRC_LEN, r->src,
+                                           r->src_lengths, &memory);
+    if (status == ATTN_OK)
+        status = attn_model_step_start(r->model, r->graph, memory, r->src_lengths, r->batch,
+                                       TOKENS, &d);
+    for (int64_t b = 0; b < r->batch; b++)
+        r->ids[b] = BOS_ID;
+    for (int t = 0; t < TOKENS && status == ATTN_OK; t++) {
+        status = attn_model_step(d, r->ids, r->logits, NULL);
+        for (int64_t b = 0; b < r->batch && status == ATTN_OK; b++) {
+            const float *row = r->logits + b * VOCAB;
+            int32_t best = 0;
+            for (int32_t v = 1; v < VOCAB; v++)
+                if (row[v] > row[best])
+                    best = v;
+            r->ids[b] = best;
+            r->out[b * TOKENS + t] = best;
+        }
+    }
+    attn_model_step_destroy(d);
+    return status;
+}
+
+/* The median wall-clock and CPU-time rates over reps repetitions of at least min_seconds
+ * each; 0 on failure. */
+static int measure(decode_run *r, int reps, double min_seconds, double *rate, double *cpu_rate)
+{
+    double rates[MAX_REPS], cpu_rates[MAX_REPS];
+    if (decode_batch(r) != ATTN_OK) /* warm-up: the arena and GEMM buffers grow once */
+        return 0;
+    for (int i = 0; i < reps; i++) {
+        long calls = 0;
+        const double start = clock_seconds(CLOCK_MONOTONIC);
+        const double cpu_start = clock_seconds(CLOCK_PROCESS_CPUTIME_ID);
+        double elapsed;
+        do {
+            if (decode_batch(r) != ATTN_OK)
+                return 0;
+            calls++;
+            elapsed = clock_seconds(CLOCK_MONOTONIC) - start;
+        } while (elapsed < min_seconds);
+        const double cpu = clock_seconds(CLOCK_PROCESS_CPUTIME_ID) - cpu_start;
+        rates[i] = (double)r->batch * (double)calls / elapsed;
+        cpu_rates[i] = (double)r->batch * (double)calls / (cpu > 0.0 ? cpu : elapsed);
+    }
+    *rate = median(rates, reps);
+    *cpu_rate = median(cpu_rates, reps);
+    return 1;
+}
+
+static int run_batch(attn_model *model, attn_graph *graph, int64_t batch, int reps,
+                     double min_seconds, double *rate, double *cpu_rate)
+{
+    decode_run r = {model, graph, batch, NULL, NULL, NULL, NULL, NULL};
+    r.src = malloc((size_t)(batch * SRC_LEN) * sizeof(int32_t));
+    r.src_lengths = malloc((size_t)batch * sizeof(int32_t));
+    r.ids = malloc((size_t)batch * sizeof(int32_t));
+    r.out = malloc((size_t)(batch * TOKENS) * sizeof(int32_t));
+    r.logits = malloc((size_t)(batch * VOCAB) * sizeof(float));
+    int ok = r.src != NULL && r.src_lengths != NULL && r.ids != NULL && r.out != NULL &&
+             r.logits != NULL;
+    if (ok) {
+        attn_rng rng;
+        attn_rng_seed(&rng, 1);
+        for (int64_t i = 0; i < batch * SRC_LEN; i++)
+            r.src[i] = FIRST_WORD_ID + (int32_t)attn_rng_below(&rng, VOCAB - FIRST_WORD_ID);
+        for (int64_t b = 0; b < batch; b++)
+            r.src_lengths[b] = SRC_LEN;
+        ok = measure(&r, reps, min_seconds, rate, cpu_rate);
+        if (!ok)
+            fprintf(stderr, "attn bench decode: %s\n", attn_last_error());
+    } else {
+        fprintf(stderr, "attn bench decode: out of memory\n");
+    }
+    free(r.src);
+    free(r.src_lengths);
+    free(r.ids);
+    free(r.out);
+    free(r.logits);
+    return ok;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: attn bench decode [--json] [--quick] [--batch 1|64|both] [--reps N]\n"
+            "                         [--min-seconds S]\n\n"
+            "Greedy decoding of the SMALL Transformer (d_model 256, 4 heads, 3 + 3 layers,\n"
+            "FFN 1024, vocabularies 64 / 64, random weights), sources of %d tokens, exactly\n"
+            "%d tokens generated, with the step decoder's key/value cache; the encoder is\n"
+            "included. Sentences per second, median of N repetitions (default 5) of at least\n"
+            "S seconds each (default 0.5). --quick: 3 repetitions of 0.2 s. Also sentences\n"
+            "per CPU-second of the process: on an overloaded machine, the better estimate\n"
+            "of a single-threaded run's speed.\n"
+            "Threads: ATTN_NUM_THREADS; instruction set: ATTN_ISA.\n",
+            SRC_LEN, TOKENS);
+}
+
+static int parse_number(const char *flag, const char *text, double lo, double hi, double *out)
+{
+    char *end = NULL;
+    double x = strtod(text, &end);
+    if (end == text || *end != '\0' || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "attn bench decode: %s wants a number in [%g, %g], got '%s'\n", flag, lo,
+                hi, text);
+        return 0;
+    }
+    *out = x;
+    return 1;
+}
+
+int attn_cmd_bench_decode(int argc, char **argv)
+{
+    int json = 0, reps = 5, batches[2] = {1, 64}, n_batches = 2;
+    double min_seconds = 0.5;
+    for (int i = 1; i < argc; i++) {
+        double x;
+        if (strcmp(argv[i], "--json") == 0) {
+            json = 1;
+        } else if (strcmp(argv[i], "--quick") == 0) {
+            reps = 3;
+            min_seconds = 0.2;
+        } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
+            if (!parse_number("--reps", argv[++i], 1, MAX_REPS, &x) || x != (double)(int)x)
+                return 2;
+            reps = (int)x;
+        } else if (strcmp(argv[i], "--min-seconds") == 0 && i + 1 < argc) {
+            if (!parse_number("--min-seconds", argv[++i], 0.001, 600, &min_seconds))
+                return 2;
+        } else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc) {
+            const char *b = argv[++i];
+            if (strcmp(b, "1") == 0 || strcmp(b, "64") == 0) {
+                batches[0] = atoi(b);
+                n_batches = 1;
+            } else if (strcmp(b, "both") != 0) {
+                fprintf(stderr, "attn bench decode: --batch wants 1, 64 or both, got '%s'\n", b);
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "attn bench decode: unknown option or missing value '%s'\n",
+                    argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+
+    attn_model_config config = small_config();
+    attn_model *model = NULL;
+    attn_graph *graph = NULL;
+    int ok = attn_model_create(&config, &model) == ATTN_OK && attn_model_init(model, 0) == ATTN_OK &&
+             attn_graph_create(attn_model_params(model), &graph) == ATTN_OK;
+    if (!ok) {
+        fprintf(stderr, "attn bench decode: %s\n", attn_last_error());
+        attn_model_destroy(model);
+        return 1;
+    }
+    attn_graph_set_recording(graph, 0);
+    attn_graph_set_training(graph, 0);
+    const char *isa = attn_isa_name(attn_get_isa());
+    const int threads = attn_get_num_threads();
+    if (!json)
+        printf("attn bench decode: small Transformer, %d source tokens, %d generated, %d "
+               "threads, %s, median of %d runs of >= %.2f s\n",
+               SRC_LEN, TOKENS, threads, isa, reps, min_seconds);
+    for (int i = 0; i < n_batches && ok; i++) {
+        double rate = 0.0, cpu_rate = 0.0;
+        ok = run_batch(model, graph, batches[i], reps, min_seconds, &rate, &cpu_rate);
+        if (!ok)
+            break;
+        if (json)
+            printf("{\"bench\": \"attn_decode\", \"config\": \"small\", \"batch\": %d, "
+                   "\"seqs_per_s\": %.2f, \"seqs_per_cpu_s\": %.2f, \"tokens\": %d, "
+                   "\"src_len\": %d, \"reps\": %d, \"threads\": %d, \"isa\": \"%s\"}\n",
+                   batches[i], rate, cpu_rate, TOKENS, SRC_LEN, reps, threads, isa);
+        else
+            printf("small, batch %d: %.1f sentences/s (%.1f per CPU-second)\n", batches[i], rate,
+                   cpu_rate);
+        fflush(stdout);
+    }
+    attn_graph_destroy(graph);
+    attn_model_destroy(model);
+    return ok ? 0 : 1;
+}
