@@ -34,9 +34,11 @@
  * floor(max_len_ratio * n) + max_len_offset; at least 1 and at most the model's max_len.
  *
  * Determinism: at a fixed thread count and instruction set, the same inputs give the same
- * hypotheses and bits. Every sentence's rows are computed as if decoded alone, so a batch
- * gives what decoding each sentence by itself gives (as far as the model's step decoder
- * computes each row independently of the others, which attn's models do).
+ * hypotheses and bits. The search treats every sentence as if decoded alone, so a batch gives
+ * what decoding each sentence by itself gives, bit for bit, as far as the model's step decoder
+ * computes a row the same way whatever the number of rows: the rnn models do; the
+ * Transformer's step decoder uses a small-row kernel up to 8 rows and GEMM above, which agree
+ * to float rounding only (a near tie between two hypotheses could then break differently).
  */
 #ifndef ATTN_DECODE_H
 #define ATTN_DECODE_H

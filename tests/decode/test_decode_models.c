@@ -210,7 +210,7 @@ static void check_rescoring(attn_model *model, const char *what, int expect_cut)
     CHECK(scores && sorted, "%s: score = log P / lp(length), best first", what);
     CHECK(worst_log_prob < 1.0, "%s: log P equals teacher forcing (worst diff %g x 4e-6 of the "
                                 "logits' size)", what, worst_log_prob);
-    CHECK(worst_map < 1e-5, "%s: maps equal teacher forcing (worst diff %g)", what, worst_map);
+    CHECK(worst_map < 1e-4, "%s: maps equal teacher forcing (worst diff %g)", what, worst_map);
     CHECK(worst_sum < 1e-5 || result->cross_maps == 0,
           "%s: each map sums to 1 over the source (worst %g)", what, worst_sum);
     CHECK(finished > 0 && (cut > 0 || !expect_cut), "%s: the case has finished (%d) and cut (%d) hypotheses",
@@ -307,7 +307,26 @@ static int same_hypothesis(const attn_hypothesis *x, const attn_hypothesis *y, i
            memcmp(x->cross, y->cross, (size_t)floats * sizeof *x->cross) == 0;
 }
 
-static void check_batch_equals_one_by_one(attn_model *model, const char *what)
+/* The same tokens, and values within tol (tol 0: the same bits). */
+static int close_hypothesis(const attn_hypothesis *x, const attn_hypothesis *y, int64_t floats,
+                            double tol)
+{
+    if (tol == 0)
+        return same_hypothesis(x, y, floats);
+    int ok = x->length == y->length && x->finished == y->finished && x->steps == y->steps &&
+             memcmp(x->tokens, y->tokens, (size_t)x->length * sizeof *x->tokens) == 0 &&
+             fabs(x->log_prob - y->log_prob) <= tol * (1 + fabs(y->log_prob));
+    for (int64_t i = 0; ok && i < floats; i++)
+        ok = fabs((double)x->cross[i] - (double)y->cross[i]) <= tol;
+    return ok;
+}
+
+/* Each sentence of a batch against decoding it alone: bit for bit when the model's step
+ * decoder computes a row the same way whatever the row count (bits != 0: the rnn models);
+ * the Transformer's step decoder takes a small-row kernel up to 8 rows and GEMM above, which
+ * agree to float rounding only, so there the tokens must agree and the numbers closely. A
+ * second run of the batch must give the same bits either way. */
+static void check_batch_equals_one_by_one(attn_model *model, const char *what, int bits)
 {
     attn_graph *graph = NULL;
     CHECK_OK(attn_graph_create(attn_model_params(model), &graph));
@@ -330,13 +349,15 @@ static void check_batch_equals_one_by_one(attn_model *model, const char *what)
         repeat &= x->count == z->count;
         for (int64_t j = 0; j < x->count && j < y->count && j < z->count; j++) {
             int64_t floats = x->hypotheses[j].steps * together->cross_maps * s.lengths[i];
-            same &= same_hypothesis(&x->hypotheses[j], &y->hypotheses[j], floats);
+            same &= close_hypothesis(&x->hypotheses[j], &y->hypotheses[j], floats,
+                                     bits ? 0.0 : 1e-4);
             repeat &= same_hypothesis(&x->hypotheses[j], &z->hypotheses[j], floats);
         }
         attn_decode_result_destroy(alone);
     }
     CHECK(repeat, "%s: a second run gives identical bits", what);
-    CHECK(same, "%s: each sentence of the batch equals decoding it alone, bit for bit", what);
+    CHECK(same, "%s: each sentence of the batch equals decoding it alone%s", what,
+          bits ? ", bit for bit" : " (same tokens, numbers to 1e-4)");
     attn_decode_result_destroy(together);
     attn_decode_result_destroy(again);
     attn_graph_destroy(graph);
@@ -348,7 +369,7 @@ static void test_transformer_post_norm(void)
     attn_model *m = scaled_model(&c, 3, 4.0f);
     check_rescoring(m, "transformer post-norm", 1);
     check_greedy_and_beam(m, "transformer post-norm", 0);
-    check_batch_equals_one_by_one(m, "transformer post-norm");
+    check_batch_equals_one_by_one(m, "transformer post-norm", 0);
     attn_model_destroy(m);
 }
 
@@ -373,7 +394,7 @@ static void test_rnn_models(void)
             check_rescoring(m, names[k], 1);
         check_greedy_and_beam(m, names[k], 0);
         if (k == 0)
-            check_batch_equals_one_by_one(m, names[k]);
+            check_batch_equals_one_by_one(m, names[k], 1);
         attn_model_destroy(m);
     }
 }
@@ -471,7 +492,7 @@ static void test_trained_models(void)
     attn_model_destroy(transformer);
     attn_model *rnn = trained_model(ATTN_ARCH_RNN, 60);
     check_greedy_and_beam(rnn, "trained rnn", 1);
-    check_batch_equals_one_by_one(rnn, "trained rnn");
+    check_batch_equals_one_by_one(rnn, "trained rnn", 1);
     attn_model_destroy(rnn);
 }
 
