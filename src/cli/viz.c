@@ -393,6 +393,10 @@ static int draw_model(const viz_args *a)
         options.alignments = 1;
         code = cli_translator_decode(&t, 1, &src, &count, &options, &result);
     }
+    if (code == 0 && result->sentences[0].count == 0) {
+        fprintf(stderr, "attn viz: the model gave no hypothesis (its logits are not finite)\n");
+        code = 1;
+    }
     if (code == 0 && (output = cli_translator_text(&t, &result->sentences[0].hypotheses[0])) ==
                          NULL)
         code = 1;
