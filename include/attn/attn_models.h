@@ -228,7 +228,10 @@ ATTN_API attn_status attn_model_decode(attn_model *model, attn_graph *graph, att
  *
  * Memory. The decoder owns all its memory (heap, allocated at start, freed by
  * attn_model_step_destroy): the graph and memory are read only by attn_model_step_start, so
- * the caller may reset the graph right after it. The steps allocate nothing. */
+ * the caller may reset the graph right after it. The Transformer's steps allocate nothing;
+ * the rnn models' steps run on a private graph whose arena stops growing after the first
+ * step. Neither grows with the number of steps taken. The decoder may copy the weights at
+ * the start: change them (training, loading) only between decoders. */
 typedef struct attn_step_decoder attn_step_decoder;
 
 /* memory and src_lengths: attn_model_encode's output on graph (not recording) and the same

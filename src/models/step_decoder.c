@@ -2,12 +2,18 @@
  * models through their stepper (rnn_model.c).
  *
  * A Transformer step runs the decoder for ONE new position of every row, straight on the
- * kernels (no tape): per layer, the new token's query, key and value come from one GEMM, the
- * key and value are appended to the row's cache, and the query attends over the cache (which
- * holds only the past, so no causal mask is needed); the cross-attention query attends over
- * the encoder memory's keys and values, projected once by attn_model_step_start. Every
+ * kernels (no tape): per layer, the new token's query, key and value come from one product,
+ * the key and value are appended to the row's cache, and the query attends over the cache
+ * (which holds only the past, so no causal mask is needed); the cross-attention query attends
+ * over the encoder memory's keys and values, projected once by attn_model_step_start. Every
  * buffer is sized at the start for max_rows rows and max_steps steps, so steps allocate
  * nothing and their memory does not grow with the steps taken.
+ *
+ * Products: a decoder of a few rows (greedy or beam search of one sentence) is bound by
+ * reading the weights, which attn_step_linear does once per step straight from PyTorch's
+ * [out, in] layout; a larger one is compute-bound and multiplies with attn_gemm on copies of
+ * the weights transposed once at the start (attn_gemm reads a [k, n] operand in place, but
+ * would repack [out, in] at every call).
  *
  * Rows reach their cache through a slab index. Selecting rows mostly moves indices: a row
  * kept once keeps its slab, only a duplicated row's history is copied into a free slab, and
@@ -359,15 +365,19 @@ static attn_status transpose_weights(const char *fn, attn_step_decoder *d)
                          fn, total);
     }
     float *next = d->transposed;
-    enum { BLOCK = 32 };
+    /* Sixteen outputs at a time: sixteen rows of W read as sequential streams, each k writing
+     * one whole cache line of W^T (square blocks write lines that alias in L1 at the
+     * power-of-two strides of these matrices). */
+    enum { BLOCK = 16 };
     for (int i = 0; i < n; i++) {
         const int64_t in = all[i]->in, out = all[i]->out;
         const float *w = all[i]->w;
-        for (int64_t o0 = 0; o0 < out; o0 += BLOCK)
-            for (int64_t i0 = 0; i0 < in; i0 += BLOCK)
-                for (int64_t o = o0; o < out && o < o0 + BLOCK; o++)
-                    for (int64_t k = i0; k < in && k < i0 + BLOCK; k++)
-                        next[k * out + o] = w[o * in + k];
+        for (int64_t o0 = 0; o0 < out; o0 += BLOCK) {
+            const int64_t width = out - o0 < BLOCK ? out - o0 : BLOCK;
+            for (int64_t k = 0; k < in; k++)
+                for (int64_t o = 0; o < width; o++)
+                    next[k * out + o0 + o] = w[(o0 + o) * in + k];
+        }
         all[i]->w_t = next;
         next += in * out;
     }
@@ -589,7 +599,8 @@ attn_status attn_model_step(attn_step_decoder *decoder, const int32_t *ids, floa
         ATTN_CHECK_ARG(ids[r] >= 0 && ids[r] < d->vocab,
                        "%s: ids[%lld] = %d is outside [0, tgt_vocab %lld)", fn, (long long)r,
                        (int)ids[r], (long long)d->vocab);
-    if (d->rnn != NULL)
+    /* No row can come back once none is left: an empty step has nothing to do. */
+    if (d->size > 0 && d->rnn != NULL)
         ATTN_TRY(attn_rnn_stepper_step(d->rnn, ids, logits, cross));
     else if (d->size > 0)
         ATTN_TRY(transformer_step(d, ids, logits, cross));

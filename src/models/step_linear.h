@@ -1,6 +1,6 @@
 /* A linear layer for the few rows of a decoding step, y = x W^T + b with W [out, in] read
- * in place (PyTorch's layout): one pass over W per group of up to four rows, each output a
- * dot product of contiguous rows. attn_gemm would first repack W^T, which costs more than
+ * in place (PyTorch's layout): one pass over W per group of up to eight rows (AVX-512; four
+ * with AVX2), each output a dot product of contiguous rows. attn_gemm would first repack W^T, which costs more than
  * the multiply when x has one row. Not part of the public API. */
 #ifndef ATTN_STEP_LINEAR_H
 #define ATTN_STEP_LINEAR_H

@@ -3,19 +3,21 @@
 
 #include <immintrin.h>
 
-/* Each row keeps two accumulators (even and odd chunks of 16 inputs, so two FMA chains
- * overlap), summed and reduced the same way for every row count. */
+/* Up to eight rows per pass over W (16 accumulators and two W registers of the 32), so a
+ * beam of up to eight hypotheses reads the weights once per step. Each row keeps two
+ * accumulators (even and odd chunks of 16 inputs, so two FMA chains overlap), summed and
+ * reduced the same way for every row count. */
 static inline __attribute__((always_inline)) void
 rows_avx512(const step_linear_args *a, int64_t r0, const int n, int64_t begin, int64_t end)
 {
     const int64_t in = a->in, chunks = in / 16, tail = in % 16;
     const __mmask16 tail_mask = (__mmask16)((1u << tail) - 1u);
-    const float *x[4];
-    for (int r = 0; r < 4; r++)
+    const float *x[8];
+    for (int r = 0; r < 8; r++)
         x[r] = a->x + (r0 + (r < n ? r : 0)) * a->ldx;
     for (int64_t o = begin; o < end; o++) {
         const float *w = a->w + o * in;
-        __m512 even[4], odd[4];
+        __m512 even[8], odd[8];
         for (int r = 0; r < n; r++)
             even[r] = odd[r] = _mm512_setzero_ps();
         int64_t c = 0;
@@ -47,9 +49,13 @@ rows_avx512(const step_linear_args *a, int64_t r0, const int n, int64_t begin, i
 void attn_step_linear_avx512(const step_linear_args *a, int64_t begin, int64_t end)
 {
     int64_t r = 0;
-    for (; r + 4 <= a->rows; r += 4)
-        rows_avx512(a, r, 4, begin, end);
+    for (; r + 8 <= a->rows; r += 8)
+        rows_avx512(a, r, 8, begin, end);
     switch (a->rows - r) {
+    case 7: rows_avx512(a, r, 7, begin, end); break;
+    case 6: rows_avx512(a, r, 6, begin, end); break;
+    case 5: rows_avx512(a, r, 5, begin, end); break;
+    case 4: rows_avx512(a, r, 4, begin, end); break;
     case 3: rows_avx512(a, r, 3, begin, end); break;
     case 2: rows_avx512(a, r, 2, begin, end); break;
     case 1: rows_avx512(a, r, 1, begin, end); break;
