@@ -16,5 +16,6 @@
 #include "attn/attn_models.h"
 #include "attn/attn_train.h"
 #include "attn/attn_trainer.h"
+#include "attn/attn_decode.h"
 
 #endif /* ATTN_H */

@@ -9,3 +9,4 @@ from .classic import *  # noqa: F401,F403  (additive, Luong, hard attention, pos
 from . import kernels  # noqa: F401,E402
 from .rnn import *  # noqa: F401,F403  (GRU and LSTM cells and stacked, bidirectional layers)
 from . import models  # noqa: F401,E402  (Transformer models: attn.models.Model)
+from . import decode  # noqa: F401,E402  (greedy and beam search: attn.decode.decode)

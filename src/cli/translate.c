@@ -1,213 +1,113 @@
-/* attn translate: source lines on stdin, greedy translations on stdout, one line each. */
+/* attn translate: source lines on stdin, translations on stdout, one line (or n-best lines) per
+ * input line, in order, as soon as each batch is decoded. */
 #include "attn/attn.h"
 #include "cli/commands.h"
+#include "cli/translator.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-enum { DEFAULT_BATCH = 32 };
+enum { DEFAULT_BATCH = 32, DEFAULT_BEAM = 5, MAX_BEAM = 1024 };
 
 static void print_help(void)
 {
-    printf("usage: attn translate --model MODEL.safetensors [--max-len N] [--batch N] "
-           "[--threads N] < input > output\n\n"
-           "Translates each line of stdin (UTF-8) with greedy decoding and writes one line per\n"
-           "input line to stdout; an empty line gives an empty line. MODEL is a file 'attn "
-           "train'\nwrote (the model or its checkpoint).\n\noptions:\n"
-           "  --model FILE   the model: weights, config and tokenizers\n"
-           "  --max-len N    longest output in tokens [2 x source + 10, within the model's "
-           "max_len]\n"
-           "  --batch N      sentences decoded together [%d]\n"
-           "  --threads N    threads (0: ATTN_NUM_THREADS or all cores) [0]\n"
-           "  --help         this text\n",
+    attn_decode_options d = attn_decode_default_options();
+    printf("usage: attn translate --model MODEL.safetensors [options] < input > output\n\n"
+           "Translates each line of stdin (UTF-8) with beam search and writes one line per input\n"
+           "line to stdout, in order. Lines are read in batches of up to --batch, or fewer when\n"
+           "no more input is waiting, and each batch is written (and flushed) as soon as it is\n"
+           "decoded, so translate works in a pipe that stays open. An empty line gives an empty\n"
+           "line. A token outside the model's source vocabulary is read as <unk> (one warning on\n"
+           "stderr). MODEL is a file 'attn train' wrote (the model or its checkpoint).\n\n"
+           "options:\n"
+           "  --model FILE          the model: weights, config and tokenizers\n"
+           "  --beam K              hypotheses kept per sentence; 1: greedy [%d]\n"
+           "  --nbest N             write the N best hypotheses per line, N <= K, as N lines\n"
+           "                        'LINE<TAB>SCORE<TAB>TEXT' (LINE counts input lines from 1;\n"
+           "                        an empty input line gives N lines with score 0 and no text)\n"
+           "                        [1: just the text]\n"
+           "  --alpha A             length penalty: score = log P / ((5 + |Y|) / 6)^A [%g]\n"
+           "  --max-len-ratio R     longest output: R x source tokens + O ... [%g]\n"
+           "  --max-len-offset O    ... [%lld], within the model's max_len\n"
+           "  --max-len N           longest output: N tokens, whatever the source length\n"
+           "  --batch N             sentences decoded together, at most [%d]\n"
+           "  --alignment FILE      write one JSON line per non-empty input line: {\"line\" (its\n"
+           "                        number), \"score\", \"layer\", \"source\": source tokens,\n"
+           "                        \"target\": output tokens then \"</s>\" when the model ended\n"
+           "                        the sentence, \"weights\": [target][source] cross-attention\n"
+           "                        of the best hypothesis}; 'attn viz --matrix FILE --index I'\n"
+           "                        draws record I\n"
+           "  --alignment-layer L   the decoder layer drawn, from 0 (default: the last); its\n"
+           "                        heads are averaged ...\n"
+           "  --alignment-head H    ... unless one head H is asked for (then \"head\": H)\n"
+           "  --threads N           threads (0: ATTN_NUM_THREADS or all cores) [0]\n"
+           "  --help                this text\n",
+           DEFAULT_BEAM, d.length_penalty, d.max_len_ratio, (long long)d.max_len_offset,
            DEFAULT_BATCH);
 }
 
-static int parse_count(const char *name, const char *text, int64_t min, int64_t *out)
+typedef struct translate_args {
+    const char *model, *alignment;
+    int64_t batch, threads, alignment_layer, alignment_head;
+    attn_decode_options decode;
+} translate_args;
+
+static int parse_count(const char *name, const char *text, int64_t min, int64_t max,
+                       int64_t *out)
 {
     char *end = NULL;
     errno = 0;
     long long value = strtoll(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || value < min) {
-        fprintf(stderr, "attn translate: %s expects an integer >= %lld, got '%s'\n", name,
-                (long long)min, text);
+    if (errno != 0 || end == text || *end != '\0' || value < min || value > max) {
+        fprintf(stderr, "attn translate: %s expects an integer in [%lld, %lld], got '%s'\n", name,
+                (long long)min, (long long)max, text);
         return 0;
     }
     *out = value;
     return 1;
 }
 
-/* All of stdin; *size bytes, NUL-terminated. */
-static char *read_stdin(size_t *size)
+static int parse_number(const char *name, const char *text, double max, double *out)
 {
-    size_t capacity = 1 << 16, n = 0;
-    char *text = malloc(capacity);
-    while (text != NULL) {
-        n += fread(text + n, 1, capacity - n - 1, stdin);
-        if (n < capacity - 1)
-            break;
-        capacity *= 2;
-        char *grown = realloc(text, capacity);
-        if (grown == NULL)
-            free(text);
-        text = grown;
+    char *end = NULL;
+    errno = 0;
+    double value = strtod(text, &end);
+    if (errno != 0 || end == text || *end != '\0' || !(value >= 0.0 && value <= max)) {
+        fprintf(stderr, "attn translate: %s expects a number in [0, %g], got '%s'\n", name, max,
+                text);
+        return 0;
     }
-    if (text != NULL)
-        text[n] = '\0';
-    *size = n;
-    return text;
+    *out = value;
+    return 1;
 }
 
-typedef struct translator {
-    attn_model *model;
-    attn_graph *graph;
-    attn_tokenizer *source, *target;
-    int64_t max_len;    /* --max-len, 0: by source length */
-    int64_t model_max;  /* the model's max_len */
-} translator;
-
-/* Translates lines [first, first + n) and prints them. Returns the exit code. */
-static int translate_batch(translator *t, char **lines, int64_t first, int64_t n)
+/* Returns -1 to go on, else the exit code. */
+static int parse_args(int argc, char **argv, translate_args *a)
 {
-    int exit_code = 1;
-    int32_t **ids = calloc((size_t)n, sizeof *ids);
-    int64_t *counts = calloc((size_t)n, sizeof *counts);
-    int32_t *src = NULL, *src_lengths = NULL, *out = NULL;
-    int64_t *out_lengths = NULL, *rows = NULL;
-    if (ids == NULL || counts == NULL)
-        goto out_of_memory;
-    int64_t longest = 0, size = 0;
-    for (int64_t i = 0; i < n; i++) {
-        attn_status status = attn_tokenizer_encode(t->source, lines[first + i], &ids[i],
-                                                   &counts[i]);
-        if (status != ATTN_OK) {
-            fprintf(stderr, "attn translate: stdin:%lld: %s\n", (long long)(first + i + 1),
-                    attn_last_error());
-            goto done;
-        }
-        if (counts[i] > t->model_max) {
-            fprintf(stderr, "attn translate: stdin:%lld: %lld tokens, above the model's max_len "
-                            "%lld\n", (long long)(first + i + 1), (long long)counts[i],
-                    (long long)t->model_max);
-            goto done;
-        }
-        longest = counts[i] > longest ? counts[i] : longest;
-        size += counts[i] > 0;
-    }
-    int64_t max_len = t->max_len > 0 ? t->max_len : 2 * longest + 10;
-    max_len = max_len < t->model_max ? max_len : t->model_max;
-    if (size > 0) {
-        src = calloc((size_t)(size * longest), sizeof *src);
-        src_lengths = calloc((size_t)size, sizeof *src_lengths);
-        out = calloc((size_t)(size * max_len), sizeof *out);
-        out_lengths = calloc((size_t)size, sizeof *out_lengths);
-        rows = calloc((size_t)n, sizeof *rows);
-        if (src == NULL || src_lengths == NULL || out == NULL || out_lengths == NULL ||
-            rows == NULL)
-            goto out_of_memory;
-        /* Empty lines are not decoded: they print as empty lines. */
-        int64_t row = 0;
-        for (int64_t i = 0; i < n; i++) {
-            rows[i] = counts[i] > 0 ? row : -1;
-            if (counts[i] == 0)
-                continue;
-            memcpy(src + row * longest, ids[i], (size_t)counts[i] * sizeof *src);
-            src_lengths[row++] = (int32_t)counts[i];
-        }
-        attn_status status = attn_greedy_decode(t->model, t->graph, size, longest, src,
-                                                src_lengths, max_len, out, out_lengths);
-        if (status != ATTN_OK) {
-            fprintf(stderr, "attn translate: %s\n", attn_last_error());
-            goto done;
-        }
-    }
-    for (int64_t i = 0; i < n; i++) {
-        char *text = NULL;
-        if (counts[i] > 0) {
-            attn_status status = attn_tokenizer_decode(t->target, out + rows[i] * max_len,
-                                                       out_lengths[rows[i]], &text);
-            if (status != ATTN_OK) {
-                fprintf(stderr, "attn translate: %s\n", attn_last_error());
-                goto done;
-            }
-        }
-        printf("%s\n", text != NULL ? text : "");
-        free(text);
-    }
-    exit_code = 0;
-    goto done;
-out_of_memory:
-    fprintf(stderr, "attn translate: out of memory\n");
-done:
-    for (int64_t i = 0; ids != NULL && i < n; i++)
-        free(ids[i]);
-    free(ids);
-    free(counts);
-    free(src);
-    free(src_lengths);
-    free(out);
-    free(out_lengths);
-    free(rows);
-    return exit_code;
-}
-
-static int load(const char *path, translator *t)
-{
-    attn_tensor_file *file = NULL;
-    const char *json = NULL;
-    attn_status status = attn_model_load(path, &t->model);
-    if (status == ATTN_OK)
-        status = attn_tensor_file_open(path, &file);
-    if (status == ATTN_OK && attn_model_get_config(t->model)->arch != ATTN_ARCH_TRANSFORMER &&
-        attn_model_get_config(t->model)->arch != ATTN_ARCH_RNN) {
-        fprintf(stderr, "attn translate: %s is not an encoder-decoder model\n", path);
-        attn_tensor_file_close(file);
-        return 1;
-    }
-    if (status == ATTN_OK &&
-        attn_tensor_file_metadata(file, ATTN_SRC_TOKENIZER_KEY, &json) != ATTN_OK) {
-        fprintf(stderr, "attn translate: %s has no tokenizers (\"%s\" metadata); use a model "
-                        "written by 'attn train'\n", path, ATTN_SRC_TOKENIZER_KEY);
-        attn_tensor_file_close(file);
-        return 1;
-    }
-    if (status == ATTN_OK)
-        status = attn_tokenizer_from_json(json, &t->source);
-    if (status == ATTN_OK)
-        status = attn_tensor_file_metadata(file, ATTN_TGT_TOKENIZER_KEY, &json);
-    if (status == ATTN_OK)
-        status = attn_tokenizer_from_json(json, &t->target);
-    attn_tensor_file_close(file);
-    if (status == ATTN_OK)
-        status = attn_graph_create(attn_model_params(t->model), &t->graph);
-    if (status != ATTN_OK) {
-        fprintf(stderr, "attn translate: %s\n", attn_last_error());
-        return 1;
-    }
-    t->model_max = attn_model_get_config(t->model)->max_len;
-    if (t->max_len > t->model_max) {
-        fprintf(stderr, "attn translate: --max-len %lld is above the model's max_len %lld\n",
-                (long long)t->max_len, (long long)t->model_max);
-        return 2;
-    }
-    return 0;
-}
-
-int attn_cmd_translate(int argc, char **argv)
-{
-    const char *model_path = NULL;
-    int64_t max_len = 0, batch = DEFAULT_BATCH, threads = 0;
+    memset(a, 0, sizeof *a);
+    a->batch = DEFAULT_BATCH;
+    a->alignment_layer = -1;
+    a->alignment_head = -1;
+    a->decode = attn_decode_default_options();
+    a->decode.beam_size = DEFAULT_BEAM;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             print_help();
             return 0;
         }
-        int known = strcmp(arg, "--model") == 0 || strcmp(arg, "--max-len") == 0 ||
-                    strcmp(arg, "--batch") == 0 || strcmp(arg, "--threads") == 0;
-        if (!known) {
+        static const char *const known[] = {
+            "--model", "--beam", "--nbest", "--alpha", "--max-len-ratio", "--max-len-offset",
+            "--max-len", "--batch", "--alignment", "--alignment-layer", "--alignment-head",
+            "--threads"};
+        int is_known = 0;
+        for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+            is_known |= strcmp(arg, known[k]) == 0;
+        if (!is_known) {
             fprintf(stderr, "attn translate: unknown option '%s' (see 'attn translate --help')\n",
                     arg);
             return 2;
@@ -217,51 +117,352 @@ int attn_cmd_translate(int argc, char **argv)
             return 2;
         }
         const char *value = argv[++i];
-        int64_t *count = strcmp(arg, "--max-len") == 0 ? &max_len
-                         : strcmp(arg, "--batch") == 0 ? &batch
-                                                         : &threads;
+        int ok = 1;
+        attn_decode_options *d = &a->decode;
         if (strcmp(arg, "--model") == 0)
-            model_path = value;
-        else if (!parse_count(arg, value, count == &threads ? 0 : 1, count))
+            a->model = value;
+        else if (strcmp(arg, "--alignment") == 0)
+            a->alignment = value;
+        else if (strcmp(arg, "--beam") == 0)
+            ok = parse_count(arg, value, 1, MAX_BEAM, &d->beam_size);
+        else if (strcmp(arg, "--nbest") == 0)
+            ok = parse_count(arg, value, 1, MAX_BEAM, &d->nbest);
+        else if (strcmp(arg, "--alpha") == 0)
+            ok = parse_number(arg, value, 100.0, &d->length_penalty);
+        else if (strcmp(arg, "--max-len-ratio") == 0)
+            ok = parse_number(arg, value, 1e6, &d->max_len_ratio);
+        else if (strcmp(arg, "--max-len-offset") == 0)
+            ok = parse_count(arg, value, 0, INT32_MAX, &d->max_len_offset);
+        else if (strcmp(arg, "--max-len") == 0)
+            ok = parse_count(arg, value, 1, INT32_MAX, &d->max_len);
+        else if (strcmp(arg, "--batch") == 0)
+            ok = parse_count(arg, value, 1, 1 << 20, &a->batch);
+        else if (strcmp(arg, "--alignment-layer") == 0)
+            ok = parse_count(arg, value, 0, 1 << 20, &a->alignment_layer);
+        else if (strcmp(arg, "--alignment-head") == 0)
+            ok = parse_count(arg, value, 0, 1 << 20, &a->alignment_head);
+        else
+            ok = parse_count(arg, value, 0, 1 << 16, &a->threads);
+        if (!ok)
             return 2;
     }
-    if (model_path == NULL) {
+    if (a->model == NULL) {
         fprintf(stderr, "attn translate: --model MODEL.safetensors is required (see 'attn "
                         "translate --help')\n");
         return 2;
     }
-    if (threads > 0 && attn_set_num_threads((int)threads) != ATTN_OK) {
+    if (a->decode.nbest > a->decode.beam_size) {
+        fprintf(stderr, "attn translate: --nbest %lld is above --beam %lld\n",
+                (long long)a->decode.nbest, (long long)a->decode.beam_size);
+        return 2;
+    }
+    a->decode.alignments = a->alignment != NULL;
+    return -1;
+}
+
+/* ---- reading stdin in batches ------------------------------------------------------------ */
+
+typedef struct line_reader {
+    char *buffer;
+    size_t start, end, capacity;
+    int eof;
+    int64_t lines; /* lines handed out */
+} line_reader;
+
+/* Nonzero when a read of stdin would not block (data, end of file or an error waiting). */
+static int stdin_ready(void)
+{
+    struct pollfd p = {STDIN_FILENO, POLLIN, 0};
+    return poll(&p, 1, 0) > 0;
+}
+
+/* Reads once from stdin (blocking). 0 on success or end of file, 1 after a message. */
+static int fill(line_reader *r)
+{
+    if (r->start > 0) {
+        memmove(r->buffer, r->buffer + r->start, r->end - r->start);
+        r->end -= r->start;
+        r->start = 0;
+    }
+    if (r->capacity - r->end < 4096) {
+        size_t capacity = r->capacity > 0 ? 2 * r->capacity : 1 << 16;
+        char *grown = realloc(r->buffer, capacity);
+        if (grown == NULL) {
+            fprintf(stderr, "attn translate: out of memory reading stdin\n");
+            return 1;
+        }
+        r->buffer = grown;
+        r->capacity = capacity;
+    }
+    for (;;) {
+        ssize_t got = read(STDIN_FILENO, r->buffer + r->end, r->capacity - r->end);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            fprintf(stderr, "attn translate: reading stdin: %s\n", strerror(errno));
+            return 1;
+        }
+        r->eof = got == 0;
+        r->end += (size_t)got;
+        return 0;
+    }
+}
+
+/* The next complete line (the last one may lack its "\n" at end of file) as a malloc'ed string
+ * in *line, or NULL when none is buffered. 1 after a message (not UTF-8, out of memory). */
+static int take_line(line_reader *r, char **line)
+{
+    *line = NULL;
+    char *begin = r->buffer + r->start;
+    size_t available = r->end - r->start;
+    char *newline = available > 0 ? memchr(begin, '\n', available) : NULL;
+    if (newline == NULL && !(r->eof && available > 0))
+        return 0;
+    size_t length = newline != NULL ? (size_t)(newline - begin) : available;
+    r->start += length + (newline != NULL);
+    r->lines++;
+    if (r->lines == 1 && length >= 3 && memcmp(begin, "\xEF\xBB\xBF", 3) == 0) {
+        begin += 3;
+        length -= 3;
+    }
+    if (length > 0 && begin[length - 1] == '\r')
+        length--;
+    if (!attn_utf8_valid(begin, length)) {
+        fprintf(stderr, "attn translate: stdin:%lld: not valid UTF-8 text\n",
+                (long long)r->lines);
+        return 1;
+    }
+    *line = malloc(length + 1);
+    if (*line == NULL) {
+        fprintf(stderr, "attn translate: out of memory reading stdin\n");
+        return 1;
+    }
+    memcpy(*line, begin, length);
+    (*line)[length] = '\0';
+    return 0;
+}
+
+/* Up to max lines: as many as are buffered or can be read without waiting, at least one unless
+ * stdin has ended. *n = 0 at the end. 1 after a message. */
+static int next_batch(line_reader *r, int64_t max, char **lines, int64_t *n)
+{
+    *n = 0;
+    for (;;) {
+        while (*n < max) {
+            char *line;
+            if (take_line(r, &line) != 0)
+                return 1;
+            if (line == NULL)
+                break;
+            lines[(*n)++] = line;
+        }
+        if (*n == max || (r->eof && r->start == r->end))
+            return 0;
+        if (*n > 0 && !stdin_ready())
+            return 0;
+        if (fill(r) != 0)
+            return 1;
+    }
+}
+
+/* ---- writing -------------------------------------------------------------------------------- */
+
+static void write_json_string(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(out, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(out, "\\u%04x", *p);
+        else
+            fputc(*p, out);
+    }
+    fputc('"', out);
+}
+
+static void write_json_labels(FILE *out, const char *const *labels, int64_t count)
+{
+    fputc('[', out);
+    for (int64_t i = 0; i < count; i++) {
+        if (i > 0)
+            fputs(", ", out);
+        write_json_string(out, labels[i]);
+    }
+    fputc(']', out);
+}
+
+/* One alignment record: the best hypothesis of a sentence. */
+static int write_alignment(FILE *out, cli_translator *t, const translate_args *a,
+                           int64_t line_number, const attn_decode_result *result,
+                           const attn_hypothesis *h, const int32_t *src, int64_t src_length)
+{
+    const int64_t layer = a->alignment_layer < 0 ? result->cross_layers - 1 : a->alignment_layer;
+    if (layer >= result->cross_layers || a->alignment_head >= result->cross_heads) {
+        fprintf(stderr, "attn translate: --alignment-%s %lld: the model has %lld %s\n",
+                layer >= result->cross_layers ? "layer" : "head",
+                (long long)(layer >= result->cross_layers ? layer : a->alignment_head),
+                (long long)(layer >= result->cross_layers ? result->cross_layers
+                                                          : result->cross_heads),
+                layer >= result->cross_layers ? "decoder layers" : "heads per layer");
+        return 1;
+    }
+    float *weights = malloc((size_t)(h->steps * src_length) * sizeof *weights);
+    const char **source = malloc((size_t)src_length * sizeof *source);
+    const char **target = malloc((size_t)h->steps * sizeof *target);
+    if (weights == NULL || source == NULL || target == NULL) {
+        free(weights);
+        free(source);
+        free(target);
+        fprintf(stderr, "attn translate: out of memory\n");
+        return 1;
+    }
+    attn_decode_alignment(result, h, src_length, layer, a->alignment_head, weights);
+    cli_token_labels(t->source, src, src_length, source);
+    cli_token_labels(t->target, h->tokens, h->length, target);
+    if (h->finished)
+        target[h->length] = "</s>";
+    fprintf(out, "{\"line\": %lld, \"score\": %.6f, \"layer\": %lld", (long long)line_number,
+            h->score, (long long)layer);
+    if (a->alignment_head >= 0)
+        fprintf(out, ", \"head\": %lld", (long long)a->alignment_head);
+    fputs(", \"source\": ", out);
+    write_json_labels(out, source, src_length);
+    fputs(", \"target\": ", out);
+    write_json_labels(out, target, h->steps);
+    fputs(", \"weights\": [", out);
+    for (int64_t i = 0; i < h->steps; i++) {
+        fputs(i > 0 ? ", [" : "[", out);
+        for (int64_t j = 0; j < src_length; j++)
+            fprintf(out, j > 0 ? ", %.6g" : "%.6g", (double)weights[i * src_length + j]);
+        fputc(']', out);
+    }
+    fputs("]}\n", out);
+    free(weights);
+    free(source);
+    free(target);
+    return 0;
+}
+
+/* Translates lines[0, n), the first being input line first_number, and writes them. Returns
+ * the exit code. */
+static int translate_lines(cli_translator *t, const translate_args *a, FILE *alignment,
+                           char **lines, int64_t n, int64_t first_number)
+{
+    int code = 1;
+    int32_t **ids = calloc((size_t)n, sizeof *ids);
+    int32_t **decoded_ids = calloc((size_t)n, sizeof *decoded_ids);
+    int64_t *counts = calloc((size_t)n, sizeof *counts);
+    int64_t *decoded_counts = calloc((size_t)n, sizeof *decoded_counts);
+    attn_decode_result *result = NULL;
+    if (ids == NULL || decoded_ids == NULL || counts == NULL || decoded_counts == NULL) {
+        fprintf(stderr, "attn translate: out of memory\n");
+        goto done;
+    }
+    /* Empty lines are not decoded: they print as empty lines. */
+    int64_t decoded = 0;
+    for (int64_t i = 0; i < n; i++) {
+        char where[48];
+        snprintf(where, sizeof where, "stdin:%lld", (long long)(first_number + i));
+        if (cli_translator_encode(t, where, lines[i], &ids[i], &counts[i]) != 0)
+            goto done;
+        if (counts[i] > 0) {
+            decoded_ids[decoded] = ids[i];
+            decoded_counts[decoded++] = counts[i];
+        }
+    }
+    if (decoded > 0 &&
+        cli_translator_decode(t, decoded, decoded_ids, decoded_counts, &a->decode, &result) != 0)
+        goto done;
+    for (int64_t i = 0, row = 0; i < n; i++) {
+        const int64_t number = first_number + i;
+        const attn_decode_sentence *s = counts[i] > 0 ? &result->sentences[row++] : NULL;
+        for (int64_t j = 0; j < a->decode.nbest; j++) {
+            const attn_hypothesis *h = s != NULL && j < s->count ? &s->hypotheses[j] : NULL;
+            char *text = h != NULL ? cli_translator_text(t, h) : NULL;
+            if (h != NULL && text == NULL)
+                goto done;
+            if (a->decode.nbest == 1)
+                printf("%s\n", text != NULL ? text : "");
+            else
+                printf("%lld\t%.6f\t%s\n", (long long)number, h != NULL ? h->score : 0.0,
+                       text != NULL ? text : "");
+            free(text);
+        }
+        if (alignment != NULL && s != NULL && s->count > 0 &&
+            write_alignment(alignment, t, a, number, result, &s->hypotheses[0], ids[i],
+                            counts[i]) != 0)
+            goto done;
+    }
+    code = 0;
+done:
+    for (int64_t i = 0; ids != NULL && i < n; i++)
+        free(ids[i]);
+    free(ids);
+    free(decoded_ids);
+    free(counts);
+    free(decoded_counts);
+    attn_decode_result_destroy(result);
+    return code;
+}
+
+int attn_cmd_translate(int argc, char **argv)
+{
+    translate_args a;
+    int code = parse_args(argc, argv, &a);
+    if (code >= 0)
+        return code;
+    if (a.threads > 0 && attn_set_num_threads((int)a.threads) != ATTN_OK) {
         fprintf(stderr, "attn translate: %s\n", attn_last_error());
         return 2;
     }
-    translator t = {NULL, NULL, NULL, NULL, max_len, 0};
-    attn_lines lines = {0, NULL, NULL};
-    char *text = NULL;
-    int exit_code = load(model_path, &t);
-    if (exit_code == 0) {
-        size_t size = 0;
-        text = read_stdin(&size);
-        if (text == NULL) {
-            fprintf(stderr, "attn translate: out of memory reading stdin\n");
-            exit_code = 1;
-        } else if (size > 0 && attn_lines_parse("stdin", text, size, &lines) != ATTN_OK) {
-            fprintf(stderr, "attn translate: %s\n", attn_last_error());
-            exit_code = 1;
+    cli_translator t;
+    if (cli_translator_load(&t, "translate", a.model) != 0) {
+        cli_translator_free(&t);
+        return 1;
+    }
+    if (a.decode.max_len > t.model_max_len) {
+        fprintf(stderr, "attn translate: --max-len %lld is above the model's max_len %lld\n",
+                (long long)a.decode.max_len, (long long)t.model_max_len);
+        cli_translator_free(&t);
+        return 2;
+    }
+    FILE *alignment = NULL;
+    if (a.alignment != NULL && (alignment = fopen(a.alignment, "w")) == NULL) {
+        fprintf(stderr, "attn translate: --alignment %s: %s\n", a.alignment, strerror(errno));
+        cli_translator_free(&t);
+        return 1;
+    }
+    line_reader reader;
+    memset(&reader, 0, sizeof reader);
+    char **lines = calloc((size_t)a.batch, sizeof *lines);
+    code = lines == NULL ? 1 : 0;
+    if (lines == NULL)
+        fprintf(stderr, "attn translate: out of memory\n");
+    while (code == 0) {
+        int64_t n = 0, first = reader.lines + 1;
+        code = next_batch(&reader, a.batch, lines, &n);
+        if (code == 0 && n == 0)
+            break;
+        if (code == 0)
+            code = translate_lines(&t, &a, alignment, lines, n, first);
+        for (int64_t i = 0; i < n; i++)
+            free(lines[i]);
+        if (fflush(stdout) != 0 && code == 0) {
+            fprintf(stderr, "attn translate: writing stdout: %s\n", strerror(errno));
+            code = 1;
+        }
+        if (alignment != NULL && fflush(alignment) != 0 && code == 0) {
+            fprintf(stderr, "attn translate: writing %s: %s\n", a.alignment, strerror(errno));
+            code = 1;
         }
     }
-    for (int64_t first = 0; exit_code == 0 && first < lines.count; first += batch) {
-        int64_t n = lines.count - first < batch ? lines.count - first : batch;
-        exit_code = translate_batch(&t, lines.line, first, n);
+    if (alignment != NULL && fclose(alignment) != 0 && code == 0) {
+        fprintf(stderr, "attn translate: writing %s: %s\n", a.alignment, strerror(errno));
+        code = 1;
     }
-    if (fflush(stdout) != 0 && exit_code == 0) {
-        fprintf(stderr, "attn translate: writing stdout: %s\n", strerror(errno));
-        exit_code = 1;
-    }
-    attn_lines_free(&lines);
-    free(text);
-    attn_graph_destroy(t.graph);
-    attn_model_destroy(t.model);
-    attn_tokenizer_destroy(t.source);
-    attn_tokenizer_destroy(t.target);
-    return exit_code;
+    free(lines);
+    free(reader.buffer);
+    cli_translator_free(&t);
+    return code;
 }

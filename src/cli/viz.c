@@ -1,6 +1,7 @@
 /* attn viz: attention heat maps and training curves as SVG, PNG or terminal text. */
 #include "attn/attn.h"
 #include "cli/commands.h"
+#include "cli/translator.h"
 
 #include <errno.h>
 #include <math.h>
@@ -12,6 +13,7 @@ static void print_help(FILE *out)
 {
     fprintf(out,
             "usage: attn viz --matrix FILE [--index N|all] [--out FILE.svg|FILE.png] [options]\n"
+            "       attn viz --model MODEL --text TEXT [--out FILE.svg|FILE.png] [options]\n"
             "       attn viz --log FILE.jsonl --out FILE.svg|FILE.png [--title TEXT]\n"
             "\n"
             "Draws attention weights as a heat map (output tokens down the left, source tokens\n"
@@ -35,6 +37,19 @@ static void print_help(FILE *out)
             "  --style NAME      terminal: shades (default), color (256 colours) or ascii\n"
             "  --width N         terminal: columns to fit in (default $COLUMNS, else 80)\n"
             "\n"
+            "a model's alignment (heat map options above apply too):\n"
+            "  --model FILE      a model 'attn train' wrote; TEXT is translated (greedy, or beam\n"
+            "                    search with --beam) and the cross-attention that produced the\n"
+            "                    output is drawn: output tokens (then </s>) down, source tokens\n"
+            "                    along the top\n"
+            "  --text TEXT       the source text\n"
+            "  --layer L         decoder layer, from 0 (default: the last)\n"
+            "  --head H|all      one head, or every head of the layer as a grid (default: the\n"
+            "                    mean over the layer's heads)\n"
+            "  --kind cross      cross-attention (the only kind: decoder self-attention is not\n"
+            "                    kept by the step decoder)\n"
+            "  --beam K          beam size (default 1: greedy)\n"
+            "\n"
             "training curves:\n"
             "  --log FILE        JSON lines such as {\"step\": 100, \"epoch\": 1, "
             "\"train_loss\": 2.3,\n"
@@ -43,6 +58,9 @@ static void print_help(FILE *out)
 
 typedef struct viz_args {
     const char *matrix, *log, *out, *title;
+    const char *model, *source_text;
+    long layer, head;   /* -1: the last layer; head -1: the mean, -2: all */
+    long beam;
     long index; /* -1: all */
     attn_viz_heatmap_options heatmap;
     attn_viz_text_options text;
@@ -80,6 +98,9 @@ static int parse_args(int argc, char **argv, viz_args *a)
 {
     memset(a, 0, sizeof *a);
     a->heatmap = attn_viz_heatmap_default_options();
+    a->layer = -1;
+    a->head = -1;
+    a->beam = 1;
     const char *columns_env = getenv("COLUMNS");
     long columns = 0;
     if (columns_env != NULL) {
@@ -115,6 +136,32 @@ static int parse_args(int argc, char **argv, viz_args *a)
             a->out = value;
         } else if (strcmp(arg, "--title") == 0) {
             a->heatmap.title = a->title = value;
+        } else if (strcmp(arg, "--model") == 0) {
+            a->model = value;
+        } else if (strcmp(arg, "--text") == 0) {
+            a->source_text = value;
+        } else if (strcmp(arg, "--layer") == 0) {
+            if (!parse_long(arg, value, 0, 1000000L, &a->layer))
+                return 2;
+        } else if (strcmp(arg, "--head") == 0) {
+            if (strcmp(value, "all") == 0)
+                a->head = -2;
+            else if (!parse_long(arg, value, 0, 1000000L, &a->head))
+                return 2;
+        } else if (strcmp(arg, "--beam") == 0) {
+            if (!parse_long(arg, value, 1, 1024, &a->beam))
+                return 2;
+        } else if (strcmp(arg, "--kind") == 0) {
+            if (strcmp(value, "self") == 0) {
+                fprintf(stderr, "attn viz: --kind self: decoder self-attention maps are not "
+                                "available (the step decoder keeps only cross-attention); use "
+                                "--kind cross\n");
+                return 2;
+            }
+            if (strcmp(value, "cross") != 0) {
+                fprintf(stderr, "attn viz: --kind is cross or self, got '%s'\n", value);
+                return 2;
+            }
         } else if (strcmp(arg, "--index") == 0) {
             if (strcmp(value, "all") == 0)
                 a->index = -1;
@@ -163,9 +210,14 @@ static int parse_args(int argc, char **argv, viz_args *a)
             return 2;
         }
     }
-    if ((a->matrix == NULL) == (a->log == NULL)) {
-        fprintf(stderr, "attn viz: give one of --matrix FILE or --log FILE (see attn viz "
-                        "--help)\n");
+    if ((a->matrix != NULL) + (a->log != NULL) + (a->model != NULL) != 1) {
+        fprintf(stderr, "attn viz: give one of --matrix FILE, --log FILE or --model FILE (see "
+                        "attn viz --help)\n");
+        return 2;
+    }
+    if ((a->model != NULL) != (a->source_text != NULL)) {
+        fprintf(stderr, "attn viz: %s\n", a->model != NULL ? "--model needs --text TEXT"
+                                                           : "--text needs --model FILE");
         return 2;
     }
     if (a->log != NULL && a->out == NULL) {
@@ -240,11 +292,130 @@ static int draw_matrices(const viz_args *a)
     return code;
 }
 
+/* Draws matrices to --out or the terminal. Returns the exit code. */
+static int draw(const viz_args *a, const attn_viz_matrix *matrices, int64_t count,
+                const attn_viz_heatmap_options *heatmap)
+{
+    if (a->out != NULL)
+        return attn_viz_heatmap_write(a->out, matrices, count, heatmap) == ATTN_OK ? 0 : fail();
+    char *text = NULL;
+    if (attn_viz_heatmap_text(matrices, count, heatmap, &a->text, &text) != ATTN_OK)
+        return fail();
+    fputs(text, stdout);
+    free(text);
+    return 0;
+}
+
+/* The panels of --model: one per head asked for (all, one, or their mean). */
+static int draw_alignment(const viz_args *a, cli_translator *t, const attn_decode_result *result,
+                          const int32_t *src, int64_t src_length, const char *output)
+{
+    const attn_hypothesis *h = &result->sentences[0].hypotheses[0];
+    const int64_t layers = result->cross_layers, heads = result->cross_heads;
+    if (a->layer >= layers || a->head >= heads) {
+        fprintf(stderr, "attn viz: --%s %ld: the model has %lld %s\n",
+                a->layer >= layers ? "layer" : "head", a->layer >= layers ? a->layer : a->head,
+                (long long)(a->layer >= layers ? layers : heads),
+                a->layer >= layers ? "decoder layers (from 0)" : "heads per layer (from 0)");
+        return 2;
+    }
+    const int64_t layer = a->layer < 0 ? layers - 1 : a->layer;
+    const int64_t panels = a->head == -2 ? heads : 1;
+    const size_t cells = (size_t)(h->steps * src_length);
+    float *weights = malloc((size_t)panels * cells * sizeof *weights);
+    const char **source = malloc((size_t)src_length * sizeof *source);
+    const char **target = malloc((size_t)h->steps * sizeof *target);
+    attn_viz_matrix *matrices = calloc((size_t)panels, sizeof *matrices);
+    char (*titles)[64] = calloc((size_t)panels, sizeof *titles);
+    int code = 1;
+    if (weights == NULL || source == NULL || target == NULL || matrices == NULL ||
+        titles == NULL) {
+        fprintf(stderr, "attn viz: out of memory\n");
+        goto done;
+    }
+    cli_token_labels(t->source, src, src_length, source);
+    cli_token_labels(t->target, h->tokens, h->length, target);
+    if (h->finished)
+        target[h->length] = "</s>";
+    for (int64_t p = 0; p < panels; p++) {
+        int64_t head = a->head == -2 ? p : a->head;
+        if (attn_decode_alignment(result, h, src_length, layer, head, weights + (size_t)p * cells) !=
+            ATTN_OK) {
+            code = fail();
+            goto done;
+        }
+        if (head >= 0)
+            snprintf(titles[p], sizeof titles[p], "layer %lld, head %lld", (long long)layer,
+                     (long long)head);
+        else
+            snprintf(titles[p], sizeof titles[p], "layer %lld, mean of %lld head%s",
+                     (long long)layer, (long long)heads, heads == 1 ? "" : "s");
+        matrices[p] = (attn_viz_matrix){weights + (size_t)p * cells, h->steps, src_length,
+                                        target, source, titles[p]};
+    }
+    attn_viz_heatmap_options heatmap = a->heatmap;
+    char *title = NULL;
+    if (heatmap.title == NULL) {
+        size_t size = strlen(a->source_text) + strlen(output) + 16;
+        title = malloc(size);
+        if (title != NULL)
+            snprintf(title, size, "%s \xe2\x86\x92 %s", a->source_text, output);
+        heatmap.title = title;
+    }
+    code = draw(a, matrices, panels, &heatmap);
+    free(title);
+done:
+    free(weights);
+    free(source);
+    free(target);
+    free(matrices);
+    free(titles);
+    return code;
+}
+
+static int draw_model(const viz_args *a)
+{
+    cli_translator t;
+    int32_t *src = NULL;
+    int64_t count = 0;
+    attn_decode_result *result = NULL;
+    char *output = NULL;
+    int code = cli_translator_load(&t, "viz", a->model);
+    if (code == 0)
+        code = cli_translator_encode(&t, "--text", a->source_text, &src, &count);
+    if (code == 0 && count == 0) {
+        fprintf(stderr, "attn viz: --text has no tokens to translate\n");
+        code = 2;
+    }
+    if (code == 0) {
+        attn_decode_options options = attn_decode_default_options();
+        options.beam_size = a->beam;
+        options.alignments = 1;
+        code = cli_translator_decode(&t, 1, &src, &count, &options, &result);
+    }
+    if (code == 0 && result->sentences[0].count == 0) {
+        fprintf(stderr, "attn viz: the model gave no hypothesis (its logits are not finite)\n");
+        code = 1;
+    }
+    if (code == 0 && (output = cli_translator_text(&t, &result->sentences[0].hypotheses[0])) ==
+                         NULL)
+        code = 1;
+    if (code == 0)
+        code = draw_alignment(a, &t, result, src, count, output);
+    free(output);
+    attn_decode_result_destroy(result);
+    free(src);
+    cli_translator_free(&t);
+    return code;
+}
+
 int attn_cmd_viz(int argc, char **argv)
 {
     viz_args a;
     int code = parse_args(argc, argv, &a);
     if (code != 0)
         return code < 0 ? 0 : code;
+    if (a.model != NULL)
+        return draw_model(&a);
     return a.log != NULL ? draw_log(&a) : draw_matrices(&a);
 }

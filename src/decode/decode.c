@@ -1,0 +1,227 @@
+/* attn_decode: options, results, and the search run on a model's step decoder. */
+#include "decode/decode_internal.h"
+
+#include "attn/attn_data.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Beyond these the search is not what anyone means (and the row count would overflow). */
+enum { MAX_BEAM = 1024 };
+static const double MAX_ALPHA = 100.0, MAX_RATIO = 1e6;
+
+attn_decode_options attn_decode_default_options(void)
+{
+    attn_decode_options options;
+    memset(&options, 0, sizeof options);
+    options.beam_size = 1;
+    options.nbest = 1;
+    options.length_penalty = 0.6;
+    options.max_len_ratio = 1.5;
+    options.max_len_offset = 10;
+    return options;
+}
+
+attn_status attn_decode_options_validate(const attn_decode_options *options)
+{
+    static const char fn[] = "attn_decode";
+    ATTN_CHECK_NOT_NULL(options);
+    ATTN_CHECK_ARG(options->beam_size >= 1 && options->beam_size <= MAX_BEAM,
+                   "%s: beam_size %lld is outside [1, %d]", fn, (long long)options->beam_size,
+                   MAX_BEAM);
+    ATTN_CHECK_ARG(options->nbest >= 1 && options->nbest <= options->beam_size,
+                   "%s: nbest %lld is outside [1, beam_size %lld]", fn,
+                   (long long)options->nbest, (long long)options->beam_size);
+    ATTN_CHECK_ARG(options->length_penalty >= 0.0 && options->length_penalty <= MAX_ALPHA,
+                   "%s: length_penalty (alpha) %g is outside [0, %g]", fn,
+                   options->length_penalty, MAX_ALPHA);
+    ATTN_CHECK_ARG(options->max_len_ratio >= 0.0 && options->max_len_ratio <= MAX_RATIO,
+                   "%s: max_len_ratio %g is outside [0, %g]", fn, options->max_len_ratio,
+                   MAX_RATIO);
+    ATTN_CHECK_ARG(options->max_len_offset >= 0, "%s: max_len_offset %lld is negative", fn,
+                   (long long)options->max_len_offset);
+    ATTN_CHECK_ARG(options->max_len >= 0, "%s: max_len %lld is negative", fn,
+                   (long long)options->max_len);
+    return ATTN_OK;
+}
+
+int64_t attn_decode_max_output_length(const attn_decode_options *options, int64_t src_length,
+                                      int64_t model_max_len)
+{
+    double length = options->max_len > 0
+                        ? (double)options->max_len
+                        : floor(options->max_len_ratio * (double)src_length) +
+                              (double)options->max_len_offset;
+    if (length > (double)model_max_len)
+        length = (double)model_max_len;
+    return length < 1.0 ? 1 : (int64_t)length;
+}
+
+void attn_decode_free_sentences(attn_decode_result *result)
+{
+    for (int64_t i = 0; result->sentences != NULL && i < result->size; i++) {
+        attn_decode_sentence *sentence = &result->sentences[i];
+        for (int64_t j = 0; sentence->hypotheses != NULL && j < sentence->count; j++) {
+            free(sentence->hypotheses[j].tokens);
+            free(sentence->hypotheses[j].cross);
+        }
+        free(sentence->hypotheses);
+    }
+    free(result->sentences);
+    result->sentences = NULL;
+}
+
+void attn_decode_result_destroy(attn_decode_result *result)
+{
+    if (result == NULL)
+        return;
+    attn_decode_free_sentences(result);
+    free(result);
+}
+
+attn_status attn_decode_alignment(const attn_decode_result *result,
+                                  const attn_hypothesis *hypothesis, int64_t src_length,
+                                  int64_t layer, int64_t head, float *out)
+{
+    static const char fn[] = "attn_decode_alignment";
+    ATTN_CHECK_NOT_NULL(result);
+    ATTN_CHECK_NOT_NULL(hypothesis);
+    ATTN_CHECK_NOT_NULL(out);
+    ATTN_CHECK_ARG(hypothesis->cross != NULL && result->cross_maps > 0,
+                   "%s: the result has no alignments (decode with options.alignments set)", fn);
+    ATTN_CHECK_ARG(src_length >= 1, "%s: src_length %lld must be >= 1", fn,
+                   (long long)src_length);
+    const int64_t layers = result->cross_layers, heads = result->cross_heads;
+    ATTN_CHECK_ARG(layer >= -1 && layer < layers, "%s: layer %lld is outside [-1, %lld)", fn,
+                   (long long)layer, (long long)layers);
+    ATTN_CHECK_ARG(head >= -1 && head < heads, "%s: head %lld is outside [-1, %lld)", fn,
+                   (long long)head, (long long)heads);
+    const int64_t l = layer < 0 ? layers - 1 : layer;
+    const int64_t first = head < 0 ? 0 : head, count = head < 0 ? heads : 1;
+    for (int64_t t = 0; t < hypothesis->steps; t++)
+        for (int64_t j = 0; j < src_length; j++) {
+            double sum = 0.0;
+            for (int64_t h = first; h < first + count; h++)
+                sum += hypothesis->cross[((t * result->cross_maps) + l * heads + h) * src_length +
+                                         j];
+            out[t * src_length + j] = (float)(sum / (double)count);
+        }
+    return ATTN_OK;
+}
+
+/* ---- the model's step decoder behind the search ------------------------------------------ */
+
+static attn_status model_step(void *self, const int32_t *ids, float *logits, float *cross)
+{
+    return attn_model_step(self, ids, logits, cross);
+}
+
+static attn_status model_select(void *self, const int64_t *rows, int64_t new_size)
+{
+    return attn_model_step_select(self, rows, new_size);
+}
+
+static attn_status check_batch(const attn_model_config *config, int64_t size, int64_t src_len,
+                               const int32_t *src, const int32_t *src_lengths)
+{
+    static const char fn[] = "attn_decode";
+    ATTN_CHECK_NOT_NULL(src);
+    ATTN_CHECK_NOT_NULL(src_lengths);
+    ATTN_CHECK_ARG(src_len >= 1, "%s: src_len %lld must be >= 1", fn, (long long)src_len);
+    ATTN_CHECK_ARG(src_len <= config->max_len,
+                   "%s: src_len %lld is above the model's max_len %lld", fn, (long long)src_len,
+                   (long long)config->max_len);
+    for (int64_t b = 0; b < size; b++) {
+        ATTN_CHECK_ARG(src_lengths[b] >= 1 && src_lengths[b] <= src_len,
+                       "%s: src_lengths[%lld] = %d is outside [1, src_len %lld]", fn,
+                       (long long)b, (int)src_lengths[b], (long long)src_len);
+        for (int64_t j = 0; j < src_lengths[b]; j++) {
+            int32_t id = src[b * src_len + j];
+            ATTN_CHECK_ARG(id >= 0 && id < config->src_vocab,
+                           "%s: src[%lld, %lld] = %d is outside the source vocabulary [0, %lld)",
+                           fn, (long long)b, (long long)j, (int)id, (long long)config->src_vocab);
+        }
+    }
+    return ATTN_OK;
+}
+
+static attn_status decode_batch(attn_model *model, attn_graph *graph, int64_t size,
+                                int64_t src_len, const int32_t *src, const int32_t *src_lengths,
+                                const attn_decode_options *options, const int64_t *max_lengths,
+                                attn_decode_result *result)
+{
+    int64_t longest = 1;
+    for (int64_t b = 0; b < size; b++)
+        longest = max_lengths[b] > longest ? max_lengths[b] : longest;
+    attn_graph_reset(graph);
+    attn_graph_set_recording(graph, 0);
+    attn_graph_set_training(graph, 0);
+    attn_var *memory;
+    ATTN_TRY(attn_model_encode(model, graph, size, src_len, src, src_lengths, &memory));
+    attn_step_decoder *decoder = NULL;
+    ATTN_TRY(attn_model_step_start(model, graph, memory, src_lengths,
+                                   size * options->beam_size, longest, &decoder));
+    /* The step decoder holds what it needs from the encoder. */
+    attn_graph_reset(graph);
+    const attn_model_config *config = attn_model_get_config(model);
+    attn_search_model searched = {decoder, config->tgt_vocab,
+                                  attn_model_step_src_len(decoder),
+                                  attn_model_step_cross_maps(decoder), model_step,
+                                  model_select};
+    if (options->alignments) {
+        result->cross_maps = searched.cross_maps;
+        result->cross_layers = config->arch == ATTN_ARCH_RNN ? 1 : config->decoder_layers;
+        result->cross_heads = result->cross_maps / result->cross_layers;
+    }
+    attn_status status = attn_search_run(&searched, size, src_lengths, max_lengths, options,
+                                         result);
+    attn_model_step_destroy(decoder);
+    return status;
+}
+
+attn_status attn_decode(attn_model *model, attn_graph *graph, int64_t size, int64_t src_len,
+                        const int32_t *src, const int32_t *src_lengths,
+                        const attn_decode_options *options, attn_decode_result **out)
+{
+    static const char fn[] = "attn_decode";
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
+    ATTN_CHECK_NOT_NULL(model);
+    ATTN_CHECK_NOT_NULL(graph);
+    ATTN_CHECK_NOT_NULL(options);
+    ATTN_TRY(attn_decode_options_validate(options));
+    const attn_model_config *config = attn_model_get_config(model);
+    ATTN_CHECK_ARG(config->arch == ATTN_ARCH_TRANSFORMER || config->arch == ATTN_ARCH_RNN,
+                   "%s: the model is not an encoder-decoder (arch transformer or rnn)", fn);
+    ATTN_CHECK_ARG(attn_graph_params(graph) == attn_model_params(model),
+                   "%s: graph is not a graph of the model's parameters", fn);
+    ATTN_CHECK_ARG(size >= 0, "%s: negative batch size %lld", fn, (long long)size);
+    ATTN_CHECK_ARG(size <= INT64_MAX / MAX_BEAM, "%s: batch size %lld is too large", fn,
+                   (long long)size);
+    if (size > 0)
+        ATTN_TRY(check_batch(config, size, src_len, src, src_lengths));
+
+    attn_decode_result *result = calloc(1, sizeof *result);
+    int64_t *max_lengths = malloc((size_t)(size > 0 ? size : 1) * sizeof *max_lengths);
+    if (result == NULL || max_lengths == NULL) {
+        free(result);
+        free(max_lengths);
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    result->size = size;
+    for (int64_t b = 0; b < size; b++)
+        max_lengths[b] = attn_decode_max_output_length(options, src_lengths[b],
+                                                       config->max_len);
+    attn_status status = ATTN_OK;
+    if (size > 0)
+        status = decode_batch(model, graph, size, src_len, src, src_lengths, options,
+                              max_lengths, result);
+    free(max_lengths);
+    if (status != ATTN_OK) {
+        attn_decode_result_destroy(result);
+        return status;
+    }
+    *out = result;
+    return ATTN_OK;
+}

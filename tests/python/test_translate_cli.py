@@ -1,0 +1,256 @@
+"""attn translate (beam search, n-best, streaming, alignments) and attn viz --model from the
+command line, on small Transformer and RNN models trained here for a few seconds."""
+import ctypes
+import json
+import os
+import random
+import select
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _attn_binary():
+    library = os.environ.get("ATTN_LIBRARY")
+    candidates = [Path(library).parent / "attn"] if library else []
+    candidates.append(_ROOT / "build" / "attn")
+    for candidate in candidates:
+        if candidate.exists():
+            return str(candidate)
+    pytest.fail("the attn program was not found beside ATTN_LIBRARY or in build/")
+
+
+ATTN = _attn_binary()
+
+
+def run(*args, stdin=None, timeout=120):
+    return subprocess.run([ATTN, *map(str, args)], input=stdin, capture_output=True,
+                          timeout=timeout)
+
+
+def words(rng, n, alphabet="abcdefgh", lo=2, hi=6):
+    return ["".join(rng.choice(alphabet) for _ in range(rng.randint(lo, hi))) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """A reverse-the-word Transformer trained briefly (good enough that most outputs are right
+    and the search has real choices), and an RNN encoder-decoder with Bahdanau attention and
+    random weights but the same tokenizers (this build's attn train does not train rnn models
+    yet), which exercises the rnn paths end to end."""
+    folder = tmp_path_factory.mktemp("models")
+    rng = random.Random(5)
+    train = folder / "train.tsv"
+    train.write_text("".join(f"{w}\t{w[::-1]}\n" for w in words(rng, 3000)), encoding="utf-8")
+    transformer = folder / "transformer.safetensors"
+    result = run("train", "--train", train, "--out", transformer, "--layers", "1",
+                 "--d-model", "32", "--heads", "2", "--ffn", "64", "--dropout", "0",
+                 "--label-smoothing", "0", "--lr", "3e-3", "--warmup", "30", "--max-steps", "250",
+                 "--batch-tokens", "800", "--threads", "2", timeout=600)
+    assert result.returncode == 0, result.stderr.decode()
+    rnn = folder / "rnn.safetensors"
+    save_random_rnn(transformer, rnn)
+    return {"transformer": transformer, "rnn": rnn}
+
+
+def save_random_rnn(tokenizers_from, path):
+    from attn._lib import lib  # noqa: E402 (needs ATTN_LIBRARY)
+    data = tokenizers_from.read_bytes()
+    header = json.loads(data[8:8 + int.from_bytes(data[:8], "little")])["__metadata__"]
+    source, target = header["attn_src_tokenizer"], header["attn_tgt_tokenizer"]
+    config = {"version": 1, "arch": "rnn", "hidden": 24, "embedding_dim": 16,
+              "attention_dim": 16, "dropout": 0.0, "max_len": 64, "attention": "bahdanau",
+              "src_vocab": len(json.loads(source)["vocab"]["tokens"]),
+              "tgt_vocab": len(json.loads(target)["vocab"]["tokens"])}
+    config_struct = ctypes.create_string_buffer(4096)  # room for attn_model_config
+    model = ctypes.c_void_p()
+
+    def ok(status, what):
+        assert status == 0, (what, lib.attn_last_error())
+
+    ok(lib.attn_model_config_from_json(json.dumps(config).encode(), config_struct), "config")
+    ok(lib.attn_model_create(config_struct, ctypes.byref(model)), "create")
+    lib.attn_model_init.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
+    ok(lib.attn_model_init(model, 3), "init")
+
+    class Entry(ctypes.Structure):
+        _fields_ = [("key", ctypes.c_char_p), ("value", ctypes.c_char_p)]
+
+    entries = (Entry * 2)(Entry(b"attn_src_tokenizer", source.encode()),
+                          Entry(b"attn_tgt_tokenizer", target.encode()))
+    lib.attn_model_save.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p,
+                                    ctypes.c_size_t]
+    ok(lib.attn_model_save(model, str(path).encode(), entries, 2), "save")
+    lib.attn_model_destroy.argtypes = [ctypes.c_void_p]
+    lib.attn_model_destroy(model)
+
+
+HELD_OUT = words(random.Random(99), 30)
+
+
+@pytest.mark.parametrize("arch", ["transformer", "rnn"])
+def test_one_line_per_input_in_order_whatever_the_batch(models, arch):
+    lines = HELD_OUT[:10] + [""] + HELD_OUT[10:20]
+    text = ("\n".join(lines) + "\n").encode()
+    outputs = {}
+    for beam, batch in [(1, 32), (1, 1), (4, 32), (4, 3), (4, 1)]:
+        result = run("translate", "--model", models[arch], "--beam", beam, "--batch", batch,
+                     stdin=text)
+        assert result.returncode == 0, result.stderr.decode()
+        out = result.stdout.decode().split("\n")
+        assert out[-1] == "" and len(out) == len(lines) + 1
+        assert out[10] == ""
+        outputs[beam, batch] = out
+    # Batching changes nothing: a batch decodes each sentence as if alone.
+    assert outputs[1, 32] == outputs[1, 1]
+    assert outputs[4, 32] == outputs[4, 3] == outputs[4, 1]
+    if arch == "transformer":
+        reversed_right = sum(o == w[::-1] for w, o in zip(lines, outputs[4, 32]) if w)
+        assert reversed_right >= 15, outputs[4, 32]
+
+
+def test_streams_while_stdin_stays_open(models):
+    process = subprocess.Popen([ATTN, "translate", "--model", str(models["transformer"]),
+                                "--beam", "3"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    try:
+        got = []
+        for word in HELD_OUT[:3]:
+            process.stdin.write((word + "\n").encode())
+            process.stdin.flush()
+            ready, _, _ = select.select([process.stdout], [], [], 60)
+            assert ready, f"no output for {word!r} while stdin is open"
+            got.append(process.stdout.readline().decode().rstrip("\n"))
+        process.stdin.close()
+        rest = process.stdout.read().decode()
+        assert process.wait(timeout=60) == 0, process.stderr.read().decode()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert rest == ""
+    alone = run("translate", "--model", models["transformer"], "--beam", "3",
+                stdin=("\n".join(HELD_OUT[:3]) + "\n").encode())
+    assert alone.stdout.decode().split("\n")[:3] == got
+
+
+def test_nbest_lines(models):
+    lines = HELD_OUT[:5] + [""]
+    result = run("translate", "--model", models["transformer"], "--beam", "5", "--nbest", "3",
+                 "--alpha", "0.6", stdin=("\n".join(lines) + "\n").encode())
+    assert result.returncode == 0, result.stderr.decode()
+    rows = [line.split("\t") for line in result.stdout.decode().splitlines()]
+    assert len(rows) == 3 * len(lines) and all(len(row) == 3 for row in rows)
+    best = run("translate", "--model", models["transformer"], "--beam", "5", "--alpha", "0.6",
+               stdin=("\n".join(lines) + "\n").encode()).stdout.decode().split("\n")
+    for i in range(len(lines)):
+        group = rows[3 * i:3 * i + 3]
+        assert [int(row[0]) for row in group] == [i + 1] * 3
+        scores = [float(row[1]) for row in group]
+        assert scores == sorted(scores, reverse=True)
+        assert group[0][2] == best[i]
+        if lines[i]:
+            assert all(s < 0 for s in scores) and len({row[2] for row in group}) == 3
+        else:
+            assert group == [[str(i + 1), "0.000000", ""]] * 3
+
+
+@pytest.mark.parametrize("arch", ["transformer", "rnn"])
+def test_alignment_file(models, arch, tmp_path):
+    lines = HELD_OUT[:4] + ["", HELD_OUT[4]]
+    alignment = tmp_path / "align.jsonl"
+    result = run("translate", "--model", models[arch], "--beam", "4", "--alignment", alignment,
+                 stdin=("\n".join(lines) + "\n").encode())
+    assert result.returncode == 0, result.stderr.decode()
+    outputs = result.stdout.decode().split("\n")
+    records = [json.loads(line) for line in alignment.read_text().splitlines()]
+    # one record per non-empty line, naming its line
+    assert [r["line"] for r in records] == [i + 1 for i, line in enumerate(lines) if line]
+    for record in records:
+        line, output = lines[record["line"] - 1], outputs[record["line"] - 1]
+        assert record["source"] == list(line)
+        target = record["target"]
+        words_out = target[:-1] if target and target[-1] == "</s>" else target
+        assert "".join(words_out) == output
+        assert len(record["weights"]) == len(target)
+        for row in record["weights"]:
+            assert len(row) == len(line) and abs(sum(row) - 1) < 1e-4
+    layers = {r["layer"] for r in records}
+    assert layers == {0}
+    # attn viz draws a record of the file
+    drawn = run("viz", "--matrix", alignment, "--index", "0", "--style", "ascii")
+    assert drawn.returncode == 0, drawn.stderr.decode()
+
+
+def test_unknown_tokens_warn_once(models):
+    result = run("translate", "--model", models["transformer"],
+                 stdin="abXc\nd€e\nabc\n".encode())
+    assert result.returncode == 0, result.stderr.decode()
+    assert len(result.stdout.decode().split("\n")) == 4
+    warnings = [line for line in result.stderr.decode().splitlines() if "<unk>" in line]
+    assert len(warnings) == 1 and "stdin:1" in warnings[0], result.stderr.decode()
+
+
+def test_bad_input_gives_one_clear_message(models, tmp_path):
+    def one_message(result, *needles, code=1):
+        err = result.stderr.decode()
+        assert result.returncode == code, err
+        assert len(err.strip().splitlines()) == 1, err
+        for needle in needles:
+            assert needle in err, err
+
+    model = models["transformer"]
+    broken = tmp_path / "broken.safetensors"
+    broken.write_bytes(model.read_bytes()[:500])
+    one_message(run("translate", "--model", broken, stdin=b"abc\n"), "broken.safetensors")
+    one_message(run("translate", "--model", tmp_path / "none.safetensors", stdin=b"abc\n"),
+                "none.safetensors")
+    one_message(run("translate", "--model", model, "--beam", "2", "--nbest", "3"),
+                "--nbest", code=2)
+    one_message(run("translate", "--model", model, "--beam", "0"), "--beam", code=2)
+    one_message(run("translate", "--model", model, "--alpha", "-1"), "--alpha", code=2)
+    one_message(run("translate", "--model", model, "--max-len-ratio", "x"), "--max-len-ratio",
+                code=2)
+    one_message(run("translate", "--model", model, "--alignment", tmp_path / "no" / "a.jsonl",
+                    stdin=b"abc\n"), "a.jsonl")
+    one_message(run("translate", "--model", model, "--alignment", tmp_path / "a.jsonl",
+                    "--alignment-layer", "5", stdin=b"abc\n"), "--alignment-layer")
+    result = run("translate", "--model", model, "--help")
+    assert result.returncode == 0
+    for flag in ["--beam", "--nbest", "--batch", "--alpha", "--max-len-ratio",
+                 "--max-len-offset", "--alignment", "--threads"]:
+        assert flag + " " in result.stdout.decode(), flag
+
+
+@pytest.mark.parametrize("arch", ["transformer", "rnn"])
+def test_viz_model(models, arch, tmp_path):
+    model = models[arch]
+    word = HELD_OUT[0]
+    terminal = run("viz", "--model", model, "--text", word)
+    assert terminal.returncode == 0, terminal.stderr.decode()
+    shown = terminal.stdout.decode()
+    translated = run("translate", "--model", model, "--beam", "1",
+                     stdin=(word + "\n").encode()).stdout.decode().strip()
+    assert f"{word} → {translated}" in shown
+    svg = tmp_path / "a.svg"
+    result = run("viz", "--model", model, "--text", word, "--out", svg)
+    assert result.returncode == 0, result.stderr.decode()
+    assert svg.read_text().lstrip().startswith(("<svg", "<?xml"))
+    png = tmp_path / "a.png"
+    result = run("viz", "--model", model, "--text", word, "--out", png, "--beam", "3")
+    assert result.returncode == 0, result.stderr.decode()
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    heads = run("viz", "--model", model, "--text", word, "--head", "all", "--style", "ascii")
+    assert heads.returncode == 0, heads.stderr.decode()
+    if arch == "transformer":
+        assert "head 0" in heads.stdout.decode() and "head 1" in heads.stdout.decode()
+    result = run("viz", "--model", model, "--text", word, "--kind", "self")
+    assert result.returncode == 2 and b"self" in result.stderr
+    result = run("viz", "--model", model, "--text", word, "--layer", "7")
+    assert result.returncode == 2 and b"--layer" in result.stderr
+    result = run("viz", "--model", model)
+    assert result.returncode == 2 and b"--text" in result.stderr
