@@ -51,7 +51,9 @@ def test_g2p_recipe_writes_one_hypothesis_per_distinct_test_word_and_scores(tmp_
     assert all(line.count("\t") == 1 for line in hypotheses)
     scores = json.loads((out / "scores.json").read_text())
     assert scores["arch"] == "transformer" and scores["time_limit"] == 2
-    assert 0 <= scores["per"] <= 100 and 0 <= scores["wer"] <= 100
+    # An untrained model may emit far longer pronunciations than the truth, so PER (edits over
+    # the reference's length) can pass 100; WER cannot.
+    assert scores["per"] >= 0 and 0 <= scores["wer"] <= 100
     assert scores["steps"] >= 1
     assert "train_full.tsv" in (out / "command.txt").read_text()
 
