@@ -213,15 +213,13 @@ ATTN_API attn_status attn_trainer_options_from_checkpoint(const attn_tensor_file
 
 /* ---- decoding ----------------------------------------------------------------------------- */
 
-/* Greedy decoding for the encoder-decoders (arch "transformer" and "rnn"), the minimal decoder
- * that testing and `attn translate` need until the decoding layer (beam search, KV cache)
- * lands: encode the batch once, then append the arg-max of the next token's logits until every
- * row has produced </s> or max_len tokens. The Transformer re-runs its decoder over the prefix
- * <s> y1 .. yt for each token; the RNN takes one step of attn_model_rnn_decoder_step per token.
- * src [size, src_len] with src_lengths [size] in [1, src_len]. out [size, max_len] receives
- * each row's tokens after <s>, up to and without </s>, padded with ATTN_PAD_ID; out_lengths
- * [size] their counts. graph is a graph of the model's store; it is reset first and its mode
- * set to inference. max_len in [1, the model's max_len - 1]. */
+/* Greedy decoding for the encoder-decoders (arch "transformer" and "rnn") into plain
+ * fixed-width arrays, for validation and tests: attn_decode (attn_decode.h) with a beam of one,
+ * which encodes once and steps the decoder with its cache, until every row has produced </s>
+ * or max_len tokens. src [size, src_len] with src_lengths [size] in [1, src_len].
+ * out [size, max_len] receives each row's tokens after <s>, up to and without </s>, padded
+ * with ATTN_PAD_ID; out_lengths [size] their counts. graph is a graph of the model's store; it
+ * is reset first and left in inference mode. max_len in [1, the model's max_len]. */
 ATTN_API attn_status attn_greedy_decode(attn_model *model, attn_graph *graph, int64_t size,
                                         int64_t src_len, const int32_t *src,
                                         const int32_t *src_lengths, int64_t max_len,

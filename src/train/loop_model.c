@@ -2,6 +2,7 @@
  * and greedy decoding. */
 #include "core/internal.h"
 #include "attn/attn_trainer.h"
+#include "attn/attn_decode.h"
 
 #include <string.h>
 
@@ -71,90 +72,6 @@ attn_status attn_trainable_from_model(attn_model *model, attn_trainable *out)
 
 /* ---- greedy decoding --------------------------------------------------------------------- */
 
-/* Records the arg-max of row b's logits (logits + b * row_stride, vocab wide) as its token
- * number `position` (from 0) in tokens (row stride max_len), or ends the row at </s> or at
- * max_len tokens. Rows already ended (out_lengths >= 0) are skipped. Returns how many rows
- * ended. */
-static int64_t take_greedy_step(const float *logits, int64_t row_stride, int64_t size,
-                                int64_t vocab, int64_t position, int64_t max_len,
-                                int32_t *tokens, int64_t *out_lengths)
-{
-    int64_t finished = 0;
-    for (int64_t b = 0; b < size; b++) {
-        if (out_lengths[b] >= 0)
-            continue;
-        int32_t next = argmax_row(logits + b * row_stride, vocab);
-        if (next == ATTN_EOS_ID) {
-            out_lengths[b] = position;
-            finished++;
-            continue;
-        }
-        tokens[b * max_len + position] = next;
-        if (position + 1 == max_len) {
-            out_lengths[b] = max_len;
-            finished++;
-        }
-    }
-    return finished;
-}
-
-/* The Transformer re-runs its decoder over the whole prefix <s> y1 .. yt at every step. */
-static attn_status greedy_transformer(attn_model *model, attn_graph *graph, attn_var *memory,
-                                      int64_t size, const int32_t *src_lengths, int64_t max_len,
-                                      int32_t *out, int64_t *out_lengths)
-{
-    /* The decoder's input: <s> then the tokens chosen so far, one row per sentence; rows
-     * that have finished keep being fed padding (any valid id), their outputs unread. */
-    const int64_t stride = max_len + 1;
-    int32_t *prefix = attn_graph_alloc(graph, (size_t)(size * stride) * sizeof *prefix);
-    if (prefix == NULL)
-        return ATTN_ERR_OUT_OF_MEMORY;
-    for (int64_t i = 0; i < size * stride; i++)
-        prefix[i] = ATTN_PAD_ID;
-    for (int64_t b = 0; b < size; b++)
-        prefix[b * stride] = ATTN_BOS_ID;
-    const int64_t vocab = attn_model_get_config(model)->tgt_vocab;
-    int64_t unfinished = size;
-    for (int64_t len = 1; len <= max_len && unfinished > 0; len++) {
-        attn_var *logits;
-        ATTN_TRY(attn_model_decode(model, graph, memory, src_lengths, size, len, prefix, stride,
-                                   NULL, &logits));
-        /* Only each row's last position predicts the next token. */
-        unfinished -= take_greedy_step(logits->value.data + (len - 1) * vocab, len * vocab, size,
-                                       vocab, len - 1, max_len, out, out_lengths);
-        for (int64_t b = 0; b < size; b++)
-            if (out_lengths[b] < 0)
-                prefix[b * stride + len] = out[b * max_len + len - 1];
-    }
-    return ATTN_OK;
-}
-
-/* The RNN decoder carries its state: one step per token, never re-reading the prefix. */
-static attn_status greedy_rnn(attn_model *model, attn_graph *graph, attn_var *memory,
-                              int64_t size, const int32_t *src_lengths, int64_t max_len,
-                              int32_t *out, int64_t *out_lengths)
-{
-    attn_rnn_decoder *decoder;
-    ATTN_TRY(attn_model_rnn_decoder_start(model, graph, memory, src_lengths, &decoder));
-    int32_t *previous = attn_graph_alloc(graph, (size_t)size * sizeof *previous);
-    if (previous == NULL)
-        return ATTN_ERR_OUT_OF_MEMORY;
-    for (int64_t b = 0; b < size; b++)
-        previous[b] = ATTN_BOS_ID;
-    const int64_t vocab = attn_model_get_config(model)->tgt_vocab;
-    int64_t unfinished = size;
-    for (int64_t position = 0; position < max_len && unfinished > 0; position++) {
-        attn_var *logits;
-        ATTN_TRY(attn_model_rnn_decoder_step(decoder, previous, &logits, NULL));
-        unfinished -= take_greedy_step(logits->value.data, vocab, size, vocab, position, max_len,
-                                       out, out_lengths);
-        /* Finished rows keep stepping on padding (any valid id); their outputs are unread. */
-        for (int64_t b = 0; b < size; b++)
-            previous[b] = out_lengths[b] < 0 ? out[b * max_len + position] : ATTN_PAD_ID;
-    }
-    return ATTN_OK;
-}
-
 attn_status attn_greedy_decode(attn_model *model, attn_graph *graph, int64_t size,
                                int64_t src_len, const int32_t *src, const int32_t *src_lengths,
                                int64_t max_len, int32_t *out, int64_t *out_lengths)
@@ -180,17 +97,20 @@ attn_status attn_greedy_decode(attn_model *model, attn_graph *graph, int64_t siz
                        "%s: src_lengths[%lld] = %d is outside [1, src_len %lld]", fn,
                        (long long)b, (int)src_lengths[b], (long long)src_len);
 
-    attn_graph_reset(graph);
-    attn_graph_set_recording(graph, 0);
-    attn_graph_set_training(graph, 0);
-    attn_var *memory;
-    ATTN_TRY(attn_model_encode(model, graph, size, src_len, src, src_lengths, &memory));
-    for (int64_t i = 0; i < size * max_len; i++)
-        out[i] = ATTN_PAD_ID;
-    for (int64_t b = 0; b < size; b++)
-        out_lengths[b] = -1;
-    if (config->arch == ATTN_ARCH_RNN)
-        return greedy_rnn(model, graph, memory, size, src_lengths, max_len, out, out_lengths);
-    return greedy_transformer(model, graph, memory, size, src_lengths, max_len, out,
-                              out_lengths);
+    /* The decoding layer's search with one hypothesis is greedy decoding; this keeps the
+     * trainer's fixed-width output for the callers that want plain arrays. */
+    attn_decode_options options = attn_decode_default_options();
+    options.beam_size = 1;
+    options.nbest = 1;
+    options.max_len = max_len;
+    attn_decode_result *result = NULL;
+    ATTN_TRY(attn_decode(model, graph, size, src_len, src, src_lengths, &options, &result));
+    for (int64_t b = 0; b < size; b++) {
+        const attn_hypothesis *best = &result->sentences[b].hypotheses[0];
+        for (int64_t i = 0; i < max_len; i++)
+            out[b * max_len + i] = i < best->length ? best->tokens[i] : ATTN_PAD_ID;
+        out_lengths[b] = best->length;
+    }
+    attn_decode_result_destroy(result);
+    return ATTN_OK;
 }
