@@ -176,6 +176,21 @@ ATTN_API int attn_graph_is_training(const attn_graph *graph);
  * training run that sets the step before each step draws the same masks when resumed. */
 ATTN_API void attn_graph_set_dropout_seed(attn_graph *graph, uint64_t seed, uint64_t step);
 
+/* Watching attention. While an observer is set, every multi-head attention operation on the
+ * graph also computes its attention weights and calls observer(ctx, index, weights, batch,
+ * heads, len_q, len_k) before it returns: index counts the graph's attention operations
+ * since the last reset, from 0, in the order they run; weights [batch, heads, len_q, len_k]
+ * are the probabilities of each head (a query that sees no key has zeros), valid during the
+ * call only. A status other than ATTN_OK fails the operation with it (and a message). The
+ * weights cost an extra pass over the scores and memory of their size in the arena: observe
+ * one sentence to look at it (attn_model_attention_weights), not a training run. NULL
+ * removes it; attn_graph_reset keeps it. */
+typedef attn_status (*attn_attention_observer)(void *ctx, int64_t index, const float *weights,
+                                               int64_t batch, int64_t heads, int64_t len_q,
+                                               int64_t len_k);
+ATTN_API void attn_graph_set_attention_observer(attn_graph *graph,
+                                                attn_attention_observer observer, void *ctx);
+
 /* Bytes in use now, and the most in use in one step, in the graph's arena. When a step
  * outgrows the arena, the next reset replaces it with one block 25% larger than that step
  * needed (and the peak starts over), so once the largest batch has been seen no step

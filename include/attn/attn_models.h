@@ -209,6 +209,36 @@ ATTN_API attn_status attn_model_decode(attn_model *model, attn_graph *graph, att
                                        const int32_t *lengths, attn_var **logits);
 
 
+/* ---- Looking at attention ------------------------------------------------------------- */
+
+/* The attention maps a Transformer draws: its encoder's self-attention (source x source),
+ * its decoder's masked self-attention (target x target) and the decoder's attention over
+ * the encoder's output (target x source). */
+typedef enum attn_attention_kind {
+    ATTN_ENCODER_SELF_ATTENTION = 0,
+    ATTN_DECODER_SELF_ATTENTION = 1,
+    ATTN_CROSS_ATTENTION = 2
+} attn_attention_kind;
+
+/* Teacher-forced attention weights of one sentence: the encoder reads src [src_len], the
+ * decoder reads tgt [tgt_len] (its input, as attn_model_decode: <s> then the tokens), and
+ * weights [num_heads, len_q, len_k] receives the maps of `kind` in layer `layer` (from 0,
+ * of the encoder for ATTN_ENCODER_SELF_ATTENTION, else of the decoder), one per head: row i
+ * is query position i's distribution over the key positions (the decoder's rows are
+ * causal: zero right of the diagonal). len_q x len_k is src_len x src_len, tgt_len x tgt_len
+ * or tgt_len x src_len. The encoder-decoder has the three kinds, the classifier only the
+ * encoder's (tgt may be NULL), the language model only the decoder's (src may be NULL);
+ * rnn models have no multi-head attention (ATTN_ERR_UNSUPPORTED: their alignments come
+ * from attn_model_step's cross output). Runs on graph after resetting it, with dropout and
+ * recording off, and leaves it reset; graph is attn_graph_create(attn_model_params(model)).
+ * For the cross-attention of a hypothesis the step decoder produced, these are the weights
+ * it used, to float rounding. */
+ATTN_API attn_status attn_model_attention_weights(attn_model *model, attn_graph *graph,
+                                                  const int32_t *src, int64_t src_len,
+                                                  const int32_t *tgt, int64_t tgt_len,
+                                                  attn_attention_kind kind, int64_t layer,
+                                                  float *weights);
+
 /* ---- Decoding one step at a time --------------------------------------------------------- *
  *
  * A step decoder generates target tokens for a batch of rows in lockstep (greedy or beam

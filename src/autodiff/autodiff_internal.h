@@ -29,4 +29,9 @@ ATTN_INTERNAL void attn_ad_fill_rows(int64_t rows, int64_t cols, const float *ro
 ATTN_INTERNAL void attn_ad_add_column_sums(int64_t rows, int64_t cols, const float *src,
                                            float *dst);
 
+/* For a multi-head attention op: its index among the graph's attention ops since the reset
+ * (counting on), and the observer to show its weights to (NULL: none). */
+ATTN_INTERNAL int64_t attn_ad_next_attention_op(attn_graph *graph,
+                                                attn_attention_observer *observer, void **ctx);
+
 #endif /* ATTN_AUTODIFF_INTERNAL_H */

@@ -23,6 +23,9 @@ struct attn_graph {
     uint64_t dropout_seed, dropout_step, dropout_count;
     tape_node *last;
     size_t nodes;
+    attn_attention_observer observer;
+    void *observer_ctx;
+    int64_t attention_ops; /* multi-head attention ops since the reset */
 };
 
 enum { GRAPH_ARENA_BYTES = 4 << 20 };
@@ -87,6 +90,24 @@ void attn_graph_reset(attn_graph *graph)
     graph->nodes = 0;
     graph->dropout_count = 0;
     graph->backward_done = 0;
+    graph->attention_ops = 0;
+}
+
+void attn_graph_set_attention_observer(attn_graph *graph, attn_attention_observer observer,
+                                       void *ctx)
+{
+    if (graph == NULL)
+        return;
+    graph->observer = observer;
+    graph->observer_ctx = observer != NULL ? ctx : NULL;
+}
+
+int64_t attn_ad_next_attention_op(attn_graph *graph, attn_attention_observer *observer,
+                                  void **ctx)
+{
+    *observer = graph->observer;
+    *ctx = graph->observer_ctx;
+    return graph->attention_ops++;
 }
 
 void attn_graph_set_recording(attn_graph *graph, int on)

@@ -155,8 +155,26 @@ attn_status attn_op_multi_head_attention(attn_graph *graph, const attn_mha_vars 
     if (saved == NULL)
         return ATTN_ERR_OUT_OF_MEMORY;
     attn_mha_params raw = raw_params(params);
+    attn_attention_observer observer;
+    void *observer_ctx;
+    const int64_t index = attn_ad_next_attention_op(graph, &observer, &observer_ctx);
+    float *weights = NULL;
+    if (observer != NULL) {
+        size_t count;
+        if (!attn_mul_size((size_t)(batch * num_heads), (size_t)(len_q * len_k), &count) ||
+            (weights = attn_graph_alloc_floats(graph, count > 0 ? count : 1)) == NULL)
+            return attn_fail(ATTN_ERR_OUT_OF_MEMORY,
+                             "%s: out of memory for the observed attention weights", fn);
+    }
     ATTN_TRY(attn_mha_forward(&dims, &raw, query->value.data, key->value.data,
-                              value->value.data, &options, y->value.data, NULL, 0, saved, NULL));
+                              value->value.data, &options, y->value.data, weights, 0, saved,
+                              NULL));
+    if (observer != NULL) {
+        attn_status said = observer(observer_ctx, index, weights, batch, num_heads, len_q, len_k);
+        if (said != ATTN_OK)
+            return attn_fail(said, "%s: the attention observer stopped at operation %lld (%s)",
+                             fn, (long long)index, attn_status_name(said));
+    }
     if (wants) {
         mha_ctx *ctx = attn_graph_alloc(graph, sizeof *ctx);
         if (ctx == NULL)

@@ -37,17 +37,21 @@ static void print_help(FILE *out)
             "  --style NAME      terminal: shades (default), color (256 colours) or ascii\n"
             "  --width N         terminal: columns to fit in (default $COLUMNS, else 80)\n"
             "\n"
-            "a model's alignment (heat map options above apply too):\n"
+            "a model's attention (heat map options above apply too):\n"
             "  --model FILE      a model 'attn train' wrote; TEXT is translated (greedy, or beam\n"
-            "                    search with --beam) and the cross-attention that produced the\n"
-            "                    output is drawn: output tokens (then </s>) down, source tokens\n"
-            "                    along the top\n"
+            "                    search with --beam) and the attention of that translation is\n"
+            "                    drawn\n"
             "  --text TEXT       the source text\n"
-            "  --layer L         decoder layer, from 0 (default: the last)\n"
+            "  --kind KIND       cross (default): the cross-attention that produced the output,\n"
+            "                    output tokens (then </s>) down, source tokens along the top;\n"
+            "                    self: the decoder's masked self-attention, the output token\n"
+            "                    each position predicts down, the tokens it reads (<s>, then\n"
+            "                    the output) along the top; encoder: the encoder's\n"
+            "                    self-attention, source tokens on both axes (Transformer\n"
+            "                    models; self and encoder re-run the model on the output)\n"
+            "  --layer L         layer, from 0 (default: the last), of the decoder or encoder\n"
             "  --head H|all      one head, or every head of the layer as a grid (default: the\n"
             "                    mean over the layer's heads)\n"
-            "  --kind cross      cross-attention (the only kind: decoder self-attention is not\n"
-            "                    kept by the step decoder)\n"
             "  --beam K          beam size (default 1: greedy)\n"
             "\n"
             "training curves:\n"
@@ -61,6 +65,7 @@ typedef struct viz_args {
     const char *model, *source_text;
     long layer, head;   /* -1: the last layer; head -1: the mean, -2: all */
     long beam;
+    attn_attention_kind kind;
     long index; /* -1: all */
     attn_viz_heatmap_options heatmap;
     attn_viz_text_options text;
@@ -101,6 +106,7 @@ static int parse_args(int argc, char **argv, viz_args *a)
     a->layer = -1;
     a->head = -1;
     a->beam = 1;
+    a->kind = ATTN_CROSS_ATTENTION;
     const char *columns_env = getenv("COLUMNS");
     long columns = 0;
     if (columns_env != NULL) {
@@ -152,14 +158,14 @@ static int parse_args(int argc, char **argv, viz_args *a)
             if (!parse_long(arg, value, 1, 1024, &a->beam))
                 return 2;
         } else if (strcmp(arg, "--kind") == 0) {
-            if (strcmp(value, "self") == 0) {
-                fprintf(stderr, "attn viz: --kind self: decoder self-attention maps are not "
-                                "available (the step decoder keeps only cross-attention); use "
-                                "--kind cross\n");
-                return 2;
-            }
-            if (strcmp(value, "cross") != 0) {
-                fprintf(stderr, "attn viz: --kind is cross or self, got '%s'\n", value);
+            if (strcmp(value, "cross") == 0) {
+                a->kind = ATTN_CROSS_ATTENTION;
+            } else if (strcmp(value, "self") == 0) {
+                a->kind = ATTN_DECODER_SELF_ATTENTION;
+            } else if (strcmp(value, "encoder") == 0) {
+                a->kind = ATTN_ENCODER_SELF_ATTENTION;
+            } else {
+                fprintf(stderr, "attn viz: --kind is cross, self or encoder, got '%s'\n", value);
                 return 2;
             }
         } else if (strcmp(arg, "--index") == 0) {
@@ -306,70 +312,196 @@ static int draw(const viz_args *a, const attn_viz_matrix *matrices, int64_t coun
     return 0;
 }
 
-/* The panels of --model: one per head asked for (all, one, or their mean). */
-static int draw_alignment(const viz_args *a, cli_translator *t, const attn_decode_result *result,
-                          const int32_t *src, int64_t src_length, const char *output)
+/* The maps of one layer of the translation, one per head, and how to label them. */
+typedef struct layer_maps {
+    const char *kind_name; /* in titles: "cross-attention ", ... */
+    int64_t layer, heads, rows, cols;
+    float *weights; /* [heads, rows, cols] */
+    const char **row_labels, **col_labels;
+} layer_maps;
+
+/* Draws the panels asked for (every head, one, or their mean) under the title
+ * "TEXT → OUTPUT". Returns the exit code. */
+static int draw_layer(const viz_args *a, const layer_maps *m, const char *output)
 {
-    const attn_hypothesis *h = &result->sentences[0].hypotheses[0];
-    const int64_t layers = result->cross_layers, heads = result->cross_heads;
-    if (a->layer >= layers || a->head >= heads) {
-        fprintf(stderr, "attn viz: --%s %ld: the model has %lld %s\n",
-                a->layer >= layers ? "layer" : "head", a->layer >= layers ? a->layer : a->head,
-                (long long)(a->layer >= layers ? layers : heads),
-                a->layer >= layers ? "decoder layers (from 0)" : "heads per layer (from 0)");
-        return 2;
-    }
-    const int64_t layer = a->layer < 0 ? layers - 1 : a->layer;
-    const int64_t panels = a->head == -2 ? heads : 1;
-    const size_t cells = (size_t)(h->steps * src_length);
-    float *weights = malloc((size_t)panels * cells * sizeof *weights);
-    const char **source = malloc((size_t)src_length * sizeof *source);
-    const char **target = malloc((size_t)h->steps * sizeof *target);
+    const int64_t panels = a->head == -2 ? m->heads : 1;
+    const size_t cells = (size_t)(m->rows * m->cols);
+    float *mean = a->head == -1 ? calloc(cells > 0 ? cells : 1, sizeof *mean) : NULL;
     attn_viz_matrix *matrices = calloc((size_t)panels, sizeof *matrices);
-    char (*titles)[64] = calloc((size_t)panels, sizeof *titles);
+    char (*titles)[96] = calloc((size_t)panels, sizeof *titles);
     int code = 1;
-    if (weights == NULL || source == NULL || target == NULL || matrices == NULL ||
-        titles == NULL) {
+    if (matrices == NULL || titles == NULL || (a->head == -1 && mean == NULL)) {
         fprintf(stderr, "attn viz: out of memory\n");
         goto done;
     }
-    cli_token_labels(t->source, src, src_length, source);
-    cli_token_labels(t->target, h->tokens, h->length, target);
-    if (h->finished)
-        target[h->length] = "</s>";
     for (int64_t p = 0; p < panels; p++) {
-        int64_t head = a->head == -2 ? p : a->head;
-        if (attn_decode_alignment(result, h, src_length, layer, head, weights + (size_t)p * cells) !=
-            ATTN_OK) {
-            code = fail();
-            goto done;
+        const float *weights;
+        if (a->head == -1) {
+            for (int64_t h = 0; h < m->heads; h++)
+                for (size_t e = 0; e < cells; e++)
+                    mean[e] += m->weights[(size_t)h * cells + e] / (float)m->heads;
+            weights = mean;
+            snprintf(titles[p], sizeof titles[p], "%slayer %lld, mean of %lld head%s",
+                     m->kind_name, (long long)m->layer, (long long)m->heads,
+                     m->heads == 1 ? "" : "s");
+        } else {
+            const int64_t head = a->head == -2 ? p : a->head;
+            weights = m->weights + (size_t)head * cells;
+            /* A grid's panels are narrow: the layer goes into the picture's title. */
+            if (a->head == -2)
+                snprintf(titles[p], sizeof titles[p], "head %lld", (long long)head);
+            else
+                snprintf(titles[p], sizeof titles[p], "%slayer %lld, head %lld", m->kind_name,
+                         (long long)m->layer, (long long)head);
         }
-        if (head >= 0)
-            snprintf(titles[p], sizeof titles[p], "layer %lld, head %lld", (long long)layer,
-                     (long long)head);
-        else
-            snprintf(titles[p], sizeof titles[p], "layer %lld, mean of %lld head%s",
-                     (long long)layer, (long long)heads, heads == 1 ? "" : "s");
-        matrices[p] = (attn_viz_matrix){weights + (size_t)p * cells, h->steps, src_length,
-                                        target, source, titles[p]};
+        matrices[p] = (attn_viz_matrix){weights,       m->rows,      m->cols,
+                                        m->row_labels, m->col_labels, titles[p]};
     }
     attn_viz_heatmap_options heatmap = a->heatmap;
     char *title = NULL;
     if (heatmap.title == NULL) {
-        size_t size = strlen(a->source_text) + strlen(output) + 16;
+        size_t size = strlen(a->source_text) + strlen(output) + strlen(m->kind_name) + 64;
         title = malloc(size);
-        if (title != NULL)
+        if (title != NULL && a->head == -2)
+            snprintf(title, size, "%s \xe2\x86\x92 %s: %slayer %lld", a->source_text, output,
+                     m->kind_name, (long long)m->layer);
+        else if (title != NULL)
             snprintf(title, size, "%s \xe2\x86\x92 %s", a->source_text, output);
         heatmap.title = title;
     }
     code = draw(a, matrices, panels, &heatmap);
     free(title);
 done:
-    free(weights);
-    free(source);
-    free(target);
+    free(mean);
     free(matrices);
     free(titles);
+    return code;
+}
+
+/* The layer and head asked for exist (a message and exit code 2 when not). */
+static int check_layer_and_head(const viz_args *a, int64_t layers, int64_t heads,
+                                const char *layers_name)
+{
+    if (a->layer >= layers) {
+        fprintf(stderr, "attn viz: --layer %ld: the model has %lld %s (from 0)\n", a->layer,
+                (long long)layers, layers_name);
+        return 2;
+    }
+    if (a->head >= heads) {
+        fprintf(stderr, "attn viz: --head %ld: the model has %lld heads per layer (from 0)\n",
+                a->head, (long long)heads);
+        return 2;
+    }
+    return 0;
+}
+
+/* The best hypothesis's output labels: its tokens, then </s> when the model ended it. */
+static void output_labels(const cli_translator *t, const attn_hypothesis *h, const char **labels)
+{
+    cli_token_labels(t->target, h->tokens, h->length, labels);
+    if (h->finished)
+        labels[h->length] = "</s>";
+}
+
+/* --kind cross: the alignment the search kept for the hypothesis (what produced it). */
+static int draw_cross(const viz_args *a, cli_translator *t, const attn_decode_result *result,
+                      const int32_t *src, int64_t src_length, const char *output)
+{
+    const attn_hypothesis *h = &result->sentences[0].hypotheses[0];
+    int code = check_layer_and_head(a, result->cross_layers, result->cross_heads,
+                                    "decoder layers");
+    if (code != 0)
+        return code;
+    layer_maps m = {"cross-attention ", a->layer < 0 ? result->cross_layers - 1 : a->layer,
+                    result->cross_heads,
+                    h->steps, src_length, NULL, NULL, NULL};
+    const size_t cells = (size_t)(m.rows * m.cols);
+    m.weights = malloc((size_t)m.heads * cells * sizeof *m.weights + 1);
+    m.col_labels = malloc((size_t)src_length * sizeof *m.col_labels);
+    m.row_labels = malloc((size_t)h->steps * sizeof *m.row_labels + 1);
+    code = 1;
+    if (m.weights == NULL || m.col_labels == NULL || m.row_labels == NULL) {
+        fprintf(stderr, "attn viz: out of memory\n");
+        goto done;
+    }
+    cli_token_labels(t->source, src, src_length, m.col_labels);
+    output_labels(t, h, m.row_labels);
+    for (int64_t head = 0; head < m.heads; head++)
+        if (attn_decode_alignment(result, h, src_length, m.layer, head,
+                                  m.weights + (size_t)head * cells) != ATTN_OK) {
+            code = fail();
+            goto done;
+        }
+    code = draw_layer(a, &m, output);
+done:
+    free(m.weights);
+    free(m.col_labels);
+    free(m.row_labels);
+    return code;
+}
+
+/* --kind self and encoder: the Transformer re-run on the source and the hypothesis
+ * (teacher-forced), which gives the maps the search computed on the way to it. */
+static int draw_self(const viz_args *a, cli_translator *t, const attn_decode_result *result,
+                     const int32_t *src, int64_t src_length, const char *output)
+{
+    const attn_hypothesis *h = &result->sentences[0].hypotheses[0];
+    const attn_model_config *c = attn_model_get_config(t->model);
+    const int encoder = a->kind == ATTN_ENCODER_SELF_ATTENTION;
+    if (c->arch != ATTN_ARCH_TRANSFORMER) {
+        fprintf(stderr, "attn viz: --kind %s: this model has no self-attention (an rnn with "
+                        "attention); --kind cross draws its alignment\n",
+                encoder ? "encoder" : "self");
+        return 2;
+    }
+    const int64_t layers = encoder ? c->encoder_layers : c->decoder_layers;
+    int code = check_layer_and_head(a, layers, c->num_heads,
+                                    encoder ? "encoder layers" : "decoder layers");
+    if (code != 0)
+        return code;
+    /* The decoder read <s> and then each output token but the last (a hypothesis has taken
+     * at least one step: its </s> or its first token). */
+    const int64_t steps = h->steps;
+    const int64_t len = encoder ? src_length : steps;
+    layer_maps m = {encoder ? "encoder self-attention " : "decoder self-attention ",
+                    a->layer < 0 ? layers - 1 : a->layer,
+                    c->num_heads,
+                    len,
+                    len,
+                    NULL,
+                    NULL,
+                    NULL};
+    int32_t *inputs = malloc((size_t)steps * sizeof *inputs + 1);
+    m.weights = malloc((size_t)(m.heads * len * len) * sizeof *m.weights + 1);
+    m.row_labels = malloc((size_t)len * sizeof *m.row_labels + 1);
+    m.col_labels = malloc((size_t)len * sizeof *m.col_labels + 1);
+    code = 1;
+    if (inputs == NULL || m.weights == NULL || m.row_labels == NULL || m.col_labels == NULL) {
+        fprintf(stderr, "attn viz: out of memory\n");
+        goto done;
+    }
+    inputs[0] = ATTN_BOS_ID;
+    for (int64_t i = 1; i < steps; i++)
+        inputs[i] = h->tokens[i - 1];
+    if (encoder) {
+        cli_token_labels(t->source, src, src_length, m.row_labels);
+        cli_token_labels(t->source, src, src_length, m.col_labels);
+    } else {
+        output_labels(t, h, m.row_labels);
+        m.col_labels[0] = "<s>";
+        cli_token_labels(t->target, h->tokens, steps - 1, m.col_labels + 1);
+    }
+    if (attn_model_attention_weights(t->model, t->graph, src, src_length, inputs, steps,
+                                     a->kind, m.layer, m.weights) != ATTN_OK) {
+        code = fail();
+        goto done;
+    }
+    code = draw_layer(a, &m, output);
+done:
+    free(inputs);
+    free(m.weights);
+    free(m.row_labels);
+    free(m.col_labels);
     return code;
 }
 
@@ -401,7 +533,8 @@ static int draw_model(const viz_args *a)
                          NULL)
         code = 1;
     if (code == 0)
-        code = draw_alignment(a, &t, result, src, count, output);
+        code = a->kind == ATTN_CROSS_ATTENTION ? draw_cross(a, &t, result, src, count, output)
+                                               : draw_self(a, &t, result, src, count, output);
     free(output);
     attn_decode_result_destroy(result);
     free(src);

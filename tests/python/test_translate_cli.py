@@ -248,8 +248,25 @@ def test_viz_model(models, arch, tmp_path):
     assert heads.returncode == 0, heads.stderr.decode()
     if arch == "transformer":
         assert "head 0" in heads.stdout.decode() and "head 1" in heads.stdout.decode()
-    result = run("viz", "--model", model, "--text", word, "--kind", "self")
-    assert result.returncode == 2 and b"self" in result.stderr
+    for kind in ["self", "encoder"]:
+        result = run("viz", "--model", model, "--text", word, "--kind", kind, "--style", "ascii",
+                     "--width", "200")
+        if arch == "rnn":
+            assert result.returncode == 2 and kind.encode() in result.stderr
+            continue
+        assert result.returncode == 0, result.stderr.decode()
+        lines = result.stdout.decode().splitlines()
+        assert lines[0].startswith(word) and lines[0].endswith(translated)  # ascii: no arrow
+        assert lines[1].startswith(("decoder" if kind == "self" else "encoder") + " self-attention")
+        header = lines[2].split()
+        # Self: the tokens the decoder read (<s>, then the output's characters) along the top
+        # and the token each position predicts down the side; encoder: the source on both axes.
+        expected = ["<s>", *translated] if kind == "self" else list(word)
+        assert header == expected, (header, expected)
+        rows = [line.split()[0] for line in lines[3:3 + len(expected)]]
+        assert rows == ([*translated, "</s>"] if kind == "self" else list(word))
+    result = run("viz", "--model", model, "--text", word, "--kind", "diagonal")
+    assert result.returncode == 2 and b"--kind" in result.stderr
     result = run("viz", "--model", model, "--text", word, "--layer", "7")
     assert result.returncode == 2 and b"--layer" in result.stderr
     result = run("viz", "--model", model)
