@@ -62,7 +62,7 @@ TASKS = {
                 batch_tokens=6000, eval_every=500, time_limit=3600),
     "bible": dict(data=ROOT.parent / "shared" / "data" / "bible", out="runs/torch-bible-es-en",
                   src_tokens="bpe:8000", tgt_tokens="bpe:8000", layers=3, d_model=256, heads=4,
-                  ffn=1024, dropout=0.1, label_smoothing=0.1, lr=1e-3, warmup=2000,
+                  ffn=1024, dropout=0.1, label_smoothing=0.1, lr=1e-3, warmup=1000,
                   batch_tokens=6000, eval_every=500, time_limit=3600),
 }
 
