@@ -6,6 +6,7 @@ both the same way.
     /usr/bin/python3 bench/torch_seq2seq.py g2p   [--data DIR] [--time-limit S] [--out DIR]
     /usr/bin/python3 bench/torch_seq2seq.py bible [--data DIR] [--time-limit S] [--out DIR]
     (TIME_LIMIT and OUT in the environment work too, as for the recipes)
+    --decode-only decodes again with the model.pt of an earlier run in --out.
 
   g2p    recipes/g2p-cmudict.sh's data and Transformer: DIR (default ../shared/data/g2p-std)
          holds train_full.tsv (else train.tsv), dev.tsv, test.tsv; letters in, phonemes out;
@@ -251,13 +252,13 @@ class Seq2Seq(nn.Module):
         return self.transformer.encoder(self.embed(self.src_embed, src),
                                         src_key_padding_mask=padding), padding
 
-    def decode(self, tgt_in, memory, src_padding):
+    def decode(self, tgt_in, memory, src_padding, last_only=False):
         length = tgt_in.shape[1]
         causal = torch.triu(torch.full((length, length), float("-inf")), 1)
         hidden = self.transformer.decoder(
             self.embed(self.tgt_embed, tgt_in), memory, tgt_mask=causal,
             tgt_key_padding_mask=tgt_in == PAD, memory_key_padding_mask=src_padding)
-        return self.generator(hidden)
+        return self.generator(hidden[:, -1] if last_only else hidden)
 
     def forward(self, src, tgt_in):
         memory, padding = self.encode(src)
@@ -299,7 +300,9 @@ def greedy_decode(model, sources, batch_size=128):
         prefix = torch.full((len(rows), 1), BOS, dtype=torch.long)
         done = torch.zeros(len(rows), dtype=torch.bool)
         for _ in range(limit):
-            next_ids = model.decode(prefix, memory, padding)[:, -1].argmax(-1)
+            # Only the last position's logits: the vocabulary projection of the whole prefix
+            # at every step would cost more than the decoder itself.
+            next_ids = model.decode(prefix, memory, padding, last_only=True).argmax(-1)
             next_ids = torch.where(done, torch.full_like(next_ids, PAD), next_ids)
             prefix = torch.cat([prefix, next_ids[:, None]], 1)
             done |= next_ids == EOS
@@ -327,6 +330,9 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                         help="torch.set_num_threads [every usable core]")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--decode-only", action="store_true",
+                        help="skip training: decode the test set with --out's model.pt (the "
+                             "tokenizers are learned again, the same from the same data)")
     for name in ("layers", "d_model", "heads", "ffn", "batch_tokens", "warmup", "eval_every"):
         parser.add_argument("--" + name.replace("_", "-"), type=int)
     for name in ("dropout", "label_smoothing", "lr"):
@@ -364,6 +370,11 @@ def main(argv=None):
     warmup = cfg["warmup"]
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min((step + 1) / warmup, math.sqrt(warmup / (step + 1))))
+
+    if args.decode_only:
+        decode_and_summarise(args, cfg, data, out, model, source_tokenizer, target_tokenizer,
+                             test_sources_text, write_hyp, training_from_log(out))
+        return
 
     log = (out / "train.jsonl").open("w", encoding="utf-8")
     start = time.monotonic()
@@ -411,14 +422,35 @@ def main(argv=None):
     training_seconds = time.monotonic() - start
     log.close()
 
+    decode_and_summarise(args, cfg, data, out, model, source_tokenizer, target_tokenizer,
+                         test_sources_text, write_hyp,
+                         {"training_seconds": round(training_seconds, 1), "steps": step,
+                          "epochs": epoch, "best_valid_loss": best, "best_step": best_step})
+
+
+def training_from_log(out):
+    """The training figures of an earlier run, from its train.jsonl."""
+    figures = {}
+    with (out / "train.jsonl").open(encoding="utf-8") as log:
+        for line in log:
+            event = json.loads(line)
+            if event["event"] == "step":
+                figures.update(steps=event["step"], epochs=event["epoch"],
+                               training_seconds=round(event["elapsed"], 1))
+            elif event["event"] == "eval" and event["improved"]:
+                figures.update(best_valid_loss=event["valid_loss"], best_step=event["step"])
+    return figures
+
+
+def decode_and_summarise(args, cfg, data, out, model, source_tokenizer, target_tokenizer,
+                         test_sources_text, write_hyp, training):
     model.load_state_dict(torch.load(out / "model.pt"))
     decode_start = time.monotonic()
     sources = [source_tokenizer.encode(text) for text in test_sources_text]
     outputs = [target_tokenizer.decode(ids) for ids in greedy_decode(model, sources)]
     write_hyp(outputs, out / "test.hyp")
     summary = {"task": args.task, "data": str(data), "time_limit": cfg["time_limit"],
-               "training_seconds": round(training_seconds, 1), "steps": step, "epochs": epoch,
-               "best_valid_loss": best, "best_step": best_step, "decoding": "greedy",
+               **training, "decoding": "greedy",
                "decode_seconds": round(time.monotonic() - decode_start, 1),
                "threads": args.threads, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY",
                                                                            "default"),
