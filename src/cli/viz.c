@@ -360,14 +360,11 @@ static int draw_layer(const viz_args *a, const layer_maps *m, const char *output
     attn_viz_heatmap_options heatmap = a->heatmap;
     char *title = NULL;
     if (heatmap.title == NULL) {
-        size_t size = strlen(a->source_text) + strlen(output) + sizeof titles[0] + 16;
+        size_t size = strlen(a->source_text) + strlen(output) + strlen(m->kind_name) + 48;
         title = malloc(size);
-        /* A picture shows only one title over a single map: name the map in it. */
         if (title != NULL && a->head == -2)
             snprintf(title, size, "%s \xe2\x86\x92 %s: %slayer %lld", a->source_text, output,
                      m->kind_name, (long long)m->layer);
-        else if (title != NULL && a->out != NULL)
-            snprintf(title, size, "%s \xe2\x86\x92 %s: %s", a->source_text, output, titles[0]);
         else if (title != NULL)
             snprintf(title, size, "%s \xe2\x86\x92 %s", a->source_text, output);
         heatmap.title = title;

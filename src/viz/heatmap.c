@@ -315,15 +315,30 @@ static attn_status build_scene(const char *fn, const attn_viz_matrix *matrices, 
                                viz_scene *scene)
 {
     memset(scene, 0, sizeof *scene);
-    /* A single map's own title is the picture's, unless the options give one. */
+    /* A single map has no subtitle, so its own title goes into the picture's: alone, or
+     * after the options' title ("TITLE: MAP"), as the terminal text shows both. */
     attn_viz_heatmap_options chosen = *options;
-    if (count == 1 && chosen.title == NULL)
-        chosen.title = matrices[0].title;
+    char *joined = NULL;
+    const char *own = count == 1 ? matrices[0].title : NULL;
+    if (own != NULL && chosen.title == NULL) {
+        chosen.title = own;
+    } else if (own != NULL && strcmp(own, chosen.title) != 0) {
+        size_t size = strlen(chosen.title) + strlen(own) + 3;
+        if ((joined = malloc(size)) == NULL)
+            return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        snprintf(joined, size, "%s: %s", chosen.title, own);
+        chosen.title = joined;
+    }
     options = &chosen;
     heatmap_layout l = plan_layout(matrices, count, options, &scene->width, &scene->height);
     /* Known before a single cell is laid out, so an oversized PNG fails at once. */
-    if (format == ATTN_VIZ_PNG)
-        ATTN_TRY(viz_check_raster_size(fn, scene->width, scene->height));
+    if (format == ATTN_VIZ_PNG) {
+        attn_status size_status = viz_check_raster_size(fn, scene->width, scene->height);
+        if (size_status != ATTN_OK) {
+            free(joined);
+            return size_status;
+        }
+    }
     viz_scene_rect(scene, 0, 0, scene->width, scene->height, viz_color(0xffffff));
     if (options->title != NULL)
         viz_item_attributes(scene,
@@ -337,6 +352,7 @@ static attn_status build_scene(const char *fn, const attn_viz_matrix *matrices, 
                    l.top + row * (l.slot_height + PANEL_GAP));
     }
     draw_colorbar(scene, &l, options);
+    free(joined);
     attn_status status = viz_scene_status(scene, fn);
     if (status != ATTN_OK)
         viz_scene_free(scene);

@@ -190,6 +190,33 @@ static void test_svg_escapes_labels(void)
     free(svg);
 }
 
+/* A single map's own title reaches the picture's title: after the options' title when both
+ * are given (no subtitle, the panel would cut it), alone when none is. */
+static void test_single_map_keeps_its_title(void)
+{
+    float w[6 * 7];
+    phoenix_weights(w);
+    attn_viz_matrix m = phoenix(w);
+    m.title = "layer 2, head 1";
+    attn_viz_heatmap_options options = attn_viz_heatmap_default_options();
+    const char *picture_titles[2] = {"phoenix to phonemes", NULL};
+    const char *expected[2] = {"phoenix to phonemes: layer 2, head 1", "layer 2, head 1"};
+    for (int k = 0; k < 2; k++) {
+        options.title = picture_titles[k];
+        unsigned char *svg = NULL;
+        size_t size = 0;
+        CHECK_OK(attn_viz_heatmap_render(&m, 1, &options, ATTN_VIZ_SVG, &svg, &size));
+        if (svg == NULL)
+            return;
+        const char *text = (const char *)svg;
+        CHECK(count_occurrences(text, "layer 2, head 1") == 1 &&
+                  strstr(text, expected[k]) != NULL,
+              "the picture's title is '%s'", expected[k]);
+        CHECK(count_occurrences(text, "class=\"subtitle\"") == 0, "no subtitle");
+        free(svg);
+    }
+}
+
 static void test_grid_has_a_panel_per_matrix(void)
 {
     float w[6 * 7];
@@ -381,6 +408,7 @@ int main(void)
     RUN_TEST(test_format_follows_the_extension);
     RUN_TEST(test_png_shows_the_svg_cells_in_their_colours);
     RUN_TEST(test_svg_escapes_labels);
+    RUN_TEST(test_single_map_keeps_its_title);
     RUN_TEST(test_grid_has_a_panel_per_matrix);
     RUN_TEST(test_terminal_text_has_labels_and_shades);
     RUN_TEST(test_bad_heatmaps_are_refused);
