@@ -7,14 +7,24 @@
  *       pack op(A)[rows, k-block] into MR-row panels
  *       for each block of NC columns of op(B):
  *         pack op(B)[k-block, columns] into NR-column panels    packed B block lives in L2
+ *           (or, with a shared B, wait until those panels are packed)
  *         for each A panel:                                     A panel stays in L1
  *           for each B panel: micro-kernel                      B panels stream from L2
  * The register tile is MR x NR with vectors along n (rows of C are contiguous), so the
  * A panel is the broadcast operand and is the one worth keeping in L1. A panel that few
  * tiles use (op(A) of a product with few columns, op(B) = B of one with few rows) is not
  * worth its copy: those are read in place and only a ragged edge panel is packed.
- * C is cut into one rectangle per thread (see choose_partition); each thread packs into
- * its own buffers, so threads never wait on each other inside a call.
+ * C is cut into one rectangle per thread (see choose_partition); each thread packs op(A)
+ * into its own buffers.
+ *
+ * Shared B. When C is cut into row bands, every thread needs all of op(B); packed per
+ * thread, each would copy it whole, reading what is often a matrix another core has just
+ * written. So when the packed op(B) is small enough, the threads pack it once into one
+ * shared buffer, each claiming groups of panels from a counter, and publish each group with
+ * a flag; a thread that reaches a group another is still packing waits for its flag.
+ * Nothing waits for a thread that has not started: whoever arrives packs what is left.
+ * Row bands also keep each thread on the rows (tokens) it owns in the row-wise operations
+ * around a product. Packing is a copy, so who packs what never changes a bit of C.
  *
  * Determinism: the k-blocks depend only on k and the micro-kernel, and each element of C
  * is summed over its k-block in order, then combined with C as alpha*sum + beta*C (the
@@ -24,8 +34,17 @@
 #include "kernels/gemm_internal.h"
 
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPU_RELAX() _mm_pause()
+#else
+#define CPU_RELAX() ((void)0)
+#endif
 
 /* Cache budgets for this CPU class (48 KiB L1d, 2 MiB L2 per core, large shared L3). The
  * packed B block (depth x NC) takes half of L2 so that C tiles and the next A panel fit
@@ -41,6 +60,11 @@
 #define GEMM_B_IN_PLACE_MAX_USES 8
 /* At most this many rectangles (threads) per call. */
 #define GEMM_MAX_PARTS 64
+/* Shared B: the largest packed op(B) shared by the threads (4 MiB: a fraction of L3, so
+ * the threads' reads of each other's panels stay in cache), and the panels per claim. */
+#define GEMM_SHARED_B_MAX_FLOATS ((int64_t)1 << 20)
+#define GEMM_SHARED_B_GROUP 4
+#define GEMM_SHARED_B_MAX_GROUPS 1024
 
 /* ---- packing ------------------------------------------------------------------------ */
 
@@ -235,7 +259,58 @@ typedef struct gemm_plan {
     int a_in_place;         /* full A panels are read from the caller's A, not packed */
     int b_in_place;         /* likewise for B (only when op(B) = B: rows contiguous) */
     gemm_buffers **buffers; /* one set per thread */
+    /* Shared B (NULL when each thread packs its own): op(B) packed whole, k-block kb's
+     * panel jp at shared_b + kb * depth * b_panels * NR + jp * NR * kc. */
+    float *shared_b;
+    int64_t b_panels;            /* column panels of op(B) */
+    int64_t b_groups_per_block;  /* claims per k-block: GEMM_SHARED_B_GROUP panels each */
+    int64_t b_groups;            /* claims in all */
+    atomic_int_fast64_t *next_b_group;
+    atomic_int *b_group_ready;
 } gemm_plan;
+
+/* op(B)[p, j] = b[p * b_row + j * b_col]. */
+static int64_t b_row_stride(const gemm_plan *g) { return g->tb == ATTN_NO_TRANS ? g->ldb : 1; }
+static int64_t b_col_stride(const gemm_plan *g) { return g->tb == ATTN_NO_TRANS ? 1 : g->ldb; }
+
+/* Packs one claim of the shared B: GEMM_SHARED_B_GROUP panels of one k-block. */
+static void pack_shared_group(const gemm_plan *g, int64_t group)
+{
+    const int nr = g->info->nr;
+    int64_t kb = group / g->b_groups_per_block;
+    int64_t first = group % g->b_groups_per_block * GEMM_SHARED_B_GROUP;
+    int64_t p0 = kb * g->depth, kc = min64(g->depth, g->k - p0);
+    int64_t j0 = first * nr, width = min64((int64_t)GEMM_SHARED_B_GROUP * nr, g->n - j0);
+    float *dst = g->shared_b + kb * g->depth * g->b_panels * nr + first * nr * kc;
+    pack_panels(g->info, g->b + p0 * b_row_stride(g) + j0 * b_col_stride(g), b_col_stride(g),
+                b_row_stride(g), width, kc, nr, dst);
+}
+
+/* Claims and packs groups of the shared B until none is left. */
+static void pack_shared_b(const gemm_plan *g)
+{
+    for (;;) {
+        int64_t group = atomic_fetch_add_explicit(g->next_b_group, 1, memory_order_relaxed);
+        if (group >= g->b_groups)
+            return;
+        pack_shared_group(g, group);
+        atomic_store_explicit(&g->b_group_ready[group], 1, memory_order_release);
+    }
+}
+
+/* Returns once the group holding panel jp of k-block kb is packed (by whichever thread
+ * claimed it; by the time a thread asks, every group has been claimed). */
+static void wait_for_shared_panel(const gemm_plan *g, int64_t kb, int64_t jp)
+{
+    int64_t group = kb * g->b_groups_per_block + jp / GEMM_SHARED_B_GROUP;
+    for (int spin = 0;
+         !atomic_load_explicit(&g->b_group_ready[group], memory_order_acquire); spin++) {
+        if (spin < 4096)
+            CPU_RELAX();
+        else
+            sched_yield(); /* the packer may be waiting for this core */
+    }
+}
 
 /* One rectangle of C: rows [r0, r1), columns [c0, c1). */
 static void multiply_rectangle(const gemm_plan *g, int64_t r0, int64_t r1, int64_t c0,
@@ -246,8 +321,7 @@ static void multiply_rectangle(const gemm_plan *g, int64_t r0, int64_t r1, int64
     /* op(A)[i, p] = a[i * a_row + p * a_col]; op(B)[p, j] = b[p * b_row + j * b_col]. */
     const int64_t a_row = g->ta == ATTN_NO_TRANS ? g->lda : 1;
     const int64_t a_col = g->ta == ATTN_NO_TRANS ? 1 : g->lda;
-    const int64_t b_row = g->tb == ATTN_NO_TRANS ? g->ldb : 1;
-    const int64_t b_col = g->tb == ATTN_NO_TRANS ? 1 : g->ldb;
+    const int64_t b_row = b_row_stride(g), b_col = b_col_stride(g);
     /* Read in place, A needs no row blocks: one pass packs each B block just once. */
     const int64_t mc = g->a_in_place ? r1 - r0 : balanced_block(r1 - r0, g->max_mc, mr);
     const int64_t nc = balanced_block(c1 - c0, g->max_nc, nr);
@@ -268,8 +342,17 @@ static void multiply_rectangle(const gemm_plan *g, int64_t r0, int64_t r1, int64
                 int64_t nb = min64(nc, c1 - j0);
                 const float *b_block = g->b + p0 * b_row + j0 * b_col;
                 int64_t b_direct = g->b_in_place ? nb / nr * nr : 0;
-                pack_panels(g->info, b_block + b_direct * b_col, b_col, b_row, nb - b_direct, kc,
-                            nr, buf->b);
+                const float *b_packed = buf->b;
+                if (g->shared_b != NULL) {
+                    int64_t kb = p0 / g->depth;
+                    for (int64_t jp = j0 / nr; jp < ceil_div(j0 + nb, nr);
+                         jp += GEMM_SHARED_B_GROUP - jp % GEMM_SHARED_B_GROUP)
+                        wait_for_shared_panel(g, kb, jp);
+                    b_packed = g->shared_b + kb * g->depth * g->b_panels * nr + j0 / nr * nr * kc;
+                } else {
+                    pack_panels(g->info, b_block + b_direct * b_col, b_col, b_row, nb - b_direct,
+                                kc, nr, buf->b);
+                }
                 for (int64_t i = 0; i < mb; i += mr) {
                     if (i < a_direct) {
                         tile.a = a_block + i * a_row;
@@ -286,7 +369,7 @@ static void multiply_rectangle(const gemm_plan *g, int64_t r0, int64_t r1, int64
                             tile.b = b_block + j;
                             tile.b_step_stride = b_row;
                         } else {
-                            tile.b = buf->b + (j - b_direct) * kc;
+                            tile.b = b_packed + (j - b_direct) * kc;
                             tile.b_step_stride = nr;
                         }
                         tile.c = g->c + (i0 + i) * g->ldc + j0 + j;
@@ -310,6 +393,8 @@ static void multiply_parts(void *ctx, int64_t begin, int64_t end, int thread_ind
         int64_t r1 = min64(row_panels * (pr + 1) / g->row_parts * g->info->mr, g->m);
         int64_t c0 = col_panels * pc / g->col_parts * g->info->nr;
         int64_t c1 = min64(col_panels * (pc + 1) / g->col_parts * g->info->nr, g->n);
+        if (g->shared_b != NULL)
+            pack_shared_b(g);
         if (r0 < r1 && c0 < c1)
             multiply_rectangle(g, r0, r1, c0, c1, g->buffers[thread_index]);
     }
@@ -366,23 +451,60 @@ attn_status attn_gemm_blocked(const gemm_kernel_info *info, attn_transpose ta,
         parts = (int64_t)(flops / GEMM_MIN_FLOPS_PER_THREAD);
     if (parts < 1)
         parts = 1;
-    choose_partition(&g, parts);
+    /* Row bands with a shared op(B) pack nothing twice; otherwise the cheaper cut. */
+    const int64_t row_panels = ceil_div(m, info->mr);
+    const int64_t k_blocks = ceil_div(k, g.depth);
+    g.b_panels = ceil_div(n, info->nr);
+    g.b_groups_per_block = ceil_div(g.b_panels, GEMM_SHARED_B_GROUP);
+    g.b_groups = k_blocks * g.b_groups_per_block;
+    int64_t shared_floats = k_blocks * g.depth * g.b_panels * info->nr;
+    int share_b = parts > 1 && row_panels >= parts &&
+                  !(tb == ATTN_NO_TRANS &&
+                    ceil_div(row_panels, parts) <= GEMM_B_IN_PLACE_MAX_USES) &&
+                  shared_floats <= GEMM_SHARED_B_MAX_FLOATS &&
+                  g.b_groups <= GEMM_SHARED_B_MAX_GROUPS;
+    if (share_b) {
+        g.row_parts = parts;
+        g.col_parts = 1;
+    } else {
+        choose_partition(&g, parts);
+    }
     parts = g.row_parts * g.col_parts;
 
     /* Each rectangle is at most this large, so each thread's buffers need no more. */
-    int64_t rect_rows = ceil_div(ceil_div(m, info->mr), g.row_parts) * info->mr;
+    int64_t rect_rows = ceil_div(row_panels, g.row_parts) * info->mr;
     int64_t rect_cols = ceil_div(ceil_div(n, info->nr), g.col_parts) * info->nr;
     /* A packed panel repays its copy only if enough tiles use it: an A panel is used by
      * every column panel of the rectangle, a B panel by every row panel. */
     g.a_in_place = rect_cols / info->nr <= GEMM_A_IN_PLACE_MAX_USES;
     g.b_in_place = tb == ATTN_NO_TRANS && rect_rows / info->mr <= GEMM_B_IN_PLACE_MAX_USES;
     size_t a_floats = (size_t)((g.a_in_place ? info->mr : min64(rect_rows, g.max_mc)) * g.depth);
-    size_t b_floats = (size_t)((g.b_in_place ? info->nr : min64(rect_cols, g.max_nc)) * g.depth);
-    gemm_buffers *buffers[GEMM_MAX_PARTS];
-    if (!pool_acquire(buffers, (int)parts, a_floats, b_floats))
+    size_t b_floats = (size_t)((g.b_in_place || share_b ? info->nr : min64(rect_cols, g.max_nc)) *
+                               g.depth);
+    /* With a shared B, one more buffer set holds it (its A part unused). */
+    int sets = (int)parts + share_b;
+    gemm_buffers *buffers[GEMM_MAX_PARTS + 1];
+    if (!pool_acquire(buffers, sets, a_floats, b_floats))
         return ATTN_ERR_OUT_OF_MEMORY;
+    atomic_int_fast64_t next_b_group;
+    atomic_int b_group_ready[GEMM_SHARED_B_MAX_GROUPS];
+    if (share_b) {
+        gemm_buffers *shared = buffers[parts];
+        if (!ensure_capacity(&shared->b, &shared->b_capacity, (size_t)shared_floats)) {
+            pool_release(buffers, sets);
+            return attn_fail(ATTN_ERR_OUT_OF_MEMORY,
+                             "attn_gemm: out of memory for the shared packing buffer "
+                             "(%lld floats)", (long long)shared_floats);
+        }
+        g.shared_b = shared->b;
+        atomic_init(&next_b_group, 0);
+        for (int64_t i = 0; i < g.b_groups; i++)
+            atomic_init(&b_group_ready[i], 0);
+        g.next_b_group = &next_b_group;
+        g.b_group_ready = b_group_ready;
+    }
     g.buffers = buffers;
     attn_parallel_for(parts, 1, multiply_parts, &g);
-    pool_release(buffers, (int)parts);
+    pool_release(buffers, sets);
     return ATTN_OK;
 }

@@ -265,6 +265,40 @@ static int same_bits(const float *x, const float *y, size_t n)
     return memcmp(x, y, n * sizeof(float)) == 0;
 }
 
+/* Row bands that share one packed op(B) (see gemm_blocked.c): several k-blocks, a column
+ * count that leaves the last group of panels and the last panel ragged, and thread counts
+ * that leave some threads a band of their own and others none of the packing. Checked
+ * against the exact product for both layouts of B (packed by rows and transposed). */
+static void test_row_bands_share_packed_b(void)
+{
+    static const int64_t sizes[][3] = {{300, 200, 600}, {700, 1000, 256}, {90, 45, 257}};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+        for (int combo = 0; combo < 4; combo++) {
+            gemm_case t = {(attn_transpose)(combo >> 1), (attn_transpose)(combo & 1),
+                           sizes[s][0], sizes[s][1], sizes[s][2], 2, 1.0f, -0.5f};
+            gemm_data d;
+            make_data(&t, 700 + s * 4 + (size_t)combo, &d);
+            float *c = test_alloc(c_size(&t, &d) * sizeof(float));
+            for (int threads = 2; threads <= 5; threads++) {
+                CHECK_OK(attn_set_num_threads(threads));
+                for (size_t i = 1; i < ISA_COUNT; i++) {
+                    if (!attn_isa_supported(all_isas[i]))
+                        continue;
+                    CHECK_OK(attn_set_isa(all_isas[i]));
+                    CHECK_OK(run(&t, &d, c));
+                    CHECK(matches_exact(&t, &d, c, attn_isa_name(all_isas[i])),
+                          "%s, %d threads: %c%c m=%lld n=%lld k=%lld", attn_isa_name(all_isas[i]),
+                          threads, t.ta ? 'T' : 'N', t.tb ? 'T' : 'N', (long long)t.m,
+                          (long long)t.n, (long long)t.k);
+                }
+            }
+            CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
+            CHECK_OK(attn_set_num_threads(0));
+            free(c);
+            free_data(&d);
+        }
+}
+
 /* Large enough that the optimized versions split C between threads. */
 static void test_deterministic_across_runs_and_threads(void)
 {
@@ -419,6 +453,7 @@ int main(void)
     RUN_TEST(test_alpha_beta_variations);
     RUN_TEST(test_beta_zero_overwrites_nan);
     RUN_TEST(test_empty_product_scales_c);
+    RUN_TEST(test_row_bands_share_packed_b);
     RUN_TEST(test_deterministic_across_runs_and_threads);
     RUN_TEST(test_rows_and_columns_do_not_depend_on_the_batch);
     RUN_TEST(test_bad_arguments_fail);
