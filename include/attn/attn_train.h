@@ -94,8 +94,15 @@ typedef enum attn_lr_kind {
     /* the same shape by its peak: lr * min(step / warmup_steps, sqrt(warmup_steps / step)),
      * which reaches lr at step = warmup_steps */
     ATTN_LR_INVERSE_SQRT = 2,
-    /* linear warm-up from 0 to lr over warmup_steps, then half a cosine down to min_lr at
-     * total_steps, and min_lr after that */
+    /* By steps (total_steps > 0): linear warm-up from 0 to lr over warmup_steps, then half a
+     * cosine down to min_lr at total_steps, and min_lr after that.
+     * Over a time budget (total_steps 0, total_seconds > 0), for a run that stops by the clock
+     * and cannot know its last step ("Budgeted training", Li et al. 2020): the cosine follows
+     * the share of the budget used, and the warm-up stays counted in steps,
+     *   lr(step, seconds) = w(step) * (min_lr + (lr - min_lr) * (1 + cos(pi * p)) / 2)
+     *   w(step) = min(1, step / warmup_steps)   (1 when warmup_steps is 0)
+     *   p = min(1, seconds / total_seconds)
+     * so min_lr once the budget is spent. */
     ATTN_LR_COSINE = 3
 } attn_lr_kind;
 
@@ -106,14 +113,23 @@ typedef struct attn_lr_schedule {
     double factor;         /* NOAM (>= 0) */
     int64_t d_model;       /* NOAM (>= 1) */
     int64_t warmup_steps;  /* NOAM, INVERSE_SQRT (>= 1); COSINE (>= 0) */
-    int64_t total_steps;   /* COSINE (> warmup_steps) */
+    int64_t total_steps;   /* COSINE: > warmup_steps, or 0 to anneal over total_seconds */
     double min_lr;         /* COSINE (in [0, lr]) */
+    double total_seconds;  /* COSINE with total_steps 0: the time budget (finite, > 0); else 0 */
 } attn_lr_schedule;
 
 /* The rate for update number `step` (>= 0), a pure function of the step. Pass the number of
  * the update about to be made, counting from 1 (the Adam step counter plus one): step 0
- * gives 0 in every schedule with a warm-up. */
+ * gives 0 in every schedule with a warm-up. Fails for a cosine annealed over total_seconds,
+ * whose rate depends on the time as well: use attn_lr_at_time. */
 ATTN_API attn_status attn_lr_at(const attn_lr_schedule *schedule, int64_t step, double *lr);
+
+/* The rate for update number `step` after `seconds` of training (finite, >= 0): the formula
+ * above for a cosine annealed over total_seconds, attn_lr_at(step) for every other schedule
+ * (seconds are then ignored). A trainer passes the training time of all its runs so far, so
+ * that a resumed run continues the schedule where it stopped. */
+ATTN_API attn_status attn_lr_at_time(const attn_lr_schedule *schedule, int64_t step,
+                                     double seconds, double *lr);
 
 #ifdef __cplusplus
 }

@@ -10,7 +10,8 @@
  * One step: for each of `accumulate` batches, reset the graph, set the dropout seed from
  * (seed, micro-batch number), forward, backward (gradients add up in the store); scale the
  * gradients by 1 / accumulate, take the global norm (and clip it), set the rate from the
- * schedule, and make one Adam/AdamW update of the whole buffer. A non-finite gradient norm
+ * schedule (attn_lr_at_time for Adam's next step after the training time so far, below), and
+ * make one Adam/AdamW update of the whole buffer. A non-finite gradient norm
  * skips the update (reported in the event). After the first step nothing is allocated per step:
  * the graph's arena and the batcher's buffers are reused, and grow only for a batch larger than
  * any before.
@@ -25,15 +26,24 @@
  *  - the checkpoint (checkpoint_path): the same, plus Adam's moments under
  *    ATTN_CHECKPOINT_ADAM_M_PREFIX / ATTN_CHECKPOINT_ADAM_V_PREFIX + name (PyTorch's names for
  *    them) and the training state (ATTN_TRAIN_STATE_KEY): step, Adam's step count, the batch
- *    position (epoch, batch index), best validation loss, early-stopping count, a fingerprint
- *    of the training data and every option that shapes the loss curve. It is written after
- *    each evaluation, every checkpoint_every steps, and when the run stops.
+ *    position (epoch, batch index), best validation loss, early-stopping count, the training
+ *    time, a fingerprint of the training data and every option that shapes the loss curve.
+ *    It is written after each evaluation, every checkpoint_every steps, and when the run
+ *    stops.
+ *
+ * Training time: the seconds of the runs before the checkpoint (stored in its state) plus
+ * those since this run's attn_trainer_run started, by the clock the time limit reads. Only a
+ * cosine annealed over schedule.total_seconds uses it: its rates follow that time, so a
+ * resumed run continues the schedule from the stored seconds, and the budget covers every
+ * run together (a time limit stays per run: give a resumed run the time left).
  *
  * Exact resume: the state above is everything a step depends on (dropout masks come from
  * (seed, micro-batch number), batches from (seed, epoch)), so a run resumed from a checkpoint
  * reproduces the uninterrupted run's losses bit for bit at the same thread count and
  * instruction set. Stopping rules (epochs, max_steps, time limit, patience, how often to
- * evaluate) may change on resume; options that shape the curve may not.
+ * evaluate) may change on resume; options that shape the curve may not. This holds for the
+ * schedules of the step; a cosine annealed over total_seconds takes its rates from the clock,
+ * so no two of its runs, resumed or not, are the same to the bit.
  */
 #ifndef ATTN_TRAINER_H
 #define ATTN_TRAINER_H
@@ -197,6 +207,8 @@ typedef struct attn_trainer_status {
     int64_t evals_since_best;
     double last_loss;        /* training loss of the last update (NaN before the first) */
     size_t graph_memory_peak;/* most bytes the step's arena has held */
+    double train_seconds;    /* training time of the runs so far, a running one included: the
+                                clock of a cosine annealed over total_seconds */
 } attn_trainer_status;
 
 ATTN_API attn_status attn_trainer_get_status(const attn_trainer *trainer,

@@ -1,5 +1,5 @@
 """Optimizer pieces on flat NumPy buffers: attn_adam_step, gradient norm and clipping,
-gradient scaling, and the learning-rate schedules (attn_lr_at).
+gradient scaling, and the learning-rate schedules (attn_lr_at, attn_lr_at_time).
 
 The update functions work in place, so the arrays they change must already be C-contiguous
 float32 (a copy would silently lose the update); any shape is taken as its flat buffer.
@@ -46,6 +46,7 @@ class LrSchedule(ctypes.Structure):
         ("warmup_steps", ctypes.c_int64),
         ("total_steps", ctypes.c_int64),
         ("min_lr", ctypes.c_double),
+        ("total_seconds", ctypes.c_double),
     ]
 
 
@@ -64,6 +65,9 @@ lib.attn_scale_grads.argtypes = [ctypes.c_int64, c_float_p, ctypes.c_float]
 lib.attn_lr_at.restype = ctypes.c_int
 lib.attn_lr_at.argtypes = [ctypes.POINTER(LrSchedule), ctypes.c_int64,
                            ctypes.POINTER(ctypes.c_double)]
+lib.attn_lr_at_time.restype = ctypes.c_int
+lib.attn_lr_at_time.argtypes = [ctypes.POINTER(LrSchedule), ctypes.c_int64, ctypes.c_double,
+                                ctypes.POINTER(ctypes.c_double)]
 
 
 def _in_place(name, array):
@@ -121,14 +125,30 @@ def scale_grads(grads, factor):
     check(lib.attn_scale_grads(grads.size, ptr(grads), factor), "attn_scale_grads")
 
 
+def _schedule(kind, lr, factor, d_model, warmup_steps, total_steps, min_lr, total_seconds):
+    if kind not in _LR_KINDS:
+        raise ValueError(f"kind: expected one of {sorted(_LR_KINDS)}, got {kind!r}")
+    return LrSchedule(_LR_KINDS[kind], lr, factor, d_model, warmup_steps, total_steps, min_lr,
+                      total_seconds)
+
+
 def lr_at(kind, step, lr=0.0, factor=0.0, d_model=0, warmup_steps=0, total_steps=0,
           min_lr=0.0):
     """The learning rate of schedule kind ("constant", "noam", "inverse_sqrt", "cosine") for
     update number step (counting from 1)."""
-    if kind not in _LR_KINDS:
-        raise ValueError(f"kind: expected one of {sorted(_LR_KINDS)}, got {kind!r}")
-    schedule = LrSchedule(_LR_KINDS[kind], lr, factor, d_model, warmup_steps, total_steps,
-                          min_lr)
+    schedule = _schedule(kind, lr, factor, d_model, warmup_steps, total_steps, min_lr, 0.0)
     rate = ctypes.c_double()
     check(lib.attn_lr_at(ctypes.byref(schedule), step, ctypes.byref(rate)), "attn_lr_at")
+    return rate.value
+
+
+def lr_at_time(kind, step, seconds, lr=0.0, factor=0.0, d_model=0, warmup_steps=0,
+               total_steps=0, min_lr=0.0, total_seconds=0.0):
+    """The learning rate for update number step after seconds of training: a "cosine" with
+    total_steps 0 is annealed over total_seconds; every other schedule is lr_at(step)."""
+    schedule = _schedule(kind, lr, factor, d_model, warmup_steps, total_steps, min_lr,
+                         total_seconds)
+    rate = ctypes.c_double()
+    check(lib.attn_lr_at_time(ctypes.byref(schedule), step, seconds, ctypes.byref(rate)),
+          "attn_lr_at_time")
     return rate.value

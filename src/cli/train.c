@@ -104,7 +104,8 @@ static const option_spec options[] = {
     OPT(warmup, OPT_INT, GROUP_TRAINING, "STEPS", "warm-up steps [1000]"),
     OPT(schedule, OPT_STRING, GROUP_TRAINING, "inverse-sqrt|noam|cosine|constant",
         "learning-rate schedule [inverse-sqrt]; cosine decays to --min-lr at the last step "
-        "(by --max-steps, else --epochs)"),
+        "(by --max-steps, else --epochs), or with --epochs 0 over the --time-limit (by the "
+        "clock; not reproducible to the bit)"),
     OPT_NAMED("--min-lr", min_lr, OPT_NUMBER, GROUP_TRAINING, "RATE", "cosine: final rate [0]"),
     OPT(optimizer, OPT_STRING, GROUP_TRAINING, "adam|adamw",
         "Adam (betas 0.9, 0.98, eps 1e-9) or AdamW [adam]"),
@@ -121,7 +122,8 @@ static const option_spec options[] = {
     OPT_NAMED("--max-steps", max_steps, OPT_INT, GROUP_RUN, "N",
               "stop at update N (0: no limit) [0]"),
     OPT_NAMED("--time-limit", time_limit, OPT_NUMBER, GROUP_RUN, "SECONDS",
-              "stop after this long, writing a checkpoint (0: none) [0]"),
+              "stop after this long, writing a checkpoint (0: none) [0]; counts this run "
+              "only: on --resume of a cosine over the time limit, give the time left"),
     OPT_NAMED("--eval-every", eval_every, OPT_INT, GROUP_RUN, "N",
               "validate every N updates (0: each epoch) [0]"),
     OPT(patience, OPT_INT, GROUP_RUN, "N",
@@ -354,6 +356,11 @@ static int check_args(const train_args *a, const int *given)
     if (ONE_OF(a->schedule, "inverse-sqrt", "noam", "cosine", "constant") < 0)
         return usage_error("--schedule must be inverse-sqrt, noam, cosine or constant, not "
                            "'%s'%s", a->schedule, "");
+    /* The checkpoint holds a resumed run's schedule; a new one must know where it ends. */
+    if (a->resume == NULL && strcmp(a->schedule, "cosine") == 0 && a->max_steps <= 0 &&
+        a->epochs <= 0 && !(a->time_limit > 0.0))
+        return usage_error("--schedule cosine needs --max-steps, --epochs or --time-limit to "
+                           "know where it ends%s%s", "", "");
     if (ONE_OF(a->optimizer, "adam", "adamw") < 0)
         return usage_error("--optimizer must be adam or adamw, not '%s'%s", a->optimizer, "");
     if (a->threads < 0 || a->log_every < 1 || a->seed < 0)
@@ -654,9 +661,14 @@ static attn_status build_options(const train_args *a, const int *given, int64_t 
         int64_t per_epoch = (batches_per_epoch + a->accumulate - 1) / (a->accumulate > 0 ? a->accumulate : 1);
         s->total_steps = a->max_steps > 0 ? a->max_steps : a->epochs * per_epoch;
         if (s->total_steps <= 0) {
-            fprintf(stderr, "attn train: --schedule cosine needs --max-steps or --epochs to know "
-                            "where it ends\n");
-            return ATTN_ERR_INVALID_ARGUMENT;
+            /* No last step to aim at (check_args made sure of the time limit): anneal over
+             * the time limit instead, so a run for "an hour on this machine" ends at min_lr
+             * however many steps the machine makes. */
+            s->total_steps = 0;
+            s->total_seconds = a->time_limit;
+            fprintf(stderr, "attn train: cosine schedule annealed over the %.15g s time limit\n",
+                    a->time_limit);
+            break;
         }
         if (s->total_steps <= s->warmup_steps) {
             s->warmup_steps = s->total_steps / 10;
@@ -930,6 +942,25 @@ static void warn_if_other_threads(const attn_tensor_file *file)
     cJSON_Delete(state);
 }
 
+/* A resumed cosine over a time budget goes on from the time the checkpoint's runs trained,
+ * while --time-limit counts this run only: say how much of the budget is left to give it. */
+static void note_time_budget_left(const attn_trainer *trainer, const attn_lr_schedule *s)
+{
+    attn_trainer_status status;
+    if (s->kind != ATTN_LR_COSINE || !(s->total_seconds > 0.0) ||
+        attn_trainer_get_status(trainer, &status) != ATTN_OK)
+        return;
+    const double left = s->total_seconds - status.train_seconds;
+    if (left > 0.0)
+        fprintf(stderr, "attn train: cosine schedule annealed over %.15g s of training, %.1f s "
+                        "of them before this run: %.1f s left\n",
+                s->total_seconds, status.train_seconds, left);
+    else
+        fprintf(stderr, "attn train: cosine schedule annealed over %.15g s of training, all "
+                        "spent before this run (%.1f s): the rate stays at its minimum\n",
+                s->total_seconds, status.train_seconds);
+}
+
 /* ---- the command -------------------------------------------------------------------------- */
 
 int attn_cmd_train(int argc, char **argv)
@@ -1042,6 +1073,7 @@ int attn_cmd_train(int argc, char **argv)
         attn_tensor_file_close(resume_file);
         resume_file = NULL;
         TRY(attn_trainer_resume(trainer, a.resume));
+        note_time_budget_left(trainer, &o.schedule);
     }
     remove_stale_temporaries(a.out);
     remove_stale_temporaries(o.checkpoint_path);

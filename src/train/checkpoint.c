@@ -71,6 +71,7 @@ static int add_options(cJSON *object, const attn_trainer *t)
     ok = ok && add_number(schedule, "warmup_steps", (double)o->schedule.warmup_steps);
     ok = ok && add_number(schedule, "total_steps", (double)o->schedule.total_steps);
     ok = ok && add_number(schedule, "min_lr", o->schedule.min_lr);
+    ok = ok && add_number(schedule, "total_seconds", o->schedule.total_seconds);
     if (ok) {
         cJSON_AddItemToObject(object, "optimizer", adam);
         cJSON_AddItemToObject(object, "schedule", schedule);
@@ -101,6 +102,7 @@ attn_status attn_trainer_state_json(const attn_trainer *t, char **json)
     ok = ok && add_number(root, "best_step", (double)t->best_step);
     ok = ok && add_number(root, "evals_since_best", (double)t->evals_since_best);
     ok = ok && add_number(root, "last_eval_step", (double)t->last_eval_step);
+    ok = ok && add_number(root, "train_seconds", attn_trainer_seconds(t));
     ok = ok && add_number(root, "train_pairs", (double)attn_corpus_size(t->train));
     ok = ok && add_u64(root, "data_fingerprint", t->data_fingerprint, 1);
     /* Where the run was made: resuming elsewhere works, but only the same thread count and
@@ -225,6 +227,17 @@ static attn_status read_number(const json_reader *r, const cJSON *object, const 
     return ATTN_OK;
 }
 
+/* A field that checkpoints of older builds lack, read as `absent` then, so they still load. */
+static attn_status read_number_or(const json_reader *r, const cJSON *object, const char *name,
+                                  double absent, double *out)
+{
+    if (cJSON_GetObjectItemCaseSensitive(object, name) == NULL) {
+        *out = absent;
+        return ATTN_OK;
+    }
+    return read_number(r, object, name, out);
+}
+
 static attn_status read_int(const json_reader *r, const cJSON *object, const char *name,
                             int64_t min, int64_t *out)
 {
@@ -324,6 +337,7 @@ static attn_status read_options(const json_reader *r, const cJSON *root,
     ATTN_TRY(read_int(r, schedule, "warmup_steps", 0, &o->schedule.warmup_steps));
     ATTN_TRY(read_int(r, schedule, "total_steps", 0, &o->schedule.total_steps));
     ATTN_TRY(read_number(r, schedule, "min_lr", &o->schedule.min_lr));
+    ATTN_TRY(read_number_or(r, schedule, "total_seconds", 0.0, &o->schedule.total_seconds));
     return ATTN_OK;
 }
 
@@ -435,6 +449,8 @@ static attn_status compare_options(const json_reader *r, const attn_trainer *t,
                             (double)o->schedule.warmup_steps));
     ATTN_TRY(compare_number(r, "total_steps", (double)s->schedule.total_steps,
                             (double)o->schedule.total_steps));
+    ATTN_TRY(compare_number(r, "the schedule's total_seconds", s->schedule.total_seconds,
+                            o->schedule.total_seconds));
     return compare_number(r, "min_lr", s->schedule.min_lr, o->schedule.min_lr);
 }
 
@@ -492,6 +508,13 @@ static attn_status restore(attn_trainer *t, const json_reader *r, const attn_ten
     ATTN_TRY(field(r, root, "best_valid_loss", &best_item));
     if (!cJSON_IsNull(best_item))
         ATTN_TRY(read_number(r, root, "best_valid_loss", &best));
+    double train_seconds;
+    ATTN_TRY(read_number_or(r, root, "train_seconds", 0.0, &train_seconds));
+    if (!(train_seconds >= 0.0 && isfinite(train_seconds)))
+        return attn_fail(ATTN_ERR_FORMAT,
+                         "%s: %s: training state field \"train_seconds\" must be finite and "
+                         ">= 0, got %g",
+                         r->fn, r->path, train_seconds);
     if (adam_step > step || best_step > step || last_eval_step > step)
         return attn_fail(ATTN_ERR_FORMAT,
                          "%s: %s: inconsistent training state (step %lld, adam_step %lld, "
@@ -513,6 +536,7 @@ static attn_status restore(attn_trainer *t, const json_reader *r, const attn_ten
     t->best_step = best_step;
     t->evals_since_best = evals_since_best;
     t->last_eval_step = last_eval_step;
+    t->train_seconds = train_seconds;
     return ATTN_OK;
 }
 

@@ -83,7 +83,7 @@ static attn_status check_options(const attn_trainer_options *o)
     /* The optimizer and the schedule check their own fields; try them once here so that a bad
      * option fails now rather than at the first step. */
     double lr;
-    ATTN_TRY(attn_lr_at(&o->schedule, 1, &lr));
+    ATTN_TRY(attn_lr_at_time(&o->schedule, 1, 0.0, &lr));
     attn_adam_options adam = o->adam;
     adam.lr = 0.0;
     int64_t step = 0;
@@ -202,6 +202,7 @@ static attn_status create(attn_trainer *t, const attn_trainable *model, const at
     t->best_valid_loss = INFINITY;
     t->last_loss = NAN;
     t->last_eval_step = -1;
+    t->run_start = -1.0;
     return ATTN_OK;
 }
 
@@ -263,7 +264,15 @@ attn_status attn_trainer_get_status(const attn_trainer *trainer, attn_trainer_st
     out->evals_since_best = trainer->evals_since_best;
     out->last_loss = trainer->last_loss;
     out->graph_memory_peak = attn_graph_memory_peak(trainer->graph);
+    out->train_seconds = attn_trainer_seconds(trainer);
     return ATTN_OK;
+}
+
+double attn_trainer_seconds(const attn_trainer *trainer)
+{
+    if (trainer->run_start < 0.0)
+        return trainer->train_seconds;
+    return trainer->train_seconds + (now_seconds() - trainer->run_start);
 }
 
 /* ---- one step ------------------------------------------------------------------------------ */
@@ -311,7 +320,7 @@ static attn_status train_step(attn_trainer *t, attn_train_event *event)
     else
         ATTN_TRY(attn_grad_norm(n, grads, &norm));
     double lr;
-    ATTN_TRY(attn_lr_at(&o->schedule, t->adam_step + 1, &lr));
+    ATTN_TRY(attn_lr_at_time(&o->schedule, t->adam_step + 1, attn_trainer_seconds(t), &lr));
     const int skipped = !isfinite(norm);
     if (!skipped) {
         attn_adam_options adam = o->adam;
@@ -485,11 +494,9 @@ static attn_status save_checkpoint_if_set(attn_trainer *t)
     return attn_trainer_save_checkpoint(t, t->checkpoint_path);
 }
 
-attn_status attn_trainer_run(attn_trainer *trainer)
+static attn_status run(attn_trainer *t)
 {
-    ATTN_CHECK_NOT_NULL(trainer);
-    attn_trainer *t = trainer;
-    run_clock clock = {now_seconds(), 0};
+    run_clock clock = {t->run_start, 0};
     const char *reason = NULL;
     while ((reason = stop_reason(t, &clock)) == NULL) {
         int64_t epoch_before;
@@ -531,4 +538,15 @@ attn_status attn_trainer_run(attn_trainer *trainer)
     event.stop_reason = reason;
     report(t, &clock, &event);
     return ATTN_OK;
+}
+
+attn_status attn_trainer_run(attn_trainer *trainer)
+{
+    ATTN_CHECK_NOT_NULL(trainer);
+    trainer->run_start = now_seconds();
+    attn_status status = run(trainer);
+    /* Counted on failure too: the time was spent, and a checkpoint may already hold it. */
+    trainer->train_seconds += now_seconds() - trainer->run_start;
+    trainer->run_start = -1.0;
+    return status;
 }

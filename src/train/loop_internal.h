@@ -26,12 +26,19 @@ struct attn_trainer {
     double best_valid_loss;
     int64_t best_step, evals_since_best;
     int64_t last_eval_step; /* -1: none yet */
+    /* Training time of the finished runs, those before the checkpoint included: with the
+     * current run's time, the clock of a cosine annealed over total_seconds. */
+    double train_seconds;
 
     /* ---- this run only ---- */
+    double run_start; /* the monotonic clock when attn_trainer_run started; < 0 outside it */
     double last_loss;
     double last_valid_accuracy;
 };
 
+/* Training time so far: train_seconds plus the current run's (the clock its time limit
+ * reads). */
+ATTN_INTERNAL double attn_trainer_seconds(const attn_trainer *trainer);
 /* JSON of the training state (malloc'ed). */
 ATTN_INTERNAL attn_status attn_trainer_state_json(const attn_trainer *trainer, char **json);
 /* Writes the model file (values, config, caller metadata, a summary) to path. */

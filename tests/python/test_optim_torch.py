@@ -209,6 +209,25 @@ def test_cosine_matches_torch_schedulers():
         assert ours == pytest.approx(rate, rel=1e-12), epoch
 
 
+def test_cosine_over_a_time_budget_through_the_binding():
+    # The binding's struct must match the C one field for field, or the library reads past it.
+    for step, seconds in [(0, 0.0), (5, 0.0), (10, 0.0), (50, 30.0), (50, 60.0), (50, 99.0)]:
+        warm = min(1.0, step / 10)
+        expected = warm * (0.1 + (1.0 - 0.1) * (1 + math.cos(math.pi * min(1.0, seconds / 60)))
+                           / 2)
+        ours = optim.lr_at_time("cosine", step, seconds, lr=1.0, warmup_steps=10, min_lr=0.1,
+                                total_seconds=60.0)
+        assert ours == pytest.approx(expected, rel=1e-14, abs=1e-300), (step, seconds)
+    assert optim.lr_at_time("cosine", 50, 1234.0, lr=1.0, warmup_steps=10, total_steps=100) == \
+        optim.lr_at("cosine", 50, lr=1.0, warmup_steps=10, total_steps=100)
+    with pytest.raises(ValueError, match="where it ends"):
+        optim.lr_at_time("cosine", 50, 1.0, lr=1.0, warmup_steps=10)
+    with pytest.raises(ValueError, match="not both"):
+        optim.lr_at_time("cosine", 50, 1.0, lr=1.0, total_steps=100, total_seconds=60.0)
+    with pytest.raises(ValueError, match="seconds"):
+        optim.lr_at_time("cosine", 50, -1.0, lr=1.0, total_seconds=60.0)
+
+
 def test_bad_arguments_raise_value_errors():
     p = np.zeros(4, np.float32)
     with pytest.raises(ValueError, match="lr"):

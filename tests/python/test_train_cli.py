@@ -294,6 +294,108 @@ def test_resume_refuses_changed_settings(tmp_path, reverse_data):
     assert model_flag.returncode == 2 and b"--d-model" in model_flag.stderr
 
 
+# ---- a cosine over the time limit ---------------------------------------------------------
+
+
+def train_state(checkpoint):
+    return json.loads(read_safetensors_header(checkpoint)["__metadata__"]["attn_train_state"])
+
+
+def test_cosine_over_the_time_limit(tmp_path, reverse_data):
+    """With --epochs 0 the only end is the clock: the cosine anneals over the time limit, and
+    a resumed run continues from the seconds the checkpoint stored, not from the peak."""
+    train, _ = reverse_data
+    out, log = tmp_path / "t.safetensors", tmp_path / "t.jsonl"
+    warmup, peak, floor = 3, 1e-3, 1e-5
+    common = ["train", "--train", train, *TINY, "--out", out, "--epochs", "0", "--log", log]
+    result = run(*common, "--schedule", "cosine", "--warmup", warmup, "--lr", peak,
+                 "--min-lr", floor, "--time-limit", "2")
+    assert result.returncode == 0, result.stderr.decode()
+    assert b"attn train: cosine schedule annealed over the 2 s time limit\n" in result.stderr
+    steps = log_lines(log, "step")
+    assert log_lines(log, "done")[-1]["reason"] == "time_limit"
+    # Hundreds of steps on a quiet core; a handful is enough for what follows.
+    rates = [e["lr"] for e in steps if e["step"] > warmup]
+    assert len(rates) >= 2, f"{len(steps)} steps in 2 s"
+    assert all(floor <= rate < peak for rate in rates), rates
+    assert all(later <= earlier for earlier, later in zip(rates, rates[1:])), rates
+    assert rates[-1] < rates[0]
+    state = train_state(tmp_path / "t.last.safetensors")
+    schedule = state["options"]["schedule"]
+    assert (schedule["kind"], schedule["total_steps"], schedule["total_seconds"]) == \
+        ("cosine", 0, 2)
+    assert state["train_seconds"] >= 2
+
+    # The budget was spent: resumed, the run stays at --min-lr.
+    resumed = run("train", "--train", train, "--threads", "1", "--resume",
+                  tmp_path / "t.last.safetensors", "--out", out, "--epochs", "0",
+                  "--max-steps", len(steps) + 3, "--log", log)
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    assert b"all spent before this run" in resumed.stderr
+    after = [e["lr"] for e in log_lines(log, "step")[len(steps):]]
+    assert after == [floor] * 3
+    assert train_state(tmp_path / "t.last.safetensors")["train_seconds"] > state["train_seconds"]
+
+
+def test_resumed_cosine_over_the_time_limit_goes_on_where_it_stopped(tmp_path, reverse_data):
+    """Stopped by Ctrl-C part way through a 30 s budget: the resumed run says how much is
+    left and its rates continue below the last one before the stop."""
+    train, _ = reverse_data
+    out, log = tmp_path / "c.safetensors", tmp_path / "c.jsonl"
+    process = subprocess.Popen([ATTN, "train", "--train", str(train), *TINY, "--out", str(out),
+                                "--epochs", "0", "--schedule", "cosine", "--warmup", "2",
+                                "--time-limit", "30", "--log", str(log), "--log-every", "1"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    for line in process.stderr:
+        if line.startswith(b"step 5 "):
+            process.send_signal(signal.SIGINT)
+            break
+    stderr = process.stderr.read().decode()
+    process.stderr.close()
+    assert process.wait(timeout=60) == 0, stderr
+    before = log_lines(log, "step")
+    assert log_lines(log, "done")[-1]["reason"] == "stopped"
+    stored = train_state(tmp_path / "c.last.safetensors")["train_seconds"]
+    assert 0 < stored < 30
+
+    resumed = run("train", "--train", train, "--threads", "1", "--resume",
+                  tmp_path / "c.last.safetensors", "--out", out, "--epochs", "0",
+                  "--max-steps", len(before) + 5, "--log", log)
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    assert f"{stored:.1f} s of them before this run: {30 - stored:.1f} s left".encode() in \
+        resumed.stderr, resumed.stderr.decode()
+    after = [e["lr"] for e in log_lines(log, "step")[len(before):]]
+    assert len(after) == 5 and max(after) <= before[-1]["lr"], (before[-1]["lr"], after)
+
+
+def test_checkpoint_of_an_earlier_build_still_resumes(tmp_path, reverse_data):
+    """Checkpoints written before the time budget existed have no "train_seconds" and no
+    schedule "total_seconds": they resume as 0 s trained and no budget."""
+    train, _ = reverse_data
+    out = tmp_path / "o.safetensors"
+    assert run("train", "--train", train, *TINY, "--out", out, "--max-steps", 2,
+               "--schedule", "cosine", "--warmup", "1").returncode == 0
+    checkpoint = tmp_path / "o.last.safetensors"
+    data = checkpoint.read_bytes()
+    (size,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + size])
+    state = json.loads(header["__metadata__"]["attn_train_state"])
+    del state["train_seconds"]
+    del state["options"]["schedule"]["total_seconds"]
+    header["__metadata__"]["attn_train_state"] = json.dumps(state)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    checkpoint.write_bytes(struct.pack("<Q", len(text)) + text + data[8 + size:])
+
+    resumed = run("train", "--train", train, "--threads", "1", "--resume", checkpoint,
+                  "--out", out, "--max-steps", 4)
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    assert b"resuming at step 2" in resumed.stderr
+    state = train_state(checkpoint)
+    assert state["step"] == 4 and state["options"]["schedule"]["total_seconds"] == 0
+    assert state["train_seconds"] > 0
+
+
 # ---- kill -9 -----------------------------------------------------------------------------
 
 
@@ -390,6 +492,10 @@ def test_bad_training_input(tmp_path, reverse_data):
                              "--arch", code=2)
     assert_one_clear_message(run("train", "--train", train, "--out", out, "--cell", "lstm"),
                              "--cell", code=2)
+    assert_one_clear_message(run("train", "--train", train, "--out", out, "--schedule",
+                                 "cosine", "--epochs", "0"),
+                             "--schedule cosine", "--max-steps", "--epochs", "--time-limit",
+                             code=2)
     assert_one_clear_message(run("train", "--train", train, "--out", out,
                                  "--heads", "3", "--d-model", "32"), "num_heads")
     assert not out.exists()

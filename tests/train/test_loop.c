@@ -586,6 +586,214 @@ static void test_arena_stops_growing(void)
     attn_model_destroy(m);
 }
 
+/* ---- a cosine over a time budget ---------------------------------------------------------- */
+
+/* Checks each STEP event's rate as it comes, so a run of any length fits. The rate of step k
+ * is taken after step k - 1 was reported and before step k is, so its training time lies
+ * between seconds_before + the two events' elapsed times; since the rate falls with the time,
+ * it lies between the schedule's rates at those two times, whatever the machine's speed. */
+typedef struct rate_check {
+    attn_lr_schedule schedule;
+    double seconds_before; /* training time stored in the checkpoint resumed from */
+    double previous_elapsed, previous_lr;
+    int previous_after_warmup;
+    int steps, out_of_range, rising, outside_bracket;
+    int after_budget, at_min_after_budget; /* steps whose rate was taken after the budget */
+    double first_lr, last_lr, last_elapsed;
+    double longest_step; /* seconds between two reports, or from the start to the first */
+    char stop_reason[32];
+} rate_check;
+
+static double rate_after(const attn_lr_schedule *s, double seconds)
+{
+    double lr = NAN;
+    CHECK_OK(attn_lr_at_time(s, s->warmup_steps + 1, seconds, &lr));
+    return lr;
+}
+
+static int check_rate_event(const attn_train_event *e, void *user)
+{
+    rate_check *c = user;
+    if (e->kind == ATTN_TRAIN_EVENT_DONE)
+        snprintf(c->stop_reason, sizeof c->stop_reason, "%s", e->stop_reason);
+    if (e->kind != ATTN_TRAIN_EVENT_STEP)
+        return 0;
+    const attn_lr_schedule *s = &c->schedule;
+    if (c->steps++ == 0)
+        c->first_lr = e->lr;
+    const int after_warmup = e->step > s->warmup_steps;
+    if (!after_warmup) {
+        c->out_of_range += !(e->lr >= 0.0 && e->lr <= s->lr);
+    } else {
+        c->out_of_range += !(e->lr >= s->min_lr && e->lr <= s->lr);
+        c->rising += c->previous_after_warmup && e->lr > c->previous_lr;
+        const double earliest = c->seconds_before + c->previous_elapsed;
+        const double latest = c->seconds_before + e->elapsed;
+        const double slack = 1e-12 * s->lr; /* cos rounded, not the ordering of the times */
+        if (e->lr > rate_after(s, earliest) + slack || e->lr < rate_after(s, latest) - slack) {
+            if (c->outside_bracket++ < 3)
+                printf("    step %lld: rate %.17g outside [%.17g, %.17g] (%.6f .. %.6f s)\n",
+                       (long long)e->step, e->lr, rate_after(s, latest), rate_after(s, earliest),
+                       earliest, latest);
+        }
+        if (earliest >= s->total_seconds) {
+            c->after_budget++;
+            c->at_min_after_budget += e->lr == s->min_lr;
+        }
+    }
+    if (e->elapsed - c->previous_elapsed > c->longest_step)
+        c->longest_step = e->elapsed - c->previous_elapsed;
+    c->previous_elapsed = c->last_elapsed = e->elapsed;
+    c->previous_lr = c->last_lr = e->lr;
+    c->previous_after_warmup = after_warmup;
+    return 0;
+}
+
+static attn_trainer_options time_budget_options(double total_seconds)
+{
+    attn_trainer_options o = busy_options();
+    o.schedule.kind = ATTN_LR_COSINE;
+    o.schedule.lr = 3e-3;
+    o.schedule.min_lr = 3e-4;
+    o.schedule.warmup_steps = 2;
+    o.schedule.total_steps = 0;
+    o.schedule.total_seconds = total_seconds;
+    o.max_epochs = 0;
+    o.max_steps = 0;
+    o.eval_every = 0;
+    return o;
+}
+
+/* Runs o on model m, checking its rates in c; returns the trainer's training time after. */
+static double run_checking_rates(attn_model *m, attn_trainer_options o, const char *resume_from,
+                                 rate_check *c)
+{
+    memset(c, 0, sizeof *c);
+    c->schedule = o.schedule;
+    attn_trainable model;
+    CHECK_OK(attn_trainable_from_model(m, &model));
+    o.callback = check_rate_event;
+    o.callback_user = c;
+    attn_trainer *t = NULL;
+    CHECK_OK(attn_trainer_create(&model, fx.train, NULL, &o, &t));
+    attn_trainer_status status;
+    if (resume_from != NULL) {
+        CHECK_OK(attn_trainer_resume(t, resume_from));
+        CHECK_OK(attn_trainer_get_status(t, &status));
+        c->seconds_before = status.train_seconds;
+    }
+    CHECK_OK(attn_trainer_run(t));
+    CHECK_OK(attn_trainer_get_status(t, &status));
+    attn_trainer_destroy(t);
+    return status.train_seconds;
+}
+
+/* A run that stops by the clock, its budget (a quarter of a second) spent well before the
+ * time limit. Nothing assumes how fast the machine runs: a process starved of its core makes
+ * fewer steps, and each step is checked against the times around it. */
+static void test_cosine_over_a_time_budget(void)
+{
+    attn_trainer_options o = time_budget_options(0.25);
+    o.time_limit = 1.0;
+    static rate_check c;
+    attn_model *m = new_model(12);
+    double seconds = run_checking_rates(m, o, NULL, &c);
+    attn_model_destroy(m);
+    CHECK(strcmp(c.stop_reason, "time_limit") == 0 && c.steps > 0,
+          "stops by the clock (%s after %d steps)", c.stop_reason, c.steps);
+    CHECK(c.out_of_range == 0,
+          "the warm-up's rates in [0, lr], the others in [min_lr, lr] (%d of %d outside)",
+          c.out_of_range, c.steps);
+    CHECK(c.rising == 0, "after the warm-up the rate never rises (%d rises)", c.rising);
+    CHECK(c.outside_bracket == 0,
+          "each rate is the schedule's at a time between the step before and the step (%d "
+          "not)", c.outside_bracket);
+    CHECK(c.at_min_after_budget == c.after_budget,
+          "once the budget is spent the rate is min_lr (%d of %d steps)", c.at_min_after_budget,
+          c.after_budget);
+    /* The run goes on until 1 s, so some rate is taken after the 0.25 s budget, unless one
+     * step lasted from before 0.25 s to the end (a process kept off its core). */
+    CHECK(c.after_budget > 0 || c.longest_step > 0.5,
+          "steps after the budget (%d of %d; longest step %.3f s)", c.after_budget, c.steps,
+          c.longest_step);
+    CHECK(seconds >= o.time_limit && seconds >= c.last_elapsed,
+          "the trainer counts the run's time (%.3f s, limit %.3f s)", seconds, o.time_limit);
+}
+
+static double state_number(const char *state, const char *key)
+{
+    char quoted[64];
+    snprintf(quoted, sizeof quoted, "\"%s\":", key);
+    const char *at = strstr(state, quoted);
+    return at != NULL ? strtod(at + strlen(quoted), NULL) : NAN;
+}
+
+/* Stopped part way through its budget and resumed: the checkpoint keeps the training time and
+ * the budget, and the resumed run's rates continue from that time, so none is above the last
+ * rate before the checkpoint (a clock restarted at 0 would go back up towards the peak). */
+static void test_cosine_over_a_time_budget_resumes(void)
+{
+    const char *checkpoint = scratch_path(6, "timed.ckpt.safetensors");
+    attn_trainer_options o = time_budget_options(30.0);
+    o.max_steps = 6;
+    o.checkpoint_path = checkpoint;
+    static rate_check first, second;
+    attn_model *m = new_model(13);
+    double seconds = run_checking_rates(m, o, NULL, &first);
+    attn_model_destroy(m);
+    CHECK(first.steps == 6 && first.outside_bracket == 0 && first.rising == 0,
+          "the first run: 6 steps (%d), rates by the clock (%d not), falling (%d rises)",
+          first.steps, first.outside_bracket, first.rising);
+
+    attn_tensor_file *file = NULL;
+    CHECK_OK(attn_tensor_file_open(checkpoint, &file));
+    const char *state = NULL;
+    CHECK_OK(attn_tensor_file_metadata(file, ATTN_TRAIN_STATE_KEY, &state));
+    const double stored = state != NULL ? state_number(state, "train_seconds") : NAN;
+    CHECK(stored > 0.0 && stored >= first.last_elapsed && stored <= seconds,
+          "the checkpoint stores the training time when it was written (%.6f s; last step at "
+          "%.6f s, run over at %.6f s)", stored, first.last_elapsed, seconds);
+    CHECK(state != NULL && state_number(state, "total_seconds") == 30.0,
+          "the checkpoint stores the budget: %s", state != NULL ? state : "");
+    attn_trainer_options read = attn_trainer_default_options();
+    CHECK_OK(attn_trainer_options_from_checkpoint(file, &read));
+    CHECK(read.schedule.kind == ATTN_LR_COSINE && read.schedule.total_seconds == 30.0 &&
+              read.schedule.total_steps == 0,
+          "the budget comes back with the options (%g s, %lld steps)",
+          read.schedule.total_seconds, (long long)read.schedule.total_steps);
+    attn_tensor_file_close(file);
+
+    m = new_model(999);
+    o.max_steps = 12;
+    o.checkpoint_path = NULL;
+    run_checking_rates(m, o, checkpoint, &second);
+    CHECK(second.seconds_before == stored,
+          "the resumed trainer starts from the stored time (%.17g vs %.17g)",
+          second.seconds_before, stored);
+    CHECK(second.steps == 6 && strcmp(second.stop_reason, "max_steps") == 0,
+          "the resumed run makes the 6 steps left (%d, %s)", second.steps, second.stop_reason);
+    CHECK(second.first_lr <= first.last_lr && second.last_lr <= second.first_lr,
+          "no resumed rate above the last before the checkpoint (%.17g, then %.17g; before "
+          "%.17g)", second.first_lr, second.last_lr, first.last_lr);
+    CHECK(second.outside_bracket == 0 && second.rising == 0 && second.out_of_range == 0,
+          "the resumed rates follow the clock from the stored time (%d not, %d rises)",
+          second.outside_bracket, second.rising);
+
+    /* The budget shapes the curve: another one is refused on resume, naming it. */
+    attn_trainable model;
+    CHECK_OK(attn_trainable_from_model(m, &model));
+    attn_trainer_options other = o;
+    other.schedule.total_seconds = 60.0;
+    attn_trainer *t = NULL;
+    CHECK_OK(attn_trainer_create(&model, fx.train, NULL, &other, &t));
+    CHECK_FAILS(attn_trainer_resume(t, checkpoint), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(attn_last_error(), "total_seconds") != NULL,
+          "the message names total_seconds: %s", attn_last_error());
+    attn_trainer_destroy(t);
+    attn_model_destroy(m);
+    remove(checkpoint);
+}
+
 /* ---- bad input ----------------------------------------------------------------------------- */
 
 static void test_resume_refuses_another_run(void)
@@ -812,6 +1020,11 @@ static void test_bad_arguments(void)
     bad.schedule.total_steps = 2; /* not beyond the warm-up */
     CHECK_FAILS(attn_trainer_create(&model, fx.train, NULL, &bad, &t), ATTN_ERR_INVALID_ARGUMENT);
     bad = o;
+    bad.schedule.total_seconds = 60.0; /* and total_steps too */
+    CHECK_FAILS(attn_trainer_create(&model, fx.train, NULL, &bad, &t), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(attn_last_error(), "not both") != NULL, "the message says why: %s",
+          attn_last_error());
+    bad = o;
     bad.adam.beta1 = 1.0;
     CHECK_FAILS(attn_trainer_create(&model, fx.train, NULL, &bad, &t), ATTN_ERR_INVALID_ARGUMENT);
     attn_metadata_entry reserved = {ATTN_TRAIN_STATE_KEY, "{}"};
@@ -908,6 +1121,8 @@ int main(void)
     RUN_TEST(test_stopping_rules);
     RUN_TEST(test_non_finite_gradients_skip_the_update);
     RUN_TEST(test_arena_stops_growing);
+    RUN_TEST(test_cosine_over_a_time_budget);
+    RUN_TEST(test_cosine_over_a_time_budget_resumes);
     RUN_TEST(test_resume_refuses_another_run);
     RUN_TEST(test_greedy_decoding_matches_prefix_decoding);
     RUN_TEST(test_bad_arguments);

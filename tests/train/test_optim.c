@@ -625,6 +625,123 @@ static void test_cosine_and_constant(void)
     CHECK(lr_or_nan(&constant, 0) == 3e-4 && lr_or_nan(&constant, 123456) == 3e-4, "constant");
 }
 
+/* The time-annealed cosine against its formula, written out again here. */
+static double time_cosine_formula(const attn_lr_schedule *s, int64_t step, double seconds)
+{
+    double warm = s->warmup_steps == 0 ? 1.0 : (double)step / (double)s->warmup_steps;
+    if (warm > 1.0)
+        warm = 1.0;
+    double progress = seconds / s->total_seconds;
+    if (progress > 1.0)
+        progress = 1.0;
+    return warm * (s->min_lr + (s->lr - s->min_lr) * (1.0 + cos(3.14159265358979323846 *
+                                                                progress)) / 2.0);
+}
+
+static double lr_at_time_or_nan(const attn_lr_schedule *s, int64_t step, double seconds)
+{
+    double lr = NAN;
+    attn_status status = attn_lr_at_time(s, step, seconds, &lr);
+    CHECK(status == ATTN_OK, "attn_lr_at_time(step %lld, %g s): %s", (long long)step, seconds,
+          attn_last_error());
+    return lr;
+}
+
+static void test_cosine_over_a_time_budget(void)
+{
+    const attn_lr_schedule timed = {.kind = ATTN_LR_COSINE, .lr = 1e-3, .warmup_steps = 100,
+                                    .min_lr = 1e-5, .total_seconds = 3600.0};
+    /* The warm-up counts steps whatever the clock says; step 0 gives 0. */
+    CHECK(lr_at_time_or_nan(&timed, 0, 0.0) == 0.0, "step 0 gives 0");
+    CHECK(lr_at_time_or_nan(&timed, 0, 1800.0) == 0.0, "step 0 gives 0 at any time");
+    CHECK_CLOSE(lr_at_time_or_nan(&timed, 50, 0.0), 0.5e-3, 0, 1e-14);
+    CHECK_CLOSE(lr_at_time_or_nan(&timed, 50, 1800.0), 0.5 * (1e-3 + 1e-5) / 2, 0, 1e-14);
+    /* After the warm-up: the peak at 0 s, half way between the rates at half the budget,
+     * min_lr at the end and after it. */
+    CHECK_CLOSE(lr_at_time_or_nan(&timed, 100, 0.0), 1e-3, 0, 1e-14);
+    CHECK_CLOSE(lr_at_time_or_nan(&timed, 5000, 0.0), 1e-3, 0, 1e-14);
+    CHECK_CLOSE(lr_at_time_or_nan(&timed, 100, 1800.0), (1e-3 + 1e-5) / 2, 0, 1e-14);
+    CHECK(lr_at_time_or_nan(&timed, 100, 3600.0) == 1e-5, "min_lr when the budget is spent");
+    CHECK(lr_at_time_or_nan(&timed, 100, 1e9) == 1e-5, "min_lr long after the budget");
+    const int64_t steps[] = {1, 37, 99, 100, 101, 1000000};
+    const double seconds[] = {0.0, 0.25, 17.0, 900.0, 2700.5, 3599.9, 3600.0, 7200.0};
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
+        for (size_t j = 0; j < sizeof seconds / sizeof seconds[0]; j++)
+            CHECK_CLOSE(lr_at_time_or_nan(&timed, steps[i], seconds[j]),
+                        time_cosine_formula(&timed, steps[i], seconds[j]), 0, 1e-14);
+    int falling = 1;
+    for (double t = 0.0; t < 3600.0; t += 61.0)
+        falling &= lr_at_time_or_nan(&timed, 200, t) > lr_at_time_or_nan(&timed, 200, t + 61.0);
+    CHECK(falling, "after the warm-up the rate falls with the time");
+
+    const attn_lr_schedule no_warmup = {.kind = ATTN_LR_COSINE, .lr = 2.0, .min_lr = 0.5,
+                                        .total_seconds = 10.0};
+    CHECK(lr_at_time_or_nan(&no_warmup, 0, 0.0) == 2.0, "no warm-up: the peak at step 0");
+    CHECK_CLOSE(lr_at_time_or_nan(&no_warmup, 0, 5.0), 1.25, 0, 1e-14);
+    CHECK(lr_at_time_or_nan(&no_warmup, 3, 10.0) == 0.5, "no warm-up: min_lr at the end");
+
+    /* Every other schedule ignores the seconds: attn_lr_at_time is attn_lr_at. */
+    const attn_lr_schedule others[] = {
+        {.kind = ATTN_LR_COSINE, .lr = 1e-3, .warmup_steps = 100, .total_steps = 1100,
+         .min_lr = 1e-5},
+        {.kind = ATTN_LR_NOAM, .factor = 2.0, .d_model = 512, .warmup_steps = 4000},
+        {.kind = ATTN_LR_INVERSE_SQRT, .lr = 1e-3, .warmup_steps = 40},
+        {.kind = ATTN_LR_CONSTANT, .lr = 3e-4},
+    };
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
+        for (int64_t step = 0; step <= 1200; step += 50) {
+            double by_step = lr_or_nan(&others[i], step);
+            CHECK(lr_at_time_or_nan(&others[i], step, 0.0) == by_step &&
+                      lr_at_time_or_nan(&others[i], step, 12345.0) == by_step,
+                  "schedule %zu, step %lld: the seconds change nothing", i, (long long)step);
+        }
+}
+
+static void check_fails_saying(attn_status status, const char *words, const char *what)
+{
+    CHECK(status == ATTN_ERR_INVALID_ARGUMENT && strstr(attn_last_error(), words) != NULL,
+          "%s: fails saying \"%s\" (%s: %s)", what, words, attn_status_name(status),
+          attn_last_error());
+}
+
+static void test_time_budget_rejects_bad_input(void)
+{
+    double lr;
+    const attn_lr_schedule timed = {.kind = ATTN_LR_COSINE, .lr = 1.0, .warmup_steps = 10,
+                                    .total_seconds = 60.0};
+    check_fails_saying(attn_lr_at(&timed, 20, &lr), "use attn_lr_at_time",
+                       "attn_lr_at on a time-annealed cosine");
+    attn_lr_schedule s = timed;
+    s.total_steps = 100;
+    check_fails_saying(attn_lr_at_time(&s, 20, 1.0, &lr), "not both", "both totals");
+    check_fails_saying(attn_lr_at(&s, 20, &lr), "not both", "both totals, by step");
+    s = timed;
+    s.total_seconds = 0.0;
+    check_fails_saying(attn_lr_at_time(&s, 20, 1.0, &lr), "total_seconds", "neither total");
+    check_fails_saying(attn_lr_at(&s, 20, &lr), "total_steps", "neither total, by step");
+    const double bad_budgets[] = {-60.0, NAN, INFINITY};
+    for (size_t i = 0; i < sizeof bad_budgets / sizeof bad_budgets[0]; i++) {
+        s.total_seconds = bad_budgets[i];
+        check_fails_saying(attn_lr_at_time(&s, 20, 1.0, &lr), "total_seconds",
+                           "a negative, NaN or infinite budget");
+    }
+    const double bad_seconds[] = {-1.0, NAN, INFINITY};
+    const attn_lr_schedule constant = {.kind = ATTN_LR_CONSTANT, .lr = 1.0};
+    for (size_t i = 0; i < sizeof bad_seconds / sizeof bad_seconds[0]; i++) {
+        check_fails_saying(attn_lr_at_time(&timed, 20, bad_seconds[i], &lr), "seconds",
+                           "negative, NaN or infinite seconds");
+        check_fails_saying(attn_lr_at_time(&constant, 20, bad_seconds[i], &lr), "seconds",
+                           "bad seconds with a schedule that ignores them");
+    }
+    check_fails_saying(attn_lr_at_time(&timed, -1, 1.0, &lr), "step", "a negative step");
+    CHECK_FAILS(attn_lr_at_time(NULL, 1, 1.0, &lr), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_lr_at_time(&timed, 1, 1.0, NULL), ATTN_ERR_INVALID_ARGUMENT);
+    s = timed;
+    s.min_lr = 2.0;
+    check_fails_saying(attn_lr_at_time(&s, 1, 1.0, &lr), "min_lr",
+                       "the other cosine checks hold over time too");
+}
+
 static void test_schedules_reject_bad_input(void)
 {
     double lr;
@@ -674,5 +791,7 @@ int main(void)
     RUN_TEST(test_noam_and_inverse_sqrt);
     RUN_TEST(test_cosine_and_constant);
     RUN_TEST(test_schedules_reject_bad_input);
+    RUN_TEST(test_cosine_over_a_time_budget);
+    RUN_TEST(test_time_budget_rejects_bad_input);
     return test_summary();
 }
