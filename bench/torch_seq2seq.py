@@ -24,8 +24,10 @@ What is the same as attn's recipe:
     embedding, dropout and label smoothing as the recipe; initialised as attn initialises
     (xavier_uniform weights as nn.Transformer, zero biases, embeddings N(0, 1/d_model)), from
     other random numbers;
-  - training: Adam (0.9, 0.98, eps 1e-9), the peak rate and the inverse square root schedule
-    lr * min(t / warmup, sqrt(warmup / t)), global gradient norm clipped to 1, length-bucketed
+  - training: Adam (0.9, 0.98, eps 1e-9), the peak rate and the recipe's schedule: the inverse
+    square root lr * min(t / warmup, sqrt(warmup / t)), or (--schedule cosine) attn's cosine
+    annealed over the time limit, lr * min(1, t / warmup) * (1 + cos(pi * min(1, s / limit))) / 2
+    after s seconds of training (attn_lr_at_time), global gradient norm clipped to 1, length-bucketed
     batches of at most --batch-tokens padded source + target tokens (<s> and </s> counted),
     shuffled each epoch; validation (plain cross-entropy per target token) every --eval-every
     updates and at the end, keeping the best weights; the clock covers training and
@@ -60,11 +62,11 @@ TASKS = {
     "g2p": dict(data=ROOT.parent / "shared" / "data" / "g2p-std", out="runs/torch-g2p-cmudict",
                 src_tokens="char", tgt_tokens="word", layers=3, d_model=256, heads=4,
                 ffn=1024, dropout=0.1, label_smoothing=0.1, lr=1e-3, warmup=2000,
-                batch_tokens=6000, eval_every=500, time_limit=3600),
+                schedule="inverse-sqrt", batch_tokens=6000, eval_every=500, time_limit=3600),
     "bible": dict(data=ROOT.parent / "shared" / "data" / "bible", out="runs/torch-bible-es-en",
                   src_tokens="bpe:8000", tgt_tokens="bpe:8000", layers=3, d_model=256, heads=4,
                   ffn=1024, dropout=0.1, label_smoothing=0.1, lr=1e-3, warmup=1000,
-                  batch_tokens=6000, eval_every=500, time_limit=3600),
+                  schedule="inverse-sqrt", batch_tokens=6000, eval_every=500, time_limit=3600),
 }
 
 
@@ -337,6 +339,9 @@ def main(argv=None):
         parser.add_argument("--" + name.replace("_", "-"), type=int)
     for name in ("dropout", "label_smoothing", "lr"):
         parser.add_argument("--" + name.replace("_", "-"), type=float)
+    parser.add_argument("--schedule", choices=("inverse-sqrt", "cosine"),
+                        help="learning-rate schedule [the recipe's]; cosine anneals over the "
+                             "time limit, as attn train --schedule cosine --epochs 0 does")
     args = parser.parse_args(argv)
 
     cfg = dict(TASKS[args.task])
@@ -368,8 +373,13 @@ def main(argv=None):
     model = Seq2Seq(source_tokenizer.size, target_tokenizer.size, cfg)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg["lr"], betas=(0.9, 0.98), eps=1e-9)
     warmup = cfg["warmup"]
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: min((step + 1) / warmup, math.sqrt(warmup / (step + 1))))
+
+    def rate(update, seconds):
+        """The rate of update number `update` (from 1) after `seconds` of training."""
+        if cfg["schedule"] == "cosine":
+            progress = min(1.0, seconds / cfg["time_limit"])
+            return cfg["lr"] * min(1.0, update / warmup) * (1 + math.cos(math.pi * progress)) / 2
+        return cfg["lr"] * min(update / warmup, math.sqrt(warmup / update))
 
     if args.decode_only:
         decode_and_summarise(args, cfg, data, out, model, source_tokenizer, target_tokenizer,
@@ -403,8 +413,9 @@ def main(argv=None):
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            for group in optimizer.param_groups:
+                group["lr"] = rate(step + 1, time.monotonic() - start)
             optimizer.step()
-            schedule.step()
             step += 1
             log.write(json.dumps({"event": "step", "step": step, "epoch": epoch,
                                   "train_loss": float(loss), "tokens": tokens,

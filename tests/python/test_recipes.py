@@ -2,6 +2,7 @@
 seconds and write their files in the specified formats. Their real runs take minutes to an
 hour, so only the plumbing is tested here: the models are untrained."""
 import json
+import math
 import os
 import subprocess
 from pathlib import Path
@@ -113,3 +114,31 @@ def test_torch_baseline_writes_the_recipe_formats(tmp_path):
     assert summary["steps"] >= 1 and summary["config"]["d_model"] == 32
     events = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
     assert any(e["event"] == "eval" for e in events) and any(e["event"] == "step" for e in events)
+
+
+def test_torch_baseline_cosine_anneals_over_the_time_limit(tmp_path):
+    """The baseline's --schedule cosine is attn's time-annealed cosine: rising over the
+    warm-up, then falling with the clock, to near zero when the time limit ends the run."""
+    pytest.importorskip("torch")
+    small_g2p(tmp_path / "data")
+    out = tmp_path / "torch"
+    run(["/usr/bin/python3", "bench/torch_seq2seq.py", "g2p", "--data", str(tmp_path / "data"),
+         "--out", str(out), "--time-limit", "3", "--threads", "1", "--eval-every", "1000",
+         "--layers", "1", "--d-model", "32", "--ffn", "64", "--schedule", "cosine",
+         "--warmup", "3", "--lr", "0.002"],
+        {"ATTN_LIBRARY": str(build_dir() / "libattn.so")})
+    steps = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
+    steps = [e for e in steps if e["event"] == "step"]
+    assert len(steps) >= 4
+
+    def rate(update, seconds):
+        return 0.002 * min(1, update / 3) * (1 + math.cos(math.pi * min(1, seconds / 3))) / 2
+
+    # Each rate was taken between the previous step's end and this one's (the clock the
+    # events carry), and the rate only falls with time.
+    previous_end = 0.0
+    for event in steps:
+        assert (rate(event["step"], event["elapsed"]) - 1e-12 <= event["lr"]
+                <= rate(event["step"], previous_end) + 1e-12), event
+        previous_end = event["elapsed"]
+    assert steps[-1]["lr"] < 0.1 * 0.002 < max(e["lr"] for e in steps)
