@@ -174,6 +174,23 @@ static void test_every_isa_matches_exact_product(void)
         }
 }
 
+/* Every optimized instruction set the CPU has against the exact product (the scalar
+ * reference is left out of the larger cases to keep them fast; it is checked above). */
+static void check_optimized_isas(const gemm_case *t, const gemm_data *d, float *c)
+{
+    for (size_t i = 1; i < ISA_COUNT; i++) {
+        if (!attn_isa_supported(all_isas[i]))
+            continue;
+        CHECK_OK(attn_set_isa(all_isas[i]));
+        CHECK_OK(run(t, d, c));
+        CHECK(matches_exact(t, d, c, attn_isa_name(all_isas[i])),
+              "%s, %d threads: %c%c m=%lld n=%lld k=%lld", attn_isa_name(all_isas[i]),
+              attn_get_num_threads(), t->ta ? 'T' : 'N', t->tb ? 'T' : 'N', (long long)t->m,
+              (long long)t->n, (long long)t->k);
+    }
+    CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
+}
+
 /* At k = 256, m and n beyond one cache block of packed A (2048 rows) or packed B (1024
  * columns). Two transpose combinations cover both packing paths of each operand; the
  * scalar reference is left out to keep the test fast (it is checked above). */
@@ -187,16 +204,7 @@ static void test_several_cache_blocks(void)
             gemm_data d;
             make_data(&t, 600 + s, &d);
             float *c = test_alloc(c_size(&t, &d) * sizeof(float));
-            for (size_t i = 1; i < ISA_COUNT; i++) {
-                if (!attn_isa_supported(all_isas[i]))
-                    continue;
-                CHECK_OK(attn_set_isa(all_isas[i]));
-                CHECK_OK(run(&t, &d, c));
-                CHECK(matches_exact(&t, &d, c, attn_isa_name(all_isas[i])),
-                      "%s: %s m=%lld n=%lld k=%lld", attn_isa_name(all_isas[i]),
-                      combo ? "TT" : "NN", (long long)t.m, (long long)t.n, (long long)t.k);
-            }
-            CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
+            check_optimized_isas(&t, &d, c);
             free(c);
             free_data(&d);
         }
@@ -281,18 +289,8 @@ static void test_row_bands_share_packed_b(void)
             float *c = test_alloc(c_size(&t, &d) * sizeof(float));
             for (int threads = 2; threads <= 5; threads++) {
                 CHECK_OK(attn_set_num_threads(threads));
-                for (size_t i = 1; i < ISA_COUNT; i++) {
-                    if (!attn_isa_supported(all_isas[i]))
-                        continue;
-                    CHECK_OK(attn_set_isa(all_isas[i]));
-                    CHECK_OK(run(&t, &d, c));
-                    CHECK(matches_exact(&t, &d, c, attn_isa_name(all_isas[i])),
-                          "%s, %d threads: %c%c m=%lld n=%lld k=%lld", attn_isa_name(all_isas[i]),
-                          threads, t.ta ? 'T' : 'N', t.tb ? 'T' : 'N', (long long)t.m,
-                          (long long)t.n, (long long)t.k);
-                }
+                check_optimized_isas(&t, &d, c);
             }
-            CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
             CHECK_OK(attn_set_num_threads(0));
             free(c);
             free_data(&d);
