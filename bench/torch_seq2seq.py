@@ -61,8 +61,8 @@ PAD, BOS, EOS = 0, 1, 2  # attn's vocabularies: <pad> <s> </s> <unk> first
 TASKS = {
     "g2p": dict(data=ROOT.parent / "shared" / "data" / "g2p-std", out="runs/torch-g2p-cmudict",
                 src_tokens="char", tgt_tokens="word", layers=3, d_model=256, heads=4,
-                ffn=1024, dropout=0.1, label_smoothing=0.1, lr=1e-3, warmup=2000,
-                schedule="inverse-sqrt", batch_tokens=6000, eval_every=500, time_limit=3600),
+                ffn=1024, dropout=0.1, label_smoothing=0.1, lr=1e-3, warmup=1000,
+                schedule="cosine", batch_tokens=3000, eval_every=500, time_limit=3600),
     "bible": dict(data=ROOT.parent / "shared" / "data" / "bible", out="runs/torch-bible-es-en",
                   src_tokens="bpe:8000", tgt_tokens="bpe:8000", layers=3, d_model=256, heads=4,
                   ffn=1024, dropout=0.1, label_smoothing=0.1, lr=1e-3, warmup=1000,
