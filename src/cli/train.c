@@ -1088,10 +1088,13 @@ int attn_cmd_train(int argc, char **argv)
 
     attn_trainer_status status;
     TRY(attn_trainer_get_status(trainer, &status));
-    fprintf(stderr, "attn train: %lld training pairs%s%lld; vocabularies %lld + %lld; %lld "
+    char validation[48] = "";
+    if (valid != NULL)
+        snprintf(validation, sizeof validation, ", validation %lld",
+                 (long long)attn_corpus_size(valid));
+    fprintf(stderr, "attn train: %lld training pairs%s; vocabularies %lld + %lld; %lld "
                     "parameters; %d threads, %s; %s step %lld\n",
-            (long long)attn_corpus_size(train), valid != NULL ? ", validation " : "",
-            valid != NULL ? (long long)attn_corpus_size(valid) : 0LL,
+            (long long)attn_corpus_size(train), validation,
             (long long)attn_vocab_size(attn_tokenizer_vocab(src_tok)),
             (long long)attn_vocab_size(attn_tokenizer_vocab(tgt_tok)),
             (long long)attn_params_numel(attn_model_params(model)), attn_get_num_threads(),

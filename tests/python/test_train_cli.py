@@ -208,6 +208,8 @@ def test_every_tokenizer_trains_and_translates(tmp_path, arch, tokens):
     result = run("train", "--train", train, *arch, "--src-tokens", tokens, "--tgt-tokens",
                  tokens, "--out", model, "--max-steps", 3)
     assert result.returncode == 0, result.stderr.decode()
+    # No validation set: the start line says so by saying nothing of one.
+    assert "attn train: 300 training pairs; vocabularies" in result.stderr.decode()
     metadata = read_safetensors_header(model)["__metadata__"]
     kind = tokens.split(":")[0]
     assert json.loads(metadata["attn_src_tokenizer"])["kind"] == kind
