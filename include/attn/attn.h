@@ -14,7 +14,7 @@
 #include "attn/attn_autodiff.h"
 #include "attn/attn_nn.h"
 #include "attn/attn_models.h"
-#include "attn/attn_train.h"
+#include "attn/attn_optim.h"
 #include "attn/attn_trainer.h"
 #include "attn/attn_decode.h"
 

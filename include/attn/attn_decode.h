@@ -49,9 +49,12 @@
 extern "C" {
 #endif
 
+/* The widest beam (and n-best list) the search accepts. */
+#define ATTN_DECODE_MAX_BEAM 1024
+
 typedef struct attn_decode_options {
-    int64_t beam_size;      /* K >= 1 live hypotheses per sentence; 1: greedy */
-    int64_t nbest;          /* hypotheses returned per sentence, 1 <= nbest <= beam_size */
+    int64_t beam_size; /* 1 <= K <= ATTN_DECODE_MAX_BEAM live hypotheses per sentence; 1: greedy */
+    int64_t nbest;     /* hypotheses returned per sentence, 1 <= nbest <= beam_size */
     double length_penalty;  /* alpha >= 0 of lp(n) = ((5 + n) / 6)^alpha; 0: plain log P */
     double max_len_ratio;   /* >= 0: the maximum output length grows with the source ... */
     int64_t max_len_offset; /* >= 0: ... by this much */
@@ -73,12 +76,12 @@ ATTN_API int64_t attn_decode_max_output_length(const attn_decode_options *option
 
 /* One hypothesis. */
 typedef struct attn_hypothesis {
-    int32_t *tokens;  /* [length] output ids, without <s> and </s> */
+    int32_t *tokens; /* [length] output ids, without <s> and </s> */
     int64_t length;
-    int finished;     /* 1: the model emitted </s> (its probability is in log_prob);
-                         0: cut at the maximum length */
-    double log_prob;  /* log P(tokens, then </s> when finished | source) */
-    double score;     /* log_prob / lp(length) */
+    int finished;    /* 1: the model emitted </s> (its probability is in log_prob);
+                        0: cut at the maximum length */
+    double log_prob; /* log P(tokens, then </s> when finished | source) */
+    double score;    /* log_prob / lp(length) */
     /* With alignments: [steps, cross_maps, src_length], steps = length + finished, the
      * cross-attention of the decoder step that produced output token i (row i; the last row
      * of a finished hypothesis is the step that produced </s>); NULL without. */
@@ -116,9 +119,8 @@ ATTN_API void attn_decode_result_destroy(attn_decode_result *result);
  * `layer` (0-based; -1: the last) averaged over its heads (head -1), or one head's map.
  * out has room for steps * src_length floats. Fails when the result has no alignments. */
 ATTN_API attn_status attn_decode_alignment(const attn_decode_result *result,
-                                           const attn_hypothesis *hypothesis,
-                                           int64_t src_length, int64_t layer, int64_t head,
-                                           float *out);
+                                           const attn_hypothesis *hypothesis, int64_t src_length,
+                                           int64_t layer, int64_t head, float *out);
 
 #ifdef __cplusplus
 }

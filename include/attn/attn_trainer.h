@@ -51,7 +51,7 @@
 #include "attn/attn_autodiff.h"
 #include "attn/attn_data.h"
 #include "attn/attn_models.h"
-#include "attn/attn_train.h"
+#include "attn/attn_optim.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { DEFAULT_BATCH = 32, DEFAULT_BEAM = 5, MAX_BEAM = 1024 };
+enum { DEFAULT_BATCH = 32, DEFAULT_BEAM = 5 };
 
 static void print_help(void)
 {
@@ -124,9 +124,9 @@ static int parse_args(int argc, char **argv, translate_args *a)
         else if (strcmp(arg, "--alignment") == 0)
             a->alignment = value;
         else if (strcmp(arg, "--beam") == 0)
-            ok = parse_count(arg, value, 1, MAX_BEAM, &d->beam_size);
+            ok = parse_count(arg, value, 1, ATTN_DECODE_MAX_BEAM, &d->beam_size);
         else if (strcmp(arg, "--nbest") == 0)
-            ok = parse_count(arg, value, 1, MAX_BEAM, &d->nbest);
+            ok = parse_count(arg, value, 1, ATTN_DECODE_MAX_BEAM, &d->nbest);
         else if (strcmp(arg, "--alpha") == 0)
             ok = parse_number(arg, value, 100.0, &d->length_penalty);
         else if (strcmp(arg, "--max-len-ratio") == 0)

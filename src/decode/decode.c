@@ -8,7 +8,6 @@
 #include <string.h>
 
 /* Beyond these the search is not what anyone means (and the row count would overflow). */
-enum { MAX_BEAM = 1024 };
 static const double MAX_ALPHA = 100.0, MAX_RATIO = 1e6;
 
 attn_decode_options attn_decode_default_options(void)
@@ -27,15 +26,15 @@ attn_status attn_decode_options_validate(const attn_decode_options *options)
 {
     static const char fn[] = "attn_decode";
     ATTN_CHECK_NOT_NULL(options);
-    ATTN_CHECK_ARG(options->beam_size >= 1 && options->beam_size <= MAX_BEAM,
+    ATTN_CHECK_ARG(options->beam_size >= 1 && options->beam_size <= ATTN_DECODE_MAX_BEAM,
                    "%s: beam_size %lld is outside [1, %d]", fn, (long long)options->beam_size,
-                   MAX_BEAM);
+                   ATTN_DECODE_MAX_BEAM);
     ATTN_CHECK_ARG(options->nbest >= 1 && options->nbest <= options->beam_size,
-                   "%s: nbest %lld is outside [1, beam_size %lld]", fn,
-                   (long long)options->nbest, (long long)options->beam_size);
+                   "%s: nbest %lld is outside [1, beam_size %lld]", fn, (long long)options->nbest,
+                   (long long)options->beam_size);
     ATTN_CHECK_ARG(options->length_penalty >= 0.0 && options->length_penalty <= MAX_ALPHA,
-                   "%s: length_penalty (alpha) %g is outside [0, %g]", fn,
-                   options->length_penalty, MAX_ALPHA);
+                   "%s: length_penalty (alpha) %g is outside [0, %g]", fn, options->length_penalty,
+                   MAX_ALPHA);
     ATTN_CHECK_ARG(options->max_len_ratio >= 0.0 && options->max_len_ratio <= MAX_RATIO,
                    "%s: max_len_ratio %g is outside [0, %g]", fn, options->max_len_ratio,
                    MAX_RATIO);
@@ -49,10 +48,9 @@ attn_status attn_decode_options_validate(const attn_decode_options *options)
 int64_t attn_decode_max_output_length(const attn_decode_options *options, int64_t src_length,
                                       int64_t model_max_len)
 {
-    double length = options->max_len > 0
-                        ? (double)options->max_len
-                        : floor(options->max_len_ratio * (double)src_length) +
-                              (double)options->max_len_offset;
+    double length = options->max_len > 0 ? (double)options->max_len
+                                         : floor(options->max_len_ratio * (double)src_length) +
+                                               (double)options->max_len_offset;
     if (length > (double)model_max_len)
         length = (double)model_max_len;
     return length < 1.0 ? 1 : (int64_t)length;
@@ -90,8 +88,7 @@ attn_status attn_decode_alignment(const attn_decode_result *result,
     ATTN_CHECK_NOT_NULL(out);
     ATTN_CHECK_ARG(hypothesis->cross != NULL && result->cross_maps > 0,
                    "%s: the result has no alignments (decode with options.alignments set)", fn);
-    ATTN_CHECK_ARG(src_length >= 1, "%s: src_length %lld must be >= 1", fn,
-                   (long long)src_length);
+    ATTN_CHECK_ARG(src_length >= 1, "%s: src_length %lld must be >= 1", fn, (long long)src_length);
     const int64_t layers = result->cross_layers, heads = result->cross_heads;
     ATTN_CHECK_ARG(layer >= -1 && layer < layers, "%s: layer %lld is outside [-1, %lld)", fn,
                    (long long)layer, (long long)layers);
@@ -103,8 +100,8 @@ attn_status attn_decode_alignment(const attn_decode_result *result,
         for (int64_t j = 0; j < src_length; j++) {
             double sum = 0.0;
             for (int64_t h = first; h < first + count; h++)
-                sum += hypothesis->cross[((t * result->cross_maps) + l * heads + h) * src_length +
-                                         j];
+                sum +=
+                    hypothesis->cross[((t * result->cross_maps) + l * heads + h) * src_length + j];
             out[t * src_length + j] = (float)(sum / (double)count);
         }
     return ATTN_OK;
@@ -129,13 +126,12 @@ static attn_status check_batch(const attn_model_config *config, int64_t size, in
     ATTN_CHECK_NOT_NULL(src);
     ATTN_CHECK_NOT_NULL(src_lengths);
     ATTN_CHECK_ARG(src_len >= 1, "%s: src_len %lld must be >= 1", fn, (long long)src_len);
-    ATTN_CHECK_ARG(src_len <= config->max_len,
-                   "%s: src_len %lld is above the model's max_len %lld", fn, (long long)src_len,
-                   (long long)config->max_len);
+    ATTN_CHECK_ARG(src_len <= config->max_len, "%s: src_len %lld is above the model's max_len %lld",
+                   fn, (long long)src_len, (long long)config->max_len);
     for (int64_t b = 0; b < size; b++) {
         ATTN_CHECK_ARG(src_lengths[b] >= 1 && src_lengths[b] <= src_len,
-                       "%s: src_lengths[%lld] = %d is outside [1, src_len %lld]", fn,
-                       (long long)b, (int)src_lengths[b], (long long)src_len);
+                       "%s: src_lengths[%lld] = %d is outside [1, src_len %lld]", fn, (long long)b,
+                       (int)src_lengths[b], (long long)src_len);
         for (int64_t j = 0; j < src_lengths[b]; j++) {
             int32_t id = src[b * src_len + j];
             ATTN_CHECK_ARG(id >= 0 && id < config->src_vocab,
@@ -146,8 +142,8 @@ static attn_status check_batch(const attn_model_config *config, int64_t size, in
     return ATTN_OK;
 }
 
-static attn_status decode_batch(attn_model *model, attn_graph *graph, int64_t size,
-                                int64_t src_len, const int32_t *src, const int32_t *src_lengths,
+static attn_status decode_batch(attn_model *model, attn_graph *graph, int64_t size, int64_t src_len,
+                                const int32_t *src, const int32_t *src_lengths,
                                 const attn_decode_options *options, const int64_t *max_lengths,
                                 attn_decode_result *result)
 {
@@ -160,22 +156,24 @@ static attn_status decode_batch(attn_model *model, attn_graph *graph, int64_t si
     attn_var *memory;
     ATTN_TRY(attn_model_encode(model, graph, size, src_len, src, src_lengths, &memory));
     attn_step_decoder *decoder = NULL;
-    ATTN_TRY(attn_model_step_start(model, graph, memory, src_lengths,
-                                   size * options->beam_size, longest, &decoder));
+    ATTN_TRY(attn_model_step_start(model, graph, memory, src_lengths, size * options->beam_size,
+                                   longest, &decoder));
     /* The step decoder holds what it needs from the encoder. */
     attn_graph_reset(graph);
     const attn_model_config *config = attn_model_get_config(model);
-    attn_search_model searched = {decoder, config->tgt_vocab,
+    attn_search_model searched = {decoder,
+                                  config->tgt_vocab,
                                   attn_model_step_src_len(decoder),
-                                  attn_model_step_cross_maps(decoder), model_step,
+                                  attn_model_step_cross_maps(decoder),
+                                  model_step,
                                   model_select};
     if (options->alignments) {
         result->cross_maps = searched.cross_maps;
         result->cross_layers = config->arch == ATTN_ARCH_RNN ? 1 : config->decoder_layers;
         result->cross_heads = result->cross_maps / result->cross_layers;
     }
-    attn_status status = attn_search_run(&searched, size, src_lengths, max_lengths, options,
-                                         result);
+    attn_status status =
+        attn_search_run(&searched, size, src_lengths, max_lengths, options, result);
     attn_model_step_destroy(decoder);
     return status;
 }
@@ -197,7 +195,7 @@ attn_status attn_decode(attn_model *model, attn_graph *graph, int64_t size, int6
     ATTN_CHECK_ARG(attn_graph_params(graph) == attn_model_params(model),
                    "%s: graph is not a graph of the model's parameters", fn);
     ATTN_CHECK_ARG(size >= 0, "%s: negative batch size %lld", fn, (long long)size);
-    ATTN_CHECK_ARG(size <= INT64_MAX / MAX_BEAM, "%s: batch size %lld is too large", fn,
+    ATTN_CHECK_ARG(size <= INT64_MAX / ATTN_DECODE_MAX_BEAM, "%s: batch size %lld is too large", fn,
                    (long long)size);
     if (size > 0)
         ATTN_TRY(check_batch(config, size, src_len, src, src_lengths));
@@ -211,12 +209,11 @@ attn_status attn_decode(attn_model *model, attn_graph *graph, int64_t size, int6
     }
     result->size = size;
     for (int64_t b = 0; b < size; b++)
-        max_lengths[b] = attn_decode_max_output_length(options, src_lengths[b],
-                                                       config->max_len);
+        max_lengths[b] = attn_decode_max_output_length(options, src_lengths[b], config->max_len);
     attn_status status = ATTN_OK;
     if (size > 0)
-        status = decode_batch(model, graph, size, src_len, src, src_lengths, options,
-                              max_lengths, result);
+        status = decode_batch(model, graph, size, src_len, src, src_lengths, options, max_lengths,
+                              result);
     free(max_lengths);
     if (status != ATTN_OK) {
         attn_decode_result_destroy(result);

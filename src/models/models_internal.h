@@ -1,4 +1,4 @@
-/* What the generic model code (config.c, transformer.c) needs from the RNN models; not part
+/* What the generic model code (config.c, model.c) needs from the RNN models; not part
  * of the public API. */
 #ifndef ATTN_MODELS_INTERNAL_H
 #define ATTN_MODELS_INTERNAL_H
@@ -8,7 +8,7 @@
 
 typedef struct attn_rnn_model attn_rnn_model;
 
-/* transformer.c builds it; step_decoder.c reads the modules. */
+/* model.c builds it; step_decoder.c reads the modules. */
 struct attn_model {
     attn_model_config config;
     attn_params *params;
@@ -27,7 +27,7 @@ struct attn_model {
     attn_rnn_model *rnn; /* arch "rnn": its modules (rnn_model.c); NULL otherwise */
 };
 
-/* transformer.c: what the embeddings are multiplied by (sqrt(d_model) or 1). */
+/* model.c: what the embeddings are multiplied by (sqrt(d_model) or 1). */
 ATTN_INTERNAL float attn_model_embedding_scale(const attn_model_config *c);
 
 /* rnn_config.c: the "rnn" defaults, and the constraints between the rnn fields (each
@@ -69,7 +69,7 @@ ATTN_INTERNAL int64_t attn_rnn_stepper_size(const attn_rnn_stepper *s);
 /* NULL is ignored. */
 ATTN_INTERNAL void attn_rnn_stepper_free(attn_rnn_stepper *s);
 
-/* transformer.c: a model's RNN part, NULL unless its arch is "rnn". */
+/* model.c: a model's RNN part, NULL unless its arch is "rnn". */
 ATTN_INTERNAL attn_rnn_model *attn_model_rnn_part(attn_model *model);
 
 #endif /* ATTN_MODELS_INTERNAL_H */

@@ -2,7 +2,7 @@
 #ifndef ATTN_OPTIM_INTERNAL_H
 #define ATTN_OPTIM_INTERNAL_H
 
-#include "attn/attn_train.h"
+#include "attn/attn_optim.h"
 #include "core/internal.h"
 
 /* The scalars of one Adam step, rounded to float from double values formed as PyTorch 1.13

@@ -1,7 +1,7 @@
 /* Learning-rate schedules: functions of the step (and, for a cosine annealed over a time
  * budget, of the training time), in double. */
 #include "core/internal.h"
-#include "attn/attn_train.h"
+#include "attn/attn_optim.h"
 
 #include <math.h>
 

@@ -1,4 +1,4 @@
-/* attn training pieces that work on flat parameter buffers: Adam and AdamW, learning-rate
+/* attn optimizers and what steers them, on flat parameter buffers: Adam and AdamW, learning-rate
  * schedules, gradient clipping by global norm and gradient scaling.
  *
  * A model keeps its parameters in one contiguous float buffer, and their gradients and the
@@ -6,8 +6,8 @@
  * The update functions run the instruction set chosen by attn_set_isa() and split the
  * buffer between threads; each element's result does not depend on the thread count.
  */
-#ifndef ATTN_TRAIN_H
-#define ATTN_TRAIN_H
+#ifndef ATTN_OPTIM_H
+#define ATTN_OPTIM_H
 
 #include "attn/attn_core.h"
 
@@ -135,4 +135,4 @@ ATTN_API attn_status attn_lr_at_time(const attn_lr_schedule *schedule, int64_t s
 }
 #endif
 
-#endif /* ATTN_TRAIN_H */
+#endif /* ATTN_OPTIM_H */
