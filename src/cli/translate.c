@@ -170,7 +170,8 @@ static int take_line(line_reader *r, char **line)
     if (length > 0 && begin[length - 1] == '\r')
         length--;
     if (!attn_utf8_valid(begin, length)) {
-        fprintf(stderr, "attn translate: stdin:%lld: not valid UTF-8 text\n", (long long)r->lines);
+        fprintf(stderr, "attn translate: stdin:%lld: not valid UTF-8 text\n",
+                (long long)r->lines);
         return 1;
     }
     *line = malloc(length + 1);
@@ -240,12 +241,12 @@ static int write_alignment(FILE *out, cli_translator *t, const translate_args *a
 {
     const int64_t layer = a->alignment_layer < 0 ? result->cross_layers - 1 : a->alignment_layer;
     if (layer >= result->cross_layers || a->alignment_head >= result->cross_heads) {
-        fprintf(
-            stderr, "attn translate: --alignment-%s %lld: the model has %lld %s\n",
-            layer >= result->cross_layers ? "layer" : "head",
-            (long long)(layer >= result->cross_layers ? layer : a->alignment_head),
-            (long long)(layer >= result->cross_layers ? result->cross_layers : result->cross_heads),
-            layer >= result->cross_layers ? "decoder layers" : "heads per layer");
+        fprintf(stderr, "attn translate: --alignment-%s %lld: the model has %lld %s\n",
+                layer >= result->cross_layers ? "layer" : "head",
+                (long long)(layer >= result->cross_layers ? layer : a->alignment_head),
+                (long long)(layer >= result->cross_layers ? result->cross_layers
+                                                          : result->cross_heads),
+                layer >= result->cross_layers ? "decoder layers" : "heads per layer");
         return 1;
     }
     float *weights = malloc((size_t)(h->steps * src_length) * sizeof *weights);
