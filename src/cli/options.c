@@ -221,7 +221,9 @@ void cli_print_help(const cli_command *command, const void *defaults, FILE *out)
 static void describe_value(const cli_option *o, char *out, size_t size)
 {
     char range[96] = "";
-    if ((o->kind == CLI_INT || o->kind == CLI_NUMBER) && o->min < o->max)
+    if ((o->kind == CLI_INT || o->kind == CLI_NUMBER) && o->min < o->max && isinf(o->max))
+        snprintf(range, sizeof range, " >= %.15g", o->min);
+    else if ((o->kind == CLI_INT || o->kind == CLI_NUMBER) && o->min < o->max)
         snprintf(range, sizeof range, " in [%.15g, %.15g]", o->min, o->max);
     size_t used = 0;
     const size_t n = choice_count(o);

@@ -39,7 +39,8 @@ typedef struct cli_option {
     size_t offset;          /* of the field in the command's argument struct */
     const char *value_name; /* "K", in --help and messages; NULL for flags */
     const char *help;       /* wrapped in --help; "\n" forces a line break */
-    double min, max;        /* CLI_INT, CLI_NUMBER: accepted range when min < max */
+    double min, max;        /* CLI_INT, CLI_NUMBER: accepted range when min < max (max may be
+                             * INFINITY) */
     /* CLI_CHOICE: the accepted words; CLI_INT: words accepted besides numbers ("all"). NULL
      * ends the list. A word stores choice_values[i], or i without choice_values. */
     const char *const *choices;
