@@ -7,7 +7,6 @@
 #include "attn/attn.h"
 #include "cli/options.h"
 
-#include <signal.h>
 #include <stdio.h>
 
 /* ---- options (train_args.c) --------------------------------------------------------------- */
