@@ -35,7 +35,8 @@ typedef enum attn_status {
     ATTN_ERR_IO = 3,               /* a file could not be read or written */
     ATTN_ERR_FORMAT = 4,           /* a file or string is malformed */
     ATTN_ERR_UNSUPPORTED = 5,      /* valid request this build or CPU cannot do */
-    ATTN_ERR_INTERNAL = 6
+    ATTN_ERR_INTERNAL = 6,
+    ATTN_ERR_DIVERGED = 7          /* training gave up: the gradients stayed non-finite */
 } attn_status;
 
 /* The message of the most recent failure on this thread ("" if none). */

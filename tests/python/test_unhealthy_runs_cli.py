@@ -1,6 +1,6 @@
-"""Model files and checkpoints holding numbers no run writes (NaN or infinite weights, negative
-Adam second moments) are refused at load with a message naming the tensor, instead of turning
-every later step into NaN or every translation into an empty line with exit 0."""
+"""Files and runs no healthy training writes: model files and checkpoints holding NaN or infinite
+weights or negative Adam second moments are refused at load with a message naming the tensor,
+and a run whose updates keep failing stops with an error instead of saving NaN weights."""
 import json
 import os
 import random
@@ -86,3 +86,19 @@ def test_resume_refuses_negative_second_moments(trained):
     result = run("train", "--train", trained["train"], "--out", out, "--resume",
                  trained["checkpoint"], "--max-steps", "12", "--threads", "2")
     assert result.returncode == 0, result.stderr.decode()
+
+
+def test_diverging_run_stops_with_an_error_and_writes_nothing(trained):
+    """--lr 1e30 without clipping blows the weights up at the first update; every later
+    gradient is NaN. The run must stop after the stated number of skipped updates with exit 1,
+    not finish with exit 0 and a NaN model."""
+    out = trained["folder"] / "diverged.safetensors"
+    result = run("train", "--train", trained["train"], "--out", out, "--lr", "1e30",
+                 "--warmup", "1", "--clip-norm", "0", "--epochs", "0", "--max-steps", "200",
+                 "--layers", "1", "--d-model", "16", "--heads", "2", "--ffn", "32",
+                 "--checkpoint-every", "5", "--threads", "2")
+    message = result.stderr.decode()
+    assert result.returncode == 1, message
+    assert "training diverged: the last 20 updates (to step 21)" in message, message
+    assert not out.exists()
+    assert not (trained["folder"] / "diverged.last.safetensors").exists()
