@@ -107,18 +107,6 @@ attn_status attn_decode_alignment(const attn_decode_result *result,
     return ATTN_OK;
 }
 
-/* ---- the model's step decoder behind the search ------------------------------------------ */
-
-static attn_status model_step(void *self, const int32_t *ids, float *logits, float *cross)
-{
-    return attn_model_step(self, ids, logits, cross);
-}
-
-static attn_status model_select(void *self, const int64_t *rows, int64_t new_size)
-{
-    return attn_model_step_select(self, rows, new_size);
-}
-
 static attn_status check_batch(const attn_model_config *config, int64_t size, int64_t src_len,
                                const int32_t *src, const int32_t *src_lengths)
 {
@@ -160,20 +148,12 @@ static attn_status decode_batch(attn_model *model, attn_graph *graph, int64_t si
                                    longest, &decoder));
     /* The step decoder holds what it needs from the encoder. */
     attn_graph_reset(graph);
-    const attn_model_config *config = attn_model_get_config(model);
-    attn_search_model searched = {decoder,
-                                  config->tgt_vocab,
-                                  attn_model_step_src_len(decoder),
-                                  attn_model_step_cross_maps(decoder),
-                                  model_step,
-                                  model_select};
     if (options->alignments) {
-        result->cross_maps = searched.cross_maps;
-        result->cross_layers = config->arch == ATTN_ARCH_RNN ? 1 : config->decoder_layers;
+        result->cross_maps = decoder->cross_maps;
+        result->cross_layers = decoder->cross_layers;
         result->cross_heads = result->cross_maps / result->cross_layers;
     }
-    attn_status status =
-        attn_search_run(&searched, size, src_lengths, max_lengths, options, result);
+    attn_status status = attn_search_run(decoder, size, src_lengths, max_lengths, options, result);
     attn_model_step_destroy(decoder);
     return status;
 }

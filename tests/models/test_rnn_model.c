@@ -471,31 +471,31 @@ static void test_step_decoding_matches_teacher_forcing(void)
         CHECK_OK(attn_model_encode(m, g, BATCH, SRC_LEN, batch_src, batch_src_lengths, &memory));
         CHECK_OK(attn_model_decode(m, g, memory, batch_src_lengths, BATCH, steps, batch_tgt,
                                    TGT_LEN, NULL, &all));
-        attn_rnn_decoder *d = NULL;
-        CHECK_OK(attn_model_rnn_decoder_start(m, g, memory, batch_src_lengths, &d));
+        attn_step_decoder *d = NULL;
+        CHECK_OK(attn_model_step_start(m, g, memory, batch_src_lengths, BATCH, steps, &d));
         double worst = 0.0, worst_sum = 0.0, worst_padding = 0.0;
         int weights_seen = 1;
         for (int64_t t = 0; t < steps && d != NULL && all != NULL; t++) {
             int32_t ids[BATCH];
             for (int b = 0; b < BATCH; b++)
                 ids[b] = batch_tgt[b * TGT_LEN + t];
-            attn_var *logits = NULL, *weights = NULL;
-            CHECK_OK(attn_model_rnn_decoder_step(d, ids, &logits, &weights));
-            if (logits == NULL)
-                break;
+            float logits[BATCH * 11], weights[BATCH * SRC_LEN];
+            memset(weights, 0xff, sizeof weights); /* NaN: every weight must be written */
+            CHECK_OK(attn_model_step(d, ids, logits, weights));
             for (int b = 0; b < BATCH; b++)
                 for (int64_t k = 0; k < vocab; k++)
-                    worst = fmax(worst, fabs((double)logits->value.data[b * vocab + k] -
+                    worst = fmax(worst, fabs((double)logits[b * vocab + k] -
                                              (double)all->value.data[(b * steps + t) * vocab + k]));
             if (v[i].config.attention == ATTN_RNN_NO_ATTENTION) {
-                weights_seen &= weights == NULL;
+                for (int j = 0; j < BATCH * SRC_LEN; j++)
+                    weights_seen &= weights[j] == 0.0f;
                 continue;
             }
-            weights_seen &= weights != NULL;
-            for (int b = 0; weights != NULL && b < BATCH; b++) {
+            for (int b = 0; b < BATCH; b++) {
                 double sum = 0.0;
                 for (int j = 0; j < SRC_LEN; j++) {
-                    double w = weights->value.data[b * SRC_LEN + j];
+                    double w = weights[b * SRC_LEN + j];
+                    weights_seen &= w == w;
                     if (j >= batch_src_lengths[b])
                         worst_padding = fmax(worst_padding, fabs(w));
                     sum += w;
@@ -512,8 +512,10 @@ static void test_step_decoding_matches_teacher_forcing(void)
                     worst_sum = fmax(worst_sum, fabs(sum - 1.0));
             }
         }
+        attn_model_step_destroy(d);
         CHECK(worst < 1e-5, "%s: stepping gives the teacher-forced logits (%g)", v[i].name, worst);
-        CHECK(weights_seen, "%s: weights given exactly when there is attention", v[i].name);
+        CHECK(weights_seen, "%s: weights written at every step, all zero without attention",
+              v[i].name);
         CHECK(worst_sum < 1e-5 && worst_padding == 0.0,
               "%s: weights sum to 1 (0 for an empty source), none on padding", v[i].name);
         attn_graph_destroy(g);
@@ -529,7 +531,7 @@ static void test_reorder_follows_the_rows(void)
     static const int64_t rows[BATCH] = {2, 0, 0};
     for (int i = 0; i < n; i++) {
         attn_model *m = new_model(&v[i].config, 7);
-        float results[2][BATCH * 11];
+        float results[2][BATCH * 11] = {{0}};
         for (int pass = 0; pass < 2; pass++) {
             /* pass 0: the batch, reordered after two steps; pass 1: the permuted batch */
             int32_t src[BATCH * SRC_LEN], lengths[BATCH], history[BATCH * 3];
@@ -544,23 +546,22 @@ static void test_reorder_follows_the_rows(void)
             CHECK_OK(attn_graph_create(attn_model_params(m), &g));
             attn_graph_set_recording(g, 0);
             attn_graph_set_training(g, 0);
-            attn_var *memory = NULL, *logits = NULL;
-            attn_rnn_decoder *d = NULL;
+            attn_var *memory = NULL;
+            attn_step_decoder *d = NULL;
             CHECK_OK(attn_model_encode(m, g, BATCH, SRC_LEN, src, lengths, &memory));
-            CHECK_OK(attn_model_rnn_decoder_start(m, g, memory, lengths, &d));
+            CHECK_OK(attn_model_step_start(m, g, memory, lengths, BATCH, 3, &d));
             for (int t = 0; t < 3 && d != NULL; t++) {
                 int32_t ids[BATCH];
                 for (int b = 0; b < BATCH; b++)
                     ids[b] = history[b * 3 + t];
                 if (pass == 0 && t == 2) {
-                    CHECK_OK(attn_model_rnn_decoder_reorder(d, rows));
+                    CHECK_OK(attn_model_step_select(d, rows, BATCH));
                     for (int b = 0; b < BATCH; b++)
                         ids[b] = history[rows[b] * 3 + t];
                 }
-                CHECK_OK(attn_model_rnn_decoder_step(d, ids, &logits, NULL));
+                CHECK_OK(attn_model_step(d, ids, results[pass], NULL));
             }
-            if (logits != NULL)
-                memcpy(results[pass], logits->value.data, sizeof results[pass]);
+            attn_model_step_destroy(d);
             attn_graph_destroy(g);
         }
         CHECK(memcmp(results[0], results[1], sizeof results[0]) == 0,
@@ -719,44 +720,34 @@ static void test_bad_arguments_are_rejected(void)
     attn_graph_reset(g);
     CHECK_OK(attn_model_encode(m, g, BATCH, SRC_LEN, batch_src, batch_src_lengths, &memory));
 
-    attn_rnn_decoder *d = NULL;
-    CHECK_FAILS(attn_model_rnn_decoder_start(m, g, NULL, NULL, &d), bad);
-    CHECK_FAILS(attn_model_rnn_decoder_start(NULL, g, memory, NULL, &d), bad);
-    CHECK_FAILS(attn_model_rnn_decoder_start(m, g, memory, NULL, NULL), bad);
+    attn_step_decoder *d = NULL;
+    CHECK_FAILS(attn_model_step_start(m, g, memory, batch_src_lengths, BATCH, 4, &d), bad);
+    CHECK(strstr(attn_last_error(), "recording") != NULL, "%s", attn_last_error());
+    attn_graph_set_recording(g, 0);
+    CHECK_FAILS(attn_model_step_start(m, g, NULL, NULL, BATCH, 4, &d), bad);
+    CHECK(strstr(attn_last_error(), "memory") != NULL, "%s", attn_last_error());
+    CHECK_FAILS(attn_model_step_start(NULL, g, memory, NULL, BATCH, 4, &d), bad);
+    CHECK_FAILS(attn_model_step_start(m, g, memory, NULL, BATCH, 4, NULL), bad);
+    CHECK_FAILS(attn_model_step_start(m, g, memory, NULL, BATCH - 1, 4, &d), bad);
+    CHECK(strstr(attn_last_error(), "max_rows") != NULL, "%s", attn_last_error());
     attn_graph *foreign = NULL;
     CHECK_OK(attn_graph_create(NULL, &foreign));
-    CHECK_FAILS(attn_model_rnn_decoder_start(m, foreign, memory, NULL, &d), bad);
-    CHECK_OK(attn_model_rnn_decoder_start(m, g, memory, batch_src_lengths, &d));
+    CHECK_FAILS(attn_model_step_start(m, foreign, memory, NULL, BATCH, 4, &d), bad);
+    CHECK(d == NULL, "no decoder after a failed start");
+    CHECK_OK(attn_model_step_start(m, g, memory, batch_src_lengths, BATCH, 4, &d));
     int32_t ids[BATCH] = {1, 1, 11};
-    CHECK_FAILS(attn_model_rnn_decoder_step(d, ids, &out, NULL), bad);
-    CHECK_FAILS(attn_model_rnn_decoder_step(d, NULL, &out, NULL), bad);
-    CHECK_FAILS(attn_model_rnn_decoder_step(NULL, ids, &out, NULL), bad);
-    CHECK_FAILS(attn_model_rnn_decoder_step(d, ids, NULL, NULL), bad);
+    const int32_t fine_ids[BATCH] = {1, 1, 1};
+    float logits[BATCH * 11];
+    CHECK_FAILS(attn_model_step(d, ids, logits, NULL), bad);
+    CHECK_FAILS(attn_model_step(d, NULL, logits, NULL), bad);
+    CHECK_FAILS(attn_model_step(NULL, fine_ids, logits, NULL), bad);
+    CHECK_FAILS(attn_model_step(d, fine_ids, NULL, NULL), bad);
     const int64_t rows[BATCH] = {0, 1, 3};
-    attn_graph_set_recording(g, 0);
-    CHECK_FAILS(attn_model_rnn_decoder_reorder(d, rows), bad);
+    CHECK_FAILS(attn_model_step_select(d, rows, BATCH), bad);
     CHECK(strstr(attn_last_error(), "rows[2] = 3") != NULL, "%s", attn_last_error());
-    CHECK_FAILS(attn_model_rnn_decoder_reorder(d, NULL), bad);
-    attn_graph_set_recording(g, 1);
-    const int64_t fine[BATCH] = {0, 1, 2};
-    CHECK_FAILS(attn_model_rnn_decoder_reorder(d, fine), bad);
-    CHECK(strstr(attn_last_error(), "recording") != NULL, "%s", attn_last_error());
+    CHECK_FAILS(attn_model_step_select(d, NULL, BATCH), bad);
+    attn_model_step_destroy(d);
     attn_graph_destroy(foreign);
-    attn_graph_destroy(g);
-    attn_model_destroy(m);
-
-    /* The step API belongs to the rnn arch. */
-    attn_model_config t = attn_model_config_default(ATTN_ARCH_TRANSFORMER);
-    t.d_model = 8;
-    t.num_heads = 2;
-    t.ffn_dim = 8;
-    t.encoder_layers = t.decoder_layers = 1;
-    t.src_vocab = t.tgt_vocab = 9;
-    m = new_model(&t, 1);
-    CHECK_OK(attn_graph_create(attn_model_params(m), &g));
-    CHECK_OK(attn_model_encode(m, g, BATCH, SRC_LEN, batch_src, batch_src_lengths, &memory));
-    CHECK_FAILS(attn_model_rnn_decoder_start(m, g, memory, batch_src_lengths, &d), bad);
-    CHECK(strstr(attn_last_error(), "rnn") != NULL, "%s", attn_last_error());
     attn_graph_destroy(g);
     attn_model_destroy(m);
 }
