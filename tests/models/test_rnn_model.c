@@ -4,6 +4,7 @@
  * beam reordering, reversed sources, save/load, arena reuse, and argument checks. The
  * copy/reverse/sort learnability tests are in test_rnn_learn.c. */
 #include "../autodiff/autodiff_testing.h"
+#include "models_testing.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -26,15 +27,6 @@ static attn_model_config tiny_config(attn_rnn_attention attention)
     c.attention = attention;
     c.bidirectional = attention != ATTN_RNN_LUONG_DOT;
     return c;
-}
-
-static attn_model *new_model(const attn_model_config *c, uint64_t seed)
-{
-    attn_model *m = NULL;
-    CHECK_OK(attn_model_create(c, &m));
-    if (m != NULL)
-        CHECK_OK(attn_model_init(m, seed));
-    return m;
 }
 
 /* 3 sentences with padding in source and target; one source is empty. */
@@ -158,7 +150,7 @@ static void test_parameter_names(void)
     /* Bahdanau: H = 3, E = 4, A = 6, da = 5, 2 layers. */
     attn_model_config c = tiny_config(ATTN_RNN_BAHDANAU);
     c.layers = 2;
-    attn_model *m = new_model(&c, 1);
+    attn_model *m = new_model(&c, 1, MODEL_OWN_INIT);
     CHECK(shape_is(m, "src_embed.weight", 2, 9, 4) && shape_is(m, "tgt_embed.weight", 2, 11, 4) &&
               shape_is(m, "encoder.weight_ih_l0", 2, 9, 4) &&
               shape_is(m, "encoder.weight_ih_l1_reverse", 2, 9, 6) &&
@@ -181,7 +173,7 @@ static void test_parameter_names(void)
     c.cell = ATTN_RNN_LSTM;
     c.local = ATTN_RNN_LOCAL_P;
     c.input_feeding = 1;
-    m = new_model(&c, 1);
+    m = new_model(&c, 1, MODEL_OWN_INIT);
     CHECK(shape_is(m, "decoder.0.weight_ih", 2, 12, 4 + 3) &&
               shape_is(m, "attention.weight", 2, 5, 3 + 6) && shape_is(m, "attention.v", 1, 5, 0) &&
               shape_is(m, "attention.predict_weight", 2, 5, 3) &&
@@ -195,7 +187,7 @@ static void test_parameter_names(void)
 
     c = tiny_config(ATTN_RNN_NO_ATTENTION);
     c.bidirectional = 0;
-    m = new_model(&c, 1);
+    m = new_model(&c, 1, MODEL_OWN_INIT);
     CHECK(shape_is(m, "decoder.0.weight_ih", 2, 9, 4 + 3) &&
               shape_is(m, "generator.weight", 2, 11, 3 + 4 + 3) &&
               !shape_is(m, "bridge.0.weight", 2, 3, 3),
@@ -269,7 +261,7 @@ static int make_variants(variant *v)
 
 static void check_model_gradients(const char *what, attn_model_config c, int training)
 {
-    attn_model *m = new_model(&c, 2);
+    attn_model *m = new_model(&c, 2, MODEL_OWN_INIT);
     randomise(m, 3);
     model_ctx ctx = {m, fixed_batch()};
     ad_problem p = {what, 0, NULL, attn_model_params(m), build_loss, &ctx, training, 6};
@@ -294,32 +286,6 @@ static void test_model_gradients_match_finite_differences(void)
     CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
 }
 
-/* Logits, then every parameter gradient, at one instruction set. */
-static float *logits_and_grads(attn_model *m, attn_isa isa, size_t *count)
-{
-    CHECK_OK(attn_set_isa(isa));
-    attn_params *store = attn_model_params(m);
-    attn_graph *g = NULL;
-    CHECK_OK(attn_graph_create(store, &g));
-    attn_model_batch batch = fixed_batch();
-    attn_var *logits = NULL, *loss = NULL;
-    CHECK_OK(attn_model_forward_logits(m, g, &batch, &logits));
-    size_t n_logits = logits ? (size_t)attn_tensor_numel(&logits->value) : 0;
-    size_t n_grads = attn_params_buffer_floats(store);
-    float *out = test_alloc((n_logits + n_grads) * sizeof(float));
-    if (logits != NULL)
-        memcpy(out, logits->value.data, n_logits * sizeof(float));
-    attn_graph_reset(g);
-    attn_params_zero_grad(store);
-    CHECK_OK(attn_model_forward_loss(m, g, &batch, &loss));
-    CHECK_OK(attn_graph_backward(g, loss));
-    memcpy(out + n_logits, attn_params_buffer(store, ATTN_PARAM_GRADS), n_grads * sizeof(float));
-    attn_graph_destroy(g);
-    CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
-    *count = n_logits + n_grads;
-    return out;
-}
-
 static void test_every_isa_matches_the_reference(void)
 {
     CHECK_OK(attn_set_num_threads(2));
@@ -330,9 +296,10 @@ static void test_every_isa_matches_the_reference(void)
         c.hidden = 17; /* odd sizes: vector tails */
         c.embedding_dim = 7;
         c.attention_dim = 9;
-        attn_model *m = new_model(&c, 4);
+        attn_model *m = new_model(&c, 4, MODEL_OWN_INIT);
+        const attn_model_batch batch = fixed_batch();
         size_t count;
-        float *reference = logits_and_grads(m, ATTN_ISA_REFERENCE, &count);
+        float *reference = logits_and_grads(m, &batch, ATTN_ISA_REFERENCE, &count);
         double *as_double = test_alloc(count * sizeof(double));
         for (size_t j = 0; j < count; j++)
             as_double[j] = reference[j];
@@ -341,8 +308,8 @@ static void test_every_isa_matches_the_reference(void)
             if (!attn_isa_supported(isas[k]))
                 continue;
             size_t n1, n2;
-            float *first = logits_and_grads(m, isas[k], &n1);
-            float *second = logits_and_grads(m, isas[k], &n2);
+            float *first = logits_and_grads(m, &batch, isas[k], &n1);
+            float *second = logits_and_grads(m, &batch, isas[k], &n2);
             char what[160];
             snprintf(what, sizeof what, "%s at %s", v[i].name, attn_isa_name(isas[k]));
             CHECK_ARRAYS_CLOSE(what, first, as_double, count, 2e-5, 1e-3);
@@ -397,7 +364,7 @@ static void test_padding_and_neighbours_are_invisible(void)
     variant v[8];
     int n = make_variants(v);
     for (int i = 0; i < n; i++) {
-        attn_model *m = new_model(&v[i].config, 5);
+        attn_model *m = new_model(&v[i].config, 5, MODEL_OWN_INIT);
         attn_model_batch batch = fixed_batch();
         size_t count;
         float *base = logits_of(m, &batch, &count);
@@ -462,7 +429,7 @@ static void test_step_decoding_matches_teacher_forcing(void)
     int n = make_variants(v);
     const int64_t steps = TGT_LEN - 1, vocab = 11;
     for (int i = 0; i < n; i++) {
-        attn_model *m = new_model(&v[i].config, 6);
+        attn_model *m = new_model(&v[i].config, 6, MODEL_OWN_INIT);
         attn_graph *g = NULL;
         CHECK_OK(attn_graph_create(attn_model_params(m), &g));
         attn_graph_set_recording(g, 0);
@@ -530,7 +497,7 @@ static void test_reorder_follows_the_rows(void)
     int n = make_variants(v);
     static const int64_t rows[BATCH] = {2, 0, 0};
     for (int i = 0; i < n; i++) {
-        attn_model *m = new_model(&v[i].config, 7);
+        attn_model *m = new_model(&v[i].config, 7, MODEL_OWN_INIT);
         float results[2][BATCH * 11] = {{0}};
         for (int pass = 0; pass < 2; pass++) {
             /* pass 0: the batch, reordered after two steps; pass 1: the permuted batch */
@@ -575,9 +542,9 @@ static void test_reversed_source_reads_the_sentence_backwards(void)
     attn_model_config c = tiny_config(ATTN_RNN_NO_ATTENTION);
     c.bidirectional = 0;
     c.reverse_source = 1;
-    attn_model *reversing = new_model(&c, 8);
+    attn_model *reversing = new_model(&c, 8, MODEL_OWN_INIT);
     c.reverse_source = 0;
-    attn_model *plain = new_model(&c, 9);
+    attn_model *plain = new_model(&c, 9, MODEL_OWN_INIT);
     attn_params *a = attn_model_params(reversing), *b = attn_model_params(plain);
     memcpy(attn_params_buffer(b, ATTN_PARAM_VALUES), attn_params_buffer(a, ATTN_PARAM_VALUES),
            attn_params_buffer_floats(a) * sizeof(float));
@@ -613,7 +580,7 @@ static void test_save_and_load_give_identical_logits(void)
     c.local = ATTN_RNN_LOCAL_P;
     c.input_feeding = 1;
     c.layers = 2;
-    attn_model *m = new_model(&c, 10);
+    attn_model *m = new_model(&c, 10, MODEL_OWN_INIT);
     const char *path = ad_scratch_path("rnn.safetensors");
     const attn_metadata_entry extra = {"note", "rnn test"};
     CHECK_OK(attn_model_save(m, path, &extra, 1));
@@ -637,7 +604,7 @@ static void test_no_arena_growth_after_the_first_step(void)
 {
     attn_model_config c = tiny_config(ATTN_RNN_BAHDANAU);
     c.dropout = 0.1;
-    attn_model *m = new_model(&c, 11);
+    attn_model *m = new_model(&c, 11, MODEL_OWN_INIT);
     attn_params *store = attn_model_params(m);
     attn_graph *g = NULL;
     CHECK_OK(attn_graph_create(store, &g));
@@ -668,7 +635,7 @@ static void test_bad_arguments_are_rejected(void)
 {
     const attn_status bad = ATTN_ERR_INVALID_ARGUMENT;
     attn_model_config c = tiny_config(ATTN_RNN_BAHDANAU);
-    attn_model *m = new_model(&c, 12);
+    attn_model *m = new_model(&c, 12, MODEL_OWN_INIT);
     attn_graph *g = NULL;
     CHECK_OK(attn_graph_create(attn_model_params(m), &g));
     attn_var *out = NULL, *memory = NULL;
