@@ -2,8 +2,6 @@
  * through the step decoder's table (step_decoder.h). */
 #include "models/step_decoder.h"
 
-#include "models/models_internal.h"
-
 attn_status attn_model_step_start(attn_model *model, attn_graph *graph, attn_var *memory,
                                   const int32_t *src_lengths, int64_t max_rows, int64_t max_steps,
                                   attn_step_decoder **out)
