@@ -332,8 +332,7 @@ ATTN_API attn_status attn_op_cross_entropy(attn_graph *graph, attn_var *logits,
 ATTN_API attn_status attn_op_mean_pool(attn_graph *graph, attn_var *x, const int32_t *lengths,
                                        attn_var **out);
 
-
-/* ---- recurrent networks and classic attention (ops_rnn.c) --------------------------- */
+/* ---- pieces of RNN encoder-decoders (ops_rnn.c; ops_basic.c, ops_attention.c) ------ */
 
 /* Pieces of RNN encoder-decoders. Lengths and positions are int32 like the model batches;
  * a "row" is one sentence of the batch (x [..., n] has rows = the product of its leading

@@ -184,6 +184,15 @@ typedef struct attn_model_batch {
  * Set the graph's mode first: training (dropout) and recording (for attn_graph_backward). */
 ATTN_API attn_status attn_model_forward_loss(attn_model *model, attn_graph *graph,
                                              const attn_model_batch *batch, attn_var **loss);
+/* The same loss with what a trainer reports beside it: smoothed != 0 gives the training loss
+ * above, 0 plain cross-entropy (validation); *tokens gets the number of scored rows
+ * (predicted tokens, or sentences for the classifier) and *correct how many of them have
+ * their label as the logits' arg-max (the first on ties). attn_model_forward_loss, the
+ * trainer and `attn bench train` all run this one function. */
+ATTN_API attn_status attn_model_forward_loss_counted(attn_model *model, attn_graph *graph,
+                                                     const attn_model_batch *batch, int smoothed,
+                                                     attn_var **loss, int64_t *tokens,
+                                                     int64_t *correct);
 /* The logits: [size, tgt_len - 1, tgt_vocab] for the transformer and the language model
  * (row t predicts tgt[:, t + 1]), [size, num_classes] for the classifier. */
 ATTN_API attn_status attn_model_forward_logits(attn_model *model, attn_graph *graph,
