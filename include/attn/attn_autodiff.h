@@ -134,8 +134,10 @@ ATTN_API attn_status attn_params_save(attn_params *store, const char *path,
                                       const attn_metadata_entry *metadata, size_t n_metadata);
 /* Reads every parameter (prefix + name) of one buffer from a file: F32, F16, BF16 or F64,
  * of exactly the parameter's shape. A missing parameter or a wrong shape or dtype is
- * ATTN_ERR_FORMAT naming it, and then the buffer may be partly overwritten. Tensors in the
- * file that are not parameters are ignored (a checkpoint also holds optimizer state). */
+ * ATTN_ERR_FORMAT naming it, and then the buffer may be partly overwritten. So is a value
+ * that is not finite, or a negative Adam second moment (ATTN_PARAM_ADAM_V): no run writes
+ * them, and training or decoding from them only turns every later number into NaN. Tensors in
+ * the file that are not parameters are ignored (a checkpoint also holds optimizer state). */
 ATTN_API attn_status attn_params_load(attn_params *store, const attn_tensor_file *file,
                                       attn_param_buffer which, const char *prefix);
 
@@ -330,8 +332,7 @@ ATTN_API attn_status attn_op_cross_entropy(attn_graph *graph, attn_var *logits,
 ATTN_API attn_status attn_op_mean_pool(attn_graph *graph, attn_var *x, const int32_t *lengths,
                                        attn_var **out);
 
-
-/* ---- recurrent networks and classic attention (ops_rnn.c) --------------------------- */
+/* ---- pieces of RNN encoder-decoders (ops_rnn.c; ops_basic.c, ops_attention.c) ------ */
 
 /* Pieces of RNN encoder-decoders. Lengths and positions are int32 like the model batches;
  * a "row" is one sentence of the batch (x [..., n] has rows = the product of its leading

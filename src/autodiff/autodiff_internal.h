@@ -14,6 +14,18 @@ ATTN_INTERNAL int attn_ad_same_shape(const attn_var *a, const attn_var *b);
 /* "[2, 3, 4]" into buf (for messages). */
 ATTN_INTERNAL const char *attn_ad_shape_text(const attn_var *v, char *buf, size_t size);
 
+/* For optional inputs (a bias, a second direction's weights): the value's data, or NULL for
+ * a NULL variable; and its gradient (attn_graph_grad), or NULL for a NULL variable. */
+ATTN_INTERNAL const float *attn_ad_optional_data(const attn_var *v);
+ATTN_INTERNAL attn_status attn_ad_optional_grad(attn_graph *graph, attn_var *v, float **grad);
+
+/* How every operation ends when a gradient is wanted: copies the n_ctx_bytes at ctx (the
+ * inputs and saved buffers its backward reads) into the arena, where they outlive the
+ * operation's stack, and pushes the node for its outputs (attn_graph_record_outputs). */
+ATTN_INTERNAL attn_status attn_ad_record(attn_graph *graph, int n_outputs, attn_var *const *outputs,
+                                         attn_backward_fn backward, const void *ctx,
+                                         size_t n_ctx_bytes, const char *name);
+
 /* Memory-bound passes, threaded through attn_parallel_for with a split that depends only on
  * the size. They only stream memory, so one portable loop serves every instruction set. */
 /* dst[i] += src[i] */

@@ -58,7 +58,10 @@ void attn_graph_destroy(attn_graph *graph)
     free(graph);
 }
 
-attn_params *attn_graph_params(const attn_graph *graph) { return graph ? graph->store : NULL; }
+attn_params *attn_graph_params(const attn_graph *graph)
+{
+    return graph ? graph->store : NULL;
+}
 
 /* A step that outgrew one block left its memory spread over several, and steps of other
  * shapes (batches of other lengths) could keep adding blocks around the gaps. One block with
@@ -102,8 +105,7 @@ void attn_graph_set_attention_observer(attn_graph *graph, attn_attention_observe
     graph->observer_ctx = observer != NULL ? ctx : NULL;
 }
 
-int64_t attn_ad_next_attention_op(attn_graph *graph, attn_attention_observer *observer,
-                                  void **ctx)
+int64_t attn_ad_next_attention_op(attn_graph *graph, attn_attention_observer *observer, void **ctx)
 {
     *observer = graph->observer;
     *ctx = graph->observer_ctx;
@@ -115,14 +117,20 @@ void attn_graph_set_recording(attn_graph *graph, int on)
     if (graph != NULL)
         graph->recording = on != 0;
 }
-int attn_graph_is_recording(const attn_graph *graph) { return graph != NULL && graph->recording; }
+int attn_graph_is_recording(const attn_graph *graph)
+{
+    return graph != NULL && graph->recording;
+}
 
 void attn_graph_set_training(attn_graph *graph, int on)
 {
     if (graph != NULL)
         graph->training = on != 0;
 }
-int attn_graph_is_training(const attn_graph *graph) { return graph != NULL && graph->training; }
+int attn_graph_is_training(const attn_graph *graph)
+{
+    return graph != NULL && graph->training;
+}
 
 void attn_graph_set_dropout_seed(attn_graph *graph, uint64_t seed, uint64_t step)
 {
@@ -156,7 +164,10 @@ size_t attn_graph_memory_peak(const attn_graph *graph)
 {
     return graph ? attn_arena_peak(graph->arena) : 0;
 }
-size_t attn_graph_node_count(const attn_graph *graph) { return graph ? graph->nodes : 0; }
+size_t attn_graph_node_count(const attn_graph *graph)
+{
+    return graph ? graph->nodes : 0;
+}
 
 void *attn_graph_alloc(attn_graph *graph, size_t bytes)
 {
@@ -184,8 +195,7 @@ static attn_status check_shape(const char *fn, int ndim, const int64_t *shape, i
     for (int d = 0; d < ndim; d++) {
         ATTN_CHECK_ARG(shape[d] >= 0, "%s: dimension %d is negative (%lld)", fn, d,
                        (long long)shape[d]);
-        ATTN_CHECK_ARG(shape[d] == 0 || n <= INT64_MAX / 8 / shape[d], "%s: too many elements",
-                       fn);
+        ATTN_CHECK_ARG(shape[d] == 0 || n <= INT64_MAX / 8 / shape[d], "%s: too many elements", fn);
         n *= shape[d];
     }
     *numel = n;
@@ -214,14 +224,14 @@ static attn_status new_var(const char *fn, attn_graph *graph, int ndim, const in
     return ATTN_OK;
 }
 
-attn_status attn_graph_new_var(attn_graph *graph, int ndim, const int64_t *shape,
-                               int requires_grad, attn_var **out)
+attn_status attn_graph_new_var(attn_graph *graph, int ndim, const int64_t *shape, int requires_grad,
+                               attn_var **out)
 {
     return new_var(__func__, graph, ndim, shape, requires_grad, out);
 }
 
-attn_status attn_graph_input(attn_graph *graph, int ndim, const int64_t *shape,
-                             const float *data, int requires_grad, attn_var **out)
+attn_status attn_graph_input(attn_graph *graph, int ndim, const int64_t *shape, const float *data,
+                             int requires_grad, attn_var **out)
 {
     ATTN_TRY(new_var(__func__, graph, ndim, shape, requires_grad, out));
     size_t bytes = (size_t)attn_tensor_numel(&(*out)->value) * sizeof(float);
@@ -238,8 +248,7 @@ attn_status attn_graph_param(attn_graph *graph, attn_param_id id, attn_var **out
     ATTN_CHECK_NOT_NULL(graph);
     ATTN_CHECK_NOT_NULL(out);
     *out = NULL;
-    ATTN_CHECK_ARG(graph->store != NULL, "%s: the graph was created without a parameter store",
-                   fn);
+    ATTN_CHECK_ARG(graph->store != NULL, "%s: the graph was created without a parameter store", fn);
     ATTN_CHECK_ARG(attn_params_is_finalized(graph->store),
                    "%s: the parameter store is not finalised", fn);
     attn_param_info info;
@@ -247,9 +256,8 @@ attn_status attn_graph_param(attn_graph *graph, attn_param_id id, attn_var **out
     attn_var *v = attn_arena_alloc(graph->arena, sizeof *v);
     if (v == NULL)
         return ATTN_ERR_OUT_OF_MEMORY;
-    v->value =
-        attn_tensor_view(attn_params_data(graph->store, id, ATTN_PARAM_VALUES), info.ndim,
-                         info.shape);
+    v->value = attn_tensor_view(attn_params_data(graph->store, id, ATTN_PARAM_VALUES), info.ndim,
+                                info.shape);
     v->requires_grad = graph->recording;
     v->grad = graph->recording ? attn_params_data(graph->store, id, ATTN_PARAM_GRADS) : NULL;
     *out = v;
@@ -266,17 +274,15 @@ int attn_graph_wants_grad(const attn_graph *graph, int n, attn_var *const *input
     return 0;
 }
 
-attn_status attn_graph_record_outputs(attn_graph *graph, int n_outputs,
-                                      attn_var *const *outputs, attn_backward_fn backward,
-                                      void *ctx, const char *name)
+attn_status attn_graph_record_outputs(attn_graph *graph, int n_outputs, attn_var *const *outputs,
+                                      attn_backward_fn backward, void *ctx, const char *name)
 {
     const char *fn = __func__;
     name = name ? name : "?";
     ATTN_CHECK_NOT_NULL(graph);
     ATTN_CHECK_NOT_NULL(outputs);
     ATTN_CHECK_NOT_NULL(backward);
-    ATTN_CHECK_ARG(n_outputs >= 1, "%s: %s: n_outputs must be >= 1, got %d", fn, name,
-                   n_outputs);
+    ATTN_CHECK_ARG(n_outputs >= 1, "%s: %s: n_outputs must be >= 1, got %d", fn, name, n_outputs);
     for (int i = 0; i < n_outputs; i++)
         ATTN_CHECK_ARG(outputs[i] != NULL, "%s: %s: outputs[%d] must not be NULL", fn, name, i);
     ATTN_CHECK_ARG(graph->recording, "%s: %s: the graph is not recording", fn, name);
@@ -371,8 +377,7 @@ attn_status attn_graph_backward(attn_graph *graph, attn_var *loss)
     return run_tape(graph);
 }
 
-attn_status attn_graph_backward_from(attn_graph *graph, attn_var *output,
-                                     const float *grad_output)
+attn_status attn_graph_backward_from(attn_graph *graph, attn_var *output, const float *grad_output)
 {
     ATTN_TRY(check_backward_start(__func__, graph, output));
     ATTN_CHECK_NOT_NULL(grad_output);
@@ -390,6 +395,28 @@ attn_status attn_ad_check_var(const char *fn, const char *what, const attn_var *
     ATTN_CHECK_ARG(v->value.data != NULL || attn_tensor_numel(&v->value) == 0,
                    "%s: %s has no value", fn, what);
     return ATTN_OK;
+}
+
+const float *attn_ad_optional_data(const attn_var *v)
+{
+    return v != NULL ? v->value.data : NULL;
+}
+
+attn_status attn_ad_optional_grad(attn_graph *graph, attn_var *v, float **grad)
+{
+    *grad = NULL;
+    return v == NULL ? ATTN_OK : attn_graph_grad(graph, v, grad);
+}
+
+attn_status attn_ad_record(attn_graph *graph, int n_outputs, attn_var *const *outputs,
+                           attn_backward_fn backward, const void *ctx, size_t n_ctx_bytes,
+                           const char *name)
+{
+    void *saved = attn_graph_alloc(graph, n_ctx_bytes);
+    if (saved == NULL)
+        return ATTN_ERR_OUT_OF_MEMORY;
+    memcpy(saved, ctx, n_ctx_bytes);
+    return attn_graph_record_outputs(graph, n_outputs, outputs, backward, saved, name);
 }
 
 int64_t attn_ad_last_dim(const attn_var *v)

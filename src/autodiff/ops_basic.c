@@ -1,9 +1,11 @@
-/* Operations on the tape: linear, embedding, additions, activation and dropout.
+/* General-purpose operations on the tape: linear, embedding, additions, activation, dropout,
+ * and moving values around (concatenation, stacking a decoder's steps, gathering one
+ * position per sentence).
  *
  * The arithmetic is in the kernels (attn_gemm, attn_embedding_*, attn_activation_*,
  * attn_dropout_*), which dispatch on the instruction set themselves. What is left here
- * (broadcasting a bias, adding arrays, summing bias gradients) only streams memory, so the
- * portable loops in graph.c serve every instruction set. */
+ * (broadcasting a bias, adding arrays, summing bias gradients, copying) only streams memory,
+ * so portable loops serve every instruction set. */
 #include "autodiff/autodiff_internal.h"
 
 #include <math.h>
@@ -75,11 +77,8 @@ attn_status attn_op_linear(attn_graph *graph, attn_var *x, attn_var *weight, att
                        weight->value.data, in, bias != NULL ? 1.0f : 0.0f, y->value.data,
                        features));
     if (wants) {
-        linear_ctx *ctx = attn_graph_alloc(graph, sizeof *ctx);
-        if (ctx == NULL)
-            return ATTN_ERR_OUT_OF_MEMORY;
-        *ctx = (linear_ctx){x, weight, bias};
-        ATTN_TRY(attn_graph_record(graph, y, linear_backward, ctx, "linear"));
+        linear_ctx ctx = {x, weight, bias};
+        ATTN_TRY(attn_ad_record(graph, 1, &y, linear_backward, &ctx, sizeof ctx, "linear"));
     }
     *out = y;
     return ATTN_OK;
@@ -100,13 +99,12 @@ static attn_status embedding_backward(attn_graph *graph, const attn_var *output,
     float *dtable;
     ATTN_TRY(attn_graph_grad(graph, ctx->table, &dtable));
     return attn_embedding_backward(ctx->tokens, ctx->table->value.shape[0],
-                                   ctx->table->value.shape[1], ctx->ids, ctx->scale,
-                                   output->grad, dtable);
+                                   ctx->table->value.shape[1], ctx->ids, ctx->scale, output->grad,
+                                   dtable);
 }
 
 attn_status attn_op_embedding(attn_graph *graph, attn_var *table, int64_t rows, int64_t cols,
-                              const int32_t *ids, int64_t ids_stride, float scale,
-                              attn_var **out)
+                              const int32_t *ids, int64_t ids_stride, float scale, attn_var **out)
 {
     const char *fn = __func__;
     char a[96];
@@ -142,14 +140,11 @@ attn_status attn_op_embedding(attn_graph *graph, attn_var *table, int64_t rows, 
     const int64_t shape[3] = {rows, cols, dim};
     attn_var *y;
     ATTN_TRY(attn_graph_new_var(graph, 3, shape, wants, &y));
-    ATTN_TRY(attn_embedding_forward(tokens, vocab, dim, table->value.data, copy, scale,
-                                    y->value.data));
+    ATTN_TRY(
+        attn_embedding_forward(tokens, vocab, dim, table->value.data, copy, scale, y->value.data));
     if (wants) {
-        embedding_ctx *ctx = attn_graph_alloc(graph, sizeof *ctx);
-        if (ctx == NULL)
-            return ATTN_ERR_OUT_OF_MEMORY;
-        *ctx = (embedding_ctx){table, tokens, copy, scale};
-        ATTN_TRY(attn_graph_record(graph, y, embedding_backward, ctx, "embedding"));
+        embedding_ctx ctx = {table, tokens, copy, scale};
+        ATTN_TRY(attn_ad_record(graph, 1, &y, embedding_backward, &ctx, sizeof ctx, "embedding"));
     }
     *out = y;
     return ATTN_OK;
@@ -194,11 +189,8 @@ attn_status attn_op_add(attn_graph *graph, attn_var *a, attn_var *b, attn_var **
     ATTN_TRY(attn_graph_new_var(graph, a->value.ndim, a->value.shape, wants, &y));
     attn_ad_add(attn_tensor_numel(&a->value), a->value.data, b->value.data, y->value.data);
     if (wants) {
-        add_ctx *ctx = attn_graph_alloc(graph, sizeof *ctx);
-        if (ctx == NULL)
-            return ATTN_ERR_OUT_OF_MEMORY;
-        *ctx = (add_ctx){a, b};
-        ATTN_TRY(attn_graph_record(graph, y, add_backward, ctx, "add"));
+        add_ctx ctx = {a, b};
+        ATTN_TRY(attn_ad_record(graph, 1, &y, add_backward, &ctx, sizeof ctx, "add"));
     }
     *out = y;
     return ATTN_OK;
@@ -234,9 +226,8 @@ attn_status attn_op_add_position_table(attn_graph *graph, attn_var *x, const flo
     ATTN_CHECK_ARG(x->value.ndim == 3, "%s: x must be [batch, len, dim], got %s", fn,
                    attn_ad_shape_text(x, a, sizeof a));
     const int64_t len = x->value.shape[1], dim = x->value.shape[2];
-    ATTN_CHECK_ARG(len <= table_rows,
-                   "%s: sequence length %lld exceeds the table's %lld positions", fn,
-                   (long long)len, (long long)table_rows);
+    ATTN_CHECK_ARG(len <= table_rows, "%s: sequence length %lld exceeds the table's %lld positions",
+                   fn, (long long)len, (long long)table_rows);
     ATTN_CHECK_ARG(len * dim == 0 || table != NULL, "%s: table must not be NULL", fn);
     attn_var *inputs[1] = {x};
     const int wants = attn_graph_wants_grad(graph, 1, inputs);
@@ -247,11 +238,9 @@ attn_status attn_op_add_position_table(attn_graph *graph, attn_var *x, const flo
         attn_parallel_for(x->value.shape[0] * len, 1 + 16384 / dim, add_position_range, &job);
     }
     if (wants) {
-        add_ctx *ctx = attn_graph_alloc(graph, sizeof *ctx);
-        if (ctx == NULL)
-            return ATTN_ERR_OUT_OF_MEMORY;
-        *ctx = (add_ctx){x, NULL};
-        ATTN_TRY(attn_graph_record(graph, y, add_backward, ctx, "add_position_table"));
+        add_ctx ctx = {x, NULL};
+        ATTN_TRY(
+            attn_ad_record(graph, 1, &y, add_backward, &ctx, sizeof ctx, "add_position_table"));
     }
     *out = y;
     return ATTN_OK;
@@ -269,12 +258,11 @@ static attn_status activation_backward(attn_graph *graph, const attn_var *output
     activation_ctx *ctx = raw;
     float *dx;
     ATTN_TRY(attn_graph_grad(graph, ctx->x, &dx));
-    return attn_activation_backward(ctx->act, attn_tensor_numel(&output->value),
-                                    ctx->x->value.data, output->grad, dx);
+    return attn_activation_backward(ctx->act, attn_tensor_numel(&output->value), ctx->x->value.data,
+                                    output->grad, dx);
 }
 
-attn_status attn_op_activation(attn_graph *graph, attn_var *x, attn_activation act,
-                               attn_var **out)
+attn_status attn_op_activation(attn_graph *graph, attn_var *x, attn_activation act, attn_var **out)
 {
     const char *fn = __func__;
     ATTN_CHECK_NOT_NULL(out);
@@ -287,14 +275,11 @@ attn_status attn_op_activation(attn_graph *graph, attn_var *x, attn_activation a
     const int wants = attn_graph_wants_grad(graph, 1, inputs);
     attn_var *y;
     ATTN_TRY(attn_graph_new_var(graph, x->value.ndim, x->value.shape, wants, &y));
-    ATTN_TRY(attn_activation_forward(act, attn_tensor_numel(&x->value), x->value.data,
-                                     y->value.data));
+    ATTN_TRY(
+        attn_activation_forward(act, attn_tensor_numel(&x->value), x->value.data, y->value.data));
     if (wants) {
-        activation_ctx *ctx = attn_graph_alloc(graph, sizeof *ctx);
-        if (ctx == NULL)
-            return ATTN_ERR_OUT_OF_MEMORY;
-        *ctx = (activation_ctx){x, act};
-        ATTN_TRY(attn_graph_record(graph, y, activation_backward, ctx, "activation"));
+        activation_ctx ctx = {x, act};
+        ATTN_TRY(attn_ad_record(graph, 1, &y, activation_backward, &ctx, sizeof ctx, "activation"));
     }
     *out = y;
     return ATTN_OK;
@@ -337,11 +322,214 @@ attn_status attn_op_dropout(attn_graph *graph, attn_var *x, float p, attn_var **
     ATTN_TRY(attn_dropout_forward(attn_tensor_numel(&x->value), p, seed, 0, x->value.data,
                                   y->value.data, NULL));
     if (wants) {
-        dropout_ctx *ctx = attn_graph_alloc(graph, sizeof *ctx);
-        if (ctx == NULL)
-            return ATTN_ERR_OUT_OF_MEMORY;
-        *ctx = (dropout_ctx){x, p, seed};
-        ATTN_TRY(attn_graph_record(graph, y, dropout_backward, ctx, "dropout"));
+        dropout_ctx ctx = {x, p, seed};
+        ATTN_TRY(attn_ad_record(graph, 1, &y, dropout_backward, &ctx, sizeof ctx, "dropout"));
+    }
+    *out = y;
+    return ATTN_OK;
+}
+
+/* ---- concatenation and stacking ------------------------------------------------------------ */
+
+enum { COPY_CHUNK = 1 << 14, MAX_PIECES = 1 << 20 };
+
+typedef struct concat_ctx {
+    int n;
+    attn_var **inputs; /* in the arena */
+    int64_t rows, width;
+} concat_ctx;
+
+typedef struct concat_job {
+    const concat_ctx *ctx;
+    float *out;        /* forward: the output */
+    const float *grad; /* backward: the output's gradient */
+    float **grads;     /* backward: each input's gradient, NULL to skip */
+} concat_job;
+
+static void concat_rows(void *raw, int64_t begin, int64_t end, int thread_index)
+{
+    (void)thread_index;
+    const concat_job *job = raw;
+    const concat_ctx *ctx = job->ctx;
+    for (int64_t r = begin; r < end; r++) {
+        float *dst = job->out + r * ctx->width;
+        for (int i = 0; i < ctx->n; i++) {
+            const int64_t w = attn_ad_last_dim(ctx->inputs[i]);
+            memcpy(dst, ctx->inputs[i]->value.data + r * w, (size_t)w * sizeof(float));
+            dst += w;
+        }
+    }
+}
+
+static void concat_backward_rows(void *raw, int64_t begin, int64_t end, int thread_index)
+{
+    (void)thread_index;
+    const concat_job *job = raw;
+    const concat_ctx *ctx = job->ctx;
+    for (int64_t r = begin; r < end; r++) {
+        const float *src = job->grad + r * ctx->width;
+        for (int i = 0; i < ctx->n; i++) {
+            const int64_t w = attn_ad_last_dim(ctx->inputs[i]);
+            if (job->grads[i] != NULL) {
+                float *dst = job->grads[i] + r * w;
+                for (int64_t c = 0; c < w; c++)
+                    dst[c] += src[c];
+            }
+            src += w;
+        }
+    }
+}
+
+static int64_t rows_per_chunk(int64_t width)
+{
+    return 1 + COPY_CHUNK / (width > 0 ? width : 1);
+}
+
+static attn_status concat_backward(attn_graph *graph, const attn_var *output, void *raw)
+{
+    const concat_ctx *ctx = raw;
+    float **grads = attn_graph_alloc(graph, (size_t)ctx->n * sizeof *grads);
+    if (grads == NULL)
+        return ATTN_ERR_OUT_OF_MEMORY;
+    /* An input given twice gets one buffer, and its slices add into it in input order on
+     * the thread that owns the row. */
+    for (int i = 0; i < ctx->n; i++)
+        ATTN_TRY(attn_graph_grad(graph, ctx->inputs[i], &grads[i]));
+    concat_job job = {ctx, NULL, output->grad, grads};
+    attn_parallel_for(ctx->rows, rows_per_chunk(ctx->width), concat_backward_rows, &job);
+    return ATTN_OK;
+}
+
+/* Shared by concat and stack, which differ only in the output's shape. */
+static attn_status concat_into(const char *fn, attn_graph *graph, int64_t n,
+                               attn_var *const *inputs, int stack, attn_var **out)
+{
+    char a[96], b[96];
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
+    ATTN_CHECK_NOT_NULL(graph);
+    ATTN_CHECK_ARG(n >= 1 && n <= MAX_PIECES, "%s: n must be in [1, %d], got %lld", fn, MAX_PIECES,
+                   (long long)n);
+    ATTN_CHECK_ARG(inputs != NULL, "%s: inputs must not be NULL", fn);
+    concat_ctx ctx = {(int)n, NULL, 0, 0};
+    ctx.inputs = attn_graph_alloc(graph, (size_t)n * sizeof *ctx.inputs);
+    if (ctx.inputs == NULL)
+        return ATTN_ERR_OUT_OF_MEMORY;
+    for (int i = 0; i < ctx.n; i++) {
+        ATTN_CHECK_ARG(inputs[i] != NULL, "%s: inputs[%d] must not be NULL", fn, i);
+        ATTN_TRY(attn_ad_check_var(fn, "an input", inputs[i]));
+        ATTN_CHECK_ARG(inputs[i]->value.ndim >= 1,
+                       "%s: inputs[%d] must have at least one dimension", fn, i);
+        ATTN_CHECK_ARG(attn_ad_rows(inputs[i]) == attn_ad_rows(inputs[0]),
+                       "%s: inputs[%d] %s has other rows than inputs[0] %s", fn, i,
+                       attn_ad_shape_text(inputs[i], a, sizeof a),
+                       attn_ad_shape_text(inputs[0], b, sizeof b));
+        ATTN_CHECK_ARG(!stack || attn_ad_last_dim(inputs[i]) == attn_ad_last_dim(inputs[0]),
+                       "%s: inputs[%d] %s differs in its last dimension from inputs[0] %s", fn, i,
+                       attn_ad_shape_text(inputs[i], a, sizeof a),
+                       attn_ad_shape_text(inputs[0], b, sizeof b));
+        ctx.inputs[i] = inputs[i];
+        ctx.width += attn_ad_last_dim(inputs[i]);
+    }
+    ctx.rows = attn_ad_rows(inputs[0]);
+    const int wants = attn_graph_wants_grad(graph, ctx.n, ctx.inputs);
+    attn_var *y;
+    if (stack) {
+        const int64_t shape[3] = {ctx.rows, n, attn_ad_last_dim(inputs[0])};
+        ATTN_TRY(attn_graph_new_var(graph, 3, shape, wants, &y));
+    } else {
+        int64_t shape[ATTN_MAX_DIMS];
+        memcpy(shape, inputs[0]->value.shape, sizeof shape);
+        shape[inputs[0]->value.ndim - 1] = ctx.width;
+        ATTN_TRY(attn_graph_new_var(graph, inputs[0]->value.ndim, shape, wants, &y));
+    }
+    concat_job job = {&ctx, y->value.data, NULL, NULL};
+    attn_parallel_for(ctx.rows, rows_per_chunk(ctx.width), concat_rows, &job);
+    if (wants)
+        ATTN_TRY(attn_ad_record(graph, 1, &y, concat_backward, &ctx, sizeof ctx,
+                                stack ? "stack" : "concat"));
+    *out = y;
+    return ATTN_OK;
+}
+
+attn_status attn_op_concat(attn_graph *graph, int n, attn_var *const *inputs, attn_var **out)
+{
+    return concat_into(__func__, graph, n, inputs, 0, out);
+}
+
+attn_status attn_op_stack(attn_graph *graph, int64_t n, attn_var *const *inputs, attn_var **out)
+{
+    return concat_into(__func__, graph, n, inputs, 1, out);
+}
+
+/* ---- one position per sentence ------------------------------------------------------------- */
+
+typedef struct gather_ctx {
+    attn_var *x;
+    const int32_t *positions;
+    int64_t first, count;
+} gather_ctx;
+
+static attn_status gather_backward(attn_graph *graph, const attn_var *output, void *raw)
+{
+    const gather_ctx *ctx = raw;
+    float *dx;
+    ATTN_TRY(attn_graph_grad(graph, ctx->x, &dx));
+    const int64_t batch = ctx->x->value.shape[0], len = ctx->x->value.shape[1];
+    const int64_t dim = ctx->x->value.shape[2];
+    for (int64_t b = 0; b < batch; b++) {
+        if (ctx->positions[b] < 0)
+            continue;
+        float *dst = dx + (b * len + ctx->positions[b]) * dim + ctx->first;
+        const float *src = output->grad + b * ctx->count;
+        for (int64_t c = 0; c < ctx->count; c++)
+            dst[c] += src[c];
+    }
+    return ATTN_OK;
+}
+
+attn_status attn_op_gather_positions(attn_graph *graph, attn_var *x, const int32_t *positions,
+                                     int64_t first, int64_t count, attn_var **out)
+{
+    const char *fn = __func__;
+    char a[96];
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
+    ATTN_CHECK_NOT_NULL(graph);
+    ATTN_TRY(attn_ad_check_var(fn, "x", x));
+    ATTN_CHECK_ARG(x->value.ndim == 3, "%s: x must be [batch, len, dim], got %s", fn,
+                   attn_ad_shape_text(x, a, sizeof a));
+    const int64_t batch = x->value.shape[0], len = x->value.shape[1], dim = x->value.shape[2];
+    ATTN_CHECK_ARG(first >= 0 && count >= 0 && first <= dim && count <= dim - first,
+                   "%s: columns [%lld, %lld + %lld) are outside x's %lld", fn, (long long)first,
+                   (long long)first, (long long)count, (long long)dim);
+    ATTN_CHECK_ARG(batch == 0 || positions != NULL, "%s: positions must not be NULL", fn);
+    int32_t *copy = attn_graph_alloc(graph, (size_t)batch * sizeof *copy);
+    if (copy == NULL)
+        return ATTN_ERR_OUT_OF_MEMORY;
+    for (int64_t b = 0; b < batch; b++) {
+        ATTN_CHECK_ARG(positions[b] >= -1 && positions[b] < len,
+                       "%s: positions[%lld] = %d is outside [-1, %lld)", fn, (long long)b,
+                       (int)positions[b], (long long)len);
+        copy[b] = positions[b];
+    }
+    attn_var *inputs[1] = {x};
+    const int wants = attn_graph_wants_grad(graph, 1, inputs);
+    const int64_t shape[2] = {batch, count};
+    attn_var *y;
+    ATTN_TRY(attn_graph_new_var(graph, 2, shape, wants, &y));
+    for (int64_t b = 0; b < batch; b++) {
+        float *dst = y->value.data + b * count;
+        if (copy[b] < 0)
+            memset(dst, 0, (size_t)count * sizeof(float));
+        else
+            memcpy(dst, x->value.data + (b * len + copy[b]) * dim + first,
+                   (size_t)count * sizeof(float));
+    }
+    if (wants) {
+        gather_ctx ctx = {x, copy, first, count};
+        ATTN_TRY(
+            attn_ad_record(graph, 1, &y, gather_backward, &ctx, sizeof ctx, "gather_positions"));
     }
     *out = y;
     return ATTN_OK;

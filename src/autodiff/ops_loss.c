@@ -70,11 +70,9 @@ attn_status attn_op_cross_entropy(attn_graph *graph, attn_var *logits, const int
                                         smoothing, &sum, &counted, row_lse));
     loss->value.data[0] = counted > 0 ? (float)(sum / (double)counted) : 0.0f;
     if (wants) {
-        cross_entropy_ctx *ctx = attn_graph_alloc(graph, sizeof *ctx);
-        if (ctx == NULL)
-            return ATTN_ERR_OUT_OF_MEMORY;
-        *ctx = (cross_entropy_ctx){logits, copy, ignore_index, smoothing, counted, row_lse};
-        ATTN_TRY(attn_graph_record(graph, loss, cross_entropy_backward, ctx, "cross_entropy"));
+        cross_entropy_ctx ctx = {logits, copy, ignore_index, smoothing, counted, row_lse};
+        ATTN_TRY(attn_ad_record(graph, 1, &loss, cross_entropy_backward, &ctx, sizeof ctx,
+                                "cross_entropy"));
     }
     *out = loss;
     return ATTN_OK;
@@ -172,11 +170,8 @@ attn_status attn_op_mean_pool(attn_graph *graph, attn_var *x, const int32_t *len
     pool_job job = {len, dim, copy, x->value.data, y->value.data};
     attn_parallel_for(batch, 1, pool_forward_range, &job);
     if (wants) {
-        pool_ctx *ctx = attn_graph_alloc(graph, sizeof *ctx);
-        if (ctx == NULL)
-            return ATTN_ERR_OUT_OF_MEMORY;
-        *ctx = (pool_ctx){x, copy};
-        ATTN_TRY(attn_graph_record(graph, y, mean_pool_backward, ctx, "mean_pool"));
+        pool_ctx ctx = {x, copy};
+        ATTN_TRY(attn_ad_record(graph, 1, &y, mean_pool_backward, &ctx, sizeof ctx, "mean_pool"));
     }
     *out = y;
     return ATTN_OK;

@@ -59,12 +59,12 @@ static attn_status layer_norm(const char *fn, attn_graph *graph, attn_var *x, at
                    attn_ad_shape_text(x, a, sizeof a));
     if (residual != NULL) {
         ATTN_TRY(attn_ad_check_var(fn, "residual", residual));
-        ATTN_CHECK_ARG(attn_ad_same_shape(x, residual), "%s: shapes differ: x %s, residual %s",
-                       fn, attn_ad_shape_text(x, a, sizeof a),
+        ATTN_CHECK_ARG(attn_ad_same_shape(x, residual), "%s: shapes differ: x %s, residual %s", fn,
+                       attn_ad_shape_text(x, a, sizeof a),
                        attn_ad_shape_text(residual, b, sizeof b));
     }
-    ATTN_CHECK_ARG((gamma == NULL) == (beta == NULL),
-                   "%s: give both gamma and beta, or neither", fn);
+    ATTN_CHECK_ARG((gamma == NULL) == (beta == NULL), "%s: give both gamma and beta, or neither",
+                   fn);
     const int64_t rows = attn_ad_rows(x), dim = attn_ad_last_dim(x);
     if (gamma != NULL) {
         ATTN_TRY(attn_ad_check_var(fn, "gamma", gamma));
@@ -102,12 +102,9 @@ static attn_status layer_norm(const char *fn, attn_graph *graph, attn_var *x, at
                                      beta ? beta->value.data : NULL, eps, y->value.data, mean,
                                      rstd));
     if (wants) {
-        layer_norm_ctx *ctx = attn_graph_alloc(graph, sizeof *ctx);
-        if (ctx == NULL)
-            return ATTN_ERR_OUT_OF_MEMORY;
-        *ctx = (layer_norm_ctx){x, residual, gamma, beta, input, mean, rstd};
-        ATTN_TRY(attn_graph_record(graph, y, layer_norm_backward, ctx,
-                                   residual ? "add_layer_norm" : "layer_norm"));
+        layer_norm_ctx ctx = {x, residual, gamma, beta, input, mean, rstd};
+        ATTN_TRY(attn_ad_record(graph, 1, &y, layer_norm_backward, &ctx, sizeof ctx,
+                                residual ? "add_layer_norm" : "layer_norm"));
     }
     *out = y;
     return ATTN_OK;

@@ -2,9 +2,9 @@
  *
  * One step is exactly what the trainer does per update (src/train/loop.c) minus batching,
  * clipping and the schedule: reset the graph, set the dropout seed, zero the gradients,
- * attn_model_forward_loss, attn_graph_backward, one attn_adam_step over the whole parameter
- * buffer. That is also what bench/torch_train.py times (zero_grad, forward, loss, backward,
- * Adam step), so the two figures compare the same work.
+ * attn_model_forward_loss_counted (the trainer's own loss), attn_graph_backward, one
+ * attn_adam_step over the whole parameter buffer. That is also what bench/torch_train.py times
+ * (zero_grad, forward, loss, backward, Adam step), so the two figures compare the same work.
  *
  * FLOP count (2 per multiply-add, matrix products only; the element-wise work is a few
  * percent and not counted). With Ns = batch * src_len and Nt = batch * tgt_len tokens:
@@ -146,7 +146,9 @@ static attn_status train_step(train_run *run, const attn_model_batch *batch,
     attn_graph_set_dropout_seed(run->graph, 1, (uint64_t)step);
     attn_params_zero_grad(params);
     attn_var *loss_var;
-    attn_status status = attn_model_forward_loss(run->model, run->graph, batch, &loss_var);
+    int64_t tokens, correct;
+    attn_status status = attn_model_forward_loss_counted(run->model, run->graph, batch, 1,
+                                                         &loss_var, &tokens, &correct);
     if (status == ATTN_OK)
         status = attn_graph_backward(run->graph, loss_var);
     if (status != ATTN_OK)

@@ -50,9 +50,14 @@ int main(int argc, char **argv)
     enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
     const char *names[N_COMMANDS];
     for (size_t i = 0; i < N_COMMANDS; i++) {
-        if (strcmp(argv[1], commands[i].name) == 0)
-            return commands[i].run(argc - 1, argv + 1);
         names[i] = commands[i].name;
+        if (strcmp(argv[1], commands[i].name) != 0)
+            continue;
+        if (attn_check_environment() != ATTN_OK) {
+            fprintf(stderr, "attn %s: %s\n", argv[1], attn_last_error());
+            return CLI_EXIT_USAGE;
+        }
+        return commands[i].run(argc - 1, argv + 1);
     }
     const char *nearest = cli_nearest(argv[1], strlen(argv[1]), names, N_COMMANDS);
     if (nearest != NULL)

@@ -421,34 +421,82 @@ attn_status attn_model_forward_logits(attn_model *model, attn_graph *graph,
     return forward_logits(fn, model, graph, batch, logits);
 }
 
-attn_status attn_model_forward_loss(attn_model *model, attn_graph *graph,
-                                    const attn_model_batch *batch, attn_var **loss)
+/* Row r of logits [rows, classes] is scored when labels[r] != -1: *scored counts those rows,
+ * *correct those whose arg-max (the first on ties) is the label. */
+static void count_predictions(const float *logits, int64_t rows, int64_t classes,
+                              const int32_t *labels, int64_t *scored, int64_t *correct)
 {
-    const char *fn = __func__;
-    ATTN_CHECK_NOT_NULL(loss);
+    int64_t counted = 0, right = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        if (labels[r] == -1)
+            continue;
+        const float *row = logits + r * classes;
+        int64_t best = 0;
+        for (int64_t v = 1; v < classes; v++)
+            if (row[v] > row[best])
+                best = v;
+        counted++;
+        right += best == labels[r];
+    }
+    *scored = counted;
+    *correct = right;
+}
+
+/* The one place a batch's loss is built: attn_model_forward_loss, the trainer (through
+ * attn_model_forward_loss_counted) and attn bench train all run it. tokens and correct are
+ * both NULL (not counted) or both set. */
+static attn_status forward_loss(const char *fn, attn_model *model, attn_graph *graph,
+                                const attn_model_batch *batch, int smoothed, attn_var **loss,
+                                int64_t *tokens, int64_t *correct)
+{
+    ATTN_CHECK_ARG(loss != NULL, "%s: loss must not be NULL", fn);
     *loss = NULL;
     ATTN_TRY(check_graph(fn, model, graph));
     ATTN_TRY(check_batch(fn, model, batch));
     const attn_model_config *c = &model->config;
-    if (c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER)
+    const int classifier = c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER;
+    if (classifier)
         for (int64_t b = 0; b < batch->size; b++)
             ATTN_CHECK_ARG(batch->labels[b] >= 0 && batch->labels[b] < c->num_classes,
                            "%s: labels[%lld] = %d is outside [0, %lld)", fn, (long long)b,
                            (int)batch->labels[b], (long long)c->num_classes);
     attn_var *logits;
     ATTN_TRY(forward_logits(fn, model, graph, batch, &logits));
-    const float smoothing = (float)c->label_smoothing;
-    if (c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER)
-        return attn_op_cross_entropy(graph, logits, batch->labels, -1, smoothing, loss);
-
-    /* Row (b, t) predicts tgt[b, t + 1]; rows past the target's end are ignored (-1). */
-    const int64_t steps = batch->tgt_len - 1;
-    int32_t *labels = attn_graph_alloc(graph, (size_t)(batch->size * steps) * sizeof *labels);
-    if (labels == NULL && batch->size * steps > 0)
-        return ATTN_ERR_OUT_OF_MEMORY;
-    for (int64_t b = 0; b < batch->size; b++)
-        for (int64_t t = 0; t < steps; t++)
-            labels[b * steps + t] =
-                t + 1 < batch->tgt_lengths[b] ? batch->tgt[b * batch->tgt_len + t + 1] : -1;
+    int64_t rows = batch->size;
+    const int32_t *labels = batch->labels;
+    if (!classifier) {
+        /* Row (b, t) predicts tgt[b, t + 1]; rows past the target's end are ignored (-1). */
+        const int64_t steps = batch->tgt_len - 1;
+        rows = batch->size * steps;
+        int32_t *shifted = attn_graph_alloc(graph, (size_t)rows * sizeof *shifted);
+        if (shifted == NULL && rows > 0)
+            return ATTN_ERR_OUT_OF_MEMORY;
+        for (int64_t b = 0; b < batch->size; b++)
+            for (int64_t t = 0; t < steps; t++)
+                shifted[b * steps + t] =
+                    t + 1 < batch->tgt_lengths[b] ? batch->tgt[b * batch->tgt_len + t + 1] : -1;
+        labels = shifted;
+    }
+    if (tokens != NULL)
+        count_predictions(logits->value.data, rows, logits->value.shape[logits->value.ndim - 1],
+                          labels, tokens, correct);
+    const float smoothing = smoothed ? (float)c->label_smoothing : 0.0f;
     return attn_op_cross_entropy(graph, logits, labels, -1, smoothing, loss);
+}
+
+attn_status attn_model_forward_loss(attn_model *model, attn_graph *graph,
+                                    const attn_model_batch *batch, attn_var **loss)
+{
+    return forward_loss(__func__, model, graph, batch, 1, loss, NULL, NULL);
+}
+
+attn_status attn_model_forward_loss_counted(attn_model *model, attn_graph *graph,
+                                            const attn_model_batch *batch, int smoothed,
+                                            attn_var **loss, int64_t *tokens, int64_t *correct)
+{
+    ATTN_CHECK_NOT_NULL(tokens);
+    ATTN_CHECK_NOT_NULL(correct);
+    *tokens = 0;
+    *correct = 0;
+    return forward_loss(__func__, model, graph, batch, smoothed, loss, tokens, correct);
 }

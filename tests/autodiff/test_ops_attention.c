@@ -1,0 +1,355 @@
+/* The attention operations (ops_attention.c): multi-head attention, additive and Luong
+ * attention steps and Luong's key projection. Tape gradients against finite differences
+ * (both outputs of an attention step, alone and together), every instruction set against the
+ * reference with identical reruns, and argument checks. Why float finite differences suffice:
+ * autodiff_testing.h. */
+#include "autodiff_testing.h"
+
+#include <string.h>
+
+/* ---- builders ------------------------------------------------------------------------- */
+
+typedef struct mha_args {
+    int64_t heads;
+    int self, cross;
+    attn_attention_mask mask;
+} mha_args;
+
+/* leaves: in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, query (, key
+ * (, value)). */
+static attn_var *build_mha(attn_graph *g, attn_var **x, void *ctx)
+{
+    const mha_args *a = ctx;
+    attn_mha_vars p = {x[0], x[1], x[2], x[3]};
+    attn_var *q = x[4], *k = a->self ? x[4] : x[5], *v = a->self ? x[4] : a->cross ? x[5] : x[6];
+    attn_var *y;
+    AD_TRY_OP(attn_op_multi_head_attention(g, &p, a->heads, q, k, v, &a->mask, &y));
+    return y;
+}
+
+typedef struct attention_args {
+    const int32_t *lengths;
+    int outputs; /* 1: context, 2: weights, 3: both */
+    int keys_are_values;
+    attn_luong_score score;
+    attn_luong_align align;
+    int64_t window, position;
+} attention_args;
+
+static attn_var *attention_result(attn_graph *g, const attention_args *a, attn_var *context,
+                                  attn_var *weights)
+{
+    if (a->outputs == 1)
+        return context;
+    if (a->outputs == 2)
+        return weights;
+    attn_var *both[2] = {context, weights}, *y;
+    AD_TRY_OP(attn_op_concat(g, 2, both, &y));
+    return y;
+}
+
+/* leaves: query, annotations, w_key, w_query, bias, v (, values). The keys are projected
+ * with attn_op_linear, as the models do. */
+static attn_var *build_additive(attn_graph *g, attn_var **x, void *raw)
+{
+    const attention_args *a = raw;
+    attn_var *keys, *context, *weights;
+    AD_TRY_OP(attn_op_linear(g, x[1], x[2], NULL, &keys));
+    attn_additive_vars p = {x[3], x[4], x[5]};
+    attn_var *values = a->keys_are_values ? keys : x[6];
+    AD_TRY_OP(attn_op_additive_attention(g, &p, x[0], keys, values, a->lengths, &context,
+                                         a->outputs == 1 ? NULL : &weights));
+    return attention_result(g, a, context, a->outputs == 1 ? NULL : weights);
+}
+
+/* leaves: query, annotations (keys and values), then w (general, concat), v (concat), w_p,
+ * v_p (local-p) in that order. */
+static attn_var *build_luong(attn_graph *g, attn_var **x, void *raw)
+{
+    const attention_args *a = raw;
+    int next = 2;
+    attn_luong_vars p = {NULL, NULL, NULL, NULL};
+    if (a->score != ATTN_LUONG_DOT)
+        p.w = x[next++];
+    if (a->score == ATTN_LUONG_CONCAT)
+        p.v = x[next++];
+    if (a->align == ATTN_LUONG_LOCAL_P) {
+        p.w_p = x[next++];
+        p.v_p = x[next++];
+    }
+    attn_var *keys = x[1], *context, *weights;
+    if (a->score == ATTN_LUONG_CONCAT)
+        AD_TRY_OP(attn_op_luong_project_keys(g, x[1], p.w, &keys));
+    AD_TRY_OP(attn_op_luong_attention(g, a->score, a->align, a->window, &p, a->position, x[0], keys,
+                                      x[1], a->lengths, &context,
+                                      a->outputs == 1 ? NULL : &weights));
+    return attention_result(g, a, context, a->outputs == 1 ? NULL : weights);
+}
+
+/* ---- the cases ------------------------------------------------------------------------ */
+
+static const int32_t lengths_self[] = {4, 2};
+static const int32_t lengths_cross[] = {1, 5};
+static mha_args mha_self = {2, 1, 0, {lengths_self, 0}};
+static mha_args mha_causal = {4, 1, 0, {lengths_self, 1}};
+static mha_args mha_cross = {2, 0, 1, {lengths_cross, 0}};
+static mha_args mha_separate = {1, 0, 0, {NULL, 0}};
+static const int32_t lengths_2[2] = {5, 3};
+static attention_args additive_both = {lengths_2, 3, 0, 0, 0, 0, 0};
+static attention_args additive_weights = {lengths_2, 2, 1, 0, 0, 0, 0};
+static attention_args additive_context = {NULL, 1, 1, 0, 0, 0, 0};
+static attention_args dot_global = {lengths_2, 3, 1, ATTN_LUONG_DOT, ATTN_LUONG_GLOBAL, 0, 0};
+static attention_args general_local_m = {lengths_2,          3, 1, ATTN_LUONG_GENERAL,
+                                         ATTN_LUONG_LOCAL_M, 1, 3};
+static attention_args concat_global = {lengths_2, 1, 1, ATTN_LUONG_CONCAT, ATTN_LUONG_GLOBAL, 0, 0};
+static attention_args general_local_p = {lengths_2,          3, 1, ATTN_LUONG_GENERAL,
+                                         ATTN_LUONG_LOCAL_P, 2, 0};
+
+static int make_cases(ad_op_case *cases)
+{
+    int n = 0;
+    cases[n++] = (ad_op_case){"self-attention, padding",
+                              build_mha,
+                              &mha_self,
+                              5,
+                              {ad_spec(2, 24, 8, 0), ad_spec(1, 24, 0, 0), ad_spec(2, 8, 8, 0),
+                               ad_spec(1, 8, 0, 0), ad_spec(3, 2, 4, 8)},
+                              0};
+    cases[n++] = (ad_op_case){"causal self-attention, padding",
+                              build_mha,
+                              &mha_causal,
+                              5,
+                              {ad_spec(2, 24, 8, 0), ad_spec(1, 24, 0, 0), ad_spec(2, 8, 8, 0),
+                               ad_spec(1, 8, 0, 0), ad_spec(3, 2, 4, 8)},
+                              0};
+    cases[n++] = (ad_op_case){"cross-attention, key = value",
+                              build_mha,
+                              &mha_cross,
+                              6,
+                              {ad_spec(2, 24, 8, 0), ad_spec(1, 24, 0, 0), ad_spec(2, 8, 8, 0),
+                               ad_spec(1, 8, 0, 0), ad_spec(3, 2, 3, 8), ad_spec(3, 2, 5, 8)},
+                              0};
+    cases[n++] = (ad_op_case){"attention, separate query, key, value",
+                              build_mha,
+                              &mha_separate,
+                              7,
+                              {ad_spec(2, 12, 4, 0), ad_spec(1, 12, 0, 0), ad_spec(2, 4, 4, 0),
+                               ad_spec(1, 4, 0, 0), ad_spec(3, 1, 2, 4), ad_spec(3, 1, 3, 4),
+                               ad_spec(3, 1, 3, 4)},
+                              0};
+    /* Additive: B = 2, S = 5, ds = 3, dh = 4, da = 6, dv = 2. */
+    cases[n++] = (ad_op_case){"additive attention, context and weights",
+                              build_additive,
+                              &additive_both,
+                              7,
+                              {ad_spec(2, 2, 3, 0), ad_spec(3, 2, 5, 4), ad_spec(2, 6, 4, 0),
+                               ad_spec(2, 6, 3, 0), ad_spec(1, 6, 0, 0), ad_spec(1, 6, 0, 0),
+                               ad_spec(3, 2, 5, 2)},
+                              0};
+    cases[n++] = (ad_op_case){"additive attention, weights only, keys are values",
+                              build_additive,
+                              &additive_weights,
+                              6,
+                              {ad_spec(2, 2, 3, 0), ad_spec(3, 2, 5, 4), ad_spec(2, 6, 4, 0),
+                               ad_spec(2, 6, 3, 0), ad_spec(1, 6, 0, 0), ad_spec(1, 6, 0, 0)},
+                              0};
+    cases[n++] = (ad_op_case){"additive attention, no padding",
+                              build_additive,
+                              &additive_context,
+                              6,
+                              {ad_spec(2, 2, 3, 0), ad_spec(3, 2, 5, 4), ad_spec(2, 6, 4, 0),
+                               ad_spec(2, 6, 3, 0), ad_spec(1, 6, 0, 0), ad_spec(1, 6, 0, 0)},
+                              0};
+    /* Luong: B = 2, S = 5, ds = dk = 4 (dot), dk = 3 otherwise. */
+    cases[n++] = (ad_op_case){"Luong dot, global",
+                              build_luong,
+                              &dot_global,
+                              2,
+                              {ad_spec(2, 2, 4, 0), ad_spec(3, 2, 5, 4)},
+                              0};
+    cases[n++] = (ad_op_case){"Luong general, local-m",
+                              build_luong,
+                              &general_local_m,
+                              3,
+                              {ad_spec(2, 2, 4, 0), ad_spec(3, 2, 5, 3), ad_spec(2, 4, 3, 0)},
+                              0};
+    cases[n++] = (ad_op_case){
+        "Luong concat (projected keys), global",
+        build_luong,
+        &concat_global,
+        4,
+        {ad_spec(2, 2, 4, 0), ad_spec(3, 2, 5, 3), ad_spec(2, 6, 7, 0), ad_spec(1, 6, 0, 0)},
+        0};
+    cases[n++] = (ad_op_case){"Luong general, local-p",
+                              build_luong,
+                              &general_local_p,
+                              5,
+                              {ad_spec(2, 2, 4, 0), ad_spec(3, 2, 5, 3), ad_spec(2, 4, 3, 0),
+                               ad_spec(2, 5, 4, 0), ad_spec(1, 5, 0, 0)},
+                              0};
+    return n;
+}
+
+/* Larger, odd sizes for the instruction-set comparison only (the vector loops' tails and
+ * threaded batches): B = 17, S = 129, features 7, 64 and 80. They sum over 129 positions,
+ * and local-p scales p_t by S = 129: there the kernels promise what tests/attention does,
+ * atol 5e-5. */
+static const int32_t lengths_129[17] = {129, 1,  0,   64, 100, 7,  129, 33, 2,
+                                        90,  17, 128, 5,  60,  80, 3,   129};
+static attention_args additive_129 = {lengths_129, 3, 0, 0, 0, 0, 0};
+static attention_args concat_local_p_129 = {lengths_129,        3, 1, ATTN_LUONG_CONCAT,
+                                            ATTN_LUONG_LOCAL_P, 5, 0};
+static attention_args general_local_m_129 = {lengths_129,        3, 1, ATTN_LUONG_GENERAL,
+                                             ATTN_LUONG_LOCAL_M, 4, 9};
+
+static int make_large_cases(ad_op_case *cases)
+{
+    int n = 0;
+    cases[n++] = (ad_op_case){"additive attention, B 17, S 129, ds 64, da 80",
+                              build_additive,
+                              &additive_129,
+                              7,
+                              {ad_spec(2, 17, 64, 0), ad_spec(3, 17, 129, 7), ad_spec(2, 80, 7, 0),
+                               ad_spec(2, 80, 64, 0), ad_spec(1, 80, 0, 0), ad_spec(1, 80, 0, 0),
+                               ad_spec(3, 17, 129, 7)},
+                              0};
+    cases[n++] = (ad_op_case){"Luong concat, local-p, B 17, S 129",
+                              build_luong,
+                              &concat_local_p_129,
+                              6,
+                              {ad_spec(2, 17, 64, 0), ad_spec(3, 17, 129, 7), ad_spec(2, 80, 71, 0),
+                               ad_spec(1, 80, 0, 0), ad_spec(2, 80, 64, 0), ad_spec(1, 80, 0, 0)},
+                              0};
+    cases[n++] =
+        (ad_op_case){"Luong general, local-m, B 17, S 129",
+                     build_luong,
+                     &general_local_m_129,
+                     3,
+                     {ad_spec(2, 17, 64, 0), ad_spec(3, 17, 129, 80), ad_spec(2, 64, 80, 0)},
+                     0};
+    return n;
+}
+
+enum { MAX_CASES = 24 };
+
+static void test_gradients_match_finite_differences(void)
+{
+    ad_op_case cases[MAX_CASES];
+    ad_check_case_gradients(cases, make_cases(cases), 700);
+}
+
+static void test_every_isa_matches_the_reference_and_repeats_exactly(void)
+{
+    ad_op_case cases[MAX_CASES];
+    ad_check_cases_across_isas(cases, make_cases(cases), 800, 1e-5);
+    ad_check_cases_across_isas(cases, make_large_cases(cases), 850, 5e-5);
+}
+
+/* ---- argument checks ------------------------------------------------------------------ */
+
+static void test_bad_multi_head_attention_arguments_are_rejected(void)
+{
+    const attn_status bad = ATTN_ERR_INVALID_ARGUMENT;
+    attn_graph *g = NULL;
+    CHECK_OK(attn_graph_create(NULL, &g));
+    attn_var *x = ad_var_of(g, 3, 2, 3, 4), *b = ad_var_of(g, 1, 5, 0, 0), *y = NULL;
+    attn_var *in_w = ad_var_of(g, 2, 12, 4, 0), *out_w = ad_var_of(g, 2, 4, 4, 0);
+    attn_mha_vars p = {in_w, NULL, out_w, NULL};
+    CHECK_OK(attn_op_multi_head_attention(g, &p, 2, x, x, x, NULL, &y));
+    CHECK_FAILS(attn_op_multi_head_attention(g, &p, 3, x, x, x, NULL, &y), bad);
+    CHECK(strstr(attn_last_error(), "num_heads 3") != NULL, "%s", attn_last_error());
+    CHECK_FAILS(attn_op_multi_head_attention(g, NULL, 2, x, x, x, NULL, &y), bad);
+    attn_mha_vars wrong = {out_w, NULL, out_w, NULL};
+    CHECK_FAILS(attn_op_multi_head_attention(g, &wrong, 2, x, x, x, NULL, &y), bad);
+    attn_mha_vars wrong_bias = {in_w, b, out_w, NULL};
+    CHECK_FAILS(attn_op_multi_head_attention(g, &wrong_bias, 2, x, x, x, NULL, &y), bad);
+    CHECK_FAILS(attn_op_multi_head_attention(g, &p, 2, x, ad_var_of(g, 3, 2, 3, 5), x, NULL, &y),
+                bad);
+    CHECK_FAILS(attn_op_multi_head_attention(g, &p, 2, x, x, ad_var_of(g, 3, 2, 2, 4), NULL, &y),
+                bad);
+    const int32_t too_long[2] = {3, 4}, negative[2] = {-1, 0};
+    attn_attention_mask m = {too_long, 0};
+    CHECK_FAILS(attn_op_multi_head_attention(g, &p, 2, x, x, x, &m, &y), bad);
+    CHECK(strstr(attn_last_error(), "mask->key_lengths[1] = 4") != NULL, "%s", attn_last_error());
+    m.key_lengths = negative;
+    CHECK_FAILS(attn_op_multi_head_attention(g, &p, 2, x, x, x, &m, &y), bad);
+    m = (attn_attention_mask){NULL, 2};
+    CHECK_FAILS(attn_op_multi_head_attention(g, &p, 2, x, x, x, &m, &y), bad);
+    attn_graph_destroy(g);
+}
+
+static void test_bad_attention_step_arguments_are_rejected(void)
+{
+    const attn_status bad = ATTN_ERR_INVALID_ARGUMENT;
+    attn_graph *g = NULL;
+    CHECK_OK(attn_graph_create(NULL, &g));
+    /* B = 2, S = 3, ds = 3 (h), keys and values x [2, 3, 4]. */
+    attn_var *x = ad_var_of(g, 3, 2, 3, 4), *h = ad_var_of(g, 2, 2, 3, 0), *y = NULL, *y2 = NULL;
+    attn_var *wq = ad_var_of(g, 2, 4, 3, 0), *v = ad_var_of(g, 1, 4, 0, 0);
+    attn_additive_vars ap = {wq, NULL, v};
+    const int32_t key_lengths[2] = {3, 4};
+    CHECK_OK(attn_op_additive_attention(g, &ap, h, x, x, NULL, &y, &y2));
+    CHECK(y2 != NULL && y2->value.shape[1] == 3, "weights [B, S]");
+    CHECK_FAILS(attn_op_additive_attention(g, &ap, h, x, x, key_lengths, &y, NULL), bad);
+    CHECK(strstr(attn_last_error(), "key_lengths[1] = 4") != NULL, "%s", attn_last_error());
+    attn_additive_vars wrong_v = {wq, NULL, ad_var_of(g, 1, 3, 0, 0)};
+    CHECK_FAILS(attn_op_additive_attention(g, &wrong_v, h, x, x, NULL, &y, NULL), bad);
+    CHECK(strstr(attn_last_error(), "params->v") != NULL, "%s", attn_last_error());
+    attn_additive_vars wrong_bias = {wq, ad_var_of(g, 1, 5, 0, 0), v};
+    CHECK_FAILS(attn_op_additive_attention(g, &wrong_bias, h, x, x, NULL, &y, NULL), bad);
+    CHECK_FAILS(attn_op_additive_attention(g, &ap, ad_var_of(g, 2, 3, 3, 0), x, x, NULL, &y, NULL),
+                bad);
+    CHECK_FAILS(attn_op_additive_attention(g, &ap, h, x, ad_var_of(g, 3, 2, 2, 4), NULL, &y, NULL),
+                bad);
+    CHECK_FAILS(attn_op_additive_attention(g, NULL, h, x, x, NULL, &y, NULL), bad);
+    CHECK_FAILS(attn_op_additive_attention(g, &ap, h, x, x, NULL, NULL, NULL), bad);
+
+    attn_var *q4 = ad_var_of(g, 2, 2, 4, 0);
+    attn_luong_vars none = {NULL, NULL, NULL, NULL};
+    CHECK_OK(attn_op_luong_attention(g, ATTN_LUONG_DOT, ATTN_LUONG_GLOBAL, 0, &none, 0, q4, x, x,
+                                     NULL, &y, NULL));
+    CHECK_FAILS(attn_op_luong_attention(g, ATTN_LUONG_DOT, ATTN_LUONG_GLOBAL, 0, &none, 0, h, x, x,
+                                        NULL, &y, NULL),
+                bad);
+    CHECK(strstr(attn_last_error(), "one size") != NULL, "%s", attn_last_error());
+    attn_luong_vars general = {ad_var_of(g, 2, 3, 4, 0), NULL, NULL, NULL};
+    CHECK_OK(attn_op_luong_attention(g, ATTN_LUONG_GENERAL, ATTN_LUONG_LOCAL_M, 1, &general, 2, h,
+                                     x, x, NULL, &y, NULL));
+    CHECK_FAILS(attn_op_luong_attention(g, ATTN_LUONG_GENERAL, ATTN_LUONG_LOCAL_M, 1, &general, -1,
+                                        h, x, x, NULL, &y, NULL),
+                bad);
+    CHECK_FAILS(attn_op_luong_attention(g, ATTN_LUONG_GENERAL, ATTN_LUONG_LOCAL_M, -1, &general, 0,
+                                        h, x, x, NULL, &y, NULL),
+                bad);
+    CHECK_FAILS(attn_op_luong_attention(g, ATTN_LUONG_GENERAL, ATTN_LUONG_GLOBAL, 0, &none, 0, h, x,
+                                        x, NULL, &y, NULL),
+                bad);
+    CHECK_FAILS(attn_op_luong_attention(g, ATTN_LUONG_DOT, ATTN_LUONG_GLOBAL, 0, &general, 0, q4, x,
+                                        x, NULL, &y, NULL),
+                bad);
+    CHECK_FAILS(attn_op_luong_attention(g, ATTN_LUONG_GENERAL, ATTN_LUONG_LOCAL_P, 2, &general, 0,
+                                        h, x, x, NULL, &y, NULL),
+                bad);
+    CHECK_FAILS(attn_op_luong_attention(g, (attn_luong_score)5, ATTN_LUONG_GLOBAL, 0, &none, 0, q4,
+                                        x, x, NULL, &y, NULL),
+                bad);
+    CHECK_FAILS(attn_op_luong_attention(g, ATTN_LUONG_DOT, ATTN_LUONG_GLOBAL, 0, NULL, 0, q4, x, x,
+                                        NULL, &y, NULL),
+                bad);
+    attn_var *wc = ad_var_of(g, 2, 5, 7, 0);
+    CHECK_OK(attn_op_luong_project_keys(g, x, wc, &y));
+    CHECK(y->value.shape[2] == 5, "projected keys [B, S, da]");
+    CHECK_FAILS(attn_op_luong_project_keys(g, x, ad_var_of(g, 2, 5, 4, 0), &y), bad);
+    CHECK_FAILS(attn_op_luong_project_keys(g, h, wc, &y), bad);
+    CHECK_FAILS(attn_op_luong_project_keys(g, x, NULL, &y), bad);
+    attn_graph_destroy(g);
+}
+
+int main(void)
+{
+    RUN_TEST(test_gradients_match_finite_differences);
+    RUN_TEST(test_every_isa_matches_the_reference_and_repeats_exactly);
+    RUN_TEST(test_bad_multi_head_attention_arguments_are_rejected);
+    RUN_TEST(test_bad_attention_step_arguments_are_rejected);
+    return test_summary();
+}
