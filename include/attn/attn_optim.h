@@ -131,6 +131,32 @@ ATTN_API attn_status attn_lr_at(const attn_lr_schedule *schedule, int64_t step, 
 ATTN_API attn_status attn_lr_at_time(const attn_lr_schedule *schedule, int64_t step,
                                      double seconds, double *lr);
 
+/* What a training run asks of its schedule, in the terms of its settings rather than the
+ * schedule's fields; attn_lr_schedule_plan derives the schedule. */
+typedef struct attn_lr_plan {
+    attn_lr_kind kind;
+    double lr;          /* the peak rate (the rate of CONSTANT); kept in NOAM's schedule too */
+    double noam_factor; /* NOAM */
+    int64_t d_model;    /* NOAM: the model's width (an rnn's hidden size) */
+    int64_t warmup_steps;
+    double min_lr; /* COSINE */
+    /* Where a cosine ends, the first that is set: at update max_steps (> 0); after epochs
+     * (> 0) of ceil(batches_per_epoch / accumulate) updates each; else by the clock, over
+     * time_limit seconds. The other kinds ignore them. */
+    int64_t max_steps;
+    int64_t epochs;
+    int64_t batches_per_epoch; /* >= 0 */
+    int64_t accumulate;        /* batches per update, >= 1 */
+    double time_limit;
+} attn_lr_plan;
+
+/* The schedule the plan asks for, checked as attn_lr_at checks it (ATTN_ERR_INVALID_ARGUMENT
+ * naming the field). A cosine by steps whose warm-up is not shorter than its steps keeps a
+ * tenth of them as warm-up; a caller that tells its user compares schedule->warmup_steps
+ * with the plan's. A cosine with no last step (max_steps and epochs 0, or no batches) is
+ * annealed over time_limit, which must then be > 0: schedule->total_seconds says so. */
+ATTN_API attn_status attn_lr_schedule_plan(const attn_lr_plan *plan, attn_lr_schedule *schedule);
+
 #ifdef __cplusplus
 }
 #endif

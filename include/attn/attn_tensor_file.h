@@ -90,6 +90,14 @@ ATTN_API attn_status attn_tensor_file_write(const char *path, const attn_named_t
                                             size_t n_tensors, const attn_metadata_entry *metadata,
                                             size_t n_metadata);
 
+/* Removes the temporary files "<path>.tmp.<pid>" that attn_tensor_file_write leaves beside
+ * path when its process is killed while writing, for each <pid> that no longer runs. A
+ * running writer's file and every other file are left alone; a missing folder holds nothing
+ * to remove. Counts the removed files in *removed (may be NULL). ATTN_ERR_IO, naming the
+ * folder or file, when the folder cannot be read or a stale file cannot be removed (the ones
+ * before it are gone). */
+ATTN_API attn_status attn_tensor_file_remove_stale_temporaries(const char *path, int64_t *removed);
+
 /* ---- reading ----------------------------------------------------------------------- */
 
 typedef struct attn_tensor_file attn_tensor_file;

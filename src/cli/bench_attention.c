@@ -12,7 +12,9 @@
 #include "attn/attn.h"
 #include "attention/sdpa_internal.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,45 +203,45 @@ static int measure_memory(memory_result *m)
     return 1;
 }
 
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: attn bench attention [--json] [--quick] [--reps N]\n\n"
-            "Times attn_sdpa_forward and forward+backward at B=%d, H=%d, d=%d for\n"
-            "n = 128, 512, 1024, 2048, 4096, causal and not (median of N runs, default 7),\n"
-            "then forward+backward at B=1, H=%d, d=%d, n=%d for memory.\n"
-            "GFLOP/s count 4*B*H*n*n*d for the forward and 3x that for forward+backward;\n"
-            "causal runs are not halved. --quick: n <= 1024, 3 runs, no memory case.\n"
-            "Threads: ATTN_NUM_THREADS; instruction set: ATTN_ISA.\n",
-            BATCH, HEADS, DIM, MEMORY_HEADS, DIM, MEMORY_LEN);
-}
+typedef struct bench_attention_args {
+    int json, quick;
+    int64_t reps; /* 0: 7, or 3 with --quick */
+} bench_attention_args;
+
+static const cli_option bench_attention_options[] = {
+    {CLI_OPTION("--json", CLI_FLAG, offsetof(bench_attention_args, json), NULL,
+                "print one JSON object")},
+    {CLI_OPTION("--quick", CLI_FLAG, offsetof(bench_attention_args, quick), NULL,
+                "n <= 1024, 3 runs, no memory case")},
+    {CLI_OPTION("--reps", CLI_INT, offsetof(bench_attention_args, reps), "N",
+                "runs per case, of which the median is reported [7; --quick: 3]"),
+     .min = 1, .max = 64},
+};
 
 int attn_cmd_bench_attention(int argc, char **argv)
 {
-    int json = 0, quick = 0, reps = 7;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) {
-            json = 1;
-        } else if (strcmp(argv[i], "--quick") == 0) {
-            quick = 1;
-            reps = 3;
-        } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
-            char *end = NULL;
-            long n = strtol(argv[++i], &end, 10);
-            if (*end != '\0' || n < 1 || n > 64) {
-                fprintf(stderr, "attn bench attention: --reps wants 1..64, got '%s'\n", argv[i]);
-                return 2;
-            }
-            reps = (int)n;
-        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
-            return 0;
-        } else {
-            fprintf(stderr, "attn bench attention: unknown option '%s'\n", argv[i]);
-            usage(stderr);
-            return 2;
-        }
-    }
+    char description[1024];
+    snprintf(description, sizeof description,
+             "Times attn_sdpa_forward and forward+backward at B=%d, H=%d, d=%d for\n"
+             "n = 128, 512, 1024, 2048, 4096, causal and not (median of N runs),\n"
+             "then forward+backward at B=1, H=%d, d=%d, n=%d for memory.\n"
+             "GFLOP/s count 4*B*H*n*n*d for the forward and 3x that for forward+backward;\n"
+             "causal runs are not halved.\n"
+             "Threads: ATTN_NUM_THREADS; instruction set: ATTN_ISA.\n",
+             BATCH, HEADS, DIM, MEMORY_HEADS, DIM, MEMORY_LEN);
+    const cli_command command = {"bench attention",
+                                 "attn bench attention [--json] [--quick] [--reps N]",
+                                 description,
+                                 bench_attention_options,
+                                 sizeof bench_attention_options / sizeof *bench_attention_options,
+                                 NULL};
+    bench_attention_args a = {0, 0, 0};
+    int given[sizeof bench_attention_options / sizeof *bench_attention_options] = {0};
+    const int code = cli_parse(&command, argc, argv, &a, given);
+    if (code != CLI_GO_ON)
+        return code;
+    const int json = a.json, quick = a.quick;
+    const int reps = a.reps > 0 ? (int)a.reps : quick ? 3 : 7;
 
     memory_result memory = {0, 0, 0, 0};
     if (!quick && !measure_memory(&memory))

@@ -12,7 +12,9 @@
  * so it understates multi-threaded runs). */
 #include "attn/attn.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,11 +69,11 @@ static attn_status decode_batch(decode_run *r)
     attn_graph_reset(r->graph);
     attn_var *memory;
     attn_step_decoder *d = NULL;
-    attn_status status = attn_model_encode(r->model, r->graph, r->batch, SRC_LEN, r->src,
-                                           r->src_lengths, &memory);
+    attn_status status =
+        attn_model_encode(r->model, r->graph, r->batch, SRC_LEN, r->src, r->src_lengths, &memory);
     if (status == ATTN_OK)
-        status = attn_model_step_start(r->model, r->graph, memory, r->src_lengths, r->batch,
-                                       TOKENS, &d);
+        status =
+            attn_model_step_start(r->model, r->graph, memory, r->src_lengths, r->batch, TOKENS, &d);
     for (int64_t b = 0; b < r->batch; b++)
         r->ids[b] = BOS_ID;
     for (int t = 0; t < TOKENS && status == ATTN_OK; t++) {
@@ -149,77 +151,67 @@ static int run_batch(attn_model *model, attn_graph *graph, int64_t batch, int re
     return ok;
 }
 
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: attn bench decode [--json] [--quick] [--batch 1|64|both] [--reps N]\n"
-            "                         [--min-seconds S]\n\n"
-            "Greedy decoding of the SMALL Transformer (d_model 256, 4 heads, 3 + 3 layers,\n"
-            "FFN 1024, vocabularies 64 / 64, random weights), sources of %d tokens, exactly\n"
-            "%d tokens generated, with the step decoder's key/value cache; the encoder is\n"
-            "included. Sentences per second, median of N repetitions (default 5) of at least\n"
-            "S seconds each (default 0.5). --quick: 3 repetitions of 0.2 s. Also sentences\n"
-            "per CPU-second of the process: on an overloaded machine, the better estimate\n"
-            "of a single-threaded run's speed.\n"
-            "Threads: ATTN_NUM_THREADS; instruction set: ATTN_ISA.\n",
-            SRC_LEN, TOKENS);
-}
+typedef struct bench_decode_args {
+    int json, quick, batch; /* batch 0: both */
+    int64_t reps;           /* 0: 5, or 3 with --quick */
+    double min_seconds;     /* 0: 0.5, or 0.2 with --quick */
+} bench_decode_args;
 
-static int parse_number(const char *flag, const char *text, double lo, double hi, double *out)
-{
-    char *end = NULL;
-    double x = strtod(text, &end);
-    if (end == text || *end != '\0' || !(x >= lo && x <= hi)) {
-        fprintf(stderr, "attn bench decode: %s wants a number in [%g, %g], got '%s'\n", flag, lo,
-                hi, text);
-        return 0;
-    }
-    *out = x;
-    return 1;
-}
+static const char *const batch_names[] = {"1", "64", "both", NULL};
+static const int batch_values[] = {1, 64, 0};
+
+static const cli_option bench_decode_options[] = {
+    {CLI_OPTION("--json", CLI_FLAG, offsetof(bench_decode_args, json), NULL,
+                "print one JSON object per batch size")},
+    {CLI_OPTION("--quick", CLI_FLAG, offsetof(bench_decode_args, quick), NULL,
+                "3 repetitions of 0.2 s")},
+    {CLI_OPTION("--batch", CLI_CHOICE, offsetof(bench_decode_args, batch), "1|64|both",
+                "sentences decoded together"),
+     .choices = batch_names, .choice_values = batch_values, .show_default = 1},
+    {CLI_OPTION("--reps", CLI_INT, offsetof(bench_decode_args, reps), "N",
+                "repetitions, of which the median is reported [5; --quick: 3]"),
+     .min = 1, .max = MAX_REPS},
+    {CLI_OPTION("--min-seconds", CLI_NUMBER, offsetof(bench_decode_args, min_seconds), "S",
+                "the shortest repetition [0.5; --quick: 0.2]"),
+     .min = 0.001, .max = 600},
+};
 
 int attn_cmd_bench_decode(int argc, char **argv)
 {
-    int json = 0, reps = 5, batches[2] = {1, 64}, n_batches = 2;
-    double min_seconds = 0.5;
-    for (int i = 1; i < argc; i++) {
-        double x;
-        if (strcmp(argv[i], "--json") == 0) {
-            json = 1;
-        } else if (strcmp(argv[i], "--quick") == 0) {
-            reps = 3;
-            min_seconds = 0.2;
-        } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
-            if (!parse_number("--reps", argv[++i], 1, MAX_REPS, &x) || x != (double)(int)x)
-                return 2;
-            reps = (int)x;
-        } else if (strcmp(argv[i], "--min-seconds") == 0 && i + 1 < argc) {
-            if (!parse_number("--min-seconds", argv[++i], 0.001, 600, &min_seconds))
-                return 2;
-        } else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc) {
-            const char *b = argv[++i];
-            if (strcmp(b, "1") == 0 || strcmp(b, "64") == 0) {
-                batches[0] = atoi(b);
-                n_batches = 1;
-            } else if (strcmp(b, "both") != 0) {
-                fprintf(stderr, "attn bench decode: --batch wants 1, 64 or both, got '%s'\n", b);
-                return 2;
-            }
-        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
-            return 0;
-        } else {
-            fprintf(stderr, "attn bench decode: unknown option or missing value '%s'\n",
-                    argv[i]);
-            usage(stderr);
-            return 2;
-        }
-    }
+    char description[1024];
+    snprintf(description, sizeof description,
+             "Greedy decoding of the SMALL Transformer (d_model 256, 4 heads, 3 + 3 layers,\n"
+             "FFN 1024, vocabularies 64 / 64, random weights), sources of %d tokens, exactly\n"
+             "%d tokens generated, with the step decoder's key/value cache; the encoder is\n"
+             "included. Sentences per second, median of N repetitions of at least S seconds\n"
+             "each. Also sentences per CPU-second of the process: on an overloaded machine,\n"
+             "the better estimate of a single-threaded run's speed.\n"
+             "Threads: ATTN_NUM_THREADS; instruction set: ATTN_ISA.\n",
+             SRC_LEN, TOKENS);
+    const cli_command command = {
+        "bench decode",
+        "attn bench decode [--json] [--quick] [--batch 1|64|both] [--reps N]\n"
+        "                         [--min-seconds S]",
+        description,
+        bench_decode_options,
+        sizeof bench_decode_options / sizeof *bench_decode_options,
+        NULL};
+    bench_decode_args a = {0, 0, 0, 0, 0.0};
+    int given[sizeof bench_decode_options / sizeof *bench_decode_options] = {0};
+    const int code = cli_parse(&command, argc, argv, &a, given);
+    if (code != CLI_GO_ON)
+        return code;
+    const int json = a.json;
+    const int reps = a.reps > 0 ? (int)a.reps : a.quick ? 3 : 5;
+    const double min_seconds = a.min_seconds > 0.0 ? a.min_seconds : a.quick ? 0.2 : 0.5;
+    const int batches[2] = {a.batch != 0 ? a.batch : 1, 64};
+    const int n_batches = a.batch != 0 ? 1 : 2;
 
     attn_model_config config = small_config();
     attn_model *model = NULL;
     attn_graph *graph = NULL;
-    int ok = attn_model_create(&config, &model) == ATTN_OK && attn_model_init(model, 0) == ATTN_OK &&
+    int ok = attn_model_create(&config, &model) == ATTN_OK &&
+             attn_model_init(model, 0) == ATTN_OK &&
              attn_graph_create(attn_model_params(model), &graph) == ATTN_OK;
     if (!ok) {
         fprintf(stderr, "attn bench decode: %s\n", attn_last_error());

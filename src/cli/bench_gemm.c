@@ -4,7 +4,9 @@
 
 #include "attn/attn.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,8 +59,8 @@ static int time_call(const gemm_shape *s, const operands *ops, double *seconds)
     int64_t lda = s->ta == ATTN_NO_TRANS ? s->k : s->m;
     int64_t ldb = s->tb == ATTN_NO_TRANS ? s->n : s->k;
     double start = seconds_now();
-    attn_status st = attn_gemm(s->ta, s->tb, s->m, s->n, s->k, 1.0f, ops->a, lda, ops->b, ldb,
-                               0.0f, ops->c, s->n);
+    attn_status st = attn_gemm(s->ta, s->tb, s->m, s->n, s->k, 1.0f, ops->a, lda, ops->b, ldb, 0.0f,
+                               ops->c, s->n);
     *seconds = seconds_now() - start;
     if (st != ATTN_OK) {
         fprintf(stderr, "attn bench gemm: %s\n", attn_last_error());
@@ -103,74 +105,58 @@ static float *random_floats(int64_t count, uint64_t seed)
     return x;
 }
 
-static void print_usage(FILE *out)
-{
-    fprintf(out, "usage: attn bench gemm [--json] [--threads N] [--reps N] [--isa NAME]\n\n"
-                 "GFLOP/s (median of N repetitions, default 5) of attn_gemm for each\n"
-                 "instruction set this CPU supports (or only --isa NAME), on square, attention\n"
-                 "and transformer shapes; the scalar reference runs on a small shape only. The\n"
-                 "ratio is to the best instruction set on the same shape. --json prints one\n"
-                 "JSON object per shape.\n");
-}
+typedef struct bench_gemm_args {
+    int json, isa; /* isa: an attn_isa, or ATTN_ISA_AUTO for every supported one */
+    int64_t threads, reps;
+} bench_gemm_args;
 
-static int parse_positive(const char *text, int *out)
-{
-    char *end = NULL;
-    long v = strtol(text, &end, 10);
-    if (end == text || *end != '\0' || v < 1 || v > 1024)
-        return 0;
-    *out = (int)v;
-    return 1;
-}
+static const char *const isa_names[] = {"reference", "portable", "avx2", "avx512", NULL};
+static const int isa_values[] = {ATTN_ISA_REFERENCE, ATTN_ISA_PORTABLE, ATTN_ISA_AVX2,
+                                 ATTN_ISA_AVX512};
+
+static const cli_option bench_gemm_options[] = {
+    {CLI_OPTION("--json", CLI_FLAG, offsetof(bench_gemm_args, json), NULL,
+                "print one JSON object per shape")},
+    {CLI_OPTION("--threads", CLI_INT, offsetof(bench_gemm_args, threads), "N",
+                "threads (default: ATTN_NUM_THREADS or all cores)"),
+     .min = 1, .max = 1024},
+    {CLI_OPTION("--reps", CLI_INT, offsetof(bench_gemm_args, reps), "N",
+                "repetitions, of which the median is reported"),
+     .min = 1, .max = 64, .show_default = 1},
+    {CLI_OPTION("--isa", CLI_CHOICE, offsetof(bench_gemm_args, isa), "NAME",
+                "only this instruction set (one this CPU supports)"),
+     .choices = isa_names, .choice_values = isa_values},
+};
+
+static const cli_command bench_gemm_command = {
+    "bench gemm",
+    "attn bench gemm [--json] [--threads N] [--reps N] [--isa NAME]",
+    "GFLOP/s (median of N repetitions) of attn_gemm for each instruction set this CPU\n"
+    "supports (or only --isa NAME), on square, attention and transformer shapes; the\n"
+    "scalar reference runs on a small shape only. The ratio is to the best instruction\n"
+    "set on the same shape.\n",
+    bench_gemm_options,
+    sizeof bench_gemm_options / sizeof *bench_gemm_options,
+    NULL};
 
 static int wanted(attn_isa isa, attn_isa only)
 {
     return only == ATTN_ISA_AUTO ? attn_isa_supported(isa) : isa == only;
 }
 
-static int parse_isa(const char *text, attn_isa *out)
-{
-    for (size_t i = 0; i < ISA_COUNT; i++)
-        if (strcmp(text, attn_isa_name(isas[i])) == 0 && attn_isa_supported(isas[i])) {
-            *out = isas[i];
-            return 1;
-        }
-    return 0;
-}
-
 int attn_bench_gemm(int argc, char **argv)
 {
-    int json = 0, reps = 5, threads = 0;
-    attn_isa only = ATTN_ISA_AUTO;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            print_usage(stdout);
-            return 0;
-        } else if (strcmp(argv[i], "--json") == 0) {
-            json = 1;
-        } else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
-            if (!parse_positive(argv[++i], &threads)) {
-                fprintf(stderr, "attn bench gemm: --threads needs a number from 1 to 1024\n");
-                return 2;
-            }
-        } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
-            if (!parse_positive(argv[++i], &reps) || reps > 64) {
-                fprintf(stderr, "attn bench gemm: --reps needs a number from 1 to 64\n");
-                return 2;
-            }
-        } else if (strcmp(argv[i], "--isa") == 0 && i + 1 < argc) {
-            if (!parse_isa(argv[++i], &only)) {
-                fprintf(stderr, "attn bench gemm: --isa needs an instruction set this CPU "
-                                "supports (reference, portable, avx2, avx512)\n");
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "attn bench gemm: unexpected argument '%s'\n", argv[i]);
-            print_usage(stderr);
-            return 2;
-        }
-    }
-    if (threads > 0 && attn_set_num_threads(threads) != ATTN_OK) {
+    bench_gemm_args a = {0, ATTN_ISA_AUTO, 0, 5};
+    int given[sizeof bench_gemm_options / sizeof *bench_gemm_options] = {0};
+    const int code = cli_parse(&bench_gemm_command, argc, argv, &a, given);
+    if (code != CLI_GO_ON)
+        return code;
+    const attn_isa only = (attn_isa)a.isa;
+    if (only != ATTN_ISA_AUTO && !attn_isa_supported(only))
+        return cli_usage_error(&bench_gemm_command, "--isa %s: this CPU does not support it",
+                               attn_isa_name(only));
+    const int json = a.json, reps = (int)a.reps;
+    if (a.threads > 0 && attn_set_num_threads((int)a.threads) != ATTN_OK) {
         fprintf(stderr, "attn bench gemm: %s\n", attn_last_error());
         return 2;
     }
@@ -178,8 +164,7 @@ int attn_bench_gemm(int argc, char **argv)
     if (!json)
         printf("attn bench gemm: %d threads, GEMM backend %s; GFLOP/s, median of %d "
                "(ratio to the best)\n%-12s %-2s %5s %5s %5s",
-               attn_get_num_threads(), attn_gemm_backend(), reps, "shape", "op", "m", "n",
-               "k");
+               attn_get_num_threads(), attn_gemm_backend(), reps, "shape", "op", "m", "n", "k");
     for (size_t i = 0; i < ISA_COUNT && !json; i++)
         if (wanted(isas[i], only))
             printf("  %15s", attn_isa_name(isas[i]));
@@ -222,8 +207,8 @@ int attn_bench_gemm(int argc, char **argv)
                 }
             printf("]}\n");
         } else if (status == 0) {
-            printf("%-12s %-2s %5lld %5lld %5lld", s->name, op, (long long)s->m,
-                   (long long)s->n, (long long)s->k);
+            printf("%-12s %-2s %5lld %5lld %5lld", s->name, op, (long long)s->m, (long long)s->n,
+                   (long long)s->k);
             for (size_t i = 0; i < ISA_COUNT; i++)
                 if (measured[i])
                     printf("  %7.1f (%5.3f)", gflops[i], gflops[i] / best);

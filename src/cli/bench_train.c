@@ -19,7 +19,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include "attn/attn.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,8 +129,8 @@ static int make_batch(const train_shape *s, train_run *run, attn_model_batch *ba
         src_lengths[b] = (int32_t)s->src_len;
         tgt_lengths[b] = (int32_t)tgt_len;
     }
-    *batch = (attn_model_batch){s->batch, s->src_len, src, src_lengths,
-                                tgt_len,  tgt,        tgt_lengths, NULL};
+    *batch =
+        (attn_model_batch){s->batch, s->src_len, src, src_lengths, tgt_len, tgt, tgt_lengths, NULL};
     return 1;
 }
 
@@ -206,72 +208,60 @@ static int measure(const train_shape *s, int steps, train_result *r)
     return 1;
 }
 
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: attn bench train [--config small|base|both] [--steps N] [--threads N] "
-            "[--json]\n\n"
-            "Times Transformer training steps (forward, backward, Adam update of every\n"
-            "parameter) through attn_model_forward_loss, attn_graph_backward and attn_adam_step\n"
-            "on random batches, and prints target tokens per second at the median step time\n"
-            "after %d warm-up steps (steps default: small 20, base 6).\n"
-            "  small: d_model 256, 4 heads, 3+3 layers, FFN 1024, vocabularies 64,\n"
-            "         64 sentences of source length 12 and 10 target tokens\n"
-            "  base:  d_model 512, 8 heads, 6+6 layers, FFN 2048, vocabularies 8000,\n"
-            "         32 sentences of 30 and 30\n"
-            "Both: dropout 0.1, label smoothing 0.1, output projection tied to the target\n"
-            "embedding, Adam (betas 0.9/0.98, eps 1e-9). GFLOP/s count the matrix products\n"
-            "(forward 2 flops per multiply-add, backward twice the forward): 23.5 GFLOP per\n"
-            "small step, 280 per base step. Threads: --threads or ATTN_NUM_THREADS.\n",
-            WARMUP_STEPS);
-}
+typedef struct bench_train_args {
+    int json, config;       /* config: an index into config_names */
+    int64_t steps, threads; /* 0: each config's default; ATTN_NUM_THREADS or all cores */
+} bench_train_args;
 
-static int parse_count(const char *flag, const char *text, int lo, int hi, int *out)
-{
-    char *end = NULL;
-    long n = strtol(text, &end, 10);
-    if (end == text || *end != '\0' || n < lo || n > hi) {
-        fprintf(stderr, "attn bench train: %s wants a number in %d..%d, got '%s'\n", flag, lo,
-                hi, text);
-        return 0;
-    }
-    *out = (int)n;
-    return 1;
-}
+static const char *const config_names[] = {"small", "base", "both", NULL};
+
+static const cli_option bench_train_options[] = {
+    {CLI_OPTION("--config", CLI_CHOICE, offsetof(bench_train_args, config), "small|base|both",
+                "the model sizes timed"),
+     .choices = config_names, .show_default = 1},
+    {CLI_OPTION("--steps", CLI_INT, offsetof(bench_train_args, steps), "N",
+                "timed steps [small 20, base 6]"),
+     .min = 1, .max = MAX_STEPS},
+    {CLI_OPTION("--threads", CLI_INT, offsetof(bench_train_args, threads), "N",
+                "threads (default: ATTN_NUM_THREADS or all cores)"),
+     .min = 1, .max = 1024},
+    {CLI_OPTION("--json", CLI_FLAG, offsetof(bench_train_args, json), NULL,
+                "print one JSON object per config")},
+};
 
 int attn_cmd_bench_train(int argc, char **argv)
 {
-    int json = 0, steps = 0, threads = 0;
-    const char *config = "both";
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        int has_value = i + 1 < argc;
-        if (strcmp(arg, "--json") == 0) {
-            json = 1;
-        } else if (strcmp(arg, "--config") == 0 && has_value) {
-            config = argv[++i];
-            if (strcmp(config, "small") != 0 && strcmp(config, "base") != 0 &&
-                strcmp(config, "both") != 0) {
-                fprintf(stderr, "attn bench train: --config wants small, base or both, got "
-                                "'%s'\n", config);
-                return 2;
-            }
-        } else if (strcmp(arg, "--steps") == 0 && has_value) {
-            if (!parse_count("--steps", argv[++i], 1, MAX_STEPS, &steps))
-                return 2;
-        } else if (strcmp(arg, "--threads") == 0 && has_value) {
-            if (!parse_count("--threads", argv[++i], 1, 1024, &threads))
-                return 2;
-        } else if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        } else {
-            fprintf(stderr, "attn bench train: unknown option or missing value '%s'\n", arg);
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (threads > 0 && attn_set_num_threads(threads) != ATTN_OK) {
+    char description[2048];
+    snprintf(description, sizeof description,
+             "Times Transformer training steps (forward, backward, Adam update of every\n"
+             "parameter) through attn_model_forward_loss, attn_graph_backward and "
+             "attn_adam_step\n"
+             "on random batches, and prints target tokens per second at the median step time\n"
+             "after %d warm-up steps.\n"
+             "  small: d_model 256, 4 heads, 3+3 layers, FFN 1024, vocabularies 64,\n"
+             "         64 sentences of source length 12 and 10 target tokens\n"
+             "  base:  d_model 512, 8 heads, 6+6 layers, FFN 2048, vocabularies 8000,\n"
+             "         32 sentences of 30 and 30\n"
+             "Both: dropout 0.1, label smoothing 0.1, output projection tied to the target\n"
+             "embedding, Adam (betas 0.9/0.98, eps 1e-9). GFLOP/s count the matrix products\n"
+             "(forward 2 flops per multiply-add, backward twice the forward): 23.5 GFLOP per\n"
+             "small step, 280 per base step.\n",
+             WARMUP_STEPS);
+    const cli_command command = {
+        "bench train",
+        "attn bench train [--config small|base|both] [--steps N] [--threads N] [--json]",
+        description,
+        bench_train_options,
+        sizeof bench_train_options / sizeof *bench_train_options,
+        NULL};
+    bench_train_args a = {0, 2, 0, 0};
+    int given[sizeof bench_train_options / sizeof *bench_train_options] = {0};
+    const int code = cli_parse(&command, argc, argv, &a, given);
+    if (code != CLI_GO_ON)
+        return code;
+    const int json = a.json, steps = (int)a.steps;
+    const char *config = config_names[a.config];
+    if (a.threads > 0 && attn_set_num_threads((int)a.threads) != ATTN_OK) {
         fprintf(stderr, "attn bench train: %s\n", attn_last_error());
         return 2;
     }
@@ -287,6 +277,7 @@ int attn_cmd_bench_train(int argc, char **argv)
             continue;
         const int n_steps = steps > 0 ? steps : s->default_steps;
         train_result r;
+        memset(&r, 0, sizeof r);
         if (!measure(s, n_steps, &r))
             return 1;
         const double tokens = (double)(s->batch * s->tgt_len);
@@ -298,8 +289,8 @@ int attn_cmd_bench_train(int argc, char **argv)
                    "\"gflops\": %.1f, \"steps\": %d, \"warmup_steps\": %d, \"params\": %lld, "
                    "\"final_loss\": %.4f, \"arena_mib\": %.1f, \"arena_stable\": %s, "
                    "\"threads\": %d, \"isa\": \"%s\"}\n",
-                   s->name, tokens_per_s, tokens, r.step_s, r.cpu_s, r.gflop,
-                   r.gflop / r.step_s, n_steps, WARMUP_STEPS, (long long)r.params, r.loss,
+                   s->name, tokens_per_s, tokens, r.step_s, r.cpu_s, r.gflop, r.gflop / r.step_s,
+                   n_steps, WARMUP_STEPS, (long long)r.params, r.loss,
                    (double)r.arena_bytes / (1024.0 * 1024.0), r.arena_stable ? "true" : "false",
                    used_threads, isa);
         } else {

@@ -1,20 +1,23 @@
+/* attn info: what this build of the library can do on this CPU. */
 #include "attn/attn.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 
 #include <stdio.h>
-#include <string.h>
 
 int attn_cmd_info(int argc, char **argv)
 {
-    if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        printf("usage: attn info\n\nPrints the version, threading, the instruction sets this "
-               "CPU supports and the GEMM backend.\n");
-        return 0;
-    }
-    if (argc > 1) {
-        fprintf(stderr, "attn info: unexpected argument '%s'\n", argv[1]);
-        return 2;
-    }
+    static const cli_command command = {
+        "info",
+        "attn info",
+        "Prints the version, threading, the instruction sets this CPU supports and the GEMM\n"
+        "backend.\n",
+        NULL,
+        0,
+        NULL};
+    const int code = cli_parse(&command, argc, argv, NULL, NULL);
+    if (code != CLI_GO_ON)
+        return code;
     printf("%s\n", attn_build_info());
     printf("GEMM: %s\n", attn_gemm_backend());
     for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_AVX512; isa++)

@@ -1,6 +1,7 @@
 /* The attn program: one binary, one subcommand per job. */
 #include "attn/attn.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -36,7 +37,7 @@ int main(int argc, char **argv)
 {
     if (argc < 2) {
         print_usage(stderr);
-        return 2;
+        return CLI_EXIT_USAGE;
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         print_usage(stdout);
@@ -46,15 +47,22 @@ int main(int argc, char **argv)
         printf("attn %s\n", attn_version());
         return 0;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+    enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
+    const char *names[N_COMMANDS];
+    for (size_t i = 0; i < N_COMMANDS; i++) {
+        names[i] = commands[i].name;
         if (strcmp(argv[1], commands[i].name) != 0)
             continue;
         if (attn_check_environment() != ATTN_OK) {
             fprintf(stderr, "attn %s: %s\n", argv[1], attn_last_error());
-            return 2;
+            return CLI_EXIT_USAGE;
         }
         return commands[i].run(argc - 1, argv + 1);
     }
-    fprintf(stderr, "attn: unknown command '%s' (see 'attn --help')\n", argv[1]);
-    return 2;
+    const char *nearest = cli_nearest(argv[1], strlen(argv[1]), names, N_COMMANDS);
+    if (nearest != NULL)
+        fprintf(stderr, "attn: unknown command '%s' (did you mean %s?)\n", argv[1], nearest);
+    else
+        fprintf(stderr, "attn: unknown command '%s' (see 'attn --help')\n", argv[1]);
+    return CLI_EXIT_USAGE;
 }

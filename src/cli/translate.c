@@ -2,10 +2,12 @@
  * input line, in order, as soon as each batch is decoded. */
 #include "attn/attn.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "cli/translator.h"
 
 #include <errno.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,79 +15,72 @@
 
 enum { DEFAULT_BATCH = 32, DEFAULT_BEAM = 5 };
 
-static void print_help(void)
-{
-    attn_decode_options d = attn_decode_default_options();
-    printf("usage: attn translate --model MODEL.safetensors [options] < input > output\n\n"
-           "Translates each line of stdin (UTF-8) with beam search and writes one line per input\n"
-           "line to stdout, in order. Lines are read in batches of up to --batch, or fewer when\n"
-           "no more input is waiting, and each batch is written (and flushed) as soon as it is\n"
-           "decoded, so translate works in a pipe that stays open. An empty line gives an empty\n"
-           "line. A token outside the model's source vocabulary is read as <unk> (one warning on\n"
-           "stderr). MODEL is a file 'attn train' wrote (the model or its checkpoint).\n\n"
-           "options:\n"
-           "  --model FILE          the model: weights, config and tokenizers\n"
-           "  --beam K              hypotheses kept per sentence; 1: greedy [%d]\n"
-           "  --nbest N             write the N best hypotheses per line, N <= K, as N lines\n"
-           "                        'LINE<TAB>SCORE<TAB>TEXT' (LINE counts input lines from 1;\n"
-           "                        an empty input line gives N lines with score 0 and no text)\n"
-           "                        [1: just the text]\n"
-           "  --alpha A             length penalty: score = log P / ((5 + |Y|) / 6)^A [%g]\n"
-           "  --max-len-ratio R     longest output: R x source tokens + O ... [%g]\n"
-           "  --max-len-offset O    ... [%lld], within the model's max_len\n"
-           "  --max-len N           longest output: N tokens, whatever the source length\n"
-           "  --batch N             sentences decoded together, at most [%d]\n"
-           "  --alignment FILE      write one JSON line per non-empty input line: {\"line\" (its\n"
-           "                        number), \"score\", \"layer\", \"source\": source tokens,\n"
-           "                        \"target\": output tokens then \"</s>\" when the model ended\n"
-           "                        the sentence, \"weights\": [target][source] cross-attention\n"
-           "                        of the best hypothesis}; 'attn viz --matrix FILE --index I'\n"
-           "                        draws record I\n"
-           "  --alignment-layer L   the decoder layer drawn, from 0 (default: the last); its\n"
-           "                        heads are averaged ...\n"
-           "  --alignment-head H    ... unless one head H is asked for (then \"head\": H)\n"
-           "  --threads N           threads (0: ATTN_NUM_THREADS or all cores) [0]\n"
-           "  --help                this text\n",
-           DEFAULT_BEAM, d.length_penalty, d.max_len_ratio, (long long)d.max_len_offset,
-           DEFAULT_BATCH);
-}
-
 typedef struct translate_args {
     const char *model, *alignment;
     int64_t batch, threads, alignment_layer, alignment_head;
     attn_decode_options decode;
 } translate_args;
 
-static int parse_count(const char *name, const char *text, int64_t min, int64_t max,
-                       int64_t *out)
-{
-    char *end = NULL;
-    errno = 0;
-    long long value = strtoll(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || value < min || value > max) {
-        fprintf(stderr, "attn translate: %s expects an integer in [%lld, %lld], got '%s'\n", name,
-                (long long)min, (long long)max, text);
-        return 0;
-    }
-    *out = value;
-    return 1;
-}
+#define FIELD(name) offsetof(translate_args, name)
 
-static int parse_number(const char *name, const char *text, double max, double *out)
-{
-    char *end = NULL;
-    errno = 0;
-    double value = strtod(text, &end);
-    if (errno != 0 || end == text || *end != '\0' || !(value >= 0.0 && value <= max)) {
-        fprintf(stderr, "attn translate: %s expects a number in [0, %g], got '%s'\n", name, max,
-                text);
-        return 0;
-    }
-    *out = value;
-    return 1;
-}
+static const cli_option translate_options[] = {
+    {CLI_OPTION("--model", CLI_STRING, FIELD(model), "FILE",
+                "the model: weights, config and tokenizers")},
+    {CLI_OPTION("--beam", CLI_INT, FIELD(decode.beam_size), "K",
+                "hypotheses kept per sentence; 1: greedy"),
+     .min = 1, .max = ATTN_DECODE_MAX_BEAM, .show_default = 1},
+    {CLI_OPTION(
+         "--nbest", CLI_INT, FIELD(decode.nbest), "N",
+         "write the N best hypotheses per line, N <= K, as N lines 'LINE<TAB>SCORE<TAB>TEXT' (LINE "
+         "counts input lines from 1; an empty input line gives N lines with score 0 and no text) "
+         "[1: just the text]"),
+     .min = 1, .max = ATTN_DECODE_MAX_BEAM},
+    {CLI_OPTION("--alpha", CLI_NUMBER, FIELD(decode.length_penalty), "A",
+                "length penalty: score = log P / ((5 + |Y|) / 6)^A"),
+     .min = 0, .max = 100, .show_default = 1},
+    {CLI_OPTION("--max-len-ratio", CLI_NUMBER, FIELD(decode.max_len_ratio), "R",
+                "longest output: R x source tokens + O ..."),
+     .min = 0, .max = 1e6, .show_default = 1},
+    {CLI_OPTION("--max-len-offset", CLI_INT, FIELD(decode.max_len_offset), "O",
+                "... within the model's max_len"),
+     .min = 0, .max = INT32_MAX, .show_default = 1},
+    {CLI_OPTION("--max-len", CLI_INT, FIELD(decode.max_len), "N",
+                "longest output: N tokens, whatever the source length"),
+     .min = 1, .max = INT32_MAX},
+    {CLI_OPTION("--batch", CLI_INT, FIELD(batch), "N", "sentences decoded together, at most"),
+     .min = 1, .max = 1 << 20, .show_default = 1},
+    {CLI_OPTION(
+        "--alignment", CLI_STRING, FIELD(alignment), "FILE",
+        "write one JSON line per non-empty input line: {\"line\" (its number), \"score\", "
+        "\"layer\", \"source\": source tokens, \"target\": output tokens then \"</s>\" when the "
+        "model ended the sentence, \"weights\": [target][source] cross-attention of the best "
+        "hypothesis}; 'attn viz --matrix FILE --index I' draws record I")},
+    {CLI_OPTION("--alignment-layer", CLI_INT, FIELD(alignment_layer), "L",
+                "the decoder layer drawn, from 0 (default: the last); its heads are averaged ..."),
+     .min = 0, .max = 1 << 20},
+    {CLI_OPTION("--alignment-head", CLI_INT, FIELD(alignment_head), "H",
+                "... unless one head H is asked for (then \"head\": H)"),
+     .min = 0, .max = 1 << 20},
+    {CLI_OPTION("--threads", CLI_INT, FIELD(threads), "N",
+                "threads (0: ATTN_NUM_THREADS or all cores)"),
+     .min = 0, .max = 1 << 16, .show_default = 1},
+};
+#define N_TRANSLATE_OPTIONS (sizeof translate_options / sizeof translate_options[0])
 
-/* Returns -1 to go on, else the exit code. */
+static const cli_command translate_command = {
+    "translate",
+    "attn translate --model MODEL.safetensors [options] < input > output",
+    "Translates each line of stdin (UTF-8) with beam search and writes one line per input\n"
+    "line to stdout, in order. Lines are read in batches of up to --batch, or fewer when\n"
+    "no more input is waiting, and each batch is written (and flushed) as soon as it is\n"
+    "decoded, so translate works in a pipe that stays open. An empty line gives an empty\n"
+    "line. A token outside the model's source vocabulary is read as <unk> (one warning on\n"
+    "stderr). MODEL is a file 'attn train' wrote (the model or its checkpoint).\n",
+    translate_options,
+    N_TRANSLATE_OPTIONS,
+    NULL};
+
+/* Returns CLI_GO_ON, or the exit code. */
 static int parse_args(int argc, char **argv, translate_args *a)
 {
     memset(a, 0, sizeof *a);
@@ -94,70 +89,17 @@ static int parse_args(int argc, char **argv, translate_args *a)
     a->alignment_head = -1;
     a->decode = attn_decode_default_options();
     a->decode.beam_size = DEFAULT_BEAM;
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            print_help();
-            return 0;
-        }
-        static const char *const known[] = {
-            "--model", "--beam", "--nbest", "--alpha", "--max-len-ratio", "--max-len-offset",
-            "--max-len", "--batch", "--alignment", "--alignment-layer", "--alignment-head",
-            "--threads"};
-        int is_known = 0;
-        for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
-            is_known |= strcmp(arg, known[k]) == 0;
-        if (!is_known) {
-            fprintf(stderr, "attn translate: unknown option '%s' (see 'attn translate --help')\n",
-                    arg);
-            return 2;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "attn translate: %s needs a value\n", arg);
-            return 2;
-        }
-        const char *value = argv[++i];
-        int ok = 1;
-        attn_decode_options *d = &a->decode;
-        if (strcmp(arg, "--model") == 0)
-            a->model = value;
-        else if (strcmp(arg, "--alignment") == 0)
-            a->alignment = value;
-        else if (strcmp(arg, "--beam") == 0)
-            ok = parse_count(arg, value, 1, ATTN_DECODE_MAX_BEAM, &d->beam_size);
-        else if (strcmp(arg, "--nbest") == 0)
-            ok = parse_count(arg, value, 1, ATTN_DECODE_MAX_BEAM, &d->nbest);
-        else if (strcmp(arg, "--alpha") == 0)
-            ok = parse_number(arg, value, 100.0, &d->length_penalty);
-        else if (strcmp(arg, "--max-len-ratio") == 0)
-            ok = parse_number(arg, value, 1e6, &d->max_len_ratio);
-        else if (strcmp(arg, "--max-len-offset") == 0)
-            ok = parse_count(arg, value, 0, INT32_MAX, &d->max_len_offset);
-        else if (strcmp(arg, "--max-len") == 0)
-            ok = parse_count(arg, value, 1, INT32_MAX, &d->max_len);
-        else if (strcmp(arg, "--batch") == 0)
-            ok = parse_count(arg, value, 1, 1 << 20, &a->batch);
-        else if (strcmp(arg, "--alignment-layer") == 0)
-            ok = parse_count(arg, value, 0, 1 << 20, &a->alignment_layer);
-        else if (strcmp(arg, "--alignment-head") == 0)
-            ok = parse_count(arg, value, 0, 1 << 20, &a->alignment_head);
-        else
-            ok = parse_count(arg, value, 0, 1 << 16, &a->threads);
-        if (!ok)
-            return 2;
-    }
-    if (a->model == NULL) {
-        fprintf(stderr, "attn translate: --model MODEL.safetensors is required (see 'attn "
-                        "translate --help')\n");
-        return 2;
-    }
-    if (a->decode.nbest > a->decode.beam_size) {
-        fprintf(stderr, "attn translate: --nbest %lld is above --beam %lld\n",
-                (long long)a->decode.nbest, (long long)a->decode.beam_size);
-        return 2;
-    }
+    int given[N_TRANSLATE_OPTIONS] = {0};
+    const int code = cli_parse(&translate_command, argc, argv, a, given);
+    if (code != CLI_GO_ON)
+        return code;
+    if (a->model == NULL)
+        return cli_usage_error(&translate_command, "--model MODEL.safetensors is required");
+    if (a->decode.nbest > a->decode.beam_size)
+        return cli_usage_error(&translate_command, "--nbest %lld is above --beam %lld",
+                               (long long)a->decode.nbest, (long long)a->decode.beam_size);
     a->decode.alignments = a->alignment != NULL;
-    return -1;
+    return CLI_GO_ON;
 }
 
 /* ---- reading stdin in batches ------------------------------------------------------------ */
@@ -410,7 +352,7 @@ int attn_cmd_translate(int argc, char **argv)
 {
     translate_args a;
     int code = parse_args(argc, argv, &a);
-    if (code >= 0)
+    if (code != CLI_GO_ON)
         return code;
     if (a.threads > 0 && attn_set_num_threads((int)a.threads) != ATTN_OK) {
         fprintf(stderr, "attn translate: %s\n", attn_last_error());

@@ -1,104 +1,123 @@
 /* attn viz: attention heat maps and training curves as SVG, PNG or terminal text. */
 #include "attn/attn.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "cli/translator.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void print_help(FILE *out)
-{
-    fprintf(out,
-            "usage: attn viz --matrix FILE [--index N|all] [--out FILE.svg|FILE.png] [options]\n"
-            "       attn viz --model MODEL --text TEXT [--out FILE.svg|FILE.png] [options]\n"
-            "       attn viz --log FILE.jsonl --out FILE.svg|FILE.png [--title TEXT]\n"
-            "\n"
-            "Draws attention weights as a heat map (output tokens down the left, source tokens\n"
-            "along the top, a colour scale), or a training log's loss curves.\n"
-            "\n"
-            "heat maps:\n"
-            "  --matrix FILE     JSON {\"source\": [...], \"target\": [...], \"weights\": "
-            "[[...], ...]}\n"
-            "                    (one row of weights per target token), or JSON lines of such\n"
-            "                    objects; optional \"title\", or \"layer\" and \"head\", name "
-            "each one\n"
-            "  --index N|all     which object of a JSON-lines file (default 0); all: every one, "
-            "as a grid\n"
-            "  --out FILE        write FILE.svg or FILE.png; without it, print to the terminal\n"
-            "  --title TEXT      a title over the picture\n"
-            "  --colormap NAME   blues (white to dark blue, default) or greys (black to white)\n"
-            "  --vmin X, --vmax X  the ends of the colour scale (default 0 and 1)\n"
-            "  --annotate        write each weight in its cell\n"
-            "  --columns N       panels per row of a grid (default: about square)\n"
-            "  --cell N          cell size in pixels, 4..200 (default: from the matrix size)\n"
-            "  --style NAME      terminal: shades (default), color (256 colours) or ascii\n"
-            "  --width N         terminal: columns to fit in (default $COLUMNS, else 80)\n"
-            "\n"
-            "a model's attention (heat map options above apply too):\n"
-            "  --model FILE      a model 'attn train' wrote; TEXT is translated (greedy, or beam\n"
-            "                    search with --beam) and the attention of that translation is\n"
-            "                    drawn\n"
-            "  --text TEXT       the source text\n"
-            "  --kind KIND       cross (default): the cross-attention that produced the output,\n"
-            "                    output tokens (then </s>) down, source tokens along the top;\n"
-            "                    self: the decoder's masked self-attention, the output token\n"
-            "                    each position predicts down, the tokens it reads (<s>, then\n"
-            "                    the output) along the top; encoder: the encoder's\n"
-            "                    self-attention, source tokens on both axes (Transformer\n"
-            "                    models; self and encoder re-run the model on the output)\n"
-            "  --layer L         layer, from 0 (default: the last), of the decoder or encoder\n"
-            "  --head H|all      one head, or every head of the layer as a grid (default: the\n"
-            "                    mean over the layer's heads)\n"
-            "  --beam K          beam size (default 1: greedy)\n"
-            "\n"
-            "training curves:\n"
-            "  --log FILE        JSON lines such as {\"step\": 100, \"epoch\": 1, "
-            "\"train_loss\": 2.3,\n"
-            "                    \"valid_loss\": 2.5}; fields may be missing on a line\n");
-}
-
 typedef struct viz_args {
     const char *matrix, *log, *out, *title;
     const char *model, *source_text;
-    long layer, head;   /* -1: the last layer; head -1: the mean, -2: all */
-    long beam;
-    attn_attention_kind kind;
-    long index; /* -1: all */
+    int64_t layer, head; /* -1: the last layer; head -1: the mean, -2: all */
+    int64_t beam;
+    int kind;      /* attn_attention_kind */
+    int64_t index; /* -1: all */
+    int64_t columns, cell, width;
+    int colormap, style; /* attn_viz_colormap, attn_viz_text_style */
+    int annotate;
+    double vmin, vmax;
     attn_viz_heatmap_options heatmap;
     attn_viz_text_options text;
 } viz_args;
 
-static int parse_long(const char *option, const char *text, long lo, long hi, long *value)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi) {
-        fprintf(stderr, "attn viz: %s expects an integer in %ld..%ld, got '%s'\n", option, lo, hi,
-                text);
-        return 0;
-    }
-    *value = v;
-    return 1;
-}
+#define FIELD(name) offsetof(viz_args, name)
 
-static int parse_float(const char *option, const char *text, float *value)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (errno != 0 || end == text || *end != '\0' || !isfinite(v) || fabs(v) > 1e30) {
-        fprintf(stderr, "attn viz: %s expects a number, got '%s'\n", option, text);
-        return 0;
-    }
-    *value = (float)v;
-    return 1;
-}
+static const char *const all_word[] = {"all", NULL};
+static const int index_all[] = {-1}, head_all[] = {-2};
+static const char *const kind_names[] = {"cross", "self", "encoder", NULL};
+static const int kind_values[] = {ATTN_CROSS_ATTENTION, ATTN_DECODER_SELF_ATTENTION,
+                                  ATTN_ENCODER_SELF_ATTENTION};
+static const char *const colormap_names[] = {"blues", "greys", "grays", NULL};
+static const int colormap_values[] = {ATTN_VIZ_BLUES, ATTN_VIZ_GREYS, ATTN_VIZ_GREYS};
+static const char *const style_names[] = {"shades", "color", "colour", "ascii", NULL};
+static const int style_values[] = {ATTN_VIZ_TEXT_SHADES, ATTN_VIZ_TEXT_COLOR256,
+                                   ATTN_VIZ_TEXT_COLOR256, ATTN_VIZ_TEXT_ASCII};
 
-/* Returns 0 to go on, or the exit code. */
+static const cli_option viz_options[] = {
+    {.kind = CLI_SECTION, .help = "heat maps:"},
+    {CLI_OPTION(
+        "--matrix", CLI_STRING, FIELD(matrix), "FILE",
+        "JSON {\"source\": [...], \"target\": [...], \"weights\": [[...], ...]} (one row of "
+        "weights per target token), or JSON lines of such objects; optional \"title\", or "
+        "\"layer\" and \"head\", name each one")},
+    {CLI_OPTION("--index", CLI_INT, FIELD(index), "N|all",
+                "which object of a JSON-lines file (default 0); all: every one, as a grid"),
+     .min = 0, .max = 1e9, .choices = all_word, .choice_values = index_all},
+    {CLI_OPTION("--out", CLI_STRING, FIELD(out), "FILE",
+                "write FILE.svg or FILE.png; without it, print to the terminal")},
+    {CLI_OPTION("--title", CLI_STRING, FIELD(title), "TEXT", "a title over the picture")},
+    {CLI_OPTION("--colormap", CLI_CHOICE, FIELD(colormap), "NAME",
+                "blues (white to dark blue, default) or greys (black to white)"),
+     .min = 0, .max = 0, .choices = colormap_names, .choice_values = colormap_values},
+    {CLI_OPTION("--vmin", CLI_NUMBER, FIELD(vmin), "X",
+                "the low end of the colour scale (default 0)"),
+     .min = -1e30, .max = 1e30},
+    {CLI_OPTION("--vmax", CLI_NUMBER, FIELD(vmax), "X",
+                "the high end of the colour scale (default 1)"),
+     .min = -1e30, .max = 1e30},
+    {CLI_OPTION("--annotate", CLI_FLAG, FIELD(annotate), NULL, "write each weight in its cell")},
+    {CLI_OPTION("--columns", CLI_INT, FIELD(columns), "N",
+                "panels per row of a grid (default: about square)"),
+     .min = 1, .max = 1000},
+    {CLI_OPTION("--cell", CLI_INT, FIELD(cell), "N",
+                "cell size in pixels (default: from the matrix size)"),
+     .min = 4, .max = 200},
+    {CLI_OPTION("--style", CLI_CHOICE, FIELD(style), "NAME",
+                "terminal: shades (default), color (256 colours) or ascii"),
+     .min = 0, .max = 0, .choices = style_names, .choice_values = style_values},
+    {CLI_OPTION("--width", CLI_INT, FIELD(width), "N",
+                "terminal: columns to fit in (default $COLUMNS, else 80)"),
+     .min = 20, .max = 10000},
+    {.kind = CLI_SECTION, .help = "a model's attention (heat map options above apply too):"},
+    {CLI_OPTION(
+        "--model", CLI_STRING, FIELD(model), "FILE",
+        "a model 'attn train' wrote; TEXT is translated (greedy, or beam search with --beam) and "
+        "the attention of that translation is drawn")},
+    {CLI_OPTION("--text", CLI_STRING, FIELD(source_text), "TEXT", "the source text")},
+    {CLI_OPTION(
+         "--kind", CLI_CHOICE, FIELD(kind), "KIND",
+         "cross (default): the cross-attention that produced the output, output tokens (then "
+         "</s>) down, source tokens along the top; self: the decoder's masked self-attention, the "
+         "output token each position predicts down, the tokens it reads (<s>, then the output) "
+         "along the top; encoder: the encoder's self-attention, source tokens on both axes "
+         "(Transformer models; self and encoder re-run the model on the output)"),
+     .min = 0, .max = 0, .choices = kind_names, .choice_values = kind_values},
+    {CLI_OPTION("--layer", CLI_INT, FIELD(layer), "L",
+                "layer, from 0 (default: the last), of the decoder or encoder"),
+     .min = 0, .max = 1000000},
+    {CLI_OPTION(
+         "--head", CLI_INT, FIELD(head), "H|all",
+         "one head, or every head of the layer as a grid (default: the mean over the layer's "
+         "heads)"),
+     .min = 0, .max = 1000000, .choices = all_word, .choice_values = head_all},
+    {CLI_OPTION("--beam", CLI_INT, FIELD(beam), "K", "beam size (default 1: greedy)"), .min = 1,
+     .max = 1024},
+    {.kind = CLI_SECTION, .help = "training curves:"},
+    {CLI_OPTION(
+        "--log", CLI_STRING, FIELD(log), "FILE",
+        "JSON lines such as {\"step\": 100, \"epoch\": 1, \"train_loss\": 2.3, \"valid_loss\": "
+        "2.5}; fields may be missing on a line")},
+};
+#define N_VIZ_OPTIONS (sizeof viz_options / sizeof viz_options[0])
+
+static const cli_command viz_command = {
+    "viz",
+    "attn viz --matrix FILE [--index N|all] [--out FILE.svg|FILE.png] [options]\n"
+    "       attn viz --model MODEL --text TEXT [--out FILE.svg|FILE.png] [options]\n"
+    "       attn viz --log FILE.jsonl --out FILE.svg|FILE.png [--title TEXT]",
+    "Draws attention weights as a heat map (output tokens down the left, source tokens\n"
+    "along the top, a colour scale), or a training log's loss curves.\n",
+    viz_options,
+    N_VIZ_OPTIONS,
+    NULL};
+
+/* Returns CLI_GO_ON, or the exit code. */
 static int parse_args(int argc, char **argv, viz_args *a)
 {
     memset(a, 0, sizeof *a);
@@ -107,142 +126,51 @@ static int parse_args(int argc, char **argv, viz_args *a)
     a->head = -1;
     a->beam = 1;
     a->kind = ATTN_CROSS_ATTENTION;
+    a->colormap = (int)a->heatmap.colormap;
+    a->vmin = (double)a->heatmap.vmin;
+    a->vmax = (double)a->heatmap.vmax;
+    a->columns = a->heatmap.grid_columns;
+    a->cell = a->heatmap.cell_size;
+    a->style = (int)a->text.style;
     const char *columns_env = getenv("COLUMNS");
-    long columns = 0;
     if (columns_env != NULL) {
         char *end;
-        columns = strtol(columns_env, &end, 10);
-        if (*end != '\0' || columns < 20 || columns > 10000)
-            columns = 0;
+        a->width = strtol(columns_env, &end, 10);
+        if (*end != '\0' || a->width < 20 || a->width > 10000)
+            a->width = 0;
     }
-    a->text.width = (int)columns;
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            print_help(stdout);
-            return -1;
-        }
-        if (strcmp(arg, "--annotate") == 0) {
-            a->heatmap.annotate = 1;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "attn viz: unknown option or missing value: '%s' (see attn viz "
-                            "--help)\n",
-                    arg);
-            return 2;
-        }
-        const char *value = argv[++i];
-        long number;
-        if (strcmp(arg, "--matrix") == 0) {
-            a->matrix = value;
-        } else if (strcmp(arg, "--log") == 0) {
-            a->log = value;
-        } else if (strcmp(arg, "--out") == 0) {
-            a->out = value;
-        } else if (strcmp(arg, "--title") == 0) {
-            a->heatmap.title = a->title = value;
-        } else if (strcmp(arg, "--model") == 0) {
-            a->model = value;
-        } else if (strcmp(arg, "--text") == 0) {
-            a->source_text = value;
-        } else if (strcmp(arg, "--layer") == 0) {
-            if (!parse_long(arg, value, 0, 1000000L, &a->layer))
-                return 2;
-        } else if (strcmp(arg, "--head") == 0) {
-            if (strcmp(value, "all") == 0)
-                a->head = -2;
-            else if (!parse_long(arg, value, 0, 1000000L, &a->head))
-                return 2;
-        } else if (strcmp(arg, "--beam") == 0) {
-            if (!parse_long(arg, value, 1, 1024, &a->beam))
-                return 2;
-        } else if (strcmp(arg, "--kind") == 0) {
-            if (strcmp(value, "cross") == 0) {
-                a->kind = ATTN_CROSS_ATTENTION;
-            } else if (strcmp(value, "self") == 0) {
-                a->kind = ATTN_DECODER_SELF_ATTENTION;
-            } else if (strcmp(value, "encoder") == 0) {
-                a->kind = ATTN_ENCODER_SELF_ATTENTION;
-            } else {
-                fprintf(stderr, "attn viz: --kind is cross, self or encoder, got '%s'\n", value);
-                return 2;
-            }
-        } else if (strcmp(arg, "--index") == 0) {
-            if (strcmp(value, "all") == 0)
-                a->index = -1;
-            else if (!parse_long(arg, value, 0, 1000000000L, &a->index))
-                return 2;
-        } else if (strcmp(arg, "--colormap") == 0) {
-            if (strcmp(value, "blues") == 0) {
-                a->heatmap.colormap = ATTN_VIZ_BLUES;
-            } else if (strcmp(value, "greys") == 0 || strcmp(value, "grays") == 0) {
-                a->heatmap.colormap = ATTN_VIZ_GREYS;
-            } else {
-                fprintf(stderr, "attn viz: --colormap is blues or greys, got '%s'\n", value);
-                return 2;
-            }
-        } else if (strcmp(arg, "--vmin") == 0) {
-            if (!parse_float(arg, value, &a->heatmap.vmin))
-                return 2;
-        } else if (strcmp(arg, "--vmax") == 0) {
-            if (!parse_float(arg, value, &a->heatmap.vmax))
-                return 2;
-        } else if (strcmp(arg, "--columns") == 0) {
-            if (!parse_long(arg, value, 1, 1000, &number))
-                return 2;
-            a->heatmap.grid_columns = (int)number;
-        } else if (strcmp(arg, "--cell") == 0) {
-            if (!parse_long(arg, value, 4, 200, &number))
-                return 2;
-            a->heatmap.cell_size = (int)number;
-        } else if (strcmp(arg, "--width") == 0) {
-            if (!parse_long(arg, value, 20, 10000, &number))
-                return 2;
-            a->text.width = (int)number;
-        } else if (strcmp(arg, "--style") == 0) {
-            if (strcmp(value, "shades") == 0) {
-                a->text.style = ATTN_VIZ_TEXT_SHADES;
-            } else if (strcmp(value, "color") == 0 || strcmp(value, "colour") == 0) {
-                a->text.style = ATTN_VIZ_TEXT_COLOR256;
-            } else if (strcmp(value, "ascii") == 0) {
-                a->text.style = ATTN_VIZ_TEXT_ASCII;
-            } else {
-                fprintf(stderr, "attn viz: --style is shades, color or ascii, got '%s'\n", value);
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "attn viz: unknown option '%s' (see attn viz --help)\n", arg);
-            return 2;
-        }
-    }
-    if ((a->matrix != NULL) + (a->log != NULL) + (a->model != NULL) != 1) {
-        fprintf(stderr, "attn viz: give one of --matrix FILE, --log FILE or --model FILE (see "
-                        "attn viz --help)\n");
-        return 2;
-    }
-    if ((a->model != NULL) != (a->source_text != NULL)) {
-        fprintf(stderr, "attn viz: %s\n", a->model != NULL ? "--model needs --text TEXT"
-                                                           : "--text needs --model FILE");
-        return 2;
-    }
-    if (a->log != NULL && a->out == NULL) {
-        fprintf(stderr, "attn viz: --log needs --out FILE.svg or FILE.png\n");
-        return 2;
-    }
-    if (!(a->heatmap.vmin < a->heatmap.vmax)) {
-        fprintf(stderr, "attn viz: --vmin (%g) must be below --vmax (%g)\n",
-                (double)a->heatmap.vmin, (double)a->heatmap.vmax);
-        return 2;
-    }
+    int given[N_VIZ_OPTIONS] = {0};
+    const int code = cli_parse(&viz_command, argc, argv, a, given);
+    if (code != CLI_GO_ON)
+        return code;
+    a->heatmap.title = a->title;
+    a->heatmap.colormap = (attn_viz_colormap)a->colormap;
+    a->heatmap.vmin = (float)a->vmin;
+    a->heatmap.vmax = (float)a->vmax;
+    a->heatmap.annotate = a->annotate;
+    a->heatmap.grid_columns = (int)a->columns;
+    a->heatmap.cell_size = (int)a->cell;
+    a->text.style = (attn_viz_text_style)a->style;
+    a->text.width = (int)a->width;
+    if ((a->matrix != NULL) + (a->log != NULL) + (a->model != NULL) != 1)
+        return cli_usage_error(&viz_command,
+                               "give one of --matrix FILE, --log FILE or --model FILE");
+    if ((a->model != NULL) != (a->source_text != NULL))
+        return cli_usage_error(&viz_command, "%s",
+                               a->model != NULL ? "--model needs --text TEXT"
+                                                : "--text needs --model FILE");
+    if (a->log != NULL && a->out == NULL)
+        return cli_usage_error(&viz_command, "--log needs --out FILE.svg or FILE.png");
+    if (!(a->heatmap.vmin < a->heatmap.vmax))
+        return cli_usage_error(&viz_command, "--vmin (%g) must be below --vmax (%g)",
+                               (double)a->heatmap.vmin, (double)a->heatmap.vmax);
     if (a->out != NULL) {
         attn_viz_format format;
-        if (attn_viz_format_from_path(a->out, &format) != ATTN_OK) {
-            fprintf(stderr, "attn viz: --out %s: use a name ending in .svg or .png\n", a->out);
-            return 2;
-        }
+        if (attn_viz_format_from_path(a->out, &format) != ATTN_OK)
+            return cli_usage_error(&viz_command, "--out %s: use a name ending in .svg or .png",
+                                   a->out);
     }
-    return 0;
+    return CLI_GO_ON;
 }
 
 static int fail(void)
@@ -546,8 +474,8 @@ int attn_cmd_viz(int argc, char **argv)
 {
     viz_args a;
     int code = parse_args(argc, argv, &a);
-    if (code != 0)
-        return code < 0 ? 0 : code;
+    if (code != CLI_GO_ON)
+        return code;
     if (a.model != NULL)
         return draw_model(&a);
     return a.log != NULL ? draw_log(&a) : draw_matrices(&a);

@@ -6,11 +6,14 @@
 #include "tensor/tensor_file_internal.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 /* Element sizes in the order their tensors are laid out, so that every tensor starts at a
@@ -325,5 +328,77 @@ attn_status attn_tensor_file_write(const char *path, const attn_named_tensor *te
         status = write_atomically(path, header, header_length, tensors, plans, n_tensors);
     free(header);
     free(plans);
+    return status;
+}
+
+/* ---- temporaries of killed writers ---------------------------------------------------- */
+
+/* The pid in a name "<prefix><pid>", or 0 when the rest of the name is not a positive
+ * number. */
+static long temporary_pid(const char *name, size_t prefix_length)
+{
+    char *end = NULL;
+    errno = 0;
+    const long pid = strtol(name + prefix_length, &end, 10);
+    if (errno != 0 || end == name + prefix_length || *end != '\0' || pid <= 0)
+        return 0;
+    return pid;
+}
+
+attn_status attn_tensor_file_remove_stale_temporaries(const char *path, int64_t *removed)
+{
+    static const char fn[] = "attn_tensor_file_remove_stale_temporaries";
+    ATTN_CHECK_NOT_NULL(path);
+    ATTN_CHECK_ARG(path[0] != '\0', "%s: path is empty", fn);
+    if (removed != NULL)
+        *removed = 0;
+    const char *slash = strrchr(path, '/');
+    const char *base = slash != NULL ? slash + 1 : path;
+    const size_t folder_length = slash == NULL ? 1 : slash == path ? 1 : (size_t)(slash - path);
+    const size_t prefix_length = strlen(base) + sizeof ".tmp." - 1;
+    char *folder = malloc(folder_length + 1);
+    char *prefix = malloc(prefix_length + 1);
+    if (folder == NULL || prefix == NULL) {
+        free(folder);
+        free(prefix);
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    memcpy(folder, slash == NULL ? "." : slash == path ? "/" : path, folder_length);
+    folder[folder_length] = '\0';
+    snprintf(prefix, prefix_length + 1, "%s.tmp.", base);
+    attn_status status = ATTN_OK;
+    DIR *dir = opendir(folder);
+    if (dir == NULL) {
+        /* No folder, no temporaries: the write that follows will name the problem. */
+        if (errno != ENOENT)
+            status = attn_fail(ATTN_ERR_IO, "%s: cannot read folder %s: %s", fn, folder,
+                               strerror(errno));
+        goto done;
+    }
+    struct dirent *entry;
+    while (status == ATTN_OK && (entry = readdir(dir)) != NULL) {
+        if (strncmp(entry->d_name, prefix, prefix_length) != 0)
+            continue;
+        const long pid = temporary_pid(entry->d_name, prefix_length);
+        /* A writer that still runs (or that we may not signal) keeps its file. */
+        if (pid == 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        const size_t full_size = folder_length + strlen(entry->d_name) + 2;
+        char *full = malloc(full_size);
+        if (full == NULL) {
+            status = attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+            break;
+        }
+        snprintf(full, full_size, "%s/%s", folder, entry->d_name);
+        if (remove(full) != 0 && errno != ENOENT)
+            status = attn_fail(ATTN_ERR_IO, "%s: cannot remove %s: %s", fn, full, strerror(errno));
+        else if (removed != NULL)
+            ++*removed;
+        free(full);
+    }
+    closedir(dir);
+done:
+    free(folder);
+    free(prefix);
     return status;
 }

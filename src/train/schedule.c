@@ -4,6 +4,7 @@
 #include "attn/attn_optim.h"
 
 #include <math.h>
+#include <string.h>
 
 static const double pi = 3.14159265358979323846;
 
@@ -142,5 +143,41 @@ attn_status attn_lr_at_time(const attn_lr_schedule *schedule, int64_t step, doub
     ATTN_TRY(check_schedule(fn, schedule));
     *lr = anneals_over_time(schedule) ? rate_by_time(schedule, step, seconds)
                                       : rate_by_step(schedule, step);
+    return ATTN_OK;
+}
+
+attn_status attn_lr_schedule_plan(const attn_lr_plan *plan, attn_lr_schedule *schedule)
+{
+    static const char fn[] = "attn_lr_schedule_plan";
+    ATTN_CHECK_NOT_NULL(plan);
+    ATTN_CHECK_NOT_NULL(schedule);
+    ATTN_CHECK_ARG(plan->accumulate >= 1, "%s: accumulate must be >= 1, got %lld", fn,
+                   (long long)plan->accumulate);
+    ATTN_CHECK_ARG(plan->batches_per_epoch >= 0, "%s: batches_per_epoch must be >= 0, got %lld", fn,
+                   (long long)plan->batches_per_epoch);
+    attn_lr_schedule s;
+    memset(&s, 0, sizeof s);
+    s.kind = plan->kind;
+    s.lr = plan->lr;
+    s.warmup_steps = plan->warmup_steps;
+    if (plan->kind == ATTN_LR_NOAM) {
+        s.factor = plan->noam_factor;
+        s.d_model = plan->d_model;
+    } else if (plan->kind == ATTN_LR_COSINE) {
+        s.min_lr = plan->min_lr;
+        const int64_t per_epoch =
+            (plan->batches_per_epoch + plan->accumulate - 1) / plan->accumulate;
+        s.total_steps = plan->max_steps > 0 ? plan->max_steps : plan->epochs * per_epoch;
+        if (s.total_steps <= 0) {
+            /* No last step to aim at: anneal over the time limit, so a run for "an hour on
+             * this machine" ends at min_lr however many steps the machine makes. */
+            s.total_steps = 0;
+            s.total_seconds = plan->time_limit;
+        } else if (s.total_steps <= s.warmup_steps) {
+            s.warmup_steps = s.total_steps / 10;
+        }
+    }
+    ATTN_TRY(check_schedule(fn, &s));
+    *schedule = s;
     return ATTN_OK;
 }

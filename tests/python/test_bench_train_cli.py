@@ -83,11 +83,11 @@ def test_text_output_names_the_config():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--config", "huge"], "--config wants small, base or both"),
-    (["--steps", "0"], "--steps wants a number in 1..1000"),
-    (["--threads", "x"], "--threads wants a number"),
-    (["--steps"], "missing value '--steps'"),
-    (["--frobnicate"], "unknown option"),
+    (["--config", "huge"], "--config expects small, base or both, got 'huge'"),
+    (["--steps", "0"], "--steps expects an integer in [1, 1000], got '0'"),
+    (["--threads", "x"], "--threads expects an integer"),
+    (["--steps"], "--steps needs a value"),
+    (["--frobnicate"], "unknown option --frobnicate"),
 ])
 def test_bad_flags_exit_2_with_a_message(args, message):
     result = run(*args)

@@ -1,0 +1,100 @@
+/* The parts of `attn train` (train.c is the command itself): its options (train_args.c), the
+ * model the flags or --config describe (train_model.c), and the progress display and JSON
+ * log (train_progress.c). */
+#ifndef ATTN_CLI_TRAIN_H
+#define ATTN_CLI_TRAIN_H
+
+#include "attn/attn.h"
+#include "cli/options.h"
+
+#include <stdio.h>
+
+/* ---- options (train_args.c) --------------------------------------------------------------- */
+
+/* Which options --resume allows: the model and its tokenizers come from the checkpoint. */
+typedef enum train_group { GROUP_DATA, GROUP_MODEL, GROUP_TRAINING, GROUP_RUN } train_group;
+
+enum { TRAIN_MAX_OPTIONS = 64 };
+
+typedef struct train_args {
+    const char *train, *valid, *train_src, *train_tgt, *valid_src, *valid_tgt, *out;
+    const char *src_tokens, *tgt_tokens, *config, *checkpoint, *resume, *log;
+    int arch;                   /* attn_model_arch */
+    int cell, attention, local; /* attn_rnn_cell, _attention, _local when given */
+    int schedule;               /* attn_lr_kind */
+    int optimizer;              /* attn_adam_variant */
+    int64_t window, layers, d_model, heads, ffn, hidden, embedding_dim, attention_dim;
+    int bidirectional, no_bidirectional, input_feeding, reverse_source;
+    double dropout, label_smoothing;
+    double lr, min_lr, weight_decay, clip_norm, time_limit;
+    int64_t warmup, batch_tokens, accumulate, epochs, max_steps, seed, threads;
+    int64_t eval_every, patience, checkpoint_every, log_every;
+    int given[TRAIN_MAX_OPTIONS]; /* by the option's place in the table */
+} train_args;
+
+/* Parses and checks the command line. Returns CLI_GO_ON, or the exit code (0 after --help). */
+int train_args_parse(int argc, char **argv, train_args *a);
+
+/* Whether the option (its name, "--window") was on the command line. */
+int train_args_given(const train_args *a, const char *name);
+
+/* "attn train: MESSAGE (see 'attn train --help')"; returns the usage exit code. */
+int train_usage_error(const char *format, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+
+/* The trainer's options for a new run: the flags, and the schedule attn_lr_schedule_plan
+ * derives for a model of this width over epochs of this many batches (with a note on stderr
+ * when the plan adjusts what was asked). */
+attn_status train_options_for_new_run(const train_args *a, int64_t width, int64_t batches_per_epoch,
+                                      attn_trainer_options *o);
+
+/* On --resume the curve-shaping options come from the checkpoint; flags given again override
+ * them, and the trainer refuses a change that breaks exact resume, naming it. */
+void train_options_overlay(const train_args *a, attn_trainer_options *o);
+
+/* The run's own stopping rules and files, which --resume may change. */
+void train_options_for_this_run(const train_args *a, const char *checkpoint,
+                                attn_trainer_options *o);
+
+/* ---- the model (train_model.c) -------------------------------------------------------------- */
+
+/* The model the flags (over --config's, if given) describe, before the data fixes its
+ * vocabulary sizes and max_len (train_fit_model_to_data). Returns 0 or an exit code after a
+ * message. */
+int train_describe_model(const train_args *a, attn_model_config *c);
+
+/* Longest source and target (with <s> and </s>) in a corpus (NULL: none), over the values
+ * already in *source and *target. */
+void train_longest(const attn_corpus *corpus, int64_t *source, int64_t *target);
+
+/* The vocabulary sizes the tokenizers give, and a max_len that covers every sentence.
+ * Returns 0 or an exit code after a message. */
+int train_fit_model_to_data(const char *config_path, int64_t src_vocab, int64_t tgt_vocab,
+                            int64_t longest_source, int64_t longest_target, attn_model_config *c);
+
+/* ---- progress (train_progress.c) ------------------------------------------------------------ */
+
+typedef struct train_progress {
+    FILE *log;    /* JSON lines, or NULL */
+    int terminal; /* stderr is a terminal: one redrawn line */
+    int64_t log_every;
+    int bar_drawn;
+    double last_drawn; /* elapsed seconds at the last redraw */
+    double time_limit;
+    int64_t first_step; /* the step this run started after, or -1 before the first event */
+} train_progress;
+
+void train_progress_init(train_progress *p, int64_t log_every, double time_limit);
+
+/* The trainer's callback (user: the train_progress): draws the bar or prints a line, appends
+ * to the JSON log, and asks the trainer to stop after Ctrl-C or SIGTERM. */
+int train_progress_on_event(const attn_train_event *e, void *user);
+
+/* While on, the first Ctrl-C or SIGTERM stops the run after the current update (a second one
+ * ends the program at once). */
+void train_progress_catch_interrupts(int on);
+
+#endif

@@ -1,0 +1,377 @@
+/* attn train's options: the table, the checks on the command line, and the trainer's options
+ * the flags give. */
+#include "cli/train.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#define FIELD(name) offsetof(train_args, name)
+
+static const char *const arch_names[] = {"transformer", "rnn", NULL};
+static const int arch_values[] = {ATTN_ARCH_TRANSFORMER, ATTN_ARCH_RNN};
+static const char *const cell_names[] = {"gru", "lstm", NULL};
+static const int cell_values[] = {ATTN_RNN_GRU, ATTN_RNN_LSTM};
+static const char *const attention_names[] = {"bahdanau",     "luong-dot", "luong-general",
+                                              "luong-concat", "none",      NULL};
+static const int attention_values[] = {ATTN_RNN_BAHDANAU, ATTN_RNN_LUONG_DOT,
+                                       ATTN_RNN_LUONG_GENERAL, ATTN_RNN_LUONG_CONCAT,
+                                       ATTN_RNN_NO_ATTENTION};
+static const char *const local_names[] = {"m", "p", NULL};
+static const int local_values[] = {ATTN_RNN_LOCAL_M, ATTN_RNN_LOCAL_P};
+static const char *const schedule_names[] = {"inverse-sqrt", "noam", "cosine", "constant", NULL};
+static const int schedule_values[] = {ATTN_LR_INVERSE_SQRT, ATTN_LR_NOAM, ATTN_LR_COSINE,
+                                      ATTN_LR_CONSTANT};
+static const char *const optimizer_names[] = {"adam", "adamw", NULL};
+static const int optimizer_values[] = {ATTN_ADAM, ATTN_ADAMW};
+
+static const cli_option train_options[] = {
+    {CLI_OPTION("--train", CLI_STRING, FIELD(train), "FILE",
+                "training pairs, one 'source<TAB>target' per line"),
+     .group = GROUP_DATA},
+    {CLI_OPTION("--valid", CLI_STRING, FIELD(valid), "FILE",
+                "validation pairs (TSV): loss and token accuracy, keep-best, early stopping"),
+     .group = GROUP_DATA},
+    {CLI_OPTION("--train-src", CLI_STRING, FIELD(train_src), "FILE",
+                "training sources, one sentence per line (with --train-tgt)"),
+     .group = GROUP_DATA},
+    {CLI_OPTION("--train-tgt", CLI_STRING, FIELD(train_tgt), "FILE",
+                "training targets, line i translating line i of --train-src"),
+     .group = GROUP_DATA},
+    {CLI_OPTION("--valid-src", CLI_STRING, FIELD(valid_src), "FILE", "validation sources"),
+     .group = GROUP_DATA},
+    {CLI_OPTION("--valid-tgt", CLI_STRING, FIELD(valid_tgt), "FILE", "validation targets"),
+     .group = GROUP_DATA},
+    {CLI_OPTION("--out", CLI_STRING, FIELD(out), "MODEL.safetensors",
+                "the model file: the best validation loss's weights (the last without --valid)"),
+     .group = GROUP_RUN},
+    {CLI_OPTION("--arch", CLI_CHOICE, FIELD(arch), "transformer|rnn",
+                "architecture [transformer, or --config's]"),
+     .choices = arch_names, .choice_values = arch_values, .group = GROUP_MODEL},
+    {CLI_OPTION("--src-tokens", CLI_STRING, FIELD(src_tokens), "char|word|bpe:N",
+                "source tokenizer, learned from the training sources [char]"),
+     .group = GROUP_MODEL},
+    {CLI_OPTION("--tgt-tokens", CLI_STRING, FIELD(tgt_tokens), "char|word|bpe:N",
+                "target tokenizer, learned from the training targets [char]"),
+     .group = GROUP_MODEL},
+    {CLI_OPTION("--config", CLI_STRING, FIELD(config), "FILE.json",
+                "model config JSON (as stored in model files); the flags below override it and the "
+                "vocabulary sizes come from the tokenizers"),
+     .group = GROUP_MODEL},
+    {CLI_OPTION("--layers", CLI_INT, FIELD(layers), "N",
+                "encoder and decoder layers [transformer 3, rnn 1]"),
+     .group = GROUP_MODEL},
+    {CLI_OPTION("--d-model", CLI_INT, FIELD(d_model), "N", "transformer: model width [256]"),
+     .group = GROUP_MODEL},
+    {CLI_OPTION("--heads", CLI_INT, FIELD(heads), "N", "transformer: attention heads [4]"),
+     .group = GROUP_MODEL},
+    {CLI_OPTION("--ffn", CLI_INT, FIELD(ffn), "N", "transformer: feed-forward hidden width [1024]"),
+     .group = GROUP_MODEL},
+    {CLI_OPTION("--cell", CLI_CHOICE, FIELD(cell), "gru|lstm", "rnn: recurrent cell [gru]"),
+     .choices = cell_names, .choice_values = cell_values, .group = GROUP_MODEL},
+    {CLI_OPTION("--hidden", CLI_INT, FIELD(hidden), "N",
+                "rnn: units per encoder direction and in the decoder (the rnn's width) [256]"),
+     .group = GROUP_MODEL},
+    {CLI_OPTION("--embedding-dim", CLI_INT, FIELD(embedding_dim), "N",
+                "rnn: source and target embedding width [256]"),
+     .group = GROUP_MODEL},
+    {CLI_OPTION("--attention", CLI_CHOICE, FIELD(attention),
+                "bahdanau|luong-dot|luong-general|luong-concat|none",
+                "rnn: the decoder's attention (see above) [bahdanau]"),
+     .choices = attention_names, .choice_values = attention_values, .group = GROUP_MODEL},
+    {CLI_OPTION("--attention-dim", CLI_INT, FIELD(attention_dim), "N",
+                "rnn: hidden width of the bahdanau, luong-concat and local-p scoring nets [256]"),
+     .group = GROUP_MODEL},
+    {CLI_OPTION("--local", CLI_CHOICE, FIELD(local), "m|p",
+                "rnn, luong-*: local attention over a window at i (m) or at a predicted p_i (p) "
+                "[global]"),
+     .choices = local_names, .choice_values = local_values, .group = GROUP_MODEL},
+    {CLI_OPTION("--window", CLI_INT, FIELD(window), "D",
+                "rnn, --local: the window's half width D >= 1 [10]"),
+     .min = 1, .max = INFINITY, .group = GROUP_MODEL},
+    {CLI_OPTION("--bidirectional", CLI_FLAG, FIELD(bidirectional), NULL,
+                "rnn: the encoder reads both ways; annotations are 2 x hidden wide [on, except "
+                "luong-dot]"),
+     .group = GROUP_MODEL},
+    {CLI_OPTION("--no-bidirectional", CLI_FLAG, FIELD(no_bidirectional), NULL,
+                "rnn: a one-direction encoder (luong-dot needs one)"),
+     .group = GROUP_MODEL},
+    {CLI_OPTION("--input-feeding", CLI_FLAG, FIELD(input_feeding), NULL,
+                "rnn, luong-*: feed the last attentional state h~_{i-1} into step i [off]"),
+     .group = GROUP_MODEL},
+    {CLI_OPTION("--reverse-source", CLI_FLAG, FIELD(reverse_source), NULL,
+                "rnn: read each source sentence backwards (Sutskever et al.) [off]"),
+     .group = GROUP_MODEL},
+    {CLI_OPTION("--dropout", CLI_NUMBER, FIELD(dropout), "P", "dropout probability [0.1]"),
+     .group = GROUP_MODEL},
+    {CLI_OPTION("--label-smoothing", CLI_NUMBER, FIELD(label_smoothing), "E",
+                "label smoothing of the training loss [0.1]"),
+     .group = GROUP_MODEL},
+    {CLI_OPTION("--lr", CLI_NUMBER, FIELD(lr), "RATE",
+                "peak learning rate [1e-3]; noam: the factor [1]"),
+     .group = GROUP_TRAINING},
+    {CLI_OPTION("--warmup", CLI_INT, FIELD(warmup), "STEPS", "warm-up steps [1000]"),
+     .group = GROUP_TRAINING},
+    {CLI_OPTION("--schedule", CLI_CHOICE, FIELD(schedule), "inverse-sqrt|noam|cosine|constant",
+                "learning-rate schedule [inverse-sqrt]; cosine decays to --min-lr at the last step "
+                "(by --max-steps, else --epochs), or with --epochs 0 over the --time-limit (by the "
+                "clock; not reproducible to the bit)"),
+     .choices = schedule_names, .choice_values = schedule_values, .group = GROUP_TRAINING},
+    {CLI_OPTION("--min-lr", CLI_NUMBER, FIELD(min_lr), "RATE", "cosine: final rate [0]"),
+     .group = GROUP_TRAINING},
+    {CLI_OPTION("--optimizer", CLI_CHOICE, FIELD(optimizer), "adam|adamw",
+                "Adam (betas 0.9, 0.98, eps 1e-9) or AdamW [adam]"),
+     .choices = optimizer_names, .choice_values = optimizer_values, .group = GROUP_TRAINING},
+    {CLI_OPTION("--weight-decay", CLI_NUMBER, FIELD(weight_decay), "W",
+                "weight decay; biases and norms are exempt [0; adamw: 0.01]"),
+     .group = GROUP_TRAINING},
+    {CLI_OPTION("--clip-norm", CLI_NUMBER, FIELD(clip_norm), "N",
+                "clip the global gradient norm (0: off) [1]"),
+     .group = GROUP_TRAINING},
+    {CLI_OPTION("--batch-tokens", CLI_INT, FIELD(batch_tokens), "N",
+                "padded source + target tokens per batch [4096]"),
+     .group = GROUP_TRAINING},
+    {CLI_OPTION("--accumulate", CLI_INT, FIELD(accumulate), "K", "batches per update [1]"),
+     .group = GROUP_TRAINING},
+    {CLI_OPTION("--seed", CLI_INT, FIELD(seed), "N",
+                "seed of the initial weights, batch order and dropout [1]"),
+     .min = 0, .max = INFINITY, .group = GROUP_TRAINING},
+    {CLI_OPTION("--epochs", CLI_INT, FIELD(epochs), "N", "stop after N epochs (0: no limit) [10]"),
+     .group = GROUP_RUN},
+    {CLI_OPTION("--max-steps", CLI_INT, FIELD(max_steps), "N",
+                "stop at update N (0: no limit) [0]"),
+     .group = GROUP_RUN},
+    {CLI_OPTION("--time-limit", CLI_NUMBER, FIELD(time_limit), "SECONDS",
+                "stop after this long, writing a checkpoint (0: none) [0]; counts this run "
+                "only: on --resume of a cosine over the time limit, give the time left"),
+     .group = GROUP_RUN},
+    {CLI_OPTION("--eval-every", CLI_INT, FIELD(eval_every), "N",
+                "validate every N updates (0: each epoch) [0]"),
+     .group = GROUP_RUN},
+    {CLI_OPTION("--patience", CLI_INT, FIELD(patience), "N",
+                "stop after N validations without a new best (0: never) [0]"),
+     .group = GROUP_RUN},
+    {CLI_OPTION("--checkpoint", CLI_STRING, FIELD(checkpoint), "FILE",
+                "resume checkpoint: weights, Adam moments, state [MODEL.last.safetensors]"),
+     .group = GROUP_RUN},
+    {CLI_OPTION("--checkpoint-every", CLI_INT, FIELD(checkpoint_every), "N",
+                "also write the checkpoint every N updates (it is written after each "
+                "validation and at the end) [0]"),
+     .group = GROUP_RUN},
+    {CLI_OPTION("--resume", CLI_STRING, FIELD(resume), "CKPT",
+                "continue the run a checkpoint holds (same data; the model, tokenizers and "
+                "curve-shaping options come from it; stopping rules may change)"),
+     .group = GROUP_RUN},
+    {CLI_OPTION("--log", CLI_STRING, FIELD(log), "FILE.jsonl",
+                "append one JSON object per update, validation and end, for plots"),
+     .group = GROUP_RUN},
+    {CLI_OPTION("--log-every", CLI_INT, FIELD(log_every), "N",
+                "plain progress line every N updates when stderr is not a terminal [50]"),
+     .min = 1, .max = INFINITY, .group = GROUP_RUN},
+    {CLI_OPTION(
+         "--threads", CLI_INT, FIELD(threads), "N",
+         "threads (0: ATTN_NUM_THREADS or all cores); exact resume needs the same count [0]"),
+     .min = 0, .max = 1 << 16, .group = GROUP_RUN},
+};
+#define N_TRAIN_OPTIONS (sizeof train_options / sizeof train_options[0])
+_Static_assert(N_TRAIN_OPTIONS <= TRAIN_MAX_OPTIONS, "train_args.given is too short");
+
+static const cli_command train_command = {
+    "train",
+    "attn train --train TRAIN.tsv [--valid VALID.tsv] --out MODEL.safetensors [options]\n"
+    "       attn train --train-src S --train-tgt T [--valid-src S --valid-tgt T] "
+    "--out MODEL.safetensors [options]\n"
+    "       attn train --resume MODEL.last.safetensors --train ... --out ... [stopping rules]",
+    "Trains a sequence-to-sequence model. Files are UTF-8. MODEL.safetensors holds the\n"
+    "weights, the model config and both tokenizers ('attn translate --model' reads it);\n"
+    "the checkpoint also holds Adam's moments and the training state, and a run resumed\n"
+    "from it reproduces the uninterrupted run's losses exactly at the same thread count.\n"
+    "Progress goes to stderr: a bar on a terminal, plain lines otherwise. Ctrl-C stops\n"
+    "after the current update and writes the checkpoint.\n\n"
+    "--arch transformer is the encoder-decoder of \"Attention Is All You Need\" (sized by\n"
+    "--layers, --d-model, --heads, --ffn). --arch rnn is a GRU or LSTM encoder-decoder\n"
+    "(sized by --layers, --hidden, --embedding-dim) whose decoder attends by --attention:\n"
+    "  bahdanau       additive scores v.tanh(W s_{i-1} + U h_j) from the previous state\n"
+    "                 (Bahdanau et al. 2015)\n"
+    "  luong-dot      scores s_i . h_j from the current state (Luong et al. 2015); needs\n"
+    "                 a one-direction encoder, which is then the default\n"
+    "  luong-general  scores s_i . W h_j\n"
+    "  luong-concat   scores v.tanh(W [s_i; h_j])\n"
+    "  none           no attention: the encoder's last state is the context of every\n"
+    "                 step (Cho et al. 2014; with --reverse-source, Sutskever et al. 2014)\n"
+    "--config FILE.json gives the whole model (arch \"transformer\" or \"rnn\"); flags\n"
+    "of that architecture override it, flags of the other are an error.\n",
+    train_options,
+    N_TRAIN_OPTIONS,
+    NULL};
+
+int train_usage_error(const char *format, ...)
+{
+    char message[1024];
+    va_list list;
+    va_start(list, format);
+    vsnprintf(message, sizeof message, format, list);
+    va_end(list);
+    return cli_usage_error(&train_command, "%s", message);
+}
+
+int train_args_given(const train_args *a, const char *name)
+{
+    return cli_was_given(&train_command, a->given, name);
+}
+
+static void set_defaults(train_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->arch = ATTN_ARCH_TRANSFORMER;
+    a->src_tokens = "char";
+    a->tgt_tokens = "char";
+    a->schedule = ATTN_LR_INVERSE_SQRT;
+    a->optimizer = ATTN_ADAM;
+    a->cell = a->attention = a->local = -1;
+    a->layers = 3;
+    a->d_model = 256;
+    a->heads = 4;
+    a->ffn = 1024;
+    a->dropout = 0.1;
+    a->label_smoothing = 0.1;
+    a->lr = 1e-3;
+    a->warmup = 1000;
+    a->clip_norm = 1.0;
+    a->batch_tokens = 4096;
+    a->accumulate = 1;
+    a->epochs = 10;
+    a->seed = 1;
+    a->log_every = 50;
+}
+
+/* What the options allow together. Returns 0 or the usage exit code after a message. */
+static int check_args(const train_args *a)
+{
+    int tsv = a->train != NULL, files = a->train_src != NULL || a->train_tgt != NULL;
+    if (!tsv && !files)
+        return train_usage_error("no training data: give --train FILE.tsv or --train-src and "
+                                 "--train-tgt");
+    if (tsv && files)
+        return train_usage_error("give --train or --train-src/--train-tgt, not both");
+    if (files && (a->train_src == NULL || a->train_tgt == NULL))
+        return train_usage_error("--train-src and --train-tgt go together");
+    if (a->valid != NULL && (a->valid_src != NULL || a->valid_tgt != NULL))
+        return train_usage_error("give --valid or --valid-src/--valid-tgt, not both");
+    if ((a->valid_src == NULL) != (a->valid_tgt == NULL))
+        return train_usage_error("--valid-src and --valid-tgt go together");
+    if (a->out == NULL)
+        return train_usage_error("--out MODEL.safetensors is required");
+    if (a->bidirectional && a->no_bidirectional)
+        return train_usage_error("give --bidirectional or --no-bidirectional, not both");
+    /* The checkpoint holds a resumed run's schedule; a new one must know where it ends. */
+    if (a->resume == NULL && a->schedule == ATTN_LR_COSINE && a->max_steps <= 0 && a->epochs <= 0 &&
+        !(a->time_limit > 0.0))
+        return train_usage_error("--schedule cosine needs --max-steps, --epochs or --time-limit "
+                                 "to know where it ends");
+    if (a->resume != NULL)
+        for (size_t k = 0; k < N_TRAIN_OPTIONS; k++)
+            if (a->given[k] && train_options[k].group == GROUP_MODEL)
+                return train_usage_error("%s cannot be used with --resume: the checkpoint fixes "
+                                         "the model and its tokenizers",
+                                         train_options[k].name);
+    return 0;
+}
+
+int train_args_parse(int argc, char **argv, train_args *a)
+{
+    set_defaults(a);
+    const int code = cli_parse(&train_command, argc, argv, a, a->given);
+    if (code != CLI_GO_ON)
+        return code;
+    return check_args(a) != 0 ? CLI_EXIT_USAGE : CLI_GO_ON;
+}
+
+/* ---- the trainer's options ------------------------------------------------------------------ */
+
+attn_status train_options_for_new_run(const train_args *a, int64_t width, int64_t batches_per_epoch,
+                                      attn_trainer_options *o)
+{
+    *o = attn_trainer_default_options();
+    o->batch_tokens = a->batch_tokens;
+    o->accumulate = a->accumulate;
+    o->seed = (uint64_t)a->seed;
+    o->clip_norm = a->clip_norm;
+    /* The trainer's betas and epsilon (the paper's), the variant's weight decay. */
+    const double beta2 = o->adam.beta2, eps = o->adam.eps;
+    o->adam = attn_adam_default_options((attn_adam_variant)a->optimizer);
+    o->adam.beta2 = beta2;
+    o->adam.eps = eps;
+    if (train_args_given(a, "--weight-decay"))
+        o->adam.weight_decay = a->weight_decay;
+    attn_lr_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.kind = (attn_lr_kind)a->schedule;
+    plan.lr = a->lr;
+    /* --lr is Noam's factor, 1 unless given. */
+    plan.noam_factor = train_args_given(a, "--lr") ? a->lr : 1.0;
+    plan.d_model = width;
+    plan.warmup_steps = a->warmup;
+    plan.min_lr = a->min_lr;
+    plan.max_steps = a->max_steps;
+    plan.epochs = a->epochs;
+    plan.batches_per_epoch = batches_per_epoch;
+    /* The trainer refuses a bad --accumulate, naming it; the plan only needs a count. */
+    plan.accumulate = a->accumulate > 0 ? a->accumulate : 1;
+    plan.time_limit = a->time_limit;
+    const attn_status status = attn_lr_schedule_plan(&plan, &o->schedule);
+    if (status != ATTN_OK)
+        return status;
+    const attn_lr_schedule *s = &o->schedule;
+    if (s->kind == ATTN_LR_COSINE && s->total_seconds > 0.0)
+        fprintf(stderr, "attn train: cosine schedule annealed over the %.15g s time limit\n",
+                s->total_seconds);
+    else if (s->kind == ATTN_LR_COSINE && s->warmup_steps != plan.warmup_steps)
+        fprintf(stderr,
+                "attn train: the warm-up is not shorter than the %lld cosine steps; "
+                "using %lld warm-up steps\n",
+                (long long)s->total_steps, (long long)s->warmup_steps);
+    return ATTN_OK;
+}
+
+void train_options_overlay(const train_args *a, attn_trainer_options *o)
+{
+    if (train_args_given(a, "--batch-tokens"))
+        o->batch_tokens = a->batch_tokens;
+    if (train_args_given(a, "--accumulate"))
+        o->accumulate = a->accumulate;
+    if (train_args_given(a, "--seed"))
+        o->seed = (uint64_t)a->seed;
+    if (train_args_given(a, "--clip-norm"))
+        o->clip_norm = a->clip_norm;
+    if (train_args_given(a, "--weight-decay"))
+        o->adam.weight_decay = a->weight_decay;
+    if (train_args_given(a, "--optimizer"))
+        o->adam.variant = (attn_adam_variant)a->optimizer;
+    if (train_args_given(a, "--lr")) {
+        if (o->schedule.kind == ATTN_LR_NOAM)
+            o->schedule.factor = a->lr;
+        else
+            o->schedule.lr = a->lr;
+    }
+    if (train_args_given(a, "--warmup"))
+        o->schedule.warmup_steps = a->warmup;
+    if (train_args_given(a, "--min-lr"))
+        o->schedule.min_lr = a->min_lr;
+    if (train_args_given(a, "--schedule"))
+        o->schedule.kind = (attn_lr_kind)a->schedule;
+}
+
+void train_options_for_this_run(const train_args *a, const char *checkpoint,
+                                attn_trainer_options *o)
+{
+    o->max_epochs = a->epochs;
+    o->max_steps = a->max_steps;
+    o->time_limit = a->time_limit;
+    o->eval_every = a->eval_every;
+    o->patience = a->patience;
+    o->checkpoint_every = a->checkpoint_every;
+    o->best_path = a->out;
+    o->checkpoint_path = checkpoint;
+}

@@ -1,0 +1,146 @@
+/* attn train's progress: a redrawn bar on a terminal or plain lines, a JSON-lines log, and
+ * Ctrl-C that stops after the current update. */
+#define _POSIX_C_SOURCE 200809L /* isatty, fileno */
+
+#include "cli/train.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int signal_number)
+{
+    interrupted = 1;
+    signal(signal_number, SIG_DFL); /* a second Ctrl-C ends the program at once */
+}
+
+static void format_duration(double seconds, char *out, size_t size)
+{
+    if (!(seconds >= 0.0) || seconds > 1e8) {
+        snprintf(out, size, "?");
+        return;
+    }
+    long s = (long)(seconds + 0.5);
+    if (s >= 3600)
+        snprintf(out, size, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+    else
+        snprintf(out, size, "%ld:%02ld", s / 60, s % 60);
+}
+
+static double eta_seconds(const train_progress *p, const attn_train_event *e, int64_t first_step)
+{
+    double eta = -1.0;
+    int64_t done = e->step - first_step;
+    if (e->planned_steps > 0 && done > 0)
+        eta = (double)(e->planned_steps - e->step) * e->elapsed / (double)done;
+    if (p->time_limit > 0.0) {
+        double left = p->time_limit - e->elapsed;
+        if (eta < 0.0 || left < eta)
+            eta = left > 0.0 ? left : 0.0;
+    }
+    return eta;
+}
+
+static void write_json_event(FILE *log, const attn_train_event *e)
+{
+    if (e->kind == ATTN_TRAIN_EVENT_STEP)
+        fprintf(log,
+                "{\"event\":\"step\",\"step\":%lld,\"epoch\":%lld,\"batch\":%lld,"
+                "\"train_loss\":%.17g,\"train_accuracy\":%.17g,\"tokens\":%lld,\"lr\":%.17g,"
+                "\"grad_norm\":%.17g,\"skipped\":%s,\"tokens_per_second\":%.1f,"
+                "\"elapsed\":%.3f}\n",
+                (long long)e->step, (long long)e->epoch, (long long)e->batch_index, e->loss,
+                e->accuracy, (long long)e->tokens, e->lr,
+                isfinite(e->grad_norm) ? e->grad_norm : -1.0, e->skipped ? "true" : "false",
+                e->tokens_per_second, e->elapsed);
+    else if (e->kind == ATTN_TRAIN_EVENT_EVAL)
+        fprintf(log,
+                "{\"event\":\"eval\",\"step\":%lld,\"epoch\":%lld,\"valid_loss\":%.17g,"
+                "\"valid_accuracy\":%.17g,\"tokens\":%lld,\"improved\":%s,"
+                "\"best_valid_loss\":%.17g,"
+                "\"elapsed\":%.3f}\n",
+                (long long)e->step, (long long)e->epoch, e->loss, e->accuracy, (long long)e->tokens,
+                e->improved ? "true" : "false", e->best_valid_loss, e->elapsed);
+    else
+        fprintf(log,
+                "{\"event\":\"done\",\"step\":%lld,\"epoch\":%lld,\"reason\":\"%s\","
+                "\"elapsed\":%.3f}\n",
+                (long long)e->step, (long long)e->epoch, e->stop_reason, e->elapsed);
+    fflush(log);
+}
+
+int train_progress_on_event(const attn_train_event *e, void *user)
+{
+    train_progress *p = user;
+    if (p->first_step < 0)
+        p->first_step = e->kind == ATTN_TRAIN_EVENT_STEP ? e->step - 1 : e->step;
+    if (p->log != NULL)
+        write_json_event(p->log, e);
+    char eta[32], elapsed[32];
+    /* Epochs as a decimal: completed ones plus the share of the current one. */
+    double epoch = (double)e->epoch +
+                   (e->epoch_batches > 0 ? (double)e->batch_index / (double)e->epoch_batches : 0);
+    format_duration(eta_seconds(p, e, p->first_step), eta, sizeof eta);
+    format_duration(e->elapsed, elapsed, sizeof elapsed);
+    if (e->kind == ATTN_TRAIN_EVENT_STEP) {
+        char planned[32] = "";
+        if (e->planned_steps > 0)
+            snprintf(planned, sizeof planned, "/%lld", (long long)e->planned_steps);
+        if (p->terminal &&
+            (e->elapsed - p->last_drawn >= 0.1 || e->step == e->planned_steps || e->skipped)) {
+            p->last_drawn = e->elapsed;
+            char bar[21];
+            double done = e->planned_steps > 0 ? (double)e->step / (double)e->planned_steps : 0;
+            for (int i = 0; i < 20; i++)
+                bar[i] = (double)i < done * 20.0 ? '#' : '.';
+            bar[20] = '\0';
+            fprintf(stderr,
+                    "\r\033[Kepoch %.2f step %lld%s [%s] loss %.4f lr %.2e %.0f tok/s "
+                    "ETA %s%s",
+                    epoch, (long long)e->step, planned, bar, e->loss, e->lr, e->tokens_per_second,
+                    eta, e->skipped ? " (skipped: non-finite gradient)" : "");
+            p->bar_drawn = 1;
+        } else if (!p->terminal && (e->step % p->log_every == 0 || e->skipped)) {
+            fprintf(stderr,
+                    "step %lld%s epoch %.2f loss %.4f acc %.4f lr %.3e grad %.3f tok/s "
+                    "%.0f elapsed %s ETA %s%s\n",
+                    (long long)e->step, planned, epoch, e->loss, e->accuracy, e->lr, e->grad_norm,
+                    e->tokens_per_second, elapsed, eta,
+                    e->skipped ? " skipped: non-finite gradient" : "");
+        }
+    } else if (e->kind == ATTN_TRAIN_EVENT_EVAL) {
+        if (p->bar_drawn)
+            fprintf(stderr, "\r\033[K");
+        p->bar_drawn = 0;
+        fprintf(stderr,
+                "step %lld epoch %.2f: valid loss %.4f (perplexity %.2f), token accuracy "
+                "%.2f%%%s\n",
+                (long long)e->step, epoch, e->loss, exp(e->loss), 100.0 * e->accuracy,
+                e->improved ? ", new best: model written" : "");
+    } else {
+        if (p->bar_drawn)
+            fprintf(stderr, "\n");
+        p->bar_drawn = 0;
+    }
+    return interrupted != 0;
+}
+
+void train_progress_init(train_progress *p, int64_t log_every, double time_limit)
+{
+    p->log = NULL;
+    p->terminal = isatty(fileno(stderr));
+    p->log_every = log_every;
+    p->bar_drawn = 0;
+    p->last_drawn = -1.0;
+    p->time_limit = time_limit;
+    p->first_step = -1;
+}
+
+void train_progress_catch_interrupts(int on)
+{
+    signal(SIGINT, on ? on_interrupt : SIG_DFL);
+    signal(SIGTERM, on ? on_interrupt : SIG_DFL);
+}
