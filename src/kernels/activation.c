@@ -48,7 +48,7 @@ void attn_activation_forward_range_portable(void *job_ptr, int64_t begin, int64_
         break;
     case ATTN_ACT_TANH:
         for (int64_t i = lo; i < hi; i++)
-            y[i] = attn_fast_tanh_exp_form(x[i]);
+            y[i] = attn_fast_tanh(x[i]);
         break;
     case ATTN_ACT_SIGMOID:
         for (int64_t i = lo; i < hi; i++)

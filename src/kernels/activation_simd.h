@@ -17,7 +17,7 @@ static inline vf SIMD_NAME(activation)(attn_activation act, vf x)
         return vf_mul(x, vf_sigmoid(vf_add(z, z)));
     }
     case ATTN_ACT_TANH:
-        return vf_tanh_exp_form(x);
+        return vf_tanh(x);
     case ATTN_ACT_SIGMOID:
         return vf_sigmoid(x);
     }

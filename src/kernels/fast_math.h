@@ -21,10 +21,11 @@
  * tanh: for |x| < 0.5625 the odd polynomial x + x^3 P(x^2), P of degree 4 fitted for
  *   relative error; above, sign(x) (1 - 2 / (e^y + 1)) with y = min(2|x|, 20) (past 9.01
  *   tanh rounds to 1), e^y = 2^n e^r, n = round(y / ln2), e^r by its Taylor series to r^7.
- *   This is its own exp, not attn_fast_exp: y >= 1.125 needs no range clamping, and the
- *   GRU/LSTM gates and the MLP attention scores were trained with exactly these bits.
  *   Measured over every float in [2^-30, 12] against tanh in double: at most 1.47 ulp
- *   without FMA (portable), 1.53 ulp with it (simd.h), mean 0.12 ulp. The derivative
+ *   without FMA (portable), 1.53 ulp with it (simd.h), 0.12 ulp on average. (The form
+ *   (1 - e)/(1 + e), e = attn_fast_exp(-2|x|), that the activations once used is no better
+ *   at worst, 1.52 ulp, and worse on average, 0.15; this one is what the GRU/LSTM gates and
+ *   MLP attention scores always ran, so they keep their bits.) The derivative
  *   1 - tanh^2 = 4e / (1 + e)^2, e = exp(-2|x|), is accurate even where tanh rounds to +-1.
  * sigmoid: with e = exp(-|x|) <= 1, 1/(1 + e) for x >= 0 and e/(1 + e) below, so neither
  *   side loses relative accuracy; its derivative is e / (1 + e)^2.
@@ -74,15 +75,6 @@
 #define ATTN_TANH_E4 (1.0f / 24.0f)
 #define ATTN_TANH_E3 (1.0f / 6.0f)
 #define ATTN_TANH_E2 0.5f
-
-/* The activations' former tanh, kept by this commit only so that it changes no bits:
- * x + x^3 P(x^2) below 0.625, (1 - e)/(1 + e) with e = attn_fast_exp(-2|x|) above. */
-#define ATTN_EXP_TANH_LIMIT 0.625f
-#define ATTN_EXP_TANH_T0 (-0.333332807f)
-#define ATTN_EXP_TANH_T1 0.133314416f
-#define ATTN_EXP_TANH_T2 (-0.0537397117f)
-#define ATTN_EXP_TANH_T3 0.0206390787f
-#define ATTN_EXP_TANH_T4 (-0.00570497755f)
 
 /* erf on [0, 4): interval i = floor(2|x|) covers [i/2, (i+1)/2); its polynomial is
  * sum_k attn_erf_coeff[k][i] * u^k with u = |x| - attn_erf_centre[i]. Stored by power so
@@ -230,24 +222,6 @@ static inline float attn_fast_tanh(float x)
         attn_mask_if((abs_bits >= attn_float_bits(ATTN_TANH_POLY_LIMIT)) & !attn_is_nan_bits(bits));
     return attn_bits_float(
         attn_select_bits(is_large, attn_float_bits(large), attn_float_bits(small)));
-}
-
-static inline float attn_fast_tanh_exp_form(float x)
-{
-    float a = attn_abs(x);
-    float e = attn_fast_exp(-2.0f * a);
-    uint32_t sign = attn_float_bits(x) & 0x80000000u;
-    float large = attn_bits_float(attn_float_bits((1.0f - e) / (1.0f + e)) | sign);
-    float z = x * x;
-    float poly = ATTN_EXP_TANH_T4;
-    poly = poly * z + ATTN_EXP_TANH_T3;
-    poly = poly * z + ATTN_EXP_TANH_T2;
-    poly = poly * z + ATTN_EXP_TANH_T1;
-    poly = poly * z + ATTN_EXP_TANH_T0;
-    float small = x + x * z * poly;
-    uint32_t is_small = attn_mask_if(attn_float_bits(a) < attn_float_bits(ATTN_EXP_TANH_LIMIT));
-    return attn_bits_float(
-        attn_select_bits(is_small, attn_float_bits(small), attn_float_bits(large)));
 }
 
 /* tanh'(x) = 1 - tanh(x)^2 */

@@ -445,21 +445,6 @@ static inline vf vf_tanh(vf x)
     return vf_select(vf_greater_equal(a, vf_set(ATTN_TANH_POLY_LIMIT)), large, small);
 }
 
-static inline vf vf_tanh_exp_form(vf x)
-{
-    vf a = vf_abs(x);
-    vf e = vf_exp(vf_mul(vf_set(-2.0f), a));
-    vf one = vf_set(1.0f);
-    vf large = vf_copy_sign(vf_div(vf_sub(one, e), vf_add(one, e)), x);
-    vf z = vf_mul(x, x);
-    vf poly = vf_fmadd(vf_set(ATTN_EXP_TANH_T4), z, vf_set(ATTN_EXP_TANH_T3));
-    poly = vf_fmadd(poly, z, vf_set(ATTN_EXP_TANH_T2));
-    poly = vf_fmadd(poly, z, vf_set(ATTN_EXP_TANH_T1));
-    poly = vf_fmadd(poly, z, vf_set(ATTN_EXP_TANH_T0));
-    vf small = vf_fmadd(vf_mul(x, z), poly, x);
-    return vf_select(vf_less(a, vf_set(ATTN_EXP_TANH_LIMIT)), small, large);
-}
-
 static inline vf vf_tanh_derivative(vf x)
 {
     vf e = vf_exp(vf_mul(vf_set(-2.0f), vf_abs(x)));
