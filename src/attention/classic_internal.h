@@ -12,15 +12,11 @@
 #include "attn/attn_attention.h"
 #include "core/internal.h"
 
-#include <math.h>
-#include <string.h>
-
 /* Argument checks for functions that validate in a helper: name the public function. */
-#define ATTN_CLASSIC_NOT_NULL(fn, ptr)                                                    \
-    do {                                                                                  \
-        if ((ptr) == NULL)                                                                \
-            return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s must not be NULL", (fn),  \
-                             #ptr);                                                       \
+#define ATTN_CLASSIC_NOT_NULL(fn, ptr)                                                             \
+    do {                                                                                           \
+        if ((ptr) == NULL)                                                                         \
+            return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s must not be NULL", (fn), #ptr);    \
     } while (0)
 
 typedef enum attn_classic_score {
@@ -33,7 +29,7 @@ typedef struct attn_classic_step {
     attn_luong_align align; /* ATTN_LUONG_GLOBAL for additive attention */
     int64_t batch;
     int64_t src_len;
-    int64_t key_dim;      /* length of query rows and key vectors */
+    int64_t key_dim; /* length of query rows and key vectors */
     int64_t value_dim;
     const float *query;   /* [B, key_dim]: u for DOT, the projected query q for MLP */
     const float *keys;    /* [B, src_len, key_dim] */
@@ -58,85 +54,36 @@ typedef struct attn_classic_grads {
 
 /* The MLP score of one key, v . tanh(q + k) over n features, and its backward for a score
  * gradient de: with t = tanh(q + k) and g = de v (1 - t^2), dq += g, dk += g (dk may be
- * NULL) and dv_row += de t (may be NULL). The float versions share one tanh approximation
- * (within 1.5 ulp, see attn_tanh_approx below), since glibc's tanhf costs ~30 ns and a step
+ * NULL) and dv_row += de t (may be NULL). The float versions use the kernels' tanh
+ * (attn_fast_tanh and vf_tanh, within 1.53 ulp), since glibc's tanhf costs ~30 ns and a step
  * takes B * Lk * da of them. */
 typedef float (*attn_classic_mlp_score_fn)(const float *q, const float *k, const float *v,
                                            int64_t n);
 typedef void (*attn_classic_mlp_backward_fn)(const float *q, const float *k, const float *v,
                                              float de, int64_t n, float *dq, float *dk,
                                              float *dv_row);
-ATTN_INTERNAL float attn_classic_mlp_score_portable(const float *q, const float *k,
-                                                    const float *v, int64_t n);
+ATTN_INTERNAL float attn_classic_mlp_score_portable(const float *q, const float *k, const float *v,
+                                                    int64_t n);
 ATTN_INTERNAL void attn_classic_mlp_backward_portable(const float *q, const float *k,
                                                       const float *v, float de, int64_t n,
                                                       float *dq, float *dk, float *dv_row);
 ATTN_INTERNAL float attn_classic_mlp_score_avx2(const float *q, const float *k, const float *v,
                                                 int64_t n);
-ATTN_INTERNAL void attn_classic_mlp_backward_avx2(const float *q, const float *k,
-                                                  const float *v, float de, int64_t n,
-                                                  float *dq, float *dk, float *dv_row);
-ATTN_INTERNAL float attn_classic_mlp_score_avx512(const float *q, const float *k,
-                                                  const float *v, int64_t n);
-ATTN_INTERNAL void attn_classic_mlp_backward_avx512(const float *q, const float *k,
-                                                    const float *v, float de, int64_t n,
-                                                    float *dq, float *dk, float *dv_row);
-
-/* Coefficients of the float tanh shared by every version:
- *  |x| <  ATTN_TANH_SMALL: x + x^3 P(x^2), P fitted for relative error on [0, 0.5625];
- *  |x| >= ATTN_TANH_SMALL: sign(x) (1 - 2 / (e^{2|x|} + 1)), e^y = 2^n e^r with
- *  y = n ln2 + r, |r| <= ln2 / 2, e^r by its Taylor series to r^7, and y capped at 20,
- *  past which (|x| > 9.01) tanh rounds to exactly 1. */
-#define ATTN_TANH_SMALL 0.5625f
-#define ATTN_TANH_P4 -0.0061798254027962685f
-#define ATTN_TANH_P3 0.021007470786571503f
-#define ATTN_TANH_P2 -0.05383743345737457f
-#define ATTN_TANH_P1 0.1333245187997818f
-#define ATTN_TANH_P0 -0.3333331346511841f
-#define ATTN_TANH_MAX_2X 20.0f
-#define ATTN_LOG2E 1.44269504f
-#define ATTN_LN2_HI 0.693145751953125f /* few bits, so n * ATTN_LN2_HI is exact */
-#define ATTN_LN2_LO 1.428606765330187e-06f
-
-/* The float tanh above in plain C, inline so that other kernels (the GRU and LSTM gates)
- * share it and loops over it can vectorise. */
-static inline float attn_tanh_approx(float x)
-{
-    float ax = fabsf(x), u = x * x;
-    float p = ATTN_TANH_P4;
-    p = p * u + ATTN_TANH_P3;
-    p = p * u + ATTN_TANH_P2;
-    p = p * u + ATTN_TANH_P1;
-    p = p * u + ATTN_TANH_P0;
-    float small = x + (x * u) * p;
-
-    float y = fminf(2.0f * ax, ATTN_TANH_MAX_2X);
-    int32_t n = (int32_t)(y * ATTN_LOG2E + 0.5f); /* round to nearest, y >= 0 */
-    float r = (y - (float)n * ATTN_LN2_HI) - (float)n * ATTN_LN2_LO;
-    float e = 1.0f / 5040.0f;
-    e = e * r + 1.0f / 720.0f;
-    e = e * r + 1.0f / 120.0f;
-    e = e * r + 1.0f / 24.0f;
-    e = e * r + 1.0f / 6.0f;
-    e = e * r + 0.5f;
-    e = e * r + 1.0f;
-    e = e * r + 1.0f;
-    uint32_t exponent_bits = (uint32_t)(n + 127) << 23; /* 2^n, n in [0, 29] */
-    float scale;
-    memcpy(&scale, &exponent_bits, sizeof scale);
-    e *= scale;
-    float large = copysignf(1.0f - 2.0f / (e + 1.0f), x);
-    /* Written so that NaN takes the small branch and stays NaN. */
-    return ax >= ATTN_TANH_SMALL ? large : small;
-}
+ATTN_INTERNAL void attn_classic_mlp_backward_avx2(const float *q, const float *k, const float *v,
+                                                  float de, int64_t n, float *dq, float *dk,
+                                                  float *dv_row);
+ATTN_INTERNAL float attn_classic_mlp_score_avx512(const float *q, const float *k, const float *v,
+                                                  int64_t n);
+ATTN_INTERNAL void attn_classic_mlp_backward_avx512(const float *q, const float *k, const float *v,
+                                                    float de, int64_t n, float *dq, float *dk,
+                                                    float *dv_row);
 
 /* Nonzero when a * b * c (all >= 0) stays below 2^60: every element count and index the
  * steps compute is a small sum of such products, so none can overflow int64_t. */
 ATTN_INTERNAL int attn_classic_count_fits(int64_t a, int64_t b, int64_t c);
 
 /* 1 + the last unmasked position of sentence b: its length before padding. */
-ATTN_INTERNAL int64_t attn_classic_sentence_length(const uint8_t *mask, int64_t src_len,
-                                                   int64_t b);
+ATTN_INTERNAL int64_t attn_classic_sentence_length(const uint8_t *mask, int64_t src_len, int64_t b);
 
 /* Raw scores [B, src_len] for every position (no mask, no window). */
 ATTN_INTERNAL void attn_classic_scores(const attn_classic_step *step, float *scores);
@@ -149,7 +96,6 @@ ATTN_INTERNAL void attn_classic_backward(const attn_classic_step *step, const fl
 
 /* out[j] += sum_b rows[b, j] for b in order, summed in double: the deterministic
  * reduction of per-row gradient pieces into a parameter gradient. */
-ATTN_INTERNAL void attn_classic_sum_rows(int64_t rows, int64_t cols, const float *in,
-                                         float *out);
+ATTN_INTERNAL void attn_classic_sum_rows(int64_t rows, int64_t cols, const float *in, float *out);
 
 #endif /* ATTN_CLASSIC_INTERNAL_H */

@@ -1,10 +1,11 @@
 /* Row loops of additive and Luong attention: a scalar reference in double and a float
  * version threaded over the batch. Sentences are independent, so each row writes only its
  * own outputs and the results do not depend on the thread count. The float version's time
- * goes into tanh for MLP scores, so only that part (classic_mlp_avx2.c / _avx512.c) has
- * SIMD versions; dot scores, softmax and context read every key and value once and are
- * memory-bound, so AVX2 and AVX-512 share the portable loops for them. */
+ * goes into tanh for MLP scores, so only that part (classic_mlp_simd.h) has SIMD versions; dot
+ * scores, softmax and context read every key and value once and are memory-bound, so AVX2 and
+ * AVX-512 share the portable loops for them. */
 #include "attention/classic_internal.h"
+#include "kernels/fast_math.h"
 
 #include <math.h>
 #include <string.h>
@@ -220,16 +221,15 @@ float attn_classic_mlp_score_portable(const float *q, const float *k, const floa
 {
     float sum = 0;
     for (int64_t d = 0; d < n; d++)
-        sum += v[d] * attn_tanh_approx(q[d] + k[d]);
+        sum += v[d] * attn_fast_tanh(q[d] + k[d]);
     return sum;
 }
 
-void attn_classic_mlp_backward_portable(const float *q, const float *k, const float *v,
-                                        float de, int64_t n, float *dq, float *dk,
-                                        float *dv_row)
+void attn_classic_mlp_backward_portable(const float *q, const float *k, const float *v, float de,
+                                        int64_t n, float *dq, float *dk, float *dv_row)
 {
     for (int64_t d = 0; d < n; d++) {
-        float t = attn_tanh_approx(q[d] + k[d]);
+        float t = attn_fast_tanh(q[d] + k[d]);
         float g = de * v[d] * (1.0f - t * t);
         dq[d] += g;
         if (dk != NULL)

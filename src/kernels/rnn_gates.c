@@ -1,14 +1,13 @@
 /* Gate math of GRU and LSTM for one sentence at one step, in plain C: the forward for
- * ATTN_ISA_PORTABLE (rnn_gates_avx2.c / _avx512.c vectorise it) and the backward for every
- * float instruction set. The forward's time goes into sigma and tanh, both the float tanh
- * shared with the attention kernels (sigma(x) = (1 + tanh(x / 2)) / 2). */
+ * ATTN_ISA_PORTABLE (rnn_gates_simd.h vectorises it) and the backward for every float
+ * instruction set. The forward's time goes into sigma and tanh, both the kernels' float tanh
+ * (fast_math.h; sigma(x) = (1 + tanh(x / 2)) / 2). */
+#include "kernels/fast_math.h"
 #include "kernels/rnn_internal.h"
-
-#include "attention/classic_internal.h"
 
 static inline float sigmoid_approx(float x)
 {
-    return 0.5f * attn_tanh_approx(0.5f * x) + 0.5f;
+    return 0.5f * attn_fast_tanh(0.5f * x) + 0.5f;
 }
 
 void attn_rnn_gru_forward_portable(int64_t hidden, float *gates, const float *gh, float *h,
@@ -19,7 +18,7 @@ void attn_rnn_gru_forward_portable(int64_t hidden, float *gates, const float *gh
     for (int64_t j = 0; j < hidden; j++) {
         float rj = sigmoid_approx(r[j] + gh_r[j]);
         float zj = sigmoid_approx(z[j] + gh_z[j]);
-        float nj = attn_tanh_approx(n[j] + rj * gh_n[j]);
+        float nj = attn_fast_tanh(n[j] + rj * gh_n[j]);
         float hj = nj + zj * (h[j] - nj);
         r[j] = rj;
         z[j] = zj;
@@ -38,10 +37,10 @@ void attn_rnn_lstm_forward_portable(int64_t hidden, float *gates, const float *g
     for (int64_t j = 0; j < hidden; j++) {
         float ij = sigmoid_approx(i[j] + gh[j]);
         float fj = sigmoid_approx(f[j] + gh[hidden + j]);
-        float gj = attn_tanh_approx(g[j] + gh[2 * hidden + j]);
+        float gj = attn_fast_tanh(g[j] + gh[2 * hidden + j]);
         float oj = sigmoid_approx(o[j] + gh[3 * hidden + j]);
         float cj = fj * c[j] + ij * gj;
-        float tj = attn_tanh_approx(cj);
+        float tj = attn_fast_tanh(cj);
         float hj = oj * tj;
         i[j] = ij;
         f[j] = fj;

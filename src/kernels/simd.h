@@ -29,6 +29,9 @@
 typedef __m512 vf;
 typedef __m512i vi;
 typedef __mmask16 vmask;
+/* Doubles, half as many per vector */
+#define SIMD_DOUBLE_LANES 8
+typedef __m512d vd;
 
 static inline vf vf_set(float a)
 {
@@ -96,6 +99,10 @@ static inline vf vf_abs(vf a)
 {
     return _mm512_abs_ps(a);
 }
+static inline vf vf_sqrt(vf a)
+{
+    return _mm512_sqrt_ps(a);
+}
 static inline float vf_sum(vf a)
 {
     return _mm512_reduce_add_ps(a);
@@ -151,10 +158,31 @@ static inline vi vf_to_int(vf a)
 {
     return _mm512_cvttps_epi32(a);
 }
+static inline vf vi_to_float(vi a)
+{
+    return _mm512_cvtepi32_ps(a);
+}
 /* table[index] for an eight-entry table and indices in [0, 8) */
 static inline vf vf_lookup8(const float *table, vi index)
 {
     return _mm512_permutexvar_ps(index, _mm512_zextps256_ps512(_mm256_loadu_ps(table)));
+}
+static inline vd vd_load(const double *p)
+{
+    return _mm512_loadu_pd(p);
+}
+static inline void vd_store(double *p, vd v)
+{
+    _mm512_storeu_pd(p, v);
+}
+/* The SIMD_DOUBLE_LANES floats at p, widened (exactly) to double */
+static inline vd vd_load_floats(const float *p)
+{
+    return _mm512_cvtps_pd(_mm256_loadu_ps(p));
+}
+static inline vd vd_fmadd(vd a, vd b, vd c)
+{
+    return _mm512_fmadd_pd(a, b, c);
 }
 
 #elif defined(__AVX2__) && defined(__FMA__)
@@ -164,6 +192,8 @@ static inline vf vf_lookup8(const float *table, vi index)
 typedef __m256 vf;
 typedef __m256i vi;
 typedef __m256 vmask;
+#define SIMD_DOUBLE_LANES 4
+typedef __m256d vd;
 
 static inline vf vf_set(float a)
 {
@@ -232,6 +262,10 @@ static inline vf vf_abs(vf a)
 {
     return _mm256_and_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
 }
+static inline vf vf_sqrt(vf a)
+{
+    return _mm256_sqrt_ps(a);
+}
 /* Fixed pairwise order: lanes (0..3)+(4..7), then halves again. */
 static inline float vf_sum(vf a)
 {
@@ -292,9 +326,29 @@ static inline vi vf_to_int(vf a)
 {
     return _mm256_cvttps_epi32(a);
 }
+static inline vf vi_to_float(vi a)
+{
+    return _mm256_cvtepi32_ps(a);
+}
 static inline vf vf_lookup8(const float *table, vi index)
 {
     return _mm256_permutevar8x32_ps(_mm256_loadu_ps(table), index);
+}
+static inline vd vd_load(const double *p)
+{
+    return _mm256_loadu_pd(p);
+}
+static inline void vd_store(double *p, vd v)
+{
+    _mm256_storeu_pd(p, v);
+}
+static inline vd vd_load_floats(const float *p)
+{
+    return _mm256_cvtps_pd(_mm_loadu_ps(p));
+}
+static inline vd vd_fmadd(vd a, vd b, vd c)
+{
+    return _mm256_fmadd_pd(a, b, c);
 }
 
 #else
@@ -365,16 +419,30 @@ static inline vf vf_sigmoid_derivative(vf x)
 static inline vf vf_tanh(vf x)
 {
     vf a = vf_abs(x);
-    vf e = vf_exp(vf_mul(vf_set(-2.0f), a));
-    vf one = vf_set(1.0f);
-    vf large = vf_copy_sign(vf_div(vf_sub(one, e), vf_add(one, e)), x);
     vf z = vf_mul(x, x);
     vf poly = vf_fmadd(vf_set(ATTN_TANH_T4), z, vf_set(ATTN_TANH_T3));
     poly = vf_fmadd(poly, z, vf_set(ATTN_TANH_T2));
     poly = vf_fmadd(poly, z, vf_set(ATTN_TANH_T1));
     poly = vf_fmadd(poly, z, vf_set(ATTN_TANH_T0));
     vf small = vf_fmadd(vf_mul(x, z), poly, x);
-    return vf_select(vf_less(a, vf_set(ATTN_TANH_POLY_LIMIT)), small, large);
+
+    /* vf_min gives the cap for NaN, which the select below sends to the polynomial. */
+    vf y = vf_min(vf_add(a, a), vf_set(ATTN_TANH_MAX_2X));
+    vi n = vf_to_int(vf_fmadd(y, vf_set(ATTN_LOG2E), vf_set(0.5f)));
+    vf nf = vi_to_float(n);
+    vf r = vf_fnmadd(nf, vf_set(ATTN_TANH_LN2_HI), y);
+    r = vf_fnmadd(nf, vf_set(ATTN_TANH_LN2_LO), r);
+    vf e = vf_fmadd(vf_set(ATTN_TANH_E7), r, vf_set(ATTN_TANH_E6));
+    e = vf_fmadd(e, r, vf_set(ATTN_TANH_E5));
+    e = vf_fmadd(e, r, vf_set(ATTN_TANH_E4));
+    e = vf_fmadd(e, r, vf_set(ATTN_TANH_E3));
+    e = vf_fmadd(e, r, vf_set(ATTN_TANH_E2));
+    vf one = vf_set(1.0f);
+    e = vf_fmadd(e, r, one);
+    e = vf_fmadd(e, r, one);
+    e = vf_mul(e, vi_as_float(vi_shift_left(vi_add(n, vi_set(127)), 23)));
+    vf large = vf_copy_sign(vf_sub(one, vf_div(vf_set(2.0f), vf_add(e, one))), x);
+    return vf_select(vf_greater_equal(a, vf_set(ATTN_TANH_POLY_LIMIT)), large, small);
 }
 
 static inline vf vf_tanh_derivative(vf x)

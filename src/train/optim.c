@@ -1,6 +1,6 @@
 /* Adam / AdamW over flat buffers, gradient norm, clipping and scaling: argument checks,
  * dispatch, the double-precision references and the portable versions. The AVX2 and AVX-512
- * kernels are in optim_avx2.c and optim_avx512.c. */
+ * kernels are in optim_simd.h. */
 #include "train/optim_internal.h"
 
 #include <math.h>

@@ -1,0 +1,47 @@
+/* The step decoder's single-query attention (step_attention.h) on SIMD vectors, compiled by
+ * step_attention_avx2.c and step_attention_avx512.c. A head's last d_head % SIMD_LANES
+ * features go through a zero-filled partial vector, in the same accumulator as the others. */
+#include "kernels/simd.h"
+#include "models/step_attention.h"
+
+#include <math.h>
+
+void SIMD_NAME(attn_step_attend)(const step_attention *a, int64_t r, int64_t h)
+{
+    const int64_t dh = a->d_head, n = attn_step_key_count(&a->kv, r);
+    const int64_t full = dh - dh % SIMD_LANES, tail = dh - full;
+    const float *q = a->q + r * a->q_stride + h * dh;
+    const float *keys = attn_step_keys(a, r, h);
+    const float *values = keys + a->kv.value_offset;
+    float *p = a->probs + r * a->probs_row_stride + h * a->probs_head_stride;
+    float *out = a->out + r * a->out_stride + h * dh;
+    float max = -INFINITY;
+    for (int64_t j = 0; j < n; j++) {
+        const float *k = keys + j * dh;
+        vf acc = vf_zero();
+        for (int64_t i = 0; i < full; i += SIMD_LANES)
+            acc = vf_fmadd(vf_load(q + i), vf_load(k + i), acc);
+        if (tail)
+            acc = vf_fmadd(vf_load_part(q + full, tail, 0.0f), vf_load_part(k + full, tail, 0.0f),
+                           acc);
+        p[j] = vf_sum(acc) * a->scale;
+        max = p[j] > max ? p[j] : max;
+    }
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n; j++) {
+        p[j] = expf(p[j] - max);
+        sum += p[j];
+    }
+    const float inverse = n > 0 ? 1.0f / sum : 0.0f;
+    for (int64_t j = 0; j < n; j++)
+        p[j] *= inverse;
+    for (int64_t i = 0; i < dh; i += SIMD_LANES) {
+        const int64_t lanes = dh - i < SIMD_LANES ? dh - i : SIMD_LANES;
+        vf acc = vf_zero();
+        for (int64_t j = 0; j < n; j++)
+            acc = vf_fmadd(vf_set(p[j]), vf_load_upto(values + j * dh + i, lanes), acc);
+        vf_store_upto(out + i, lanes, acc);
+    }
+    for (int64_t j = n; j < a->probs_fill; j++)
+        p[j] = 0.0f;
+}
