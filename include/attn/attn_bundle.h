@@ -42,6 +42,11 @@ ATTN_API attn_status attn_bundle_from_file(const attn_tensor_file *file, const c
                                            attn_bundle **out);
 /* Frees everything; NULL is ignored. */
 ATTN_API void attn_bundle_destroy(attn_bundle *bundle);
+/* Hands the model and both tokenizers to the caller, who destroys them (attn_model_destroy,
+ * attn_tokenizer_destroy), and frees the rest of the bundle: for a trainer, which owns the
+ * model it changes. */
+ATTN_API attn_status attn_bundle_release(attn_bundle *bundle, attn_model **model,
+                                         attn_tokenizer **source, attn_tokenizer **target);
 
 /* The parts, owned by the bundle. The graph is the one attn_bundle_decode runs on; a caller
  * may run the model on it too (attention maps) between searches. */

@@ -28,6 +28,22 @@ void attn_bundle_destroy(attn_bundle *bundle)
     free(bundle);
 }
 
+attn_status attn_bundle_release(attn_bundle *bundle, attn_model **model, attn_tokenizer **source,
+                                attn_tokenizer **target)
+{
+    ATTN_CHECK_NOT_NULL(bundle);
+    ATTN_CHECK_NOT_NULL(model);
+    ATTN_CHECK_NOT_NULL(source);
+    ATTN_CHECK_NOT_NULL(target);
+    *model = bundle->model;
+    *source = bundle->tokenizers[ATTN_BUNDLE_SOURCE];
+    *target = bundle->tokenizers[ATTN_BUNDLE_TARGET];
+    bundle->model = NULL;
+    bundle->tokenizers[ATTN_BUNDLE_SOURCE] = bundle->tokenizers[ATTN_BUNDLE_TARGET] = NULL;
+    attn_bundle_destroy(bundle);
+    return ATTN_OK;
+}
+
 /* Both tokenizers of the file. A missing key means the file is a bare model (attn_model_save
  * without the bundle's metadata), which deserves a hint rather than "no metadata key". */
 static attn_status read_tokenizers(const attn_tensor_file *file, const char *fn, attn_bundle *b)

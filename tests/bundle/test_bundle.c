@@ -148,7 +148,21 @@ static void test_loads_model_and_checkpoint(void)
     attn_tensor_file_close(file);
     if (bundle != NULL)
         check_matches_file(bundle, checkpoint_path);
-    attn_bundle_destroy(bundle);
+
+    /* A trainer takes the model and tokenizers over. */
+    attn_model *model = NULL;
+    attn_tokenizer *source = NULL, *target = NULL;
+    const attn_model *inside = attn_bundle_model(bundle);
+    CHECK_FAILS(attn_bundle_release(bundle, &model, NULL, &target), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_OK(attn_bundle_release(bundle, &model, &source, &target));
+    CHECK(model != NULL && model == inside && source != NULL && target != NULL,
+          "the parts handed over");
+    CHECK(attn_vocab_size(attn_tokenizer_vocab(source)) ==
+              attn_vocab_size(attn_tokenizer_vocab(src_tok)),
+          "the source tokenizer");
+    attn_model_destroy(model);
+    attn_tokenizer_destroy(source);
+    attn_tokenizer_destroy(target);
     attn_bundle_destroy(NULL);
 }
 
