@@ -134,15 +134,21 @@ attn_graph *attn_bundle_graph(const attn_bundle *bundle)
     return bundle != NULL ? bundle->graph : NULL;
 }
 
-attn_status attn_bundle_check_encoder_decoder(const attn_bundle *bundle)
+/* Search needs an encoder to read the source and a decoder to step. */
+static attn_status require_encoder_decoder(const attn_bundle *bundle, const char *fn)
 {
-    ATTN_CHECK_NOT_NULL(bundle);
     const attn_model_arch arch = attn_model_get_config(bundle->model)->arch;
     if (arch != ATTN_ARCH_TRANSFORMER && arch != ATTN_ARCH_RNN)
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
-                         "%s is not an encoder-decoder model (arch transformer or rnn)",
+                         "%s: %s is not an encoder-decoder model (arch transformer or rnn)", fn,
                          bundle->name);
     return ATTN_OK;
+}
+
+attn_status attn_bundle_check_encoder_decoder(const attn_bundle *bundle)
+{
+    ATTN_CHECK_NOT_NULL(bundle);
+    return require_encoder_decoder(bundle, "attn_bundle_check_encoder_decoder");
 }
 
 attn_status attn_bundle_encode(const attn_bundle *bundle, const char *text, int32_t **ids,
@@ -163,8 +169,9 @@ attn_status attn_bundle_encode(const attn_bundle *bundle, const char *text, int3
         free(*ids);
         *ids = NULL;
         *count = 0;
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%lld tokens, above the model's max_len %lld",
-                         tokens, (long long)max_len);
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                         "attn_bundle_encode: %lld tokens, above the model's max_len %lld", tokens,
+                         (long long)max_len);
     }
     for (int64_t i = 0; i < *count && unknown != NULL; i++)
         *unknown += (*ids)[i] == ATTN_UNK_ID;
@@ -182,7 +189,7 @@ attn_status attn_bundle_decode(attn_bundle *bundle, int64_t n, const int32_t *co
     ATTN_CHECK_NOT_NULL(ids);
     ATTN_CHECK_NOT_NULL(counts);
     ATTN_CHECK_ARG(n >= 1, "%s: n is %lld, expected at least one sentence", fn, (long long)n);
-    ATTN_TRY(attn_bundle_check_encoder_decoder(bundle));
+    ATTN_TRY(require_encoder_decoder(bundle, fn));
     int64_t longest = 1;
     for (int64_t i = 0; i < n; i++) {
         ATTN_CHECK_ARG(ids[i] != NULL && counts[i] >= 1,
