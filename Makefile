@@ -9,13 +9,19 @@ CMAKE_FLAGS ?=
 
 all: build
 
-$(BUILD)/CMakeCache.txt:
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS)
+# Each job first installs the Debian packages it needs if they are missing (as root or through
+# sudo; otherwise it prints the apt-get command), so a fresh machine needs nothing by hand.
+# ATTN_NO_INSTALL=1 only checks. Recipes run in order, so this holds under make -j too.
+ENSURE = ./scripts/ensure-packages.sh
 
-build: $(BUILD)/CMakeCache.txt
+build:
+	@$(ENSURE) build
+	@[ -f $(BUILD)/CMakeCache.txt ] || cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
-test: build
+test:
+	@$(ENSURE) test
+	@$(MAKE) --no-print-directory build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 demo: build
@@ -26,6 +32,7 @@ bench: build
 
 # The C tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
 sanitize-test:
+	@$(ENSURE) build
 	cmake -S . -B $(BUILD)-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTN_SANITIZE=ON
 	cmake --build $(BUILD)-sanitize -j $(JOBS)
 	cd $(BUILD)-sanitize && ctest --output-on-failure -j $(JOBS) -L c
@@ -35,6 +42,7 @@ sanitize-test:
 # learn) are left out: thousands of training steps at valgrind's speed would take hours, and
 # they run the same code as the unit tests, which valgrind does check (ASan runs them all).
 valgrind-test:
+	@$(ENSURE) build valgrind
 	cmake -S . -B $(BUILD)-valgrind -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTN_PYTHON_TESTS=OFF \
 	  -DATTN_TEST_LAUNCHER="valgrind;--quiet;--error-exitcode=99;--leak-check=full;--errors-for-leak-kinds=definite"
 	cmake --build $(BUILD)-valgrind -j $(JOBS)

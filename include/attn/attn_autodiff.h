@@ -134,8 +134,10 @@ ATTN_API attn_status attn_params_save(attn_params *store, const char *path,
                                       const attn_metadata_entry *metadata, size_t n_metadata);
 /* Reads every parameter (prefix + name) of one buffer from a file: F32, F16, BF16 or F64,
  * of exactly the parameter's shape. A missing parameter or a wrong shape or dtype is
- * ATTN_ERR_FORMAT naming it, and then the buffer may be partly overwritten. Tensors in the
- * file that are not parameters are ignored (a checkpoint also holds optimizer state). */
+ * ATTN_ERR_FORMAT naming it, and then the buffer may be partly overwritten. So is a value
+ * that is not finite, or a negative Adam second moment (ATTN_PARAM_ADAM_V): no run writes
+ * them, and training or decoding from them only turns every later number into NaN. Tensors in
+ * the file that are not parameters are ignored (a checkpoint also holds optimizer state). */
 ATTN_API attn_status attn_params_load(attn_params *store, const attn_tensor_file *file,
                                       attn_param_buffer which, const char *prefix);
 

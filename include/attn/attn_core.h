@@ -35,7 +35,8 @@ typedef enum attn_status {
     ATTN_ERR_IO = 3,               /* a file could not be read or written */
     ATTN_ERR_FORMAT = 4,           /* a file or string is malformed */
     ATTN_ERR_UNSUPPORTED = 5,      /* valid request this build or CPU cannot do */
-    ATTN_ERR_INTERNAL = 6
+    ATTN_ERR_INTERNAL = 6,
+    ATTN_ERR_DIVERGED = 7          /* training gave up: the gradients stayed non-finite */
 } attn_status;
 
 /* The message of the most recent failure on this thread ("" if none). */
@@ -75,6 +76,13 @@ ATTN_API attn_status attn_set_isa(attn_isa isa);
 ATTN_API attn_isa attn_get_isa(void);
 ATTN_API int attn_isa_supported(attn_isa isa);
 ATTN_API const char *attn_isa_name(attn_isa isa);
+
+/* Checks ATTN_NUM_THREADS and ATTN_ISA: ATTN_ERR_INVALID_ARGUMENT for a value that is not a
+ * thread count from 0 to the maximum or not an instruction set's name, ATTN_ERR_UNSUPPORTED for
+ * an instruction set this CPU lacks, each with a message naming the variable and the fix. The
+ * library itself falls back to its defaults on such values (it must not stop a host program);
+ * programs call this at start to tell their user instead of running as they were not told. */
+ATTN_API attn_status attn_check_environment(void);
 
 /* ---- random numbers ------------------------------------------------------------------- */
 

@@ -179,6 +179,13 @@ ATTN_API attn_status attn_corpus_source_ids(const attn_corpus *corpus, int64_t i
                                             const int32_t **ids, int64_t *length);
 ATTN_API attn_status attn_corpus_target_ids(const attn_corpus *corpus, int64_t i,
                                             const int32_t **ids, int64_t *length);
+/* Removes the pairs whose source has more than max_source tokens or whose target has more than
+ * max_target tokens (<s> and </s> not counted), keeping the others in order; *dropped (may be
+ * NULL) gets how many went. One over-long line would otherwise set the model's max_len and the
+ * size of every batch it lands in (a 1 MB line made one update take minutes and a gigabyte).
+ * Needs an encoded corpus; limits >= 1. */
+ATTN_API attn_status attn_corpus_drop_longer(attn_corpus *corpus, int64_t max_source,
+                                             int64_t max_target, int64_t *dropped);
 
 /* ---- length-bucketed batches ------------------------------------------------------------ */
 

@@ -122,6 +122,18 @@ ATTN_API attn_status attn_decode_alignment(const attn_decode_result *result,
                                            const attn_hypothesis *hypothesis, int64_t src_length,
                                            int64_t layer, int64_t head, float *out);
 
+/* Greedy decoding for the encoder-decoders (arch "transformer" and "rnn") into plain
+ * fixed-width arrays, for validation and tests: attn_decode with a beam of one,
+ * which encodes once and steps the decoder with its cache, until every row has produced </s>
+ * or max_len tokens. src [size, src_len] with src_lengths [size] in [1, src_len].
+ * out [size, max_len] receives each row's tokens after <s>, up to and without </s>, padded
+ * with ATTN_PAD_ID; out_lengths [size] their counts. graph is a graph of the model's store; it
+ * is reset first and left in inference mode. max_len in [1, the model's max_len]. */
+ATTN_API attn_status attn_greedy_decode(attn_model *model, attn_graph *graph, int64_t size,
+                                        int64_t src_len, const int32_t *src,
+                                        const int32_t *src_lengths, int64_t max_len, int32_t *out,
+                                        int64_t *out_lengths);
+
 #ifdef __cplusplus
 }
 #endif

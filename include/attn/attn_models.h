@@ -207,7 +207,7 @@ ATTN_API attn_status attn_model_encode(attn_model *model, attn_graph *graph, int
  * need memory and src_lengths from attn_model_encode (on the same graph; src_lengths NULL
  * means every source is src_len long); the language model takes NULL for both. An rnn
  * model runs its decoder from the start of ids: for decoding token by token, use
- * attn_model_rnn_decoder_start / _step instead. */
+ * attn_model_step_start / attn_model_step instead. */
 ATTN_API attn_status attn_model_decode(attn_model *model, attn_graph *graph, attn_var *memory,
                                        const int32_t *src_lengths, int64_t size, int64_t len,
                                        const int32_t *ids, int64_t ids_stride,
@@ -340,26 +340,6 @@ ATTN_API void attn_model_step_destroy(attn_step_decoder *decoder);
  * decoder.<k>.weight_ih etc. (nn.GRUCell / nn.LSTMCell); attention.* (attn_nn.h's additive
  * or Luong module); combine.weight (W_c, Luong); generator.weight, generator.bias.
  */
-
-/* A decoder running one step at a time (greedy or beam search after attn_model_encode). It
- * lives in the graph's arena until the graph's next reset. */
-typedef struct attn_rnn_decoder attn_rnn_decoder;
-
-/* Starts from memory = attn_model_encode's output on the same graph and the same
- * src_lengths (NULL: all src_len). The steps record on the tape when the graph records. */
-ATTN_API attn_status attn_model_rnn_decoder_start(attn_model *model, attn_graph *graph,
-                                                  attn_var *memory, const int32_t *src_lengths,
-                                                  attn_rnn_decoder **decoder);
-/* One step: ids [size] are the previous tokens (<s> at the first step); logits
- * [size, tgt_vocab]; weights (may be NULL) gets this step's attention weights [size,
- * src_len] (NULL for attention "none"). */
-ATTN_API attn_status attn_model_rnn_decoder_step(attn_rnn_decoder *decoder, const int32_t *ids,
-                                                 attn_var **logits, attn_var **weights);
-/* Beam search: row r of the decoder's state becomes what row rows[r] was (rows [size], each
- * in [0, size)); the sources must already be repeated per hypothesis. Inference only: the
- * graph must not be recording. */
-ATTN_API attn_status attn_model_rnn_decoder_reorder(attn_rnn_decoder *decoder,
-                                                    const int64_t *rows);
 
 #ifdef __cplusplus
 }

@@ -122,6 +122,8 @@ typedef struct attn_tensor_info {
 ATTN_API attn_status attn_tensor_file_open(const char *path, attn_tensor_file **out);
 /* Frees everything; NULL is ignored. */
 ATTN_API void attn_tensor_file_close(attn_tensor_file *file);
+/* The path the file was opened from, for messages. */
+ATTN_API const char *attn_tensor_file_path(const attn_tensor_file *file);
 
 /* Tensors, in the header's order. */
 ATTN_API size_t attn_tensor_file_count(const attn_tensor_file *file);

@@ -12,7 +12,9 @@
  * gradients by 1 / accumulate, take the global norm (and clip it), set the rate from the
  * schedule (attn_lr_at_time for Adam's next step after the training time so far, below), and
  * make one Adam/AdamW update of the whole buffer. A non-finite gradient norm
- * skips the update (reported in the event). After the first step nothing is allocated per step:
+ * skips the update (reported in the event); max_skipped_updates skipped in a row end the run
+ * with ATTN_ERR_DIVERGED and write no file, so the last checkpoint and model stay the last
+ * good ones. After the first step nothing is allocated per step:
  * the graph's arena and the batcher's buffers are reused, and grow only for a batch larger than
  * any before.
  *
@@ -144,6 +146,7 @@ typedef struct attn_trainer_options {
     int64_t eval_every;         /* evaluate every N steps (0: at the end of each epoch) */
     int64_t patience;           /* stop after N evaluations without a new best (0: never) */
     int64_t checkpoint_every;   /* also write the checkpoint every N steps (0: no) */
+    int64_t max_skipped_updates;/* give up after N non-finite updates in a row (0: never) */
     const char *best_path;      /* model file (NULL: none) */
     const char *checkpoint_path;/* checkpoint (NULL: none) */
     /* Extra metadata for both files (the tokenizers' JSON); keys must not be the ones the
@@ -157,7 +160,8 @@ typedef struct attn_trainer_options {
 /* batch_tokens 4096, shuffle on, seed 1, accumulate 1; Adam with betas (0.9, 0.98), eps 1e-9
  * and no weight decay ("Attention Is All You Need"); the inverse square root schedule to a peak
  * of 1e-3 after 1000 warm-up steps; clipping at 1.0; 10 epochs, no step or time limit,
- * evaluation each epoch, no early stopping, no files, no callback. */
+ * evaluation each epoch, no early stopping, 20 skipped updates in a row end the run, no files,
+ * no callback. */
 ATTN_API attn_trainer_options attn_trainer_default_options(void);
 
 /* ---- the trainer ---------------------------------------------------------------------- */
@@ -226,20 +230,6 @@ ATTN_API attn_status attn_trainer_get_status(const attn_trainer *trainer,
  * file is one opened with attn_tensor_file_open. */
 ATTN_API attn_status attn_trainer_options_from_checkpoint(const attn_tensor_file *file,
                                                           attn_trainer_options *options);
-
-/* ---- decoding ----------------------------------------------------------------------------- */
-
-/* Greedy decoding for the encoder-decoders (arch "transformer" and "rnn") into plain
- * fixed-width arrays, for validation and tests: attn_decode (attn_decode.h) with a beam of one,
- * which encodes once and steps the decoder with its cache, until every row has produced </s>
- * or max_len tokens. src [size, src_len] with src_lengths [size] in [1, src_len].
- * out [size, max_len] receives each row's tokens after <s>, up to and without </s>, padded
- * with ATTN_PAD_ID; out_lengths [size] their counts. graph is a graph of the model's store; it
- * is reset first and left in inference mode. max_len in [1, the model's max_len]. */
-ATTN_API attn_status attn_greedy_decode(attn_model *model, attn_graph *graph, int64_t size,
-                                        int64_t src_len, const int32_t *src,
-                                        const int32_t *src_lengths, int64_t max_len,
-                                        int32_t *out, int64_t *out_lengths);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,7 @@ own message.
 """
 import ctypes
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +32,13 @@ lib = ctypes.CDLL(_find_library())
 lib.attn_last_error.restype = ctypes.c_char_p
 lib.attn_last_error.argtypes = []
 
+lib.attn_check_environment.restype = ctypes.c_int
+lib.attn_check_environment.argtypes = []
+if lib.attn_check_environment() != ATTN_OK:
+    # The library falls back to its defaults; say so rather than run as the user did not ask.
+    warnings.warn("attn: " + lib.attn_last_error().decode("utf-8", "replace") +
+                  " (using the default)", RuntimeWarning, stacklevel=2)
+
 c_float_p = ctypes.POINTER(ctypes.c_float)
 c_uint8_p = ctypes.POINTER(ctypes.c_uint8)
 c_int32_p = ctypes.POINTER(ctypes.c_int32)
@@ -44,6 +52,20 @@ def check(status, what):
     if status == _STATUS_INVALID_ARGUMENT:
         raise ValueError(f"{what}: {message}")
     raise RuntimeError(f"{what}: {message}")
+
+
+INT64_MAX = 2**63 - 1
+
+
+def as_int64(name, value, lo=-INT64_MAX - 1, hi=INT64_MAX):
+    """value as an int in [lo, hi]; ValueError otherwise (ctypes would wrap 2**64 to 0)."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{name}: expected an integer, got {value!r}") from None
+    if number != value or not lo <= number <= hi:
+        raise ValueError(f"{name}: expected an integer from {lo} to {hi}, got {value!r}")
+    return number
 
 
 def as_float32(name, array, ndim=None):

@@ -20,7 +20,7 @@ import ctypes
 
 import numpy as np
 
-from ._lib import as_float32, as_mask, check, lib, ptr
+from ._lib import as_float32, as_int64, as_mask, check, lib, ptr
 
 __all__ = [
     "additive_scores",
@@ -283,10 +283,10 @@ class _Luong:
             _expect_shape("w_p", self.w_p, (predict_dim, query_dim))
             self.v_p = as_float32("v_p", v_p, 1)
             _expect_shape("v_p", self.v_p, (predict_dim,))
-        self.position = 0 if position is None else int(position)
+        self.position = 0 if position is None else as_int64("position", position)
         self.config = _LuongConfig(_SCORES[score], _ALIGNS[local], batch, src_len, query_dim,
                                    key_dim, self.values.shape[2], attn_dim, predict_dim,
-                                   0 if window is None else int(window))
+                                   0 if window is None else as_int64("window", window))
         self.params = _LuongParams(ptr(self.w), ptr(self.v), ptr(self.w_p), ptr(self.v_p))
         self.saved = _buffer(lib.attn_luong_saved_floats(ctypes.byref(self.config)))
 

@@ -16,7 +16,7 @@ import ctypes
 
 import numpy as np
 
-from ._lib import c_int32_p, check, lib
+from ._lib import as_int64, c_int32_p, check, lib
 
 
 class _Options(ctypes.Structure):
@@ -70,9 +70,11 @@ def decode(model, src, src_lengths, beam=1, nbest=1, alpha=0.6, max_len_ratio=1.
     if src_lengths.shape[0] != src.shape[0]:
         raise ValueError(f"src_lengths: {src_lengths.shape[0]} lengths for {src.shape[0]} rows")
     options = lib.attn_decode_default_options()
-    options.beam_size, options.nbest = beam, nbest
+    options.beam_size = as_int64("beam", beam, 1)
+    options.nbest = as_int64("nbest", nbest, 1)
     options.length_penalty, options.max_len_ratio = alpha, max_len_ratio
-    options.max_len_offset, options.max_len = max_len_offset, max_len
+    options.max_len_offset = as_int64("max_len_offset", max_len_offset, 0)
+    options.max_len = as_int64("max_len", max_len, 0)
     options.alignments = 1 if alignments else 0
     graph = ctypes.c_void_p()
     check(lib.attn_graph_create(model._params, ctypes.byref(graph)), "attn_graph_create")

@@ -13,7 +13,7 @@ import ctypes
 
 import numpy as np
 
-from ._lib import as_float32, as_mask, c_float_p, c_uint8_p, check, lib, ptr
+from ._lib import as_float32, as_int64, as_mask, c_float_p, c_uint8_p, check, lib, ptr
 
 _MAX_DIMS = 6
 
@@ -84,9 +84,7 @@ class _Options:
         self.struct = SdpaOptions()
         self.struct.scale = 0.0 if scale is None else float(scale)
         self.struct.causal = 1 if is_causal else 0
-        if window is not None and int(window) < 0:
-            raise ValueError(f"window: must be None or >= 0, got {window}")
-        self.struct.window = -1 if window is None else int(window)
+        self.struct.window = -1 if window is None else as_int64("window", window, 0)
         self.padding = None
         if key_padding_mask is not None:
             self.padding = as_mask("key_padding_mask", key_padding_mask, (batch, len_k))

@@ -39,11 +39,26 @@ struct attn_params {
     name_set names[BUFFER_COUNT];
 };
 
-attn_init attn_init_zeros(void) { return (attn_init){ATTN_INIT_ZEROS, 0.0f}; }
-attn_init attn_init_ones(void) { return (attn_init){ATTN_INIT_ONES, 0.0f}; }
-attn_init attn_init_normal(float std) { return (attn_init){ATTN_INIT_NORMAL, std}; }
-attn_init attn_init_uniform(float bound) { return (attn_init){ATTN_INIT_UNIFORM, bound}; }
-attn_init attn_init_xavier_uniform(float gain) { return (attn_init){ATTN_INIT_XAVIER_UNIFORM, gain}; }
+attn_init attn_init_zeros(void)
+{
+    return (attn_init){ATTN_INIT_ZEROS, 0.0f};
+}
+attn_init attn_init_ones(void)
+{
+    return (attn_init){ATTN_INIT_ONES, 0.0f};
+}
+attn_init attn_init_normal(float std)
+{
+    return (attn_init){ATTN_INIT_NORMAL, std};
+}
+attn_init attn_init_uniform(float bound)
+{
+    return (attn_init){ATTN_INIT_UNIFORM, bound};
+}
+attn_init attn_init_xavier_uniform(float gain)
+{
+    return (attn_init){ATTN_INIT_XAVIER_UNIFORM, gain};
+}
 
 attn_status attn_params_create(attn_params **out)
 {
@@ -71,11 +86,16 @@ void attn_params_destroy(attn_params *store)
 static const char *init_kind_name(attn_init_kind kind)
 {
     switch (kind) {
-    case ATTN_INIT_ZEROS: return "zeros";
-    case ATTN_INIT_ONES: return "ones";
-    case ATTN_INIT_NORMAL: return "normal";
-    case ATTN_INIT_UNIFORM: return "uniform";
-    case ATTN_INIT_XAVIER_UNIFORM: return "xavier_uniform";
+    case ATTN_INIT_ZEROS:
+        return "zeros";
+    case ATTN_INIT_ONES:
+        return "ones";
+    case ATTN_INIT_NORMAL:
+        return "normal";
+    case ATTN_INIT_UNIFORM:
+        return "uniform";
+    case ATTN_INIT_XAVIER_UNIFORM:
+        return "xavier_uniform";
     }
     return "?";
 }
@@ -89,29 +109,27 @@ static attn_status check_init(const char *name, int ndim, attn_init init)
                    "%s: '%s': %s initialiser needs a finite scale >= 0, got %g", fn, name,
                    init_kind_name(init.kind), (double)init.scale);
     ATTN_CHECK_ARG(init.kind != ATTN_INIT_XAVIER_UNIFORM || ndim >= 2,
-                   "%s: '%s': xavier_uniform needs at least 2 dimensions, got %d", fn, name,
-                   ndim);
+                   "%s: '%s': xavier_uniform needs at least 2 dimensions, got %d", fn, name, ndim);
     return ATTN_OK;
 }
 
-attn_status attn_params_add(attn_params *store, const char *name, int ndim,
-                            const int64_t *shape, attn_init init, attn_param_id *id)
+attn_status attn_params_add(attn_params *store, const char *name, int ndim, const int64_t *shape,
+                            attn_init init, attn_param_id *id)
 {
     const char *fn = __func__;
     ATTN_CHECK_NOT_NULL(store);
     ATTN_CHECK_NOT_NULL(name);
     ATTN_CHECK_ARG(name[0] != '\0', "%s: name must not be empty", fn);
     ATTN_CHECK_ARG(!store->finalized, "%s: '%s': the store is already finalised", fn, name);
-    ATTN_CHECK_ARG(ndim >= 1 && ndim <= ATTN_MAX_DIMS, "%s: '%s': ndim must be 1..%d, got %d",
-                   fn, name, ATTN_MAX_DIMS, ndim);
+    ATTN_CHECK_ARG(ndim >= 1 && ndim <= ATTN_MAX_DIMS, "%s: '%s': ndim must be 1..%d, got %d", fn,
+                   name, ATTN_MAX_DIMS, ndim);
     ATTN_CHECK_NOT_NULL(shape);
     ATTN_CHECK_ARG(store->count < (size_t)INT32_MAX, "%s: too many parameters", fn);
     int64_t numel = 1;
     for (int d = 0; d < ndim; d++) {
-        ATTN_CHECK_ARG(shape[d] >= 1, "%s: '%s': dimension %d must be positive, got %lld", fn,
-                       name, d, (long long)shape[d]);
-        ATTN_CHECK_ARG(numel <= INT64_MAX / 4 / shape[d], "%s: '%s': too many elements", fn,
-                       name);
+        ATTN_CHECK_ARG(shape[d] >= 1, "%s: '%s': dimension %d must be positive, got %lld", fn, name,
+                       d, (long long)shape[d]);
+        ATTN_CHECK_ARG(numel <= INT64_MAX / 4 / shape[d], "%s: '%s': too many elements", fn, name);
         numel *= shape[d];
     }
     ATTN_TRY(check_init(name, ndim, init));
@@ -156,10 +174,10 @@ attn_status attn_params_finalize(attn_params *store)
     for (size_t i = 0; i < store->count; i++) {
         param_entry *e = &store->entries[i];
         e->offset = offset;
-        size_t padded = ((size_t)e->numel + PARAM_ALIGN_FLOATS - 1) / PARAM_ALIGN_FLOATS *
-                        PARAM_ALIGN_FLOATS;
-        ATTN_CHECK_ARG(offset <= SIZE_MAX / sizeof(float) / 2 - padded,
-                       "%s: parameters too large", fn);
+        size_t padded =
+            ((size_t)e->numel + PARAM_ALIGN_FLOATS - 1) / PARAM_ALIGN_FLOATS * PARAM_ALIGN_FLOATS;
+        ATTN_CHECK_ARG(offset <= SIZE_MAX / sizeof(float) / 2 - padded, "%s: parameters too large",
+                       fn);
         offset += padded;
         numel += e->numel;
     }
@@ -181,7 +199,10 @@ attn_status attn_params_finalize(attn_params *store)
     return ATTN_OK;
 }
 
-int attn_params_is_finalized(const attn_params *store) { return store != NULL && store->finalized; }
+int attn_params_is_finalized(const attn_params *store)
+{
+    return store != NULL && store->finalized;
+}
 
 static attn_status check_finalized(const char *fn, const attn_params *store)
 {
@@ -216,9 +237,15 @@ static void init_values(const param_entry *e, uint64_t seed, float *values)
     }
     for (int64_t i = 0; i < e->numel; i++) {
         switch (e->init.kind) {
-        case ATTN_INIT_ZEROS: values[i] = 0.0f; break;
-        case ATTN_INIT_ONES: values[i] = 1.0f; break;
-        case ATTN_INIT_NORMAL: values[i] = e->init.scale * attn_rng_normal(&rng); break;
+        case ATTN_INIT_ZEROS:
+            values[i] = 0.0f;
+            break;
+        case ATTN_INIT_ONES:
+            values[i] = 1.0f;
+            break;
+        case ATTN_INIT_NORMAL:
+            values[i] = e->init.scale * attn_rng_normal(&rng);
+            break;
         case ATTN_INIT_UNIFORM:
         case ATTN_INIT_XAVIER_UNIFORM:
             values[i] = bound * (2.0f * attn_rng_uniform(&rng) - 1.0f);
@@ -236,8 +263,14 @@ attn_status attn_params_init(attn_params *store, uint64_t seed)
     return ATTN_OK;
 }
 
-size_t attn_params_count(const attn_params *store) { return store ? store->count : 0; }
-int64_t attn_params_numel(const attn_params *store) { return store ? store->numel : 0; }
+size_t attn_params_count(const attn_params *store)
+{
+    return store ? store->count : 0;
+}
+int64_t attn_params_numel(const attn_params *store)
+{
+    return store ? store->numel : 0;
+}
 size_t attn_params_buffer_floats(const attn_params *store)
 {
     return store ? store->buffer_floats : 0;
@@ -260,8 +293,7 @@ attn_status attn_params_find(const attn_params *store, const char *name, attn_pa
             *id = (attn_param_id)i;
             return ATTN_OK;
         }
-    return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_params_find: no parameter named '%s'",
-                     name);
+    return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_params_find: no parameter named '%s'", name);
 }
 
 attn_status attn_params_info(const attn_params *store, attn_param_id id, attn_param_info *info)
@@ -298,8 +330,8 @@ void attn_params_zero_grad(attn_params *store)
 
 static attn_status check_buffer(const char *fn, attn_param_buffer which)
 {
-    ATTN_CHECK_ARG((int)which >= 0 && (int)which < BUFFER_COUNT,
-                   "%s: unknown buffer %d", fn, (int)which);
+    ATTN_CHECK_ARG((int)which >= 0 && (int)which < BUFFER_COUNT, "%s: unknown buffer %d", fn,
+                   (int)which);
     return ATTN_OK;
 }
 
@@ -367,12 +399,34 @@ attn_status attn_params_save(attn_params *store, const char *path,
     attn_named_tensor *tensors = calloc(store->count + 1, sizeof *tensors);
     if (tensors == NULL)
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-    attn_status status =
-        attn_params_tensors(store, ATTN_PARAM_VALUES, NULL, tensors, store->count);
+    attn_status status = attn_params_tensors(store, ATTN_PARAM_VALUES, NULL, tensors, store->count);
     if (status == ATTN_OK)
         status = attn_tensor_file_write(path, tensors, store->count, metadata, n_metadata);
     free(tensors);
     return status;
+}
+
+/* A corrupted or diverged file must be refused at load, not discovered as NaN output later. */
+static attn_status check_loaded(const char *fn, const attn_tensor_file *file, const char *name,
+                                const float *values, int64_t count, attn_param_buffer which)
+{
+    for (int64_t i = 0; i < count; i++) {
+        if (!isfinite(values[i]))
+            return attn_fail(ATTN_ERR_FORMAT,
+                             "%s: %s: tensor '%s' holds %g at element %lld; the file is corrupted "
+                             "or was written by a run that diverged: use an earlier model or "
+                             "checkpoint",
+                             fn, attn_tensor_file_path(file), name, (double)values[i],
+                             (long long)i);
+        if (which == ATTN_PARAM_ADAM_V && values[i] < 0.0f)
+            return attn_fail(ATTN_ERR_FORMAT,
+                             "%s: %s: tensor '%s' holds a negative Adam second moment (%g at "
+                             "element %lld); the checkpoint is corrupted: resume from an earlier "
+                             "one or start again",
+                             fn, attn_tensor_file_path(file), name, (double)values[i],
+                             (long long)i);
+    }
+    return ATTN_OK;
 }
 
 attn_status attn_params_load(attn_params *store, const attn_tensor_file *file,
@@ -392,6 +446,9 @@ attn_status attn_params_load(attn_params *store, const attn_tensor_file *file,
         const param_entry *e = &store->entries[i];
         status = attn_tensor_file_read_f32(file, names[i], e->ndim, e->shape,
                                            store->buffers[which] + e->offset);
+        if (status == ATTN_OK)
+            status = check_loaded(fn, file, names[i], store->buffers[which] + e->offset, e->numel,
+                                  which);
     }
     free(names);
     return status;

@@ -46,9 +46,15 @@ int main(int argc, char **argv)
         printf("attn %s\n", attn_version());
         return 0;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (strcmp(argv[1], commands[i].name) == 0)
-            return commands[i].run(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(argv[1], commands[i].name) != 0)
+            continue;
+        if (attn_check_environment() != ATTN_OK) {
+            fprintf(stderr, "attn %s: %s\n", argv[1], attn_last_error());
+            return 2;
+        }
+        return commands[i].run(argc - 1, argv + 1);
+    }
     fprintf(stderr, "attn: unknown command '%s' (see 'attn --help')\n", argv[1]);
     return 2;
 }

@@ -1,6 +1,7 @@
 /* Run-time choice of instruction set: what the CPU supports, capped by the user's choice. */
 #include "core/internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,11 +34,16 @@ int attn_isa_supported(attn_isa isa)
 const char *attn_isa_name(attn_isa isa)
 {
     switch (isa) {
-    case ATTN_ISA_AUTO: return "auto";
-    case ATTN_ISA_REFERENCE: return "reference";
-    case ATTN_ISA_PORTABLE: return "portable";
-    case ATTN_ISA_AVX2: return "avx2";
-    case ATTN_ISA_AVX512: return "avx512";
+    case ATTN_ISA_AUTO:
+        return "auto";
+    case ATTN_ISA_REFERENCE:
+        return "reference";
+    case ATTN_ISA_PORTABLE:
+        return "portable";
+    case ATTN_ISA_AVX2:
+        return "avx2";
+    case ATTN_ISA_AVX512:
+        return "avx512";
     }
     return "unknown";
 }
@@ -68,6 +74,38 @@ static void init_from_environment(void)
     /* An unknown or unsupported ATTN_ISA falls back to the best supported set. */
 }
 
+static attn_status check_isa_variable(void)
+{
+    const char *env = getenv("ATTN_ISA");
+    if (env == NULL || *env == '\0')
+        return ATTN_OK;
+    char supported[64] = "";
+    for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_AVX512; isa++)
+        if (attn_isa_supported((attn_isa)isa))
+            snprintf(supported + strlen(supported), sizeof supported - strlen(supported), "%s%s",
+                     supported[0] != '\0' ? ", " : "", attn_isa_name((attn_isa)isa));
+    for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_AVX512; isa++) {
+        if (strcmp(env, attn_isa_name((attn_isa)isa)) != 0)
+            continue;
+        if (attn_isa_supported((attn_isa)isa))
+            return ATTN_OK;
+        return attn_fail(ATTN_ERR_UNSUPPORTED,
+                         "ATTN_ISA=%s: this CPU does not support it; set one of %s, or unset "
+                         "ATTN_ISA for the best one",
+                         env, supported);
+    }
+    return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                     "ATTN_ISA=%s is not an instruction set; set one of %s, or unset ATTN_ISA "
+                     "for the best one",
+                     env, supported);
+}
+
+attn_status attn_check_environment(void)
+{
+    ATTN_TRY(attn_check_threads_variable());
+    return check_isa_variable();
+}
+
 attn_status attn_set_isa(attn_isa isa)
 {
     isa_initialised = 1;
@@ -87,4 +125,7 @@ attn_isa attn_get_isa(void)
     return chosen_isa == ATTN_ISA_AUTO ? best_supported() : chosen_isa;
 }
 
-attn_isa attn_active_isa(void) { return attn_get_isa(); }
+attn_isa attn_active_isa(void)
+{
+    return attn_get_isa();
+}

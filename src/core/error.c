@@ -15,25 +15,43 @@ attn_status attn_fail(attn_status status, const char *fmt, ...)
     return status;
 }
 
-const char *attn_last_error(void) { return last_error; }
+const char *attn_last_error(void)
+{
+    return last_error;
+}
 
-void attn_clear_error(void) { last_error[0] = '\0'; }
+void attn_clear_error(void)
+{
+    last_error[0] = '\0';
+}
 
 const char *attn_status_name(attn_status status)
 {
     switch (status) {
-    case ATTN_OK: return "ok";
-    case ATTN_ERR_INVALID_ARGUMENT: return "invalid argument";
-    case ATTN_ERR_OUT_OF_MEMORY: return "out of memory";
-    case ATTN_ERR_IO: return "input/output error";
-    case ATTN_ERR_FORMAT: return "malformed input";
-    case ATTN_ERR_UNSUPPORTED: return "unsupported";
-    case ATTN_ERR_INTERNAL: return "internal error";
+    case ATTN_OK:
+        return "ok";
+    case ATTN_ERR_INVALID_ARGUMENT:
+        return "invalid argument";
+    case ATTN_ERR_OUT_OF_MEMORY:
+        return "out of memory";
+    case ATTN_ERR_IO:
+        return "input/output error";
+    case ATTN_ERR_FORMAT:
+        return "malformed input";
+    case ATTN_ERR_UNSUPPORTED:
+        return "unsupported";
+    case ATTN_ERR_INTERNAL:
+        return "internal error";
+    case ATTN_ERR_DIVERGED:
+        return "training diverged";
     }
     return "unknown status";
 }
 
-const char *attn_version(void) { return ATTN_VERSION_STRING; }
+const char *attn_version(void)
+{
+    return ATTN_VERSION_STRING;
+}
 
 const char *attn_build_info(void)
 {

@@ -53,6 +53,8 @@ ATTN_INTERNAL void attn_parallel_for(int64_t n, int64_t min_chunk, attn_range_fn
                                      void *ctx);
 /* Threads attn_parallel_for may use right now (1 inside a parallel region). */
 ATTN_INTERNAL int attn_parallel_threads(void);
+/* ATTN_NUM_THREADS holds a valid count, or is unset (attn_check_environment's half). */
+ATTN_INTERNAL attn_status attn_check_threads_variable(void);
 
 /* ---- scratch ------------------------------------------------------------------------------ */
 

@@ -16,6 +16,7 @@
 #define _POSIX_C_SOURCE 200809L /* pthread_sigmask, sysconf */
 #include "core/internal.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -53,6 +54,22 @@ static int default_threads(void)
     return cores > 0 ? (int)(cores < MAX_THREADS ? cores : MAX_THREADS) : 1;
 }
 
+attn_status attn_check_threads_variable(void)
+{
+    const char *env = getenv("ATTN_NUM_THREADS");
+    if (env == NULL || *env == '\0')
+        return ATTN_OK;
+    char *end = NULL;
+    errno = 0;
+    long n = strtol(env, &end, 10);
+    if (end == env || *end != '\0' || errno != 0 || n < 0 || n > MAX_THREADS)
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                         "ATTN_NUM_THREADS=%s is not a thread count; set a whole number from 1 "
+                         "to %d, or 0 (or unset it) for every core",
+                         env, MAX_THREADS);
+    return ATTN_OK;
+}
+
 attn_status attn_set_num_threads(int n)
 {
     if (n < 0 || n > MAX_THREADS)
@@ -72,7 +89,10 @@ int attn_get_num_threads(void)
 /* Set while this thread runs a chunk: a nested attn_parallel_for runs inline. */
 static _Thread_local int inside_chunk;
 
-int attn_parallel_threads(void) { return inside_chunk ? 1 : attn_get_num_threads(); }
+int attn_parallel_threads(void)
+{
+    return inside_chunk ? 1 : attn_get_num_threads();
+}
 
 /* ---- the pool ---------------------------------------------------------------------------- */
 
@@ -91,7 +111,7 @@ typedef struct pool_call {
  * reading the call's fields. */
 #define CLAIM_CALL(word) ((uint32_t)((word) >> 32))
 #define CLAIM_CHUNKS(word) ((int64_t)(((word) >> 16) & 0xffffu))
-#define CLAIM_NEXT(word) ((int64_t)((word) & 0xffffu))
+#define CLAIM_NEXT(word) ((int64_t)((word)&0xffffu))
 
 static struct {
     pthread_mutex_t lock; /* guards sleeping workers and the worker count */
@@ -103,8 +123,8 @@ static struct {
     pool_call call;
     int workers;
     uint32_t call_number;
-} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, ATOMIC_FLAG_INIT,
-          {NULL, NULL, 0, 0}, 0, 0};
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0,
+          ATOMIC_FLAG_INIT,          {NULL, NULL, 0, 0},       0, 0};
 
 static void run_chunk(const pool_call *call, int64_t chunk)
 {
@@ -232,8 +252,7 @@ void attn_parallel_for(int64_t n, int64_t min_chunk, attn_range_fn body, void *c
     pool.call = (pool_call){body, ctx, n, chunks};
     atomic_store_explicit(&pool.done, 0, memory_order_relaxed);
     uint32_t number = ++pool.call_number;
-    atomic_store_explicit(&pool.claims,
-                          (uint_fast64_t)number << 32 | (uint_fast64_t)chunks << 16,
+    atomic_store_explicit(&pool.claims, (uint_fast64_t)number << 32 | (uint_fast64_t)chunks << 16,
                           memory_order_seq_cst);
     if (atomic_load(&pool.sleepers) > 0) {
         pthread_mutex_lock(&pool.lock);

@@ -87,11 +87,11 @@ static attn_status split_tsv(const char *fn, const char *path, attn_corpus *corp
             tabs++;
         if (tabs != 1)
             return attn_fail(ATTN_ERR_FORMAT,
-                             "%s: %s:%lld: expected source<TAB>target, found %lld TABs", fn,
-                             path, (long long)(i + 1), (long long)tabs);
+                             "%s: %s:%lld: expected source<TAB>target, found %lld TABs", fn, path,
+                             (long long)(i + 1), (long long)tabs);
         if (tab == text || tab[1] == '\0')
-            return attn_fail(ATTN_ERR_FORMAT, "%s: %s:%lld: empty %s", fn, path,
-                             (long long)(i + 1), tab == text ? "source" : "target");
+            return attn_fail(ATTN_ERR_FORMAT, "%s: %s:%lld: empty %s", fn, path, (long long)(i + 1),
+                             tab == text ? "source" : "target");
         *tab = '\0';
         corpus->source[i] = text;
         corpus->target[i] = tab + 1;
@@ -151,10 +151,9 @@ attn_status attn_corpus_read_files(const char *source_path, const char *target_p
         return status;
     }
     if (source.count != target.count)
-        status = attn_fail(ATTN_ERR_FORMAT,
-                           "%s: the files are not aligned: '%s' has %lld lines but '%s' has %lld",
-                           fn, source_path, (long long)source.count, target_path,
-                           (long long)target.count);
+        status = attn_fail(
+            ATTN_ERR_FORMAT, "%s: the files are not aligned: '%s' has %lld lines but '%s' has %lld",
+            fn, source_path, (long long)source.count, target_path, (long long)target.count);
     if (status == ATTN_OK)
         status = check_no_empty_line(fn, source_path, &source);
     if (status == ATTN_OK)
@@ -188,8 +187,7 @@ static attn_status check_string(const char *fn, const char *side, int64_t i, con
     ATTN_CHECK_ARG(text != NULL, "%s: %s[%lld] is NULL", fn, side, (long long)i);
     size_t size = strlen(text);
     if (size == 0)
-        return attn_fail(ATTN_ERR_FORMAT, "%s: pair %lld: empty %s", fn, (long long)(i + 1),
-                         side);
+        return attn_fail(ATTN_ERR_FORMAT, "%s: pair %lld: empty %s", fn, (long long)(i + 1), side);
     size_t bad = utf8_first_invalid(text, size);
     if (bad != size)
         return attn_fail(ATTN_ERR_FORMAT, "%s: pair %lld: %s is not valid UTF-8 (byte %zu)", fn,
@@ -261,7 +259,10 @@ void attn_corpus_destroy(attn_corpus *corpus)
     free(corpus);
 }
 
-int64_t attn_corpus_size(const attn_corpus *corpus) { return corpus == NULL ? 0 : corpus->count; }
+int64_t attn_corpus_size(const attn_corpus *corpus)
+{
+    return corpus == NULL ? 0 : corpus->count;
+}
 
 const char *const *attn_corpus_sources(const attn_corpus *corpus)
 {
@@ -288,8 +289,8 @@ static void side_ids_free(side_ids *side)
     encode_cache_free(&side->cache);
 }
 
-static attn_status encode_side(const char *fn, attn_corpus *corpus,
-                               const attn_tokenizer *tokenizer, int target, side_ids *side)
+static attn_status encode_side(const char *fn, attn_corpus *corpus, const attn_tokenizer *tokenizer,
+                               int target, side_ids *side)
 {
     char *const *texts = target ? corpus->target : corpus->source;
     side->start = malloc(((size_t)corpus->count + 1) * sizeof *side->start);
@@ -348,6 +349,47 @@ attn_status attn_corpus_encode(attn_corpus *corpus, const attn_tokenizer *source
     return ATTN_OK;
 }
 
+attn_status attn_corpus_drop_longer(attn_corpus *corpus, int64_t max_source, int64_t max_target,
+                                    int64_t *dropped)
+{
+    static const char fn[] = "attn_corpus_drop_longer";
+    if (dropped != NULL)
+        *dropped = 0;
+    ATTN_CHECK_NOT_NULL(corpus);
+    ATTN_CHECK_ARG(corpus->encoded, "%s: the corpus is not encoded yet (attn_corpus_encode)", fn);
+    ATTN_CHECK_ARG(max_source >= 1 && max_target >= 1,
+                   "%s: the limits must be >= 1, got %lld and %lld", fn, (long long)max_source,
+                   (long long)max_target);
+    /* Compacts in place: pair i moves to kept <= i, so nothing is overwritten before it is read. */
+    int64_t kept = 0, source_end = 0, target_end = 0;
+    for (int64_t i = 0; i < corpus->count; i++) {
+        const int64_t source_begin = corpus->source_start[i];
+        const int64_t source_len = corpus->source_start[i + 1] - source_begin;
+        const int64_t target_begin = corpus->target_start[i];
+        const int64_t target_len = corpus->target_start[i + 1] - target_begin;
+        if (source_len > max_source || target_len - 2 > max_target)
+            continue;
+        memmove(corpus->source_ids + source_end, corpus->source_ids + source_begin,
+                (size_t)source_len * sizeof *corpus->source_ids);
+        memmove(corpus->target_ids + target_end, corpus->target_ids + target_begin,
+                (size_t)target_len * sizeof *corpus->target_ids);
+        corpus->source[kept] = corpus->source[i];
+        corpus->target[kept] = corpus->target[i];
+        corpus->line[kept] = corpus->line[i];
+        corpus->source_start[kept] = source_end;
+        corpus->target_start[kept] = target_end;
+        source_end += source_len;
+        target_end += target_len;
+        kept++;
+    }
+    corpus->source_start[kept] = source_end;
+    corpus->target_start[kept] = target_end;
+    if (dropped != NULL)
+        *dropped = corpus->count - kept;
+    corpus->count = kept;
+    return ATTN_OK;
+}
+
 static attn_status pair_ids(const char *fn, const attn_corpus *corpus, int64_t i, int target,
                             const int32_t **ids, int64_t *length)
 {
@@ -357,8 +399,8 @@ static attn_status pair_ids(const char *fn, const attn_corpus *corpus, int64_t i
     *length = 0;
     ATTN_CHECK_NOT_NULL(corpus);
     ATTN_CHECK_ARG(corpus->encoded, "%s: the corpus is not encoded yet (attn_corpus_encode)", fn);
-    ATTN_CHECK_ARG(i >= 0 && i < corpus->count, "%s: pair %lld out of range (corpus of %lld)",
-                   fn, (long long)i, (long long)corpus->count);
+    ATTN_CHECK_ARG(i >= 0 && i < corpus->count, "%s: pair %lld out of range (corpus of %lld)", fn,
+                   (long long)i, (long long)corpus->count);
     const int64_t *start = target ? corpus->target_start : corpus->source_start;
     *ids = (target ? corpus->target_ids : corpus->source_ids) + start[i];
     *length = start[i + 1] - start[i];

@@ -1,4 +1,5 @@
-/* attn_decode: options, results, and the search run on a model's step decoder. */
+/* attn_decode: options, results, and the search run on a model's step decoder; greedy decoding
+ * into plain arrays. */
 #include "decode/decode_internal.h"
 
 #include "attn/attn_data.h"
@@ -107,18 +108,6 @@ attn_status attn_decode_alignment(const attn_decode_result *result,
     return ATTN_OK;
 }
 
-/* ---- the model's step decoder behind the search ------------------------------------------ */
-
-static attn_status model_step(void *self, const int32_t *ids, float *logits, float *cross)
-{
-    return attn_model_step(self, ids, logits, cross);
-}
-
-static attn_status model_select(void *self, const int64_t *rows, int64_t new_size)
-{
-    return attn_model_step_select(self, rows, new_size);
-}
-
 static attn_status check_batch(const attn_model_config *config, int64_t size, int64_t src_len,
                                const int32_t *src, const int32_t *src_lengths)
 {
@@ -160,20 +149,12 @@ static attn_status decode_batch(attn_model *model, attn_graph *graph, int64_t si
                                    longest, &decoder));
     /* The step decoder holds what it needs from the encoder. */
     attn_graph_reset(graph);
-    const attn_model_config *config = attn_model_get_config(model);
-    attn_search_model searched = {decoder,
-                                  config->tgt_vocab,
-                                  attn_model_step_src_len(decoder),
-                                  attn_model_step_cross_maps(decoder),
-                                  model_step,
-                                  model_select};
     if (options->alignments) {
-        result->cross_maps = searched.cross_maps;
-        result->cross_layers = config->arch == ATTN_ARCH_RNN ? 1 : config->decoder_layers;
+        result->cross_maps = decoder->cross_maps;
+        result->cross_layers = decoder->cross_layers;
         result->cross_heads = result->cross_maps / result->cross_layers;
     }
-    attn_status status =
-        attn_search_run(&searched, size, src_lengths, max_lengths, options, result);
+    attn_status status = attn_search_run(decoder, size, src_lengths, max_lengths, options, result);
     attn_model_step_destroy(decoder);
     return status;
 }
@@ -220,5 +201,50 @@ attn_status attn_decode(attn_model *model, attn_graph *graph, int64_t size, int6
         return status;
     }
     *out = result;
+    return ATTN_OK;
+}
+
+/* ---- greedy decoding into plain arrays ------------------------------------------------------ */
+
+attn_status attn_greedy_decode(attn_model *model, attn_graph *graph, int64_t size, int64_t src_len,
+                               const int32_t *src, const int32_t *src_lengths, int64_t max_len,
+                               int32_t *out, int64_t *out_lengths)
+{
+    static const char fn[] = "attn_greedy_decode";
+    ATTN_CHECK_NOT_NULL(model);
+    ATTN_CHECK_NOT_NULL(graph);
+    const attn_model_config *config = attn_model_get_config(model);
+    ATTN_CHECK_ARG(config->arch == ATTN_ARCH_TRANSFORMER || config->arch == ATTN_ARCH_RNN,
+                   "%s: greedy decoding needs an encoder-decoder model (transformer or rnn)", fn);
+    ATTN_CHECK_ARG(size >= 0, "%s: negative batch size %lld", fn, (long long)size);
+    if (size == 0)
+        return ATTN_OK;
+    ATTN_CHECK_NOT_NULL(src);
+    ATTN_CHECK_NOT_NULL(src_lengths);
+    ATTN_CHECK_NOT_NULL(out);
+    ATTN_CHECK_NOT_NULL(out_lengths);
+    ATTN_CHECK_ARG(max_len >= 1 && max_len <= config->max_len,
+                   "%s: max_len %lld is outside [1, the model's max_len %lld]", fn,
+                   (long long)max_len, (long long)config->max_len);
+    for (int64_t b = 0; b < size; b++)
+        ATTN_CHECK_ARG(src_lengths[b] >= 1 && src_lengths[b] <= src_len,
+                       "%s: src_lengths[%lld] = %d is outside [1, src_len %lld]", fn, (long long)b,
+                       (int)src_lengths[b], (long long)src_len);
+
+    /* The decoding layer's search with one hypothesis is greedy decoding; this keeps the
+     * trainer's fixed-width output for the callers that want plain arrays. */
+    attn_decode_options options = attn_decode_default_options();
+    options.beam_size = 1;
+    options.nbest = 1;
+    options.max_len = max_len;
+    attn_decode_result *result = NULL;
+    ATTN_TRY(attn_decode(model, graph, size, src_len, src, src_lengths, &options, &result));
+    for (int64_t b = 0; b < size; b++) {
+        const attn_hypothesis *best = &result->sentences[b].hypotheses[0];
+        for (int64_t i = 0; i < max_len; i++)
+            out[b * max_len + i] = i < best->length ? best->tokens[i] : ATTN_PAD_ID;
+        out_lengths[b] = best->length;
+    }
+    attn_decode_result_destroy(result);
     return ATTN_OK;
 }

@@ -44,7 +44,7 @@ typedef struct sentence_state {
 } sentence_state;
 
 typedef struct search {
-    const attn_search_model *model;
+    attn_step_decoder *decoder;
     const attn_decode_options *options;
     int64_t size, beam, nbest, vocab, map_floats;
     layout *layouts;
@@ -200,7 +200,7 @@ static attn_status build_hypothesis(const search *s, const ending *e, int64_t sr
     h->log_prob = e->log_prob;
     h->score = e->score;
     h->tokens = malloc((size_t)(h->length > 0 ? h->length : 1) * sizeof *h->tokens);
-    const int64_t maps = s->model->cross_maps, src_len = s->model->src_len;
+    const int64_t maps = s->decoder->cross_maps, src_len = s->decoder->src_len;
     if (s->map_floats > 0)
         h->cross = malloc((size_t)(h->steps * maps * src_length) * sizeof *h->cross);
     if (h->tokens == NULL || (s->map_floats > 0 && h->cross == NULL))
@@ -245,7 +245,6 @@ static void free_search(search *s)
 static attn_status run(search *s, const int32_t *src_lengths, const int64_t *max_lengths,
                        attn_decode_result *result)
 {
-    const attn_search_model *model = s->model;
     const int64_t rows_max = s->size * s->beam;
     /* attn_decode only searches non-empty batches; the bound keeps size arithmetic in range. */
     if (s->size < 1 || s->size > INT32_MAX)
@@ -286,14 +285,14 @@ static attn_status run(search *s, const int32_t *src_lengths, const int64_t *max
     for (int64_t step = 0; rows > 0; step++) {
         ATTN_TRY(push_layout(s, rows, s->next_tokens, s->next_parents));
         layout *l = &s->layouts[step];
-        ATTN_TRY(model->step(model->self, l->tokens, s->logits, l->cross));
+        ATTN_TRY(attn_model_step(s->decoder, l->tokens, s->logits, l->cross));
         ATTN_TRY(attn_log_softmax_forward(rows, s->vocab, s->logits, s->logits));
         int64_t next_rows = 0;
         for (int64_t i = 0; i < s->size; i++)
             if (s->sentences[i].active)
                 advance_sentence(s, &s->sentences[i], step, max_lengths[i], &next_rows);
         if (next_rows > 0)
-            ATTN_TRY(model->select(model->self, s->next_parents, next_rows));
+            ATTN_TRY(attn_model_step_select(s->decoder, s->next_parents, next_rows));
         double *swap = s->row_log_prob;
         s->row_log_prob = s->next_log_prob;
         s->next_log_prob = swap;
@@ -320,19 +319,19 @@ static attn_status run(search *s, const int32_t *src_lengths, const int64_t *max
     return ATTN_OK;
 }
 
-attn_status attn_search_run(const attn_search_model *model, int64_t size,
-                            const int32_t *src_lengths, const int64_t *max_lengths,
-                            const attn_decode_options *options, attn_decode_result *result)
+attn_status attn_search_run(attn_step_decoder *decoder, int64_t size, const int32_t *src_lengths,
+                            const int64_t *max_lengths, const attn_decode_options *options,
+                            attn_decode_result *result)
 {
     search s;
     memset(&s, 0, sizeof s);
-    s.model = model;
+    s.decoder = decoder;
     s.options = options;
     s.size = size;
     s.beam = options->beam_size;
     s.nbest = options->nbest;
-    s.vocab = model->vocab;
-    s.map_floats = options->alignments ? model->cross_maps * model->src_len : 0;
+    s.vocab = decoder->vocab;
+    s.map_floats = options->alignments ? decoder->cross_maps * decoder->src_len : 0;
     result->sentences = NULL;
     attn_status status = run(&s, src_lengths, max_lengths, result);
     free_search(&s);

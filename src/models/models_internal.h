@@ -8,7 +8,7 @@
 
 typedef struct attn_rnn_model attn_rnn_model;
 
-/* model.c builds it; step_decoder.c reads the modules. */
+/* model.c builds it; transformer_step.c reads the modules. */
 struct attn_model {
     attn_model_config config;
     attn_params *params;
@@ -50,24 +50,6 @@ ATTN_INTERNAL attn_status attn_rnn_model_decode(const char *fn, const attn_rnn_m
                                                 const int32_t *src_lengths, int64_t size,
                                                 int64_t len, const int32_t *ids, int64_t ids_stride,
                                                 const int32_t *lengths, attn_var **logits);
-
-/* rnn_model.c: the rnn models behind attn_model_step_* (attn_models.h). The stepper owns
- * heap copies of the decoder's per-row state (max_rows rows) and a private graph that each
- * step resets, so a step's memory does not grow with the steps taken. */
-typedef struct attn_rnn_stepper attn_rnn_stepper;
-ATTN_INTERNAL attn_status attn_rnn_stepper_start(const char *fn, attn_model *model,
-                                                 attn_graph *graph, attn_var *memory,
-                                                 const int32_t *src_lengths, int64_t max_rows,
-                                                 attn_rnn_stepper **out);
-/* logits [size, tgt_vocab]; weights (may be NULL) [size, src_len] (zeros for "none"). */
-ATTN_INTERNAL attn_status attn_rnn_stepper_step(attn_rnn_stepper *s, const int32_t *ids,
-                                                float *logits, float *weights);
-/* rows are checked by the caller: new_size <= max_rows, each in [0, size). */
-ATTN_INTERNAL attn_status attn_rnn_stepper_select(attn_rnn_stepper *s, const int64_t *rows,
-                                                  int64_t new_size);
-ATTN_INTERNAL int64_t attn_rnn_stepper_size(const attn_rnn_stepper *s);
-/* NULL is ignored. */
-ATTN_INTERNAL void attn_rnn_stepper_free(attn_rnn_stepper *s);
 
 /* model.c: a model's RNN part, NULL unless its arch is "rnn". */
 ATTN_INTERNAL attn_rnn_model *attn_model_rnn_part(attn_model *model);

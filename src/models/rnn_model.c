@@ -2,35 +2,11 @@
  * local-m, local-p; input feeding) and the attention-less baseline, as attn_models.h's RNN
  * section describes. The encoder is one node per layer; the decoder a few nodes per step,
  * its step outputs stacked so that the output projection is one GEMM over every step. */
-#include "models/models_internal.h"
+#include "models/rnn_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-struct attn_rnn_model {
-    attn_model_config config;
-    attn_nn_embedding src_embed, tgt_embed;
-    attn_nn_rnn_layer *encoder; /* [layers] */
-    attn_nn_linear *bridge;     /* [layers]; NULL for attention "none" */
-    attn_nn_rnn_cell *decoder;  /* [layers] */
-    attn_nn_additive_attention additive;
-    attn_nn_luong_attention luong;
-    attn_nn_linear combine; /* Luong's W_c */
-    attn_nn_linear generator;
-    int64_t annotation_dim; /* A */
-};
-
-struct attn_rnn_decoder {
-    const attn_rnn_model *model;
-    attn_graph *graph;
-    int64_t size, src_len, step;
-    int32_t *src_lengths;         /* in the arena; NULL: every source is src_len long */
-    attn_var *annotations, *keys; /* keys: what the attention scores (NULL for "none") */
-    attn_var *summary;            /* u, the encoder's last state */
-    attn_var **h, **c;            /* [layers]; c[k] NULL for GRU and before an LSTM's first step */
-    attn_var *feed;               /* Luong input feeding: h~ of the last step (NULL at first) */
-};
 
 static int is_luong(attn_rnn_attention a)
 {
@@ -170,8 +146,9 @@ attn_status attn_rnn_model_encode(const char *fn, const attn_rnn_model *m, attn_
 
 /* ---- decoder ---------------------------------------------------------------------------- */
 
-static attn_status start(const char *fn, const attn_rnn_model *m, attn_graph *graph,
-                         attn_var *memory, const int32_t *src_lengths, attn_rnn_decoder **out)
+attn_status attn_rnn_decoder_start(const char *fn, const attn_rnn_model *m, attn_graph *graph,
+                                   attn_var *memory, const int32_t *src_lengths,
+                                   attn_rnn_decoder **out)
 {
     const attn_model_config *c = &m->config;
     ATTN_CHECK_ARG(memory != NULL,
@@ -232,10 +209,8 @@ static attn_status start(const char *fn, const attn_rnn_model *m, attn_graph *gr
     return ATTN_OK;
 }
 
-/* One step from the previous tokens ids [size]: what the generator reads (before dropout),
- * and the attention weights when weights is not NULL. */
-static attn_status step_features(attn_rnn_decoder *d, const int32_t *ids, attn_var **features,
-                                 attn_var **weights)
+attn_status attn_rnn_decoder_features(attn_rnn_decoder *d, const int32_t *ids, attn_var **features,
+                                      attn_var **weights)
 {
     const attn_rnn_model *m = d->model;
     const attn_model_config *c = &m->config;
@@ -307,7 +282,7 @@ attn_status attn_rnn_model_decode(const char *fn, const attn_rnn_model *m, attn_
                    (long long)ids_stride, (long long)len);
     ATTN_CHECK_ARG(size * len == 0 || ids != NULL, "%s: ids must not be NULL", fn);
     attn_rnn_decoder *d;
-    ATTN_TRY(start(fn, m, graph, memory, src_lengths, &d));
+    ATTN_TRY(attn_rnn_decoder_start(fn, m, graph, memory, src_lengths, &d));
     ATTN_TRY(check_decoder_fit(fn, d, size));
     if (len == 0) {
         const int64_t shape[3] = {size, 0, m->config.tgt_vocab};
@@ -321,353 +296,10 @@ attn_status attn_rnn_model_decode(const char *fn, const attn_rnn_model *m, attn_
         /* Past a row's length its inputs are padding, never read: token 0 stands in. */
         for (int64_t b = 0; b < size; b++)
             column[b] = lengths == NULL || t < lengths[b] ? ids[b * ids_stride + t] : 0;
-        ATTN_TRY(step_features(d, column, &features[t], NULL));
+        ATTN_TRY(attn_rnn_decoder_features(d, column, &features[t], NULL));
     }
     attn_var *stacked;
     ATTN_TRY(attn_op_stack(graph, len, features, &stacked));
     ATTN_TRY(attn_op_dropout(graph, stacked, (float)m->config.dropout, &stacked));
     return attn_nn_linear_forward(&m->generator, graph, stacked, logits);
 }
-
-/* ---- step by step ----------------------------------------------------------------------- */
-
-attn_status attn_model_rnn_decoder_start(attn_model *model, attn_graph *graph, attn_var *memory,
-                                         const int32_t *src_lengths, attn_rnn_decoder **decoder)
-{
-    const char *fn = __func__;
-    ATTN_CHECK_NOT_NULL(decoder);
-    *decoder = NULL;
-    ATTN_CHECK_NOT_NULL(model);
-    ATTN_CHECK_NOT_NULL(graph);
-    const attn_rnn_model *m = attn_model_rnn_part(model);
-    ATTN_CHECK_ARG(m != NULL, "%s: the model's arch is not \"rnn\"", fn);
-    ATTN_CHECK_ARG(attn_graph_params(graph) == attn_model_params(model),
-                   "%s: the graph was not created for this model's parameters", fn);
-    return start(fn, m, graph, memory, src_lengths, decoder);
-}
-
-attn_status attn_model_rnn_decoder_step(attn_rnn_decoder *decoder, const int32_t *ids,
-                                        attn_var **logits, attn_var **weights)
-{
-    const char *fn = __func__;
-    ATTN_CHECK_NOT_NULL(logits);
-    *logits = NULL;
-    if (weights != NULL)
-        *weights = NULL;
-    ATTN_CHECK_NOT_NULL(decoder);
-    ATTN_CHECK_ARG(decoder->size == 0 || ids != NULL, "%s: ids must not be NULL", fn);
-    const attn_rnn_model *m = decoder->model;
-    attn_var *features;
-    ATTN_TRY(step_features(decoder, ids, &features, weights));
-    ATTN_TRY(attn_op_dropout(decoder->graph, features, (float)m->config.dropout, &features));
-    return attn_nn_linear_forward(&m->generator, decoder->graph, features, logits);
-}
-
-/* A copy of v whose row r (a slice along the first dimension) is v's row rows[r]. */
-static attn_status select_rows(attn_graph *graph, attn_var *v, const int64_t *rows, attn_var **out)
-{
-    if (v == NULL) {
-        *out = NULL;
-        return ATTN_OK;
-    }
-    const int64_t size = v->value.shape[0];
-    const int64_t per_row = size > 0 ? attn_tensor_numel(&v->value) / size : 0;
-    ATTN_TRY(attn_graph_new_var(graph, v->value.ndim, v->value.shape, 0, out));
-    for (int64_t r = 0; r < size; r++)
-        memcpy((*out)->value.data + r * per_row, v->value.data + rows[r] * per_row,
-               (size_t)per_row * sizeof(float));
-    return ATTN_OK;
-}
-
-attn_status attn_model_rnn_decoder_reorder(attn_rnn_decoder *decoder, const int64_t *rows)
-{
-    const char *fn = __func__;
-    ATTN_CHECK_NOT_NULL(decoder);
-    attn_rnn_decoder *d = decoder;
-    attn_graph *graph = d->graph;
-    ATTN_CHECK_ARG(!attn_graph_is_recording(graph),
-                   "%s: reordering is for inference; turn the graph's recording off", fn);
-    ATTN_CHECK_ARG(d->size == 0 || rows != NULL, "%s: rows must not be NULL", fn);
-    for (int64_t r = 0; r < d->size; r++)
-        ATTN_CHECK_ARG(rows[r] >= 0 && rows[r] < d->size,
-                       "%s: rows[%lld] = %lld is outside [0, %lld)", fn, (long long)r,
-                       (long long)rows[r], (long long)d->size);
-    const int64_t layers = d->model->config.layers;
-    /* Every per-sentence value, so rows may also move between sentences. */
-    const int keys_are_annotations = d->keys == d->annotations;
-    ATTN_TRY(select_rows(graph, d->annotations, rows, &d->annotations));
-    if (keys_are_annotations)
-        d->keys = d->annotations;
-    else
-        ATTN_TRY(select_rows(graph, d->keys, rows, &d->keys));
-    ATTN_TRY(select_rows(graph, d->summary, rows, &d->summary));
-    ATTN_TRY(select_rows(graph, d->feed, rows, &d->feed));
-    for (int64_t k = 0; k < layers; k++) {
-        ATTN_TRY(select_rows(graph, d->h[k], rows, &d->h[k]));
-        ATTN_TRY(select_rows(graph, d->c[k], rows, &d->c[k]));
-    }
-    if (d->src_lengths != NULL) {
-        int32_t *lengths = attn_graph_alloc(graph, (size_t)d->size * sizeof *lengths);
-        if (lengths == NULL)
-            return ATTN_ERR_OUT_OF_MEMORY;
-        for (int64_t r = 0; r < d->size; r++)
-            lengths[r] = d->src_lengths[rows[r]];
-        d->src_lengths = lengths;
-    }
-    return ATTN_OK;
-}
-
-/* ---- the step decoder's rnn part ---------------------------------------------------------- */
-
-/* One per-row state of the decoder kept on the heap with room for max_rows rows; var views
- * the current buffer. Selecting rows gathers into the other buffer (rows may repeat, so the
- * gather cannot work in place) and swaps. */
-typedef struct row_state {
-    attn_var var;
-    float *buffers[2];
-    int64_t per_row;
-    int current;
-} row_state;
-
-struct attn_rnn_stepper {
-    attn_rnn_decoder d;    /* its variables are the row states' views, its graph ours */
-    attn_graph *graph;     /* private: each step runs on it and resets it */
-    int64_t max_rows;
-    row_state annotations, keys, summary, feed;
-    row_state *h, *c;      /* [layers] */
-    int has_keys;          /* keys apart from the annotations */
-    int has_c, has_feed;   /* they exist after the first step (LSTM; input feeding) */
-    int32_t *lengths[2];   /* src_lengths, gathered like the states (NULL: all src_len) */
-    int lengths_current;
-};
-
-static void row_state_view(row_state *st, int64_t rows)
-{
-    int64_t shape[ATTN_MAX_DIMS];
-    memcpy(shape, st->var.value.shape, sizeof shape);
-    shape[0] = rows;
-    st->var.value = attn_tensor_view(st->buffers[st->current], st->var.value.ndim, shape);
-}
-
-/* Room for max_rows rows shaped like one row of like. */
-static attn_status row_state_init(row_state *st, const attn_var *like, int64_t max_rows)
-{
-    int64_t per_row = 1;
-    for (int i = 1; i < like->value.ndim; i++)
-        per_row *= like->value.shape[i];
-    size_t count;
-    if (!attn_mul_size((size_t)max_rows, (size_t)per_row, &count) || count > SIZE_MAX / 8)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
-                         "attn_model_step_start: max_rows %lld is too large", (long long)max_rows);
-    for (int i = 0; i < 2; i++) {
-        st->buffers[i] = attn_aligned_alloc((count > 0 ? count : 1) * sizeof(float));
-        if (st->buffers[i] == NULL)
-            return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_model_step_start: out of memory");
-    }
-    st->per_row = per_row;
-    st->current = 0;
-    st->var.value.ndim = like->value.ndim;
-    memcpy(st->var.value.shape, like->value.shape, sizeof st->var.value.shape);
-    st->var.grad = NULL;
-    st->var.requires_grad = 0;
-    row_state_view(st, like->value.shape[0]);
-    return ATTN_OK;
-}
-
-/* The current buffer takes v's rows (v is contiguous, as every operation's output). */
-static attn_var *row_state_store(row_state *st, const attn_var *v)
-{
-    const int64_t rows = v->value.shape[0];
-    if (rows > 0)
-        memcpy(st->buffers[st->current], v->value.data,
-               (size_t)(rows * st->per_row) * sizeof(float));
-    row_state_view(st, rows);
-    return &st->var;
-}
-
-static void row_state_gather(row_state *st, const int64_t *rows, int64_t n)
-{
-    const float *from = st->buffers[st->current];
-    float *to = st->buffers[!st->current];
-    for (int64_t r = 0; r < n; r++)
-        memcpy(to + r * st->per_row, from + rows[r] * st->per_row,
-               (size_t)st->per_row * sizeof(float));
-    st->current = !st->current;
-    row_state_view(st, n);
-}
-
-static void row_state_free(row_state *st)
-{
-    attn_aligned_free(st->buffers[0]);
-    attn_aligned_free(st->buffers[1]);
-}
-
-void attn_rnn_stepper_free(attn_rnn_stepper *s)
-{
-    if (s == NULL)
-        return;
-    const int64_t layers = s->d.model != NULL ? s->d.model->config.layers : 0;
-    row_state_free(&s->annotations);
-    row_state_free(&s->keys);
-    row_state_free(&s->summary);
-    row_state_free(&s->feed);
-    for (int64_t k = 0; s->h != NULL && k < layers; k++)
-        row_state_free(&s->h[k]);
-    for (int64_t k = 0; s->c != NULL && k < layers; k++)
-        row_state_free(&s->c[k]);
-    free(s->h);
-    free(s->c);
-    free(s->d.h); /* d.c is its second half */
-    free(s->lengths[0]);
-    free(s->lengths[1]);
-    attn_graph_destroy(s->graph);
-    free(s);
-}
-
-/* Points the decoder's variables at the row states (after a step, or a failed one). */
-static void point_at_states(attn_rnn_stepper *s)
-{
-    attn_rnn_decoder *d = &s->d;
-    d->annotations = &s->annotations.var;
-    d->keys = s->has_keys ? &s->keys.var : d->keys != NULL ? d->annotations : NULL;
-    d->summary = &s->summary.var;
-    d->feed = s->has_feed ? &s->feed.var : NULL;
-    for (int64_t k = 0; k < d->model->config.layers; k++) {
-        d->h[k] = &s->h[k].var;
-        d->c[k] = s->has_c ? &s->c[k].var : NULL;
-    }
-    d->src_lengths = s->lengths[0] != NULL ? s->lengths[s->lengths_current] : NULL;
-}
-
-static attn_status stepper_build(attn_rnn_stepper *s, const attn_rnn_decoder *first,
-                                 int64_t max_rows)
-{
-    const attn_rnn_model *m = first->model;
-    const attn_model_config *c = &m->config;
-    const int64_t layers = c->layers;
-    s->d = *first;
-    s->max_rows = max_rows;
-    s->h = calloc((size_t)layers, sizeof *s->h);
-    s->c = calloc((size_t)layers, sizeof *s->c);
-    s->d.h = calloc(2 * (size_t)layers, sizeof *s->d.h);
-    if (s->h == NULL || s->c == NULL || s->d.h == NULL)
-        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_model_step_start: out of memory");
-    s->d.c = s->d.h + layers;
-    ATTN_TRY(row_state_init(&s->annotations, first->annotations, max_rows));
-    row_state_store(&s->annotations, first->annotations);
-    s->has_keys = first->keys != NULL && first->keys != first->annotations;
-    if (s->has_keys) {
-        ATTN_TRY(row_state_init(&s->keys, first->keys, max_rows));
-        row_state_store(&s->keys, first->keys);
-    }
-    ATTN_TRY(row_state_init(&s->summary, first->summary, max_rows));
-    row_state_store(&s->summary, first->summary);
-    /* h, c and the fed-back h~ are all [rows, hidden], like h_0. */
-    ATTN_TRY(row_state_init(&s->feed, first->h[0], max_rows));
-    for (int64_t k = 0; k < layers; k++) {
-        ATTN_TRY(row_state_init(&s->h[k], first->h[k], max_rows));
-        row_state_store(&s->h[k], first->h[k]);
-        ATTN_TRY(row_state_init(&s->c[k], first->h[k], max_rows));
-    }
-    if (first->src_lengths != NULL) {
-        const size_t bytes = (size_t)(max_rows > 0 ? max_rows : 1) * sizeof(int32_t);
-        s->lengths[0] = malloc(bytes);
-        s->lengths[1] = malloc(bytes);
-        if (s->lengths[0] == NULL || s->lengths[1] == NULL)
-            return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_model_step_start: out of memory");
-        memcpy(s->lengths[0], first->src_lengths, (size_t)first->size * sizeof(int32_t));
-    }
-    s->d.graph = s->graph;
-    point_at_states(s);
-    return ATTN_OK;
-}
-
-attn_status attn_rnn_stepper_start(const char *fn, attn_model *model, attn_graph *graph,
-                                   attn_var *memory, const int32_t *src_lengths, int64_t max_rows,
-                                   attn_rnn_stepper **out)
-{
-    const attn_rnn_model *m = attn_model_rnn_part(model);
-    attn_rnn_decoder *first;
-    ATTN_TRY(start(fn, m, graph, memory, src_lengths, &first));
-    ATTN_CHECK_ARG(max_rows >= first->size, "%s: max_rows %lld is below the batch size %lld", fn,
-                   (long long)max_rows, (long long)first->size);
-    attn_rnn_stepper *s = calloc(1, sizeof *s);
-    if (s == NULL)
-        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-    attn_status status = attn_graph_create(attn_model_params(model), &s->graph);
-    if (status == ATTN_OK) {
-        attn_graph_set_recording(s->graph, 0);
-        attn_graph_set_training(s->graph, 0);
-        status = stepper_build(s, first, max_rows);
-    }
-    if (status != ATTN_OK) {
-        s->d.model = m;
-        attn_rnn_stepper_free(s);
-        return status;
-    }
-    *out = s;
-    return ATTN_OK;
-}
-
-attn_status attn_rnn_stepper_step(attn_rnn_stepper *s, const int32_t *ids,
-                                  float *logits, float *weights)
-{
-    attn_rnn_decoder *d = &s->d;
-    const attn_rnn_model *m = d->model;
-    const int64_t step = d->step;
-    attn_var *features, *w = NULL, *out = NULL;
-    attn_status status = step_features(d, ids, &features, weights != NULL ? &w : NULL);
-    if (status == ATTN_OK)
-        status = attn_nn_linear_forward(&m->generator, s->graph, features, &out);
-    if (status == ATTN_OK) {
-        const int64_t n = d->size;
-        memcpy(logits, out->value.data, (size_t)(n * m->config.tgt_vocab) * sizeof(float));
-        if (weights != NULL && w != NULL)
-            memcpy(weights, w->value.data, (size_t)(n * d->src_len) * sizeof(float));
-        else if (weights != NULL)
-            memset(weights, 0, (size_t)(n * d->src_len) * sizeof(float));
-        for (int64_t k = 0; k < m->config.layers; k++) {
-            row_state_store(&s->h[k], d->h[k]);
-            if (d->c[k] != NULL) {
-                row_state_store(&s->c[k], d->c[k]);
-                s->has_c = 1;
-            }
-        }
-        if (d->feed != NULL) {
-            row_state_store(&s->feed, d->feed);
-            s->has_feed = 1;
-        }
-    } else {
-        d->step = step;
-    }
-    point_at_states(s);
-    attn_graph_reset(s->graph);
-    return status;
-}
-
-attn_status attn_rnn_stepper_select(attn_rnn_stepper *s, const int64_t *rows, int64_t new_size)
-{
-    row_state_gather(&s->annotations, rows, new_size);
-    if (s->has_keys)
-        row_state_gather(&s->keys, rows, new_size);
-    row_state_gather(&s->summary, rows, new_size);
-    if (s->has_feed)
-        row_state_gather(&s->feed, rows, new_size);
-    for (int64_t k = 0; k < s->d.model->config.layers; k++) {
-        row_state_gather(&s->h[k], rows, new_size);
-        if (s->has_c)
-            row_state_gather(&s->c[k], rows, new_size);
-    }
-    if (s->lengths[0] != NULL) {
-        const int32_t *from = s->lengths[s->lengths_current];
-        int32_t *to = s->lengths[!s->lengths_current];
-        for (int64_t r = 0; r < new_size; r++)
-            to[r] = from[rows[r]];
-        s->lengths_current = !s->lengths_current;
-    }
-    s->d.size = new_size;
-    point_at_states(s);
-    return ATTN_OK;
-}
-
-int64_t attn_rnn_stepper_size(const attn_rnn_stepper *s) { return s->d.size; }

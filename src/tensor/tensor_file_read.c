@@ -594,6 +594,11 @@ static attn_status check_shape(const attn_tensor_file *file, const tensor_entry 
                      format_shape(shape, ndim, expected, sizeof expected));
 }
 
+const char *attn_tensor_file_path(const attn_tensor_file *file)
+{
+    return file != NULL ? file->path : "";
+}
+
 attn_status attn_tensor_file_read_f32(const attn_tensor_file *file, const char *name, int ndim,
                                       const int64_t *shape, float *out)
 {

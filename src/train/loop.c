@@ -30,6 +30,9 @@ attn_trainer_options attn_trainer_default_options(void)
     o.schedule.warmup_steps = 1000;
     o.clip_norm = 1.0;
     o.max_epochs = 10;
+    /* A few non-finite updates happen in healthy runs (an unlucky batch early in warm-up);
+     * twenty in a row has only been seen in runs whose weights had already blown up. */
+    o.max_skipped_updates = 20;
     return o;
 }
 
@@ -66,13 +69,14 @@ static attn_status check_options(const attn_trainer_options *o)
                    (long long)o->max_epochs, (long long)o->max_steps);
     ATTN_CHECK_ARG(o->time_limit >= 0.0 && !isnan(o->time_limit),
                    "%s: time_limit must be >= 0 seconds, got %g", fn, o->time_limit);
+    ATTN_CHECK_ARG(o->max_skipped_updates >= 0, "%s: max_skipped_updates must be >= 0, got %lld",
+                   fn, (long long)o->max_skipped_updates);
     ATTN_CHECK_ARG(o->eval_every >= 0 && o->patience >= 0 && o->checkpoint_every >= 0,
                    "%s: eval_every (%lld), patience (%lld) and checkpoint_every (%lld) must not "
                    "be negative",
                    fn, (long long)o->eval_every, (long long)o->patience,
                    (long long)o->checkpoint_every);
-    ATTN_CHECK_ARG(o->n_metadata == 0 || o->metadata != NULL, "%s: metadata must not be NULL",
-                   fn);
+    ATTN_CHECK_ARG(o->n_metadata == 0 || o->metadata != NULL, "%s: metadata must not be NULL", fn);
     for (size_t i = 0; i < o->n_metadata; i++) {
         ATTN_CHECK_ARG(o->metadata[i].key != NULL && o->metadata[i].value != NULL,
                        "%s: metadata[%zu] has a NULL key or value", fn, i);
@@ -299,8 +303,7 @@ static attn_status train_step(attn_trainer *t, attn_train_event *event)
         attn_graph_reset(graph);
         attn_graph_set_training(graph, 1);
         attn_graph_set_recording(graph, 1);
-        attn_graph_set_dropout_seed(graph, o->seed,
-                                    (uint64_t)(t->step * o->accumulate + micro));
+        attn_graph_set_dropout_seed(graph, o->seed, (uint64_t)(t->step * o->accumulate + micro));
         attn_var *loss;
         int64_t batch_tokens = 0, batch_correct = 0;
         ATTN_TRY(t->model.forward_loss(t->model.self, graph, &input, 1, &loss, &batch_tokens,
@@ -345,7 +348,7 @@ static attn_status train_step(attn_trainer *t, attn_train_event *event)
 /* ---- evaluation ---------------------------------------------------------------------------- */
 
 static attn_status score_validation(attn_trainer *trainer, double *loss, double *accuracy,
-                                   int64_t *scored)
+                                    int64_t *scored)
 {
     attn_batcher *batches = trainer->valid_batches;
     ATTN_TRY(attn_batcher_seek(batches, 0, 0));
@@ -380,8 +383,7 @@ attn_status attn_trainer_evaluate(attn_trainer *trainer, double *loss, double *a
     ATTN_CHECK_NOT_NULL(trainer);
     ATTN_CHECK_NOT_NULL(loss);
     ATTN_CHECK_NOT_NULL(accuracy);
-    ATTN_CHECK_ARG(trainer->valid_batches != NULL, "%s: the trainer has no validation corpus",
-                   fn);
+    ATTN_CHECK_ARG(trainer->valid_batches != NULL, "%s: the trainer has no validation corpus", fn);
     int64_t tokens;
     return score_validation(trainer, loss, accuracy, &tokens);
 }
@@ -430,9 +432,8 @@ static int64_t planned_steps(const attn_trainer *t)
         int64_t epoch, index;
         attn_batcher_position(t->train_batches, &epoch, &index);
         int64_t per_epoch = attn_batcher_num_batches(t->train_batches);
-        int64_t batches = o->max_epochs > epoch ? per_epoch - index +
-                                                      (o->max_epochs - epoch - 1) * per_epoch
-                                                : 0;
+        int64_t batches =
+            o->max_epochs > epoch ? per_epoch - index + (o->max_epochs - epoch - 1) * per_epoch : 0;
         int64_t by_epochs = t->step + (batches + o->accumulate - 1) / o->accumulate;
         if (plan == 0 || by_epochs < plan)
             plan = by_epochs;
@@ -506,16 +507,27 @@ static attn_status run(attn_trainer *t)
         ATTN_TRY(train_step(t, &event));
         clock.tokens += event.tokens;
         int stop = report(t, &clock, &event);
+        t->skipped_in_a_row = event.skipped ? t->skipped_in_a_row + 1 : 0;
+        if (t->options.max_skipped_updates > 0 &&
+            t->skipped_in_a_row >= t->options.max_skipped_updates)
+            return attn_fail(ATTN_ERR_DIVERGED,
+                             "training diverged: the last %lld updates (to step %lld) had "
+                             "non-finite gradients and were skipped; the run stops without writing "
+                             "the model or checkpoint again. Lower the learning rate (or "
+                             "lengthen the warm-up) and start again",
+                             (long long)t->skipped_in_a_row, (long long)t->step);
         int wrote_checkpoint = 0;
         if (evaluation_due(t, epoch_before)) {
             memset(&event, 0, sizeof event);
             ATTN_TRY(evaluate_and_keep_best(t, &event));
             stop |= report(t, &clock, &event);
-            ATTN_TRY(save_checkpoint_if_set(t));
+            /* Not over the last good checkpoint while the updates are being skipped. */
+            if (t->skipped_in_a_row == 0)
+                ATTN_TRY(save_checkpoint_if_set(t));
             wrote_checkpoint = 1;
         }
         if (!wrote_checkpoint && t->options.checkpoint_every > 0 &&
-            t->step % t->options.checkpoint_every == 0)
+            t->step % t->options.checkpoint_every == 0 && t->skipped_in_a_row == 0)
             ATTN_TRY(save_checkpoint_if_set(t));
         if (stop) {
             reason = "stopped";

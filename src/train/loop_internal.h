@@ -32,6 +32,7 @@ struct attn_trainer {
 
     /* ---- this run only ---- */
     double run_start; /* the monotonic clock when attn_trainer_run started; < 0 outside it */
+    int64_t skipped_in_a_row;
     double last_loss;
     double last_valid_accuracy;
 };

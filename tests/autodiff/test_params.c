@@ -24,7 +24,8 @@ static void test_layout_is_one_aligned_buffer_per_kind(void)
     const attn_init inits[] = {attn_init_normal(1.0f), attn_init_zeros(), attn_init_ones()};
     attn_params *store = store_of(3, names, shapes, ndims, inits);
     CHECK(attn_params_count(store) == 3, "three parameters");
-    CHECK(attn_params_numel(store) == 15 + 3 + 17, "numel %lld", (long long)attn_params_numel(store));
+    CHECK(attn_params_numel(store) == 15 + 3 + 17, "numel %lld",
+          (long long)attn_params_numel(store));
     size_t end = 0;
     for (attn_param_id id = 0; id < 3; id++) {
         attn_param_info info;
@@ -44,8 +45,7 @@ static void test_layout_is_one_aligned_buffer_per_kind(void)
         CHECK(found == id, "find %s", names[id]);
     }
     CHECK(attn_params_buffer_floats(store) >= end, "buffer covers every parameter");
-    CHECK_FAILS(attn_params_find(store, "missing", &(attn_param_id){0}),
-                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_params_find(store, "missing", &(attn_param_id){0}), ATTN_ERR_INVALID_ARGUMENT);
     CHECK(strstr(attn_last_error(), "missing") != NULL, "message names it: %s", attn_last_error());
 
     /* Padding stays zero, so one loop over a whole buffer (an optimizer) is harmless. */
@@ -72,8 +72,11 @@ static void test_initialisers(void)
     const char *names[] = {"w", "n", "u", "z", "o", "x3"};
     const int64_t shapes[][2] = {{64, 32}, {4000, 0}, {3000, 0}, {5, 0}, {5, 0}, {6, 0}};
     const int ndims[] = {2, 1, 1, 1, 1, 1};
-    const attn_init inits[] = {attn_init_xavier_uniform(2.0f), attn_init_normal(0.5f),
-                               attn_init_uniform(0.25f), attn_init_zeros(), attn_init_ones(),
+    const attn_init inits[] = {attn_init_xavier_uniform(2.0f),
+                               attn_init_normal(0.5f),
+                               attn_init_uniform(0.25f),
+                               attn_init_zeros(),
+                               attn_init_ones(),
                                attn_init_normal(1.0f)};
     attn_params *store = store_of(6, names, shapes, ndims, inits);
     CHECK_OK(attn_params_init(store, 7));
@@ -82,8 +85,7 @@ static void test_initialisers(void)
     double bound = 2.0 * sqrt(6.0 / (64.0 + 32.0)), top = 0.0;
     for (int i = 0; i < 64 * 32; i++)
         top = fmax(top, fabs(w[i]));
-    CHECK(top <= bound && top > 0.95 * bound, "xavier: max |w| %g within and near %g", top,
-          bound);
+    CHECK(top <= bound && top > 0.95 * bound, "xavier: max |w| %g within and near %g", top, bound);
 
     const float *n = attn_params_data(store, 1, ATTN_PARAM_VALUES);
     double sum = 0.0, squares = 0.0;
@@ -257,10 +259,68 @@ static void test_save_and_load_by_name(void)
     CHECK_FAILS(attn_params_load(wrong, file, (attn_param_buffer)7, NULL),
                 ATTN_ERR_INVALID_ARGUMENT);
     attn_tensor_file_close(file);
-    CHECK_FAILS(attn_params_save(store, "/nonexistent-folder/x.safetensors", NULL, 0),
-                ATTN_ERR_IO);
+    CHECK_FAILS(attn_params_save(store, "/nonexistent-folder/x.safetensors", NULL, 0), ATTN_ERR_IO);
     attn_params_destroy(wrong);
     attn_params_destroy(missing);
+    attn_params_destroy(other);
+    attn_params_destroy(store);
+}
+
+/* A corrupted file must not load: NaN or infinite values anywhere, negative Adam second
+ * moments (v >= 0 always; sqrt(v) of a negative one is NaN at the next step). */
+static void test_load_refuses_values_no_run_writes(void)
+{
+    const char *names[] = {"enc.w", "dec.w"};
+    const int64_t shapes[][2] = {{4, 3}, {2, 5}};
+    const int ndims[] = {2, 2};
+    const attn_init inits[] = {attn_init_normal(1.0f), attn_init_normal(1.0f)};
+    attn_params *store = store_of(2, names, shapes, ndims, inits);
+    attn_params *other = store_of(2, names, shapes, ndims, inits);
+    CHECK_OK(attn_params_init(store, 3));
+    const char *path = ad_scratch_path("corrupt.safetensors");
+    const float bad_values[] = {NAN, INFINITY, -INFINITY};
+    for (size_t k = 0; k < sizeof bad_values / sizeof bad_values[0]; k++) {
+        float *dec_w = attn_params_data(store, 1, ATTN_PARAM_VALUES);
+        float kept = dec_w[7];
+        dec_w[7] = bad_values[k];
+        CHECK_OK(attn_params_save(store, path, NULL, 0));
+        dec_w[7] = kept;
+        attn_tensor_file *file = NULL;
+        CHECK_OK(attn_tensor_file_open(path, &file));
+        CHECK_FAILS(attn_params_load(other, file, ATTN_PARAM_VALUES, NULL), ATTN_ERR_FORMAT);
+        CHECK(strstr(attn_last_error(), "'dec.w'") != NULL &&
+                  strstr(attn_last_error(), "element 7") != NULL &&
+                  strstr(attn_last_error(), path) != NULL,
+              "names the file, tensor and element: %s", attn_last_error());
+        attn_tensor_file_close(file);
+    }
+
+    /* Second moments: zero loads (a parameter that never had a gradient), negative does not;
+     * the same negative number is a fine first moment. */
+    float *v = attn_params_buffer(store, ATTN_PARAM_ADAM_V);
+    float *m = attn_params_buffer(store, ATTN_PARAM_ADAM_M);
+    for (size_t i = 0; i < attn_params_buffer_floats(store); i++)
+        v[i] = m[i] = 0.0f;
+    attn_named_tensor tensors[4];
+    CHECK_OK(attn_params_tensors(store, ATTN_PARAM_ADAM_M, "adam_m.", tensors, 2));
+    CHECK_OK(attn_params_tensors(store, ATTN_PARAM_ADAM_V, "adam_v.", tensors + 2, 2));
+    attn_tensor_file *file = NULL;
+    CHECK_OK(attn_tensor_file_write(path, tensors, 4, NULL, 0));
+    CHECK_OK(attn_tensor_file_open(path, &file));
+    CHECK_OK(attn_params_load(other, file, ATTN_PARAM_ADAM_V, "adam_v."));
+    attn_tensor_file_close(file);
+    attn_params_data(store, 0, ATTN_PARAM_ADAM_V)[2] = -1e-3f;
+    attn_params_data(store, 0, ATTN_PARAM_ADAM_M)[2] = -1e-3f;
+    CHECK_OK(attn_params_tensors(store, ATTN_PARAM_ADAM_M, "adam_m.", tensors, 2));
+    CHECK_OK(attn_params_tensors(store, ATTN_PARAM_ADAM_V, "adam_v.", tensors + 2, 2));
+    CHECK_OK(attn_tensor_file_write(path, tensors, 4, NULL, 0));
+    CHECK_OK(attn_tensor_file_open(path, &file));
+    CHECK_OK(attn_params_load(other, file, ATTN_PARAM_ADAM_M, "adam_m."));
+    CHECK_FAILS(attn_params_load(other, file, ATTN_PARAM_ADAM_V, "adam_v."), ATTN_ERR_FORMAT);
+    CHECK(strstr(attn_last_error(), "'adam_v.enc.w'") != NULL &&
+              strstr(attn_last_error(), "negative Adam second moment") != NULL,
+          "says what is wrong: %s", attn_last_error());
+    attn_tensor_file_close(file);
     attn_params_destroy(other);
     attn_params_destroy(store);
 }
@@ -271,5 +331,6 @@ int main(void)
     RUN_TEST(test_initialisers);
     RUN_TEST(test_bad_registrations);
     RUN_TEST(test_save_and_load_by_name);
+    RUN_TEST(test_load_refuses_values_no_run_writes);
     return test_summary();
 }

@@ -62,7 +62,8 @@ static void test_tsv_errors_name_file_and_line(void)
 
 static void test_aligned_files(void)
 {
-    const char *es = write_scratch_text("a.es", "hola mundo\nbuenos d\xC3\xAD" "as\n");
+    const char *es = write_scratch_text("a.es", "hola mundo\nbuenos d\xC3\xAD"
+                                                "as\n");
     const char *en = write_scratch_text("a.en", "hello world\ngood morning\n");
     attn_corpus *corpus = NULL;
     CHECK_OK(attn_corpus_read_files(es, en, &corpus));
@@ -210,8 +211,8 @@ static synthetic make_synthetic(int n, int max_len, uint64_t seed)
             (side ? targets : sources)[i] = text;
         }
     }
-    CHECK_OK(attn_corpus_from_strings((const char *const *)sources, (const char *const *)targets,
-                                      n, &s.corpus));
+    CHECK_OK(attn_corpus_from_strings((const char *const *)sources, (const char *const *)targets, n,
+                                      &s.corpus));
     char **both = test_alloc(2 * (size_t)n * sizeof *both);
     memcpy(both, sources, (size_t)n * sizeof *both);
     memcpy(both + n, targets, (size_t)n * sizeof *both);
@@ -316,11 +317,12 @@ static void test_batches_cover_each_pair_once_within_budget(void)
                 continue;
             for (int epoch = 0; epoch < 3; epoch++) {
                 int consistent;
-                int64_t batches = read_epoch(batcher, s.corpus, budgets[b], pairs, sizes,
-                                             &consistent);
-                CHECK(consistent, "budget %lld shuffle %d epoch %d: batches match the corpus, "
-                      "padded with <pad>, within the budget", (long long)budgets[b], shuffle,
-                      epoch);
+                int64_t batches =
+                    read_epoch(batcher, s.corpus, budgets[b], pairs, sizes, &consistent);
+                CHECK(consistent,
+                      "budget %lld shuffle %d epoch %d: batches match the corpus, "
+                      "padded with <pad>, within the budget",
+                      (long long)budgets[b], shuffle, epoch);
                 CHECK(each_once(pairs, n), "budget %lld shuffle %d epoch %d: every pair once",
                       (long long)budgets[b], shuffle, epoch);
                 if (budgets[b] == 1000000)
@@ -411,8 +413,7 @@ static void test_seeded_order_and_exact_resume(void)
         pb[e] = test_alloc((size_t)n * sizeof *pb[e]);
         epoch_order(a, s.corpus, pa[e], sizes, &batches[e]);
         epoch_order(b, s.corpus, pb[e], sizes, &batches_b);
-        CHECK(batches[e] == batches_b &&
-                  memcmp(pa[e], pb[e], (size_t)n * sizeof *pa[e]) == 0,
+        CHECK(batches[e] == batches_b && memcmp(pa[e], pb[e], (size_t)n * sizeof *pa[e]) == 0,
               "epoch %d: same seed, same order", e);
     }
     epoch_order(other, s.corpus, po, sizes, &batches_other);
@@ -513,8 +514,8 @@ static void test_oversized_pair_is_alone(void)
     CHECK_OK(attn_batcher_create(corpus, &config, &batcher));
     int64_t pairs[5], sizes[5];
     int consistent = 0;
-    int64_t batches = batcher != NULL ? read_epoch(batcher, corpus, 10, pairs, sizes, &consistent)
-                                      : 0;
+    int64_t batches =
+        batcher != NULL ? read_epoch(batcher, corpus, 10, pairs, sizes, &consistent) : 0;
     CHECK(consistent && each_once(pairs, 5), "consistent epoch");
     int alone = 0;
     for (int64_t b = 0, offset = 0; b < batches; offset += sizes[b], b++)
@@ -563,9 +564,8 @@ static void test_batches_on_g2p(void)
     int64_t *pairs = test_alloc((size_t)n * sizeof *pairs);
     int64_t *sizes = test_alloc((size_t)n * sizeof *sizes);
     int consistent = 0;
-    int64_t batches = batcher != NULL ? read_epoch(batcher, corpus, 2048, pairs, sizes,
-                                                   &consistent)
-                                      : 0;
+    int64_t batches =
+        batcher != NULL ? read_epoch(batcher, corpus, 2048, pairs, sizes, &consistent) : 0;
     CHECK(consistent && each_once(pairs, n), "G2P epoch: %lld batches, each pair once",
           (long long)batches);
     free(pairs);
@@ -576,6 +576,54 @@ static void test_batches_on_g2p(void)
     attn_corpus_destroy(corpus);
 }
 
+/* Pairs over either limit go; the rest keep their order, strings, ids and file lines. */
+static void test_drop_longer(void)
+{
+    const char *sources[] = {"abc", "abcdefgh", "ab", "a", "abcd"};
+    const char *targets[] = {"x y", "x", "x y z w", "y", "x y z"};
+    attn_corpus *corpus = NULL;
+    CHECK_OK(attn_corpus_from_strings(sources, targets, 5, &corpus));
+    if (corpus == NULL)
+        return;
+    attn_tokenizer *letters = train("char", sources, 5);
+    attn_tokenizer *words = train("word", targets, 5);
+    int64_t dropped = -1;
+    CHECK_FAILS(attn_corpus_drop_longer(corpus, 4, 3, &dropped), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(message_has("not encoded", NULL), "says why: %s", attn_last_error());
+    CHECK_OK(attn_corpus_encode(corpus, letters, words));
+    CHECK_FAILS(attn_corpus_drop_longer(corpus, 0, 3, &dropped), ATTN_ERR_INVALID_ARGUMENT);
+    /* "abcdefgh" has 8 > 4 source tokens; "x y z w" has 4 > 3 target tokens. */
+    CHECK_OK(attn_corpus_drop_longer(corpus, 4, 3, &dropped));
+    CHECK(dropped == 2, "dropped %lld, expected 2", (long long)dropped);
+    const int kept[] = {0, 3, 4};
+    CHECK(attn_corpus_size(corpus) == 3, "size %lld", (long long)attn_corpus_size(corpus));
+    for (int64_t k = 0; k < attn_corpus_size(corpus) && k < 3; k++) {
+        const int i = kept[k];
+        CHECK(strcmp(attn_corpus_sources(corpus)[k], sources[i]) == 0 &&
+                  strcmp(attn_corpus_targets(corpus)[k], targets[i]) == 0,
+              "pair %lld is the old pair %d", (long long)k, i);
+        int32_t *expected;
+        int64_t n, length;
+        const int32_t *ids;
+        CHECK_OK(attn_tokenizer_encode(letters, sources[i], &expected, &n));
+        CHECK_OK(attn_corpus_source_ids(corpus, k, &ids, &length));
+        CHECK(length == n && memcmp(ids, expected, (size_t)n * sizeof *ids) == 0,
+              "source ids of pair %lld", (long long)k);
+        free(expected);
+        CHECK_OK(attn_tokenizer_encode(words, targets[i], &expected, &n));
+        CHECK_OK(attn_corpus_target_ids(corpus, k, &ids, &length));
+        CHECK(length == n + 2 && memcmp(ids + 1, expected, (size_t)n * sizeof *ids) == 0,
+              "target ids of pair %lld", (long long)k);
+        free(expected);
+    }
+    /* Limits that every pair meets drop nothing. */
+    CHECK_OK(attn_corpus_drop_longer(corpus, 4, 3, &dropped));
+    CHECK(dropped == 0 && attn_corpus_size(corpus) == 3, "nothing more to drop");
+    attn_tokenizer_destroy(letters);
+    attn_tokenizer_destroy(words);
+    attn_corpus_destroy(corpus);
+}
+
 int main(void)
 {
     RUN_TEST(test_tsv_reads_pairs);
@@ -583,6 +631,7 @@ int main(void)
     RUN_TEST(test_aligned_files);
     RUN_TEST(test_real_corpora_read);
     RUN_TEST(test_encode_convention);
+    RUN_TEST(test_drop_longer);
     RUN_TEST(test_batches_cover_each_pair_once_within_budget);
     RUN_TEST(test_batches_are_bucketed_and_full);
     RUN_TEST(test_seeded_order_and_exact_resume);

@@ -6,6 +6,7 @@
 #include "harness.h"
 #include "core/internal.h"
 #include "decode/decode_internal.h"
+#include "models/step_decoder.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -18,11 +19,12 @@ typedef struct scripted scripted;
 typedef void (*script_fn)(const scripted *m, uint64_t seed, const int32_t *prefix, int64_t len,
                           float *logits);
 
+/* A step decoder (models/step_decoder.h) whose logits and cross maps are scripted: base.size
+ * rows, base.steps steps so far, base.cross_maps maps of base.src_len columns. */
 struct scripted {
-    int64_t vocab, maps, src_len;
+    attn_step_decoder base;
     script_fn logits_of;
     float eos_bias;      /* hash_logits: added to </s> (more or fewer early endings) */
-    int64_t rows, max_rows, steps, max_steps;
     uint64_t *seed;      /* [max_rows] which sentence a row decodes */
     int32_t *src_length; /* [max_rows] */
     int32_t *prefix;     /* [max_rows, SCRIPT_MAX_TOKENS] */
@@ -30,8 +32,7 @@ struct scripted {
     uint64_t *seed_tmp;
     int32_t *src_length_tmp, *prefix_tmp;
     int64_t *len_tmp;
-    int64_t most_rows;   /* the most rows ever held */
-    int violations;      /* rows or steps beyond what the search promised */
+    int64_t most_rows; /* the most rows ever held */
 };
 
 static uint64_t prefix_hash(uint64_t seed, const int32_t *prefix, int64_t len)
@@ -52,7 +53,7 @@ static void hash_logits(const scripted *m, uint64_t seed, const int32_t *prefix,
                         float *logits)
 {
     uint64_t h = prefix_hash(seed, prefix, len);
-    for (int64_t v = 0; v < m->vocab; v++)
+    for (int64_t v = 0; v < m->base.vocab; v++)
         logits[v] = (float)(6.0 * hash_unit(h, (uint64_t)v) - 3.0);
     logits[ATTN_EOS_ID] += m->eos_bias;
 }
@@ -72,20 +73,19 @@ static void short_or_long_logits(const scripted *m, uint64_t seed, const int32_t
     } else if (len == 3 && prefix[1] == 4 && prefix[2] == 5) {
         p[2] = 0.99, p[3] = 0.004, p[4] = 0.003, p[5] = 0.003;
     }
-    for (int64_t v = 0; v < m->vocab; v++)
+    for (int64_t v = 0; v < m->base.vocab; v++)
         logits[v] = (float)log(p[v] > 0 ? p[v] : 1e-9);
 }
+
+static const attn_step_decoder_ops scripted_ops;
 
 static void scripted_init(scripted *m, int64_t vocab, int64_t maps, int64_t src_len,
                           script_fn logits_of, int64_t max_rows, int64_t max_steps)
 {
     memset(m, 0, sizeof *m);
-    m->vocab = vocab;
-    m->maps = maps;
-    m->src_len = src_len;
+    m->base =
+        (attn_step_decoder){&scripted_ops, 0, max_rows, max_steps, 0, vocab, src_len, maps, 1};
     m->logits_of = logits_of;
-    m->max_rows = max_rows;
-    m->max_steps = max_steps;
     size_t r = (size_t)max_rows;
     m->seed = test_alloc(r * sizeof *m->seed);
     m->src_length = test_alloc(r * sizeof *m->src_length);
@@ -101,9 +101,8 @@ static void scripted_init(scripted *m, int64_t vocab, int64_t maps, int64_t src_
 static void scripted_start(scripted *m, int64_t size, const uint64_t *seeds,
                            const int32_t *src_lengths)
 {
-    m->rows = m->most_rows = size;
-    m->steps = 0;
-    m->violations = 0;
+    m->base.size = m->most_rows = size;
+    m->base.steps = 0;
     for (int64_t b = 0; b < size; b++) {
         m->seed[b] = seeds[b];
         m->src_length[b] = src_lengths[b];
@@ -128,49 +127,43 @@ static void scripted_cross(const scripted *m, int64_t row, float *cross)
 {
     uint64_t h = prefix_hash(m->seed[row] ^ 0x5eedULL, m->prefix + row * SCRIPT_MAX_TOKENS,
                              m->len[row]);
-    for (int64_t k = 0; k < m->maps; k++) {
-        float *map = cross + k * m->src_len;
+    for (int64_t k = 0; k < m->base.cross_maps; k++) {
+        float *map = cross + k * m->base.src_len;
         double sum = 0;
-        for (int64_t j = 0; j < m->src_len; j++) {
+        for (int64_t j = 0; j < m->base.src_len; j++) {
             map[j] = j < m->src_length[row]
-                         ? (float)(0.1 + hash_unit(h, (uint64_t)(k * m->src_len + j)))
+                         ? (float)(0.1 + hash_unit(h, (uint64_t)(k * m->base.src_len + j)))
                          : 0.0f;
             sum += map[j];
         }
-        for (int64_t j = 0; j < m->src_len; j++)
+        for (int64_t j = 0; j < m->base.src_len; j++)
             map[j] = (float)(map[j] / sum);
     }
 }
 
-static attn_status scripted_step(void *self, const int32_t *ids, float *logits, float *cross)
+/* attn_model_step and attn_model_step_select check the arguments against base (rows within
+ * max_rows and the current size, steps within max_steps) before they call these. */
+static attn_status scripted_step(attn_step_decoder *decoder, const int32_t *ids, float *logits,
+                                 float *cross)
 {
-    scripted *m = self;
-    if (m->steps >= m->max_steps)
-        m->violations++;
-    m->steps++;
-    for (int64_t r = 0; r < m->rows; r++) {
+    scripted *m = (scripted *)decoder;
+    const int64_t vocab = m->base.vocab, map_floats = m->base.cross_maps * m->base.src_len;
+    for (int64_t r = 0; r < m->base.size; r++) {
         int32_t *prefix = m->prefix + r * SCRIPT_MAX_TOKENS;
         prefix[m->len[r]++] = ids[r];
-        m->logits_of(m, m->seed[r], prefix, m->len[r], logits + r * m->vocab);
+        m->logits_of(m, m->seed[r], prefix, m->len[r], logits + r * vocab);
         if (cross != NULL)
-            scripted_cross(m, r, cross + r * m->maps * m->src_len);
+            scripted_cross(m, r, cross + r * map_floats);
     }
     return ATTN_OK;
 }
 
-static attn_status scripted_select(void *self, const int64_t *rows, int64_t new_size)
+static attn_status scripted_select(attn_step_decoder *decoder, const int64_t *rows,
+                                   int64_t new_size)
 {
-    scripted *m = self;
-    if (new_size > m->max_rows) {
-        m->violations++;
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "scripted: %lld rows", (long long)new_size);
-    }
+    scripted *m = (scripted *)decoder;
     for (int64_t r = 0; r < new_size; r++) {
         int64_t from = rows[r];
-        if (from < 0 || from >= m->rows) {
-            m->violations++;
-            return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "scripted: row %lld", (long long)from);
-        }
         m->seed_tmp[r] = m->seed[from];
         m->src_length_tmp[r] = m->src_length[from];
         m->len_tmp[r] = m->len[from];
@@ -181,17 +174,18 @@ static attn_status scripted_select(void *self, const int64_t *rows, int64_t new_
     memcpy(m->src_length, m->src_length_tmp, (size_t)new_size * sizeof *m->src_length);
     memcpy(m->len, m->len_tmp, (size_t)new_size * sizeof *m->len);
     memcpy(m->prefix, m->prefix_tmp, (size_t)new_size * SCRIPT_MAX_TOKENS * sizeof *m->prefix);
-    m->rows = new_size;
     if (new_size > m->most_rows)
         m->most_rows = new_size;
     return ATTN_OK;
 }
 
-static attn_search_model as_search_model(scripted *m)
+/* The tests own their scripted models (scripted_free). */
+static void scripted_keep(attn_step_decoder *decoder)
 {
-    attn_search_model s = {m, m->vocab, m->src_len, m->maps, scripted_step, scripted_select};
-    return s;
+    (void)decoder;
 }
+
+static const attn_step_decoder_ops scripted_ops = {scripted_step, scripted_select, scripted_keep};
 
 /* Runs the search over sentences (seeds, src_lengths, max_lengths) on a fresh scripted model. */
 static attn_status search_sentences(scripted *m, int64_t size, const uint64_t *seeds,
@@ -200,10 +194,9 @@ static attn_status search_sentences(scripted *m, int64_t size, const uint64_t *s
                                     attn_decode_result *result)
 {
     scripted_start(m, size, seeds, src_lengths);
-    attn_search_model s = as_search_model(m);
     memset(result, 0, sizeof *result);
     result->size = size;
-    return attn_search_run(&s, size, src_lengths, max_lengths, options, result);
+    return attn_search_run(&m->base, size, src_lengths, max_lengths, options, result);
 }
 
 static attn_decode_options beam_options(int64_t beam, int64_t nbest, double alpha)
@@ -221,7 +214,7 @@ static double step_log_prob(const scripted *m, uint64_t seed, const int32_t *pre
 {
     float logits[64];
     m->logits_of(m, seed, prefix, len, logits);
-    attn_log_softmax_forward(1, m->vocab, logits, logits);
+    attn_log_softmax_forward(1, m->base.vocab, logits, logits);
     return (double)logits[token];
 }
 
@@ -252,7 +245,7 @@ static void enumerate(const scripted *m, uint64_t seed, int32_t *prefix, int64_t
         e->score = log_prob / attn_decode_length_penalty(length, alpha);
         return;
     }
-    for (int32_t v = ATTN_EOS_ID; v < m->vocab; v++) {
+    for (int32_t v = ATTN_EOS_ID; v < m->base.vocab; v++) {
         double lp = log_prob + step_log_prob(m, seed, prefix, len, v);
         if (v == ATTN_EOS_ID) {
             enumerated *e = &out->items[out->count++];
@@ -308,7 +301,7 @@ static void test_exact_search_equals_brute_force(void)
             if (status != ATTN_OK)
                 continue;
             cases++;
-            stopped_early += m.steps < max_length;
+            stopped_early += m.base.steps < max_length;
             all.count = 0;
             int32_t prefix[SCRIPT_MAX_TOKENS] = {ATTN_BOS_ID};
             enumerate(&m, seed, prefix, 1, 0.0, max_length, alphas[a], &all);
@@ -327,7 +320,8 @@ static void test_exact_search_equals_brute_force(void)
                           (unsigned long long)seed, alphas[a], (long long)j, (long long)h->length,
                           h->score, (long long)e->length, e->score);
             }
-            CHECK(m.violations == 0, "the search stayed within its rows and steps");
+            CHECK(m.most_rows <= beam && m.base.steps <= max_length,
+                  "the search stayed within its rows and steps");
             attn_decode_free_sentences(&result);
         }
     }
@@ -388,9 +382,9 @@ static void greedy_by_hand(const scripted *m, uint64_t seed, int64_t max_length,
     for (;;) {
         float logits[64];
         m->logits_of(m, seed, prefix, len, logits);
-        attn_log_softmax_forward(1, m->vocab, logits, logits);
+        attn_log_softmax_forward(1, m->base.vocab, logits, logits);
         int32_t best = ATTN_EOS_ID;
-        for (int32_t v = ATTN_EOS_ID; v < m->vocab; v++)
+        for (int32_t v = ATTN_EOS_ID; v < m->base.vocab; v++)
             if (logits[v] > logits[best])
                 best = v;
         log_prob += (double)logits[best];
@@ -453,12 +447,13 @@ static int replays_exactly(scripted *fresh, uint64_t seed, int32_t src_length,
     int ok = 1;
     int32_t input = ATTN_BOS_ID;
     for (int64_t t = 0; t < h->steps; t++) {
-        scripted_step(fresh, &input, logits, cross);
-        attn_log_softmax_forward(1, fresh->vocab, logits, logits);
+        ok &= attn_model_step(&fresh->base, &input, logits, cross) == ATTN_OK;
+        attn_log_softmax_forward(1, fresh->base.vocab, logits, logits);
         int32_t next = t < h->length ? h->tokens[t] : ATTN_EOS_ID;
         log_prob += (double)logits[next];
-        for (int64_t k = 0; k < fresh->maps; k++)
-            ok &= memcmp(cross + k * fresh->src_len, h->cross + (t * fresh->maps + k) * src_length,
+        const int64_t maps = fresh->base.cross_maps;
+        for (int64_t k = 0; k < maps; k++)
+            ok &= memcmp(cross + k * fresh->base.src_len, h->cross + (t * maps + k) * src_length,
                          (size_t)src_length * sizeof *cross) == 0;
         input = next;
     }
@@ -486,8 +481,8 @@ static void test_batch_equals_one_by_one_and_alignments_replay(void)
     attn_decode_result together;
     CHECK_OK(search_sentences(&batch, SENTENCES, seeds, src_lengths, max_lengths, &o,
                               &together));
-    CHECK(batch.violations == 0 && batch.most_rows <= SENTENCES * beam,
-          "rows within size * beam (%lld)", (long long)batch.most_rows);
+    CHECK(batch.most_rows <= SENTENCES * beam, "rows within size * beam (%lld)",
+          (long long)batch.most_rows);
     int same = 1, replayed = 1, ordered = 1, distinct = 1, reordered = 0;
     for (int i = 0; i < SENTENCES && together.sentences != NULL; i++) {
         attn_decode_result single;

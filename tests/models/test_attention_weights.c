@@ -7,12 +7,16 @@
  * row is a distribution over the positions it may see; bad requests fail with a message. */
 #include "attn/attn.h"
 #include "harness.h"
+#include "models_testing.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 enum { BOS = 1, SRC_LEN = 6, TGT_LEN = 5, HEADS = 2, D_MODEL = 8 };
+
+/* Values U(-1, 1) everywhere, so that no map is uniform by accident. */
+static const float VALUE_RANGE = 1.0f;
 
 static const int32_t src[SRC_LEN] = {4, 5, 6, 7, 8, 4};
 static const int32_t tgt[TGT_LEN] = {BOS, 5, 9, 3, 7};
@@ -31,19 +35,6 @@ static attn_model_config config_of(attn_model_arch arch)
     c.max_len = 16;
     c.dropout = 0.3; /* must not apply: the maps are inference's */
     return c;
-}
-
-/* Values U(-1, 1) everywhere, so that no map is uniform by accident. */
-static attn_model *new_model(const attn_model_config *c, uint64_t seed)
-{
-    attn_model *m = NULL;
-    CHECK_OK(attn_model_create(c, &m));
-    if (m == NULL)
-        return NULL;
-    attn_params *store = attn_model_params(m);
-    test_fill_uniform(attn_params_buffer(store, ATTN_PARAM_VALUES),
-                      attn_params_buffer_floats(store), -1.0f, 1.0f, seed);
-    return m;
 }
 
 static attn_graph *new_graph(attn_model *m)
@@ -128,7 +119,7 @@ static attn_status record(void *ctx, int64_t index, const float *weights, int64_
 static void test_observer_sees_every_attention_in_order(void)
 {
     attn_model_config c = config_of(ATTN_ARCH_TRANSFORMER);
-    attn_model *m = new_model(&c, 3);
+    attn_model *m = new_model(&c, 3, VALUE_RANGE);
     attn_graph *g = new_graph(m);
     if (m == NULL || g == NULL)
         return;
@@ -267,7 +258,7 @@ static void test_observer_weights_are_the_operations(void)
 static void test_cross_attention_is_the_step_decoders(void)
 {
     attn_model_config c = config_of(ATTN_ARCH_TRANSFORMER);
-    attn_model *m = new_model(&c, 5);
+    attn_model *m = new_model(&c, 5, VALUE_RANGE);
     attn_graph *g = new_graph(m);
     if (m == NULL || g == NULL)
         return;
@@ -311,7 +302,7 @@ static void check_zeroed_module(attn_model_arch arch, const char *module,
                                 attn_attention_kind zeroed_kind, int64_t zeroed_layer)
 {
     attn_model_config c = config_of(arch);
-    attn_model *m = new_model(&c, 7);
+    attn_model *m = new_model(&c, 7, VALUE_RANGE);
     attn_graph *g = new_graph(m);
     if (m == NULL || g == NULL)
         return;
@@ -374,7 +365,7 @@ static void test_kind_and_layer_name_the_map(void)
 static void test_bad_requests(void)
 {
     attn_model_config c = config_of(ATTN_ARCH_TRANSFORMER);
-    attn_model *m = new_model(&c, 9);
+    attn_model *m = new_model(&c, 9, VALUE_RANGE);
     attn_graph *g = new_graph(m);
     float w[HEADS * TGT_LEN * SRC_LEN];
     if (m == NULL || g == NULL)
@@ -413,7 +404,7 @@ static void test_bad_requests(void)
     r.embedding_dim = 4;
     r.attention_dim = 4;
     r.max_len = 16;
-    m = new_model(&r, 11);
+    m = new_model(&r, 11, VALUE_RANGE);
     g = new_graph(m);
     if (m != NULL && g != NULL)
         CHECK_FAILS(attn_model_attention_weights(m, g, src, SRC_LEN, tgt, TGT_LEN,

@@ -4,6 +4,7 @@
  * beam reordering, reversed sources, save/load, arena reuse, and argument checks. The
  * copy/reverse/sort learnability tests are in test_rnn_learn.c. */
 #include "../autodiff/autodiff_testing.h"
+#include "models_testing.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -26,15 +27,6 @@ static attn_model_config tiny_config(attn_rnn_attention attention)
     c.attention = attention;
     c.bidirectional = attention != ATTN_RNN_LUONG_DOT;
     return c;
-}
-
-static attn_model *new_model(const attn_model_config *c, uint64_t seed)
-{
-    attn_model *m = NULL;
-    CHECK_OK(attn_model_create(c, &m));
-    if (m != NULL)
-        CHECK_OK(attn_model_init(m, seed));
-    return m;
 }
 
 /* 3 sentences with padding in source and target; one source is empty. */
@@ -158,7 +150,7 @@ static void test_parameter_names(void)
     /* Bahdanau: H = 3, E = 4, A = 6, da = 5, 2 layers. */
     attn_model_config c = tiny_config(ATTN_RNN_BAHDANAU);
     c.layers = 2;
-    attn_model *m = new_model(&c, 1);
+    attn_model *m = new_model(&c, 1, MODEL_OWN_INIT);
     CHECK(shape_is(m, "src_embed.weight", 2, 9, 4) && shape_is(m, "tgt_embed.weight", 2, 11, 4) &&
               shape_is(m, "encoder.weight_ih_l0", 2, 9, 4) &&
               shape_is(m, "encoder.weight_ih_l1_reverse", 2, 9, 6) &&
@@ -181,7 +173,7 @@ static void test_parameter_names(void)
     c.cell = ATTN_RNN_LSTM;
     c.local = ATTN_RNN_LOCAL_P;
     c.input_feeding = 1;
-    m = new_model(&c, 1);
+    m = new_model(&c, 1, MODEL_OWN_INIT);
     CHECK(shape_is(m, "decoder.0.weight_ih", 2, 12, 4 + 3) &&
               shape_is(m, "attention.weight", 2, 5, 3 + 6) && shape_is(m, "attention.v", 1, 5, 0) &&
               shape_is(m, "attention.predict_weight", 2, 5, 3) &&
@@ -195,7 +187,7 @@ static void test_parameter_names(void)
 
     c = tiny_config(ATTN_RNN_NO_ATTENTION);
     c.bidirectional = 0;
-    m = new_model(&c, 1);
+    m = new_model(&c, 1, MODEL_OWN_INIT);
     CHECK(shape_is(m, "decoder.0.weight_ih", 2, 9, 4 + 3) &&
               shape_is(m, "generator.weight", 2, 11, 3 + 4 + 3) &&
               !shape_is(m, "bridge.0.weight", 2, 3, 3),
@@ -269,7 +261,7 @@ static int make_variants(variant *v)
 
 static void check_model_gradients(const char *what, attn_model_config c, int training)
 {
-    attn_model *m = new_model(&c, 2);
+    attn_model *m = new_model(&c, 2, MODEL_OWN_INIT);
     randomise(m, 3);
     model_ctx ctx = {m, fixed_batch()};
     ad_problem p = {what, 0, NULL, attn_model_params(m), build_loss, &ctx, training, 6};
@@ -294,32 +286,6 @@ static void test_model_gradients_match_finite_differences(void)
     CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
 }
 
-/* Logits, then every parameter gradient, at one instruction set. */
-static float *logits_and_grads(attn_model *m, attn_isa isa, size_t *count)
-{
-    CHECK_OK(attn_set_isa(isa));
-    attn_params *store = attn_model_params(m);
-    attn_graph *g = NULL;
-    CHECK_OK(attn_graph_create(store, &g));
-    attn_model_batch batch = fixed_batch();
-    attn_var *logits = NULL, *loss = NULL;
-    CHECK_OK(attn_model_forward_logits(m, g, &batch, &logits));
-    size_t n_logits = logits ? (size_t)attn_tensor_numel(&logits->value) : 0;
-    size_t n_grads = attn_params_buffer_floats(store);
-    float *out = test_alloc((n_logits + n_grads) * sizeof(float));
-    if (logits != NULL)
-        memcpy(out, logits->value.data, n_logits * sizeof(float));
-    attn_graph_reset(g);
-    attn_params_zero_grad(store);
-    CHECK_OK(attn_model_forward_loss(m, g, &batch, &loss));
-    CHECK_OK(attn_graph_backward(g, loss));
-    memcpy(out + n_logits, attn_params_buffer(store, ATTN_PARAM_GRADS), n_grads * sizeof(float));
-    attn_graph_destroy(g);
-    CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
-    *count = n_logits + n_grads;
-    return out;
-}
-
 static void test_every_isa_matches_the_reference(void)
 {
     CHECK_OK(attn_set_num_threads(2));
@@ -330,9 +296,10 @@ static void test_every_isa_matches_the_reference(void)
         c.hidden = 17; /* odd sizes: vector tails */
         c.embedding_dim = 7;
         c.attention_dim = 9;
-        attn_model *m = new_model(&c, 4);
+        attn_model *m = new_model(&c, 4, MODEL_OWN_INIT);
+        const attn_model_batch batch = fixed_batch();
         size_t count;
-        float *reference = logits_and_grads(m, ATTN_ISA_REFERENCE, &count);
+        float *reference = logits_and_grads(m, &batch, ATTN_ISA_REFERENCE, &count);
         double *as_double = test_alloc(count * sizeof(double));
         for (size_t j = 0; j < count; j++)
             as_double[j] = reference[j];
@@ -341,8 +308,8 @@ static void test_every_isa_matches_the_reference(void)
             if (!attn_isa_supported(isas[k]))
                 continue;
             size_t n1, n2;
-            float *first = logits_and_grads(m, isas[k], &n1);
-            float *second = logits_and_grads(m, isas[k], &n2);
+            float *first = logits_and_grads(m, &batch, isas[k], &n1);
+            float *second = logits_and_grads(m, &batch, isas[k], &n2);
             char what[160];
             snprintf(what, sizeof what, "%s at %s", v[i].name, attn_isa_name(isas[k]));
             CHECK_ARRAYS_CLOSE(what, first, as_double, count, 2e-5, 1e-3);
@@ -397,7 +364,7 @@ static void test_padding_and_neighbours_are_invisible(void)
     variant v[8];
     int n = make_variants(v);
     for (int i = 0; i < n; i++) {
-        attn_model *m = new_model(&v[i].config, 5);
+        attn_model *m = new_model(&v[i].config, 5, MODEL_OWN_INIT);
         attn_model_batch batch = fixed_batch();
         size_t count;
         float *base = logits_of(m, &batch, &count);
@@ -462,7 +429,7 @@ static void test_step_decoding_matches_teacher_forcing(void)
     int n = make_variants(v);
     const int64_t steps = TGT_LEN - 1, vocab = 11;
     for (int i = 0; i < n; i++) {
-        attn_model *m = new_model(&v[i].config, 6);
+        attn_model *m = new_model(&v[i].config, 6, MODEL_OWN_INIT);
         attn_graph *g = NULL;
         CHECK_OK(attn_graph_create(attn_model_params(m), &g));
         attn_graph_set_recording(g, 0);
@@ -471,31 +438,31 @@ static void test_step_decoding_matches_teacher_forcing(void)
         CHECK_OK(attn_model_encode(m, g, BATCH, SRC_LEN, batch_src, batch_src_lengths, &memory));
         CHECK_OK(attn_model_decode(m, g, memory, batch_src_lengths, BATCH, steps, batch_tgt,
                                    TGT_LEN, NULL, &all));
-        attn_rnn_decoder *d = NULL;
-        CHECK_OK(attn_model_rnn_decoder_start(m, g, memory, batch_src_lengths, &d));
+        attn_step_decoder *d = NULL;
+        CHECK_OK(attn_model_step_start(m, g, memory, batch_src_lengths, BATCH, steps, &d));
         double worst = 0.0, worst_sum = 0.0, worst_padding = 0.0;
         int weights_seen = 1;
         for (int64_t t = 0; t < steps && d != NULL && all != NULL; t++) {
             int32_t ids[BATCH];
             for (int b = 0; b < BATCH; b++)
                 ids[b] = batch_tgt[b * TGT_LEN + t];
-            attn_var *logits = NULL, *weights = NULL;
-            CHECK_OK(attn_model_rnn_decoder_step(d, ids, &logits, &weights));
-            if (logits == NULL)
-                break;
+            float logits[BATCH * 11], weights[BATCH * SRC_LEN];
+            memset(weights, 0xff, sizeof weights); /* NaN: every weight must be written */
+            CHECK_OK(attn_model_step(d, ids, logits, weights));
             for (int b = 0; b < BATCH; b++)
                 for (int64_t k = 0; k < vocab; k++)
-                    worst = fmax(worst, fabs((double)logits->value.data[b * vocab + k] -
+                    worst = fmax(worst, fabs((double)logits[b * vocab + k] -
                                              (double)all->value.data[(b * steps + t) * vocab + k]));
             if (v[i].config.attention == ATTN_RNN_NO_ATTENTION) {
-                weights_seen &= weights == NULL;
+                for (int j = 0; j < BATCH * SRC_LEN; j++)
+                    weights_seen &= weights[j] == 0.0f;
                 continue;
             }
-            weights_seen &= weights != NULL;
-            for (int b = 0; weights != NULL && b < BATCH; b++) {
+            for (int b = 0; b < BATCH; b++) {
                 double sum = 0.0;
                 for (int j = 0; j < SRC_LEN; j++) {
-                    double w = weights->value.data[b * SRC_LEN + j];
+                    double w = weights[b * SRC_LEN + j];
+                    weights_seen &= w == w;
                     if (j >= batch_src_lengths[b])
                         worst_padding = fmax(worst_padding, fabs(w));
                     sum += w;
@@ -512,8 +479,10 @@ static void test_step_decoding_matches_teacher_forcing(void)
                     worst_sum = fmax(worst_sum, fabs(sum - 1.0));
             }
         }
+        attn_model_step_destroy(d);
         CHECK(worst < 1e-5, "%s: stepping gives the teacher-forced logits (%g)", v[i].name, worst);
-        CHECK(weights_seen, "%s: weights given exactly when there is attention", v[i].name);
+        CHECK(weights_seen, "%s: weights written at every step, all zero without attention",
+              v[i].name);
         CHECK(worst_sum < 1e-5 && worst_padding == 0.0,
               "%s: weights sum to 1 (0 for an empty source), none on padding", v[i].name);
         attn_graph_destroy(g);
@@ -528,8 +497,8 @@ static void test_reorder_follows_the_rows(void)
     int n = make_variants(v);
     static const int64_t rows[BATCH] = {2, 0, 0};
     for (int i = 0; i < n; i++) {
-        attn_model *m = new_model(&v[i].config, 7);
-        float results[2][BATCH * 11];
+        attn_model *m = new_model(&v[i].config, 7, MODEL_OWN_INIT);
+        float results[2][BATCH * 11] = {{0}};
         for (int pass = 0; pass < 2; pass++) {
             /* pass 0: the batch, reordered after two steps; pass 1: the permuted batch */
             int32_t src[BATCH * SRC_LEN], lengths[BATCH], history[BATCH * 3];
@@ -544,23 +513,22 @@ static void test_reorder_follows_the_rows(void)
             CHECK_OK(attn_graph_create(attn_model_params(m), &g));
             attn_graph_set_recording(g, 0);
             attn_graph_set_training(g, 0);
-            attn_var *memory = NULL, *logits = NULL;
-            attn_rnn_decoder *d = NULL;
+            attn_var *memory = NULL;
+            attn_step_decoder *d = NULL;
             CHECK_OK(attn_model_encode(m, g, BATCH, SRC_LEN, src, lengths, &memory));
-            CHECK_OK(attn_model_rnn_decoder_start(m, g, memory, lengths, &d));
+            CHECK_OK(attn_model_step_start(m, g, memory, lengths, BATCH, 3, &d));
             for (int t = 0; t < 3 && d != NULL; t++) {
                 int32_t ids[BATCH];
                 for (int b = 0; b < BATCH; b++)
                     ids[b] = history[b * 3 + t];
                 if (pass == 0 && t == 2) {
-                    CHECK_OK(attn_model_rnn_decoder_reorder(d, rows));
+                    CHECK_OK(attn_model_step_select(d, rows, BATCH));
                     for (int b = 0; b < BATCH; b++)
                         ids[b] = history[rows[b] * 3 + t];
                 }
-                CHECK_OK(attn_model_rnn_decoder_step(d, ids, &logits, NULL));
+                CHECK_OK(attn_model_step(d, ids, results[pass], NULL));
             }
-            if (logits != NULL)
-                memcpy(results[pass], logits->value.data, sizeof results[pass]);
+            attn_model_step_destroy(d);
             attn_graph_destroy(g);
         }
         CHECK(memcmp(results[0], results[1], sizeof results[0]) == 0,
@@ -574,9 +542,9 @@ static void test_reversed_source_reads_the_sentence_backwards(void)
     attn_model_config c = tiny_config(ATTN_RNN_NO_ATTENTION);
     c.bidirectional = 0;
     c.reverse_source = 1;
-    attn_model *reversing = new_model(&c, 8);
+    attn_model *reversing = new_model(&c, 8, MODEL_OWN_INIT);
     c.reverse_source = 0;
-    attn_model *plain = new_model(&c, 9);
+    attn_model *plain = new_model(&c, 9, MODEL_OWN_INIT);
     attn_params *a = attn_model_params(reversing), *b = attn_model_params(plain);
     memcpy(attn_params_buffer(b, ATTN_PARAM_VALUES), attn_params_buffer(a, ATTN_PARAM_VALUES),
            attn_params_buffer_floats(a) * sizeof(float));
@@ -612,7 +580,7 @@ static void test_save_and_load_give_identical_logits(void)
     c.local = ATTN_RNN_LOCAL_P;
     c.input_feeding = 1;
     c.layers = 2;
-    attn_model *m = new_model(&c, 10);
+    attn_model *m = new_model(&c, 10, MODEL_OWN_INIT);
     const char *path = ad_scratch_path("rnn.safetensors");
     const attn_metadata_entry extra = {"note", "rnn test"};
     CHECK_OK(attn_model_save(m, path, &extra, 1));
@@ -636,7 +604,7 @@ static void test_no_arena_growth_after_the_first_step(void)
 {
     attn_model_config c = tiny_config(ATTN_RNN_BAHDANAU);
     c.dropout = 0.1;
-    attn_model *m = new_model(&c, 11);
+    attn_model *m = new_model(&c, 11, MODEL_OWN_INIT);
     attn_params *store = attn_model_params(m);
     attn_graph *g = NULL;
     CHECK_OK(attn_graph_create(store, &g));
@@ -667,7 +635,7 @@ static void test_bad_arguments_are_rejected(void)
 {
     const attn_status bad = ATTN_ERR_INVALID_ARGUMENT;
     attn_model_config c = tiny_config(ATTN_RNN_BAHDANAU);
-    attn_model *m = new_model(&c, 12);
+    attn_model *m = new_model(&c, 12, MODEL_OWN_INIT);
     attn_graph *g = NULL;
     CHECK_OK(attn_graph_create(attn_model_params(m), &g));
     attn_var *out = NULL, *memory = NULL;
@@ -719,44 +687,34 @@ static void test_bad_arguments_are_rejected(void)
     attn_graph_reset(g);
     CHECK_OK(attn_model_encode(m, g, BATCH, SRC_LEN, batch_src, batch_src_lengths, &memory));
 
-    attn_rnn_decoder *d = NULL;
-    CHECK_FAILS(attn_model_rnn_decoder_start(m, g, NULL, NULL, &d), bad);
-    CHECK_FAILS(attn_model_rnn_decoder_start(NULL, g, memory, NULL, &d), bad);
-    CHECK_FAILS(attn_model_rnn_decoder_start(m, g, memory, NULL, NULL), bad);
+    attn_step_decoder *d = NULL;
+    CHECK_FAILS(attn_model_step_start(m, g, memory, batch_src_lengths, BATCH, 4, &d), bad);
+    CHECK(strstr(attn_last_error(), "recording") != NULL, "%s", attn_last_error());
+    attn_graph_set_recording(g, 0);
+    CHECK_FAILS(attn_model_step_start(m, g, NULL, NULL, BATCH, 4, &d), bad);
+    CHECK(strstr(attn_last_error(), "memory") != NULL, "%s", attn_last_error());
+    CHECK_FAILS(attn_model_step_start(NULL, g, memory, NULL, BATCH, 4, &d), bad);
+    CHECK_FAILS(attn_model_step_start(m, g, memory, NULL, BATCH, 4, NULL), bad);
+    CHECK_FAILS(attn_model_step_start(m, g, memory, NULL, BATCH - 1, 4, &d), bad);
+    CHECK(strstr(attn_last_error(), "max_rows") != NULL, "%s", attn_last_error());
     attn_graph *foreign = NULL;
     CHECK_OK(attn_graph_create(NULL, &foreign));
-    CHECK_FAILS(attn_model_rnn_decoder_start(m, foreign, memory, NULL, &d), bad);
-    CHECK_OK(attn_model_rnn_decoder_start(m, g, memory, batch_src_lengths, &d));
+    CHECK_FAILS(attn_model_step_start(m, foreign, memory, NULL, BATCH, 4, &d), bad);
+    CHECK(d == NULL, "no decoder after a failed start");
+    CHECK_OK(attn_model_step_start(m, g, memory, batch_src_lengths, BATCH, 4, &d));
     int32_t ids[BATCH] = {1, 1, 11};
-    CHECK_FAILS(attn_model_rnn_decoder_step(d, ids, &out, NULL), bad);
-    CHECK_FAILS(attn_model_rnn_decoder_step(d, NULL, &out, NULL), bad);
-    CHECK_FAILS(attn_model_rnn_decoder_step(NULL, ids, &out, NULL), bad);
-    CHECK_FAILS(attn_model_rnn_decoder_step(d, ids, NULL, NULL), bad);
+    const int32_t fine_ids[BATCH] = {1, 1, 1};
+    float logits[BATCH * 11];
+    CHECK_FAILS(attn_model_step(d, ids, logits, NULL), bad);
+    CHECK_FAILS(attn_model_step(d, NULL, logits, NULL), bad);
+    CHECK_FAILS(attn_model_step(NULL, fine_ids, logits, NULL), bad);
+    CHECK_FAILS(attn_model_step(d, fine_ids, NULL, NULL), bad);
     const int64_t rows[BATCH] = {0, 1, 3};
-    attn_graph_set_recording(g, 0);
-    CHECK_FAILS(attn_model_rnn_decoder_reorder(d, rows), bad);
+    CHECK_FAILS(attn_model_step_select(d, rows, BATCH), bad);
     CHECK(strstr(attn_last_error(), "rows[2] = 3") != NULL, "%s", attn_last_error());
-    CHECK_FAILS(attn_model_rnn_decoder_reorder(d, NULL), bad);
-    attn_graph_set_recording(g, 1);
-    const int64_t fine[BATCH] = {0, 1, 2};
-    CHECK_FAILS(attn_model_rnn_decoder_reorder(d, fine), bad);
-    CHECK(strstr(attn_last_error(), "recording") != NULL, "%s", attn_last_error());
+    CHECK_FAILS(attn_model_step_select(d, NULL, BATCH), bad);
+    attn_model_step_destroy(d);
     attn_graph_destroy(foreign);
-    attn_graph_destroy(g);
-    attn_model_destroy(m);
-
-    /* The step API belongs to the rnn arch. */
-    attn_model_config t = attn_model_config_default(ATTN_ARCH_TRANSFORMER);
-    t.d_model = 8;
-    t.num_heads = 2;
-    t.ffn_dim = 8;
-    t.encoder_layers = t.decoder_layers = 1;
-    t.src_vocab = t.tgt_vocab = 9;
-    m = new_model(&t, 1);
-    CHECK_OK(attn_graph_create(attn_model_params(m), &g));
-    CHECK_OK(attn_model_encode(m, g, BATCH, SRC_LEN, batch_src, batch_src_lengths, &memory));
-    CHECK_FAILS(attn_model_rnn_decoder_start(m, g, memory, batch_src_lengths, &d), bad);
-    CHECK(strstr(attn_last_error(), "rnn") != NULL, "%s", attn_last_error());
     attn_graph_destroy(g);
     attn_model_destroy(m);
 }

@@ -7,12 +7,16 @@
  * a message. */
 #include "attn/attn.h"
 #include "harness.h"
+#include "models_testing.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 enum { BOS = 1, BATCH = 3, SRC_LEN = 5, STEPS = 22, MAX_ROWS = 6 };
+
+/* Values U(-0.5, 0.5) everywhere, so biases and norms are not the identity. */
+static const float VALUE_RANGE = 0.5f;
 
 /* Capacities on either side of the step decoder's switch from its small-row linear layer
  * to attn_gemm on transposed weights (at 8 rows). */
@@ -103,19 +107,6 @@ static int make_variants(variant *v)
 
 static int is_lm(const attn_model_config *c) { return c->arch == ATTN_ARCH_TRANSFORMER_LM; }
 
-/* Values U(-0.5, 0.5) everywhere, so biases and norms are not the identity. */
-static attn_model *new_model(const attn_model_config *c, uint64_t seed)
-{
-    attn_model *m = NULL;
-    CHECK_OK(attn_model_create(c, &m));
-    if (m == NULL)
-        return NULL;
-    attn_params *store = attn_model_params(m);
-    test_fill_uniform(attn_params_buffer(store, ATTN_PARAM_VALUES),
-                      attn_params_buffer_floats(store), -0.5f, 0.5f, seed);
-    return m;
-}
-
 static attn_graph *inference_graph(attn_model *m)
 {
     attn_graph *g = NULL;
@@ -159,7 +150,7 @@ static void check_steps_match_decode(const variant *v, attn_isa isa, int64_t max
 {
     const attn_model_config *c = &v->config;
     const int64_t V = c->tgt_vocab;
-    attn_model *m = new_model(c, 7);
+    attn_model *m = new_model(c, 7, VALUE_RANGE);
     attn_graph *g = inference_graph(m);
     int32_t tgt[BATCH * STEPS];
     for (int b = 0; b < BATCH; b++)
@@ -289,7 +280,7 @@ static void check_select(const variant *v, int64_t max_rows)
     const attn_model_config *c = &v->config;
     const int64_t V = c->tgt_vocab;
     const int lm = is_lm(c);
-    attn_model *m = new_model(c, 11);
+    attn_model *m = new_model(c, 11, VALUE_RANGE);
     attn_graph *g = inference_graph(m);
     rows_state s;
     memset(&s, 0, sizeof s);
@@ -362,7 +353,7 @@ static void test_empty_selection(void)
     const int n = make_variants(v);
     for (int i = 0; i < n; i++) {
         const int lm = is_lm(&v[i].config);
-        attn_model *m = new_model(&v[i].config, 2);
+        attn_model *m = new_model(&v[i].config, 2, VALUE_RANGE);
         attn_graph *g = inference_graph(m);
         attn_var *memory = encode(m, g, BATCH, batch_src, batch_src_lengths);
         attn_step_decoder *d = NULL;
@@ -384,7 +375,7 @@ static void check_cross_weights(const variant *v, int uniform)
 {
     const attn_model_config *c = &v->config;
     const int64_t V = c->tgt_vocab;
-    attn_model *m = new_model(c, 13);
+    attn_model *m = new_model(c, 13, VALUE_RANGE);
     attn_params *store = attn_model_params(m);
     if (uniform) {
         /* No query projection: every score is 0, so the weights are uniform. */
@@ -509,7 +500,7 @@ static void test_determinism(void)
 {
     attn_model_config c = transformer(64, 4, 0);
     c.tgt_vocab = 40;
-    attn_model *m = new_model(&c, 21);
+    attn_model *m = new_model(&c, 21, VALUE_RANGE);
     const size_t n_logits = 8 * 40 * 40, n_cross = 8 * 40 * 8 * SRC_LEN;
     float *runs[3], *weights[3];
     const int threads[3] = {2, 2, 1};
@@ -539,7 +530,7 @@ static void test_determinism(void)
 static void test_bad_input(void)
 {
     attn_model_config c = transformer(12, 3, 0);
-    attn_model *m = new_model(&c, 1);
+    attn_model *m = new_model(&c, 1, VALUE_RANGE);
     attn_graph *g = inference_graph(m);
     attn_var *memory = encode(m, g, BATCH, batch_src, batch_src_lengths);
     attn_step_decoder *d = NULL;
@@ -565,7 +556,7 @@ static void test_bad_input(void)
     CHECK_FAILS(attn_model_step_start(m, g, memory, lengths, 3, 4, &d),
                 ATTN_ERR_INVALID_ARGUMENT);
     attn_graph_set_recording(g, 0);
-    attn_model *other = new_model(&c, 2);
+    attn_model *other = new_model(&c, 2, VALUE_RANGE);
     attn_graph *other_graph = inference_graph(other);
     CHECK_FAILS(attn_model_step_start(m, other_graph, memory, lengths, 3, 4, &d),
                 ATTN_ERR_INVALID_ARGUMENT);
@@ -614,13 +605,13 @@ static void test_bad_input(void)
     k.encoder_layers = 1;
     k.src_vocab = 9;
     k.num_classes = 3;
-    attn_model *classifier = new_model(&k, 3);
+    attn_model *classifier = new_model(&k, 3, VALUE_RANGE);
     attn_graph *classifier_graph = inference_graph(classifier);
     CHECK_FAILS(attn_model_step_start(classifier, classifier_graph, NULL, NULL, 3, 4, &d),
                 ATTN_ERR_INVALID_ARGUMENT);
     variant v[16];
     make_variants(v);
-    attn_model *lm = new_model(&v[4].config, 4);
+    attn_model *lm = new_model(&v[4].config, 4, VALUE_RANGE);
     attn_graph *lm_graph = inference_graph(lm);
     CHECK(is_lm(&v[4].config), "variant 4 is the language model");
     CHECK_FAILS(attn_model_step_start(lm, lm_graph, memory, NULL, 3, 4, &d),

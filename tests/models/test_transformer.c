@@ -3,6 +3,7 @@
  * arena growth after the first step, a copy task learned with a hand-written Adam loop and
  * greedy decoding through the encode/decode hooks, and argument checks. */
 #include "../autodiff/autodiff_testing.h"
+#include "models_testing.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -30,15 +31,6 @@ static attn_model_config tiny_config(attn_model_arch arch)
     if (arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER)
         c.num_classes = 3;
     return c;
-}
-
-static attn_model *new_model(const attn_model_config *c, uint64_t seed)
-{
-    attn_model *m = NULL;
-    CHECK_OK(attn_model_create(c, &m));
-    if (m != NULL)
-        CHECK_OK(attn_model_init(m, seed));
-    return m;
 }
 
 /* A fixed batch of 3 sentences with padding in source and target. */
@@ -71,7 +63,7 @@ static int has_param(attn_model *m, const char *name)
 static void test_parameter_names(void)
 {
     attn_model_config c = tiny_config(ATTN_ARCH_TRANSFORMER);
-    attn_model *m = new_model(&c, 1);
+    attn_model *m = new_model(&c, 1, MODEL_OWN_INIT);
     /* 2 embeddings + 2 * 12 encoder + 2 * 18 decoder + 2 * 2 norms + generator.bias */
     CHECK(attn_params_count(attn_model_params(m)) == 2 + 24 + 36 + 4 + 1, "count %zu",
           attn_params_count(attn_model_params(m)));
@@ -87,14 +79,14 @@ static void test_parameter_names(void)
     c.src_vocab = c.tgt_vocab;
     c.tie_output = 0;
     c.encoder_final_norm = 0;
-    m = new_model(&c, 1);
+    m = new_model(&c, 1, MODEL_OWN_INIT);
     CHECK(has_param(m, "embed.weight") && !has_param(m, "src_embed.weight") &&
               has_param(m, "generator.weight") && !has_param(m, "encoder.norm.weight"),
           "shared, untied, no encoder norm");
     attn_model_destroy(m);
 
     c = tiny_config(ATTN_ARCH_TRANSFORMER_LM);
-    m = new_model(&c, 1);
+    m = new_model(&c, 1, MODEL_OWN_INIT);
     CHECK(has_param(m, "embed.weight") && has_param(m, "decoder.layers.1.linear2.weight") &&
               !has_param(m, "decoder.layers.0.multihead_attn.in_proj_weight") &&
               has_param(m, "decoder.norm.weight") && !has_param(m, "encoder.norm.weight"),
@@ -102,7 +94,7 @@ static void test_parameter_names(void)
     attn_model_destroy(m);
 
     c = tiny_config(ATTN_ARCH_TRANSFORMER_CLASSIFIER);
-    m = new_model(&c, 1);
+    m = new_model(&c, 1, MODEL_OWN_INIT);
     CHECK(has_param(m, "embed.weight") && has_param(m, "classifier.weight") &&
               has_param(m, "encoder.layers.0.norm2.bias") && !has_param(m, "generator.bias"),
           "classifier names");
@@ -134,7 +126,7 @@ static void randomise(attn_model *m, uint64_t seed)
 
 static void check_model_gradients(const char *what, attn_model_config c)
 {
-    attn_model *m = new_model(&c, 2);
+    attn_model *m = new_model(&c, 2, MODEL_OWN_INIT);
     randomise(m, 3);
     model_ctx ctx = {m, fixed_batch()};
     ad_problem p = {what, 0, NULL, attn_model_params(m), build_loss, &ctx, 0, 5};
@@ -162,32 +154,6 @@ static void test_model_gradients_match_finite_differences(void)
     CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
 }
 
-/* Logits, then every parameter gradient, at one instruction set. */
-static float *logits_and_grads(attn_model *m, attn_isa isa, size_t *count)
-{
-    CHECK_OK(attn_set_isa(isa));
-    attn_params *store = attn_model_params(m);
-    attn_graph *g = NULL;
-    CHECK_OK(attn_graph_create(store, &g));
-    attn_model_batch batch = fixed_batch();
-    attn_var *logits = NULL, *loss = NULL;
-    CHECK_OK(attn_model_forward_logits(m, g, &batch, &logits));
-    size_t n_logits = logits ? (size_t)attn_tensor_numel(&logits->value) : 0;
-    size_t n_grads = attn_params_buffer_floats(store);
-    float *out = test_alloc((n_logits + n_grads) * sizeof(float));
-    if (logits != NULL)
-        memcpy(out, logits->value.data, n_logits * sizeof(float));
-    attn_graph_reset(g);
-    attn_params_zero_grad(store);
-    CHECK_OK(attn_model_forward_loss(m, g, &batch, &loss));
-    CHECK_OK(attn_graph_backward(g, loss));
-    memcpy(out + n_logits, attn_params_buffer(store, ATTN_PARAM_GRADS), n_grads * sizeof(float));
-    attn_graph_destroy(g);
-    CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
-    *count = n_logits + n_grads;
-    return out;
-}
-
 static void test_every_isa_matches_the_reference(void)
 {
     CHECK_OK(attn_set_num_threads(2));
@@ -195,9 +161,10 @@ static void test_every_isa_matches_the_reference(void)
         attn_model_config c = tiny_config((attn_model_arch)arch);
         c.d_model = 16;
         c.ffn_dim = 20;
-        attn_model *m = new_model(&c, 4);
+        attn_model *m = new_model(&c, 4, MODEL_OWN_INIT);
+        const attn_model_batch batch = fixed_batch();
         size_t n;
-        float *reference = logits_and_grads(m, ATTN_ISA_REFERENCE, &n);
+        float *reference = logits_and_grads(m, &batch, ATTN_ISA_REFERENCE, &n);
         double *as_double = test_alloc(n * sizeof(double));
         for (size_t i = 0; i < n; i++)
             as_double[i] = reference[i];
@@ -206,8 +173,8 @@ static void test_every_isa_matches_the_reference(void)
             if (!attn_isa_supported(isas[k]))
                 continue;
             size_t n1, n2;
-            float *first = logits_and_grads(m, isas[k], &n1);
-            float *second = logits_and_grads(m, isas[k], &n2);
+            float *first = logits_and_grads(m, &batch, isas[k], &n1);
+            float *second = logits_and_grads(m, &batch, isas[k], &n2);
             char what[96];
             snprintf(what, sizeof what, "arch %d at %s", arch, attn_isa_name(isas[k]));
             CHECK_ARRAYS_CLOSE(what, first, as_double, n, 2e-5, 1e-3);
@@ -245,7 +212,7 @@ static float *logits_of(attn_model *m, const attn_model_batch *batch, size_t *co
 static void test_padding_and_future_are_invisible(void)
 {
     attn_model_config c = tiny_config(ATTN_ARCH_TRANSFORMER);
-    attn_model *m = new_model(&c, 5);
+    attn_model *m = new_model(&c, 5, MODEL_OWN_INIT);
     attn_model_batch batch = fixed_batch();
     size_t n;
     float *base = logits_of(m, &batch, &n);
@@ -296,7 +263,7 @@ static void test_save_and_load_give_identical_logits(void)
     for (int arch = 0; arch < 3; arch++) {
         attn_model_config c = tiny_config((attn_model_arch)arch);
         c.norm_first = arch == 1;
-        attn_model *m = new_model(&c, 6);
+        attn_model *m = new_model(&c, 6, MODEL_OWN_INIT);
         const char *path = ad_scratch_path("model.safetensors");
         attn_metadata_entry extra = {"tokenizer", "{\"kind\": \"char\"}"};
         CHECK_OK(attn_model_save(m, path, &extra, 1));
@@ -329,7 +296,7 @@ static void test_save_and_load_give_identical_logits(void)
 
     /* A file without a config, or with weights of another model. */
     attn_model_config c = tiny_config(ATTN_ARCH_TRANSFORMER);
-    attn_model *m = new_model(&c, 6);
+    attn_model *m = new_model(&c, 6, MODEL_OWN_INIT);
     const char *bare = ad_scratch_path("bare.safetensors");
     CHECK_OK(attn_params_save(attn_model_params(m), bare, NULL, 0));
     attn_model *back = NULL;
@@ -337,7 +304,7 @@ static void test_save_and_load_give_identical_logits(void)
     CHECK(strstr(attn_last_error(), ATTN_MODEL_CONFIG_KEY) != NULL, "%s", attn_last_error());
     attn_model_config bigger = c;
     bigger.ffn_dim = 16;
-    attn_model *other = new_model(&bigger, 1);
+    attn_model *other = new_model(&bigger, 1, MODEL_OWN_INIT);
     attn_tensor_file *file = NULL;
     CHECK_OK(attn_tensor_file_open(bare, &file));
     CHECK_FAILS(attn_model_load_weights(other, file), ATTN_ERR_FORMAT);
@@ -355,7 +322,7 @@ static void test_no_arena_growth_after_the_first_step(void)
 {
     attn_model_config c = tiny_config(ATTN_ARCH_TRANSFORMER);
     c.dropout = 0.1;
-    attn_model *m = new_model(&c, 7);
+    attn_model *m = new_model(&c, 7, MODEL_OWN_INIT);
     attn_graph *g = NULL;
     CHECK_OK(attn_graph_create(attn_model_params(m), &g));
     /* The full batch, then a shorter one (the first two sentences, cut), alternately. */
@@ -494,7 +461,7 @@ static void test_learns_to_copy(void)
     c.dropout = 0.0;
     c.label_smoothing = 0.0;
     c.max_len = 16;
-    attn_model *m = new_model(&c, 11);
+    attn_model *m = new_model(&c, 11, MODEL_OWN_INIT);
     attn_params *store = attn_model_params(m);
     copy_data data;
     make_copy_data(&data, 12);
@@ -536,7 +503,7 @@ static void test_bad_arguments_are_rejected(void)
 {
     const attn_status bad = ATTN_ERR_INVALID_ARGUMENT;
     attn_model_config c = tiny_config(ATTN_ARCH_TRANSFORMER);
-    attn_model *m = new_model(&c, 8);
+    attn_model *m = new_model(&c, 8, MODEL_OWN_INIT);
     attn_graph *g = NULL, *foreign = NULL;
     CHECK_OK(attn_graph_create(attn_model_params(m), &g));
     CHECK_OK(attn_graph_create(NULL, &foreign));
@@ -583,7 +550,7 @@ static void test_bad_arguments_are_rejected(void)
     attn_model_destroy(m);
 
     c = tiny_config(ATTN_ARCH_TRANSFORMER_LM);
-    m = new_model(&c, 8);
+    m = new_model(&c, 8, MODEL_OWN_INIT);
     CHECK_OK(attn_graph_create(attn_model_params(m), &g));
     CHECK_FAILS(attn_model_encode(m, g, BATCH, SRC_LEN, batch_src, batch_src_lengths, &out), bad);
     CHECK(strstr(attn_last_error(), "no encoder") != NULL, "%s", attn_last_error());
@@ -593,7 +560,7 @@ static void test_bad_arguments_are_rejected(void)
     attn_model_destroy(m);
 
     c = tiny_config(ATTN_ARCH_TRANSFORMER_CLASSIFIER);
-    m = new_model(&c, 8);
+    m = new_model(&c, 8, MODEL_OWN_INIT);
     CHECK_OK(attn_graph_create(attn_model_params(m), &g));
     int32_t labels[BATCH] = {0, 3, 1};
     wrong = fixed_batch();

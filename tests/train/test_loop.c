@@ -4,6 +4,7 @@
  * Transformer (and tiny RNNs) on a small copy corpus keeps every run short. */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include "harness.h"
+#include "../models/models_testing.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -91,14 +92,6 @@ static const char *scratch_path(int slot, const char *name)
     return paths[slot];
 }
 
-static attn_model *new_model(uint64_t seed)
-{
-    attn_model *m = NULL;
-    CHECK_OK(attn_model_create(&fx.config, &m));
-    CHECK_OK(attn_model_init(m, seed));
-    return m;
-}
-
 /* Options that exercise every curve-shaping feature: shuffling, dropout, accumulation,
  * AdamW with exempt vectors, clipping that bites, a warm-up schedule. */
 static attn_trainer_options busy_options(void)
@@ -167,7 +160,7 @@ static float *copy_values(attn_model *m)
 /* A whole run from a fresh model; returns the final values (malloc'ed). */
 static float *run_once(attn_trainer_options o, recording *r, uint64_t init_seed)
 {
-    attn_model *m = new_model(init_seed);
+    attn_model *m = new_model(&fx.config, init_seed, MODEL_OWN_INIT);
     attn_trainable model;
     CHECK_OK(attn_trainable_from_model(m, &model));
     o.callback = record_event;
@@ -206,7 +199,7 @@ static void check_resume(int threads, int64_t stop)
     o.max_steps = stop;
     free(run_once(o, &first, 1));
 
-    attn_model *m = new_model(999);
+    attn_model *m = new_model(&fx.config, 999, MODEL_OWN_INIT);
     attn_trainable model;
     CHECK_OK(attn_trainable_from_model(m, &model));
     o.max_steps = MAX_STEPS;
@@ -295,7 +288,7 @@ static void test_runs_are_deterministic(void)
     o.max_steps = 8;
     float *va = run_once(o, &a, 3), *vb = run_once(o, &b, 3);
     CHECK(memcmp(a.loss, b.loss, sizeof a.loss) == 0, "two runs give the same losses");
-    attn_model *m = new_model(3);
+    attn_model *m = new_model(&fx.config, 3, MODEL_OWN_INIT);
     size_t floats = attn_params_buffer_floats(attn_model_params(m));
     CHECK(memcmp(va, vb, floats * sizeof(float)) == 0, "two runs give the same parameters");
     CHECK(a.loss[8] < a.loss[1], "the loss falls (%.4f -> %.4f)", a.loss[1], a.loss[8]);
@@ -318,14 +311,14 @@ static void test_step_matches_hand_made_update(void)
     o.eval_every = 0;
     o.clip_norm = 0.05;
 
-    attn_model *trained = new_model(11);
+    attn_model *trained = new_model(&fx.config, 11, MODEL_OWN_INIT);
     attn_trainable model;
     CHECK_OK(attn_trainable_from_model(trained, &model));
     attn_trainer *t = NULL;
     CHECK_OK(attn_trainer_create(&model, fx.train, NULL, &o, &t));
     CHECK_OK(attn_trainer_run(t));
 
-    attn_model *by_hand = new_model(11);
+    attn_model *by_hand = new_model(&fx.config, 11, MODEL_OWN_INIT);
     attn_params *p = attn_model_params(by_hand);
     attn_batcher_config bc = {o.batch_tokens, o.seed, o.shuffle};
     attn_batcher *batches = NULL;
@@ -448,7 +441,7 @@ static void test_files(void)
 static void test_model_file_without_validation(void)
 {
     const char *best = scratch_path(1, "last-only.safetensors");
-    attn_model *m = new_model(6);
+    attn_model *m = new_model(&fx.config, 6, MODEL_OWN_INIT);
     attn_trainable model;
     CHECK_OK(attn_trainable_from_model(m, &model));
     attn_trainer_options o = busy_options();
@@ -531,7 +524,7 @@ static void test_stopping_rules(void)
  * reported as skipped and leave Adam's count alone. */
 static void test_non_finite_gradients_skip_the_update(void)
 {
-    attn_model *m = new_model(8);
+    attn_model *m = new_model(&fx.config, 8, MODEL_OWN_INIT);
     attn_trainable model;
     CHECK_OK(attn_trainable_from_model(m, &model));
     attn_trainer_options o = busy_options();
@@ -559,7 +552,7 @@ static void test_non_finite_gradients_skip_the_update(void)
 /* After the first epoch every batch shape has been seen: the arena stops growing. */
 static void test_arena_stops_growing(void)
 {
-    attn_model *m = new_model(9);
+    attn_model *m = new_model(&fx.config, 9, MODEL_OWN_INIT);
     attn_trainable model;
     CHECK_OK(attn_trainable_from_model(m, &model));
     attn_trainer_options o = busy_options();
@@ -696,7 +689,7 @@ static void test_cosine_over_a_time_budget(void)
     attn_trainer_options o = time_budget_options(0.25);
     o.time_limit = 1.0;
     static rate_check c;
-    attn_model *m = new_model(12);
+    attn_model *m = new_model(&fx.config, 12, MODEL_OWN_INIT);
     double seconds = run_checking_rates(m, o, NULL, &c);
     attn_model_destroy(m);
     CHECK(strcmp(c.stop_reason, "time_limit") == 0 && c.steps > 0,
@@ -738,7 +731,7 @@ static void test_cosine_over_a_time_budget_resumes(void)
     o.max_steps = 6;
     o.checkpoint_path = checkpoint;
     static rate_check first, second;
-    attn_model *m = new_model(13);
+    attn_model *m = new_model(&fx.config, 13, MODEL_OWN_INIT);
     double seconds = run_checking_rates(m, o, NULL, &first);
     attn_model_destroy(m);
     CHECK(first.steps == 6 && first.outside_bracket == 0 && first.rising == 0,
@@ -763,7 +756,7 @@ static void test_cosine_over_a_time_budget_resumes(void)
           read.schedule.total_seconds, (long long)read.schedule.total_steps);
     attn_tensor_file_close(file);
 
-    m = new_model(999);
+    m = new_model(&fx.config, 999, MODEL_OWN_INIT);
     o.max_steps = 12;
     o.checkpoint_path = NULL;
     run_checking_rates(m, o, checkpoint, &second);
@@ -806,7 +799,7 @@ static void test_resume_refuses_another_run(void)
     memset(&r, 0, sizeof r);
     free(run_once(o, &r, 1));
 
-    attn_model *m = new_model(1);
+    attn_model *m = new_model(&fx.config, 1, MODEL_OWN_INIT);
     attn_trainable model;
     CHECK_OK(attn_trainable_from_model(m, &model));
     attn_trainer *t = NULL;
@@ -835,10 +828,9 @@ static void test_resume_refuses_another_run(void)
     attn_trainer_destroy(t);
 
     /* Another model config. */
-    attn_model_config saved = fx.config;
-    fx.config.ffn_dim = 24;
-    attn_model *other_model = new_model(1);
-    fx.config = saved;
+    attn_model_config other_config = fx.config;
+    other_config.ffn_dim = 24;
+    attn_model *other_model = new_model(&other_config, 1, MODEL_OWN_INIT);
     attn_trainable other_trainable;
     CHECK_OK(attn_trainable_from_model(other_model, &other_trainable));
     CHECK_OK(attn_trainer_create(&other_trainable, fx.train, fx.valid, &o, &t));
@@ -915,10 +907,7 @@ static int64_t greedy_by_prefix(attn_model *m, const int32_t *src, int32_t src_l
  * alone gives, the rnn's step decoder included. */
 static void check_greedy_decoding(const char *what, attn_model_config config)
 {
-    attn_model_config saved = fx.config;
-    fx.config = config;
-    attn_model *m = new_model(21);
-    fx.config = saved;
+    attn_model *m = new_model(&config, 21, MODEL_OWN_INIT);
     attn_trainable model;
     CHECK_OK(attn_trainable_from_model(m, &model));
     attn_trainer_options o = busy_options();
@@ -983,7 +972,7 @@ static void test_greedy_decoding_matches_prefix_decoding(void)
 
 static void test_bad_arguments(void)
 {
-    attn_model *m = new_model(1);
+    attn_model *m = new_model(&fx.config, 1, MODEL_OWN_INIT);
     attn_trainable model;
     CHECK_OK(attn_trainable_from_model(m, &model));
     attn_trainer_options o = busy_options();

@@ -1,0 +1,62 @@
+#!/bin/sh
+# Makes sure the Debian packages a job needs are installed, so that `make demo` and `make test`
+# work on a fresh machine. Installs what is missing with apt-get when it can (as root, or through
+# sudo without a password), saying what it installs; otherwise prints the one command to run.
+#
+# usage: scripts/ensure-packages.sh build|test|valgrind|fuzz ...
+# ATTN_NO_INSTALL=1: only check and print the command (exit 1 when something is missing).
+set -eu
+
+packages_of() {
+    case "$1" in
+    build) echo "build-essential cmake pkg-config libcjson-dev libpng-dev" ;;
+    # The reference checks run under /usr/bin/python3 with Debian's NumPy and PyTorch.
+    test) echo "build-essential cmake pkg-config libcjson-dev libpng-dev python3 python3-numpy python3-torch python3-pytest" ;;
+    valgrind) echo "valgrind" ;;
+    fuzz) echo "clang libclang-rt-14-dev" ;;
+    *) echo "ensure-packages: unknown group '$1' (build, test, valgrind or fuzz)" >&2; exit 2 ;;
+    esac
+}
+
+wanted=""
+for group in "$@"; do
+    wanted="$wanted $(packages_of "$group")"
+done
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+    # Not Debian: the build's own checks (CMake, the tests) name what is missing.
+    exit 0
+fi
+
+missing=""
+for p in $wanted; do
+    case " $missing " in *" $p "*) continue ;; esac
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+[ -z "$missing" ] && exit 0
+missing=${missing# }
+
+if [ -n "${ATTN_NO_INSTALL:-}" ]; then
+    echo "attn needs these Debian packages: $missing" >&2
+    echo "install them with: sudo apt-get install $missing" >&2
+    exit 1
+fi
+if [ "$(id -u)" = 0 ]; then
+    run_as_root=""
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+    run_as_root="sudo"
+else
+    echo "attn needs these Debian packages: $missing" >&2
+    echo "install them with: sudo apt-get install $missing" >&2
+    echo "(then run the same make command again)" >&2
+    exit 1
+fi
+
+echo "attn: installing the Debian packages it needs: $missing"
+export DEBIAN_FRONTEND=noninteractive
+# An old package list on a fresh machine often lacks the versions its mirror still has.
+$run_as_root apt-get update -qq
+# shellcheck disable=SC2086
+$run_as_root apt-get install -y -qq --no-install-recommends $missing

@@ -1,0 +1,618 @@
+/* The Transformer's step decoder (step_decoder.h): its key/value cache.
+ *
+ * A Transformer step runs the decoder for ONE new position of every row, straight on the
+ * kernels (no tape): per layer, the new token's query, key and value come from one product,
+ * the key and value are appended to the row's cache, and the query attends over the cache
+ * (which holds only the past, so no causal mask is needed); the cross-attention query attends
+ * over the encoder memory's keys and values, projected once by attn_model_step_start. Every
+ * buffer is sized at the start for max_rows rows and max_steps steps, so steps allocate
+ * nothing and their memory does not grow with the steps taken.
+ *
+ * Products: a decoder of a few rows (greedy or beam search of one sentence) is bound by
+ * reading the weights, which attn_step_linear does once per step straight from PyTorch's
+ * [out, in] layout; a larger one is compute-bound and multiplies with attn_gemm on copies of
+ * the weights transposed once at the start (attn_gemm reads a [k, n] operand in place, but
+ * would repack [out, in] at every call).
+ *
+ * Rows reach their cache through a slab index. Selecting rows mostly moves indices: a row
+ * kept once keeps its slab, only a duplicated row's history is copied into a free slab, and
+ * the read-only cross-attention slabs (one per source sentence) are shared by every row
+ * decoding that sentence. */
+#include "models/models_internal.h"
+#include "models/step_decoder.h"
+#include "models/step_attention.h"
+#include "models/step_linear.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* y [rows, out] = x [rows, in] W^T + b, W [out, in] (PyTorch's layout). */
+typedef struct linear_weights {
+    const float *w, *b; /* b may be NULL */
+    int64_t in, out;
+    const float *w_t; /* W^T [in, out], the decoder's copy (see transpose_weights), or NULL */
+} linear_weights;
+
+/* Sublayers of a decoder layer, in order; the language model's blocks have no cross. */
+enum { SELF_ATTENTION = 0, CROSS_ATTENTION = 1, FEED_FORWARD = 2, SUBLAYERS = 3 };
+
+typedef struct layer_weights {
+    linear_weights self_qkv, self_out;
+    linear_weights cross_q, cross_kv, cross_out; /* w NULL without cross-attention */
+    linear_weights ff1, ff2;
+    const float *norm_w[SUBLAYERS], *norm_b[SUBLAYERS];
+    float norm_eps[SUBLAYERS];
+} layer_weights;
+
+typedef struct transformer_step_decoder {
+    attn_step_decoder base;
+    int64_t d_model, heads, d_head, ffn_dim, n_layers;
+    int norm_first, has_cross;
+    attn_activation activation;
+    float embed_scale, attn_scale;
+    layer_weights *layers;
+    const float *embed_table, *positions;
+    const float *final_norm_w, *final_norm_b; /* NULL: no final norm */
+    float final_norm_eps;
+    linear_weights generator;
+    float *transposed; /* the w_t copies, one block */
+    /* Self-attention keys and values: max_rows slabs of [layers][2][heads][max_steps][d_head]
+     * (keys, then values, of each layer). */
+    float *self_pool;
+    int64_t self_slab;
+    int64_t *self_slab_of_row, *self_slab_spare; /* [max_rows] */
+    unsigned char *claimed;                      /* select: slabs given out [max_rows] */
+    /* Cross-attention keys and values, one slab of [layers][2][heads][src_len][d_head] per
+     * source sentence. */
+    float *cross_pool;
+    int64_t cross_slab;
+    int64_t *cross_slab_of_row, *cross_slab_spare; /* [max_rows] */
+    int32_t *src_length_of_row, *src_length_spare; /* [max_rows] */
+    /* Per-step scratch for max_rows rows. */
+    float *x, *normed, *sub, *qkv, *ctx, *hidden, *probs;
+    int64_t probs_len; /* max(max_steps, src_len) per row and head */
+} transformer_step_decoder;
+
+/* ---- the Transformer step ------------------------------------------------------------------ */
+
+static attn_status gemm_linear(const linear_weights *l, int64_t rows, const float *x, int64_t ldx,
+                               float *y, int64_t ldy)
+{
+    if (l->b != NULL)
+        for (int64_t r = 0; r < rows; r++)
+            memcpy(y + r * ldy, l->b, (size_t)l->out * sizeof(float));
+    const float beta = l->b != NULL ? 1.0f : 0.0f;
+    if (l->w_t != NULL)
+        return attn_gemm(ATTN_NO_TRANS, ATTN_NO_TRANS, rows, l->out, l->in, 1.0f, x, ldx, l->w_t,
+                         l->out, beta, y, ldy);
+    return attn_gemm(ATTN_NO_TRANS, ATTN_TRANS, rows, l->out, l->in, 1.0f, x, ldx, l->w, l->in,
+                     beta, y, ldy);
+}
+
+/* A decoder of at most this many rows multiplies with attn_step_linear. The choice depends
+ * on max_rows only, never on the current size, so that a row's results never depend on how
+ * many rows are decoded beside it. */
+#define STEP_LINEAR_MAX_ROWS 8
+
+static attn_status linear(const transformer_step_decoder *d, const linear_weights *l,
+                          const float *x, int64_t ldx, float *y, int64_t ldy)
+{
+    if (d->base.max_rows > STEP_LINEAR_MAX_ROWS)
+        return gemm_linear(l, d->base.size, x, ldx, y, ldy);
+    const step_linear_args args = {d->base.size, l->in, l->out, x, ldx, l->w, l->b, y, ldy};
+    attn_step_linear(&args);
+    return ATTN_OK;
+}
+
+/* A sublayer's input: norm(x) before a pre-norm sublayer, x itself after a post-norm one. */
+static attn_status open_sublayer(transformer_step_decoder *d, const layer_weights *w, int which,
+                                 const float **in)
+{
+    *in = d->x;
+    if (!d->norm_first)
+        return ATTN_OK;
+    *in = d->normed;
+    return attn_layer_norm_forward(d->base.size, d->d_model, d->x, w->norm_w[which],
+                                   w->norm_b[which], w->norm_eps[which], d->normed, NULL, NULL);
+}
+
+/* x = x + sub (pre-norm) or norm(x + sub) (post-norm). */
+static attn_status close_sublayer(transformer_step_decoder *d, const layer_weights *w, int which)
+{
+    const int64_t count = d->base.size * d->d_model;
+    if (d->norm_first) {
+        for (int64_t i = 0; i < count; i++)
+            d->x[i] += d->sub[i];
+        return ATTN_OK;
+    }
+    for (int64_t i = 0; i < count; i++)
+        d->sub[i] += d->x[i];
+    return attn_layer_norm_forward(d->base.size, d->d_model, d->sub, w->norm_w[which],
+                                   w->norm_b[which], w->norm_eps[which], d->x, NULL, NULL);
+}
+
+static kv_cache_view self_cache_view(const transformer_step_decoder *d, int64_t layer)
+{
+    const int64_t head_stride = d->base.max_steps * d->d_head;
+    return (kv_cache_view){
+        d->self_pool, d->self_slab_of_row,    d->self_slab,      layer * 2 * d->heads * head_stride,
+        head_stride,  d->heads * head_stride, d->base.steps + 1, NULL};
+}
+
+static kv_cache_view cross_cache_view(const transformer_step_decoder *d, int64_t layer)
+{
+    const int64_t head_stride = d->base.src_len * d->d_head;
+    return (kv_cache_view){
+        d->cross_pool, d->cross_slab_of_row,   d->cross_slab,   layer * 2 * d->heads * head_stride,
+        head_stride,   d->heads * head_stride, d->base.src_len, d->src_length_of_row};
+}
+
+static attn_status self_attention(transformer_step_decoder *d, int64_t layer,
+                                  const layer_weights *w)
+{
+    const int64_t n = d->base.size, E = d->d_model, dh = d->d_head, t = d->base.steps;
+    const float *in;
+    ATTN_TRY(open_sublayer(d, w, SELF_ATTENTION, &in));
+    ATTN_TRY(linear(d, &w->self_qkv, in, E, d->qkv, 3 * E));
+    kv_cache_view kv = self_cache_view(d, layer);
+    for (int64_t r = 0; r < n; r++) {
+        float *slab = d->self_pool + d->self_slab_of_row[r] * d->self_slab + kv.offset;
+        for (int64_t h = 0; h < d->heads; h++) {
+            float *key = slab + h * kv.head_stride + t * dh;
+            memcpy(key, d->qkv + r * 3 * E + E + h * dh, (size_t)dh * sizeof(float));
+            memcpy(key + kv.value_offset, d->qkv + r * 3 * E + 2 * E + h * dh,
+                   (size_t)dh * sizeof(float));
+        }
+    }
+    step_attention a = {d->heads,     dh, d->attn_scale, d->qkv,
+                        3 * E,        kv, d->probs,      d->heads * d->probs_len,
+                        d->probs_len, 0,  d->ctx,        E};
+    attn_step_attend(&a, n, t + 1);
+    ATTN_TRY(linear(d, &w->self_out, d->ctx, E, d->sub, E));
+    return close_sublayer(d, w, SELF_ATTENTION);
+}
+
+/* cross (NULL: not wanted) [size, layers * heads, src_len]. */
+static attn_status cross_attention(transformer_step_decoder *d, int64_t layer,
+                                   const layer_weights *w, float *cross)
+{
+    const int64_t n = d->base.size, E = d->d_model, S = d->base.src_len;
+    const float *in;
+    ATTN_TRY(open_sublayer(d, w, CROSS_ATTENTION, &in));
+    ATTN_TRY(linear(d, &w->cross_q, in, E, d->qkv, E));
+    step_attention a = {d->heads,
+                        d->d_head,
+                        d->attn_scale,
+                        d->qkv,
+                        E,
+                        cross_cache_view(d, layer),
+                        d->probs,
+                        d->heads * d->probs_len,
+                        d->probs_len,
+                        0,
+                        d->ctx,
+                        E};
+    if (cross != NULL) {
+        a.probs = cross + layer * d->heads * S;
+        a.probs_row_stride = d->n_layers * d->heads * S;
+        a.probs_head_stride = S;
+        a.probs_fill = S;
+    }
+    attn_step_attend(&a, n, S);
+    ATTN_TRY(linear(d, &w->cross_out, d->ctx, E, d->sub, E));
+    return close_sublayer(d, w, CROSS_ATTENTION);
+}
+
+static attn_status feed_forward(transformer_step_decoder *d, const layer_weights *w)
+{
+    const int64_t n = d->base.size, E = d->d_model, F = d->ffn_dim;
+    const float *in;
+    ATTN_TRY(open_sublayer(d, w, FEED_FORWARD, &in));
+    ATTN_TRY(linear(d, &w->ff1, in, E, d->hidden, F));
+    ATTN_TRY(attn_activation_forward(d->activation, n * F, d->hidden, d->hidden));
+    ATTN_TRY(linear(d, &w->ff2, d->hidden, F, d->sub, E));
+    return close_sublayer(d, w, FEED_FORWARD);
+}
+
+static attn_status transformer_step(attn_step_decoder *decoder, const int32_t *ids, float *logits,
+                                    float *cross)
+{
+    transformer_step_decoder *d = (transformer_step_decoder *)decoder;
+    const int64_t n = d->base.size, E = d->d_model;
+    ATTN_TRY(
+        attn_embedding_forward(n, d->base.vocab, E, d->embed_table, ids, d->embed_scale, d->x));
+    const float *position = d->positions + d->base.steps * E;
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t i = 0; i < E; i++)
+            d->x[r * E + i] += position[i];
+    for (int64_t l = 0; l < d->n_layers; l++) {
+        const layer_weights *w = &d->layers[l];
+        ATTN_TRY(self_attention(d, l, w));
+        if (d->has_cross)
+            ATTN_TRY(cross_attention(d, l, w, cross));
+        ATTN_TRY(feed_forward(d, w));
+    }
+    const float *top = d->x;
+    if (d->final_norm_w != NULL) {
+        ATTN_TRY(attn_layer_norm_forward(n, E, d->x, d->final_norm_w, d->final_norm_b,
+                                         d->final_norm_eps, d->normed, NULL, NULL));
+        top = d->normed;
+    }
+    return linear(d, &d->generator, top, E, logits, d->base.vocab);
+}
+
+/* ---- start --------------------------------------------------------------------------------- */
+
+static const float *param(const attn_model *m, attn_param_id id)
+{
+    return id < 0 ? NULL : attn_params_data(m->params, id, ATTN_PARAM_VALUES);
+}
+
+static linear_weights linear_of(const attn_model *m, const attn_nn_linear *l)
+{
+    return (linear_weights){param(m, l->weight), param(m, l->bias), l->in_features, l->out_features,
+                            NULL};
+}
+
+static void set_norm(const attn_model *m, layer_weights *w, int which,
+                     const attn_nn_layer_norm *norm)
+{
+    w->norm_w[which] = param(m, norm->weight);
+    w->norm_b[which] = param(m, norm->bias);
+    w->norm_eps[which] = norm->eps;
+}
+
+static void attention_weights(const attn_model *m, const attn_nn_mha *mha, linear_weights *qkv,
+                              linear_weights *out)
+{
+    const int64_t E = mha->embed_dim;
+    *qkv = (linear_weights){param(m, mha->in_proj_weight), param(m, mha->in_proj_bias), E, 3 * E,
+                            NULL};
+    *out =
+        (linear_weights){param(m, mha->out_proj_weight), param(m, mha->out_proj_bias), E, E, NULL};
+}
+
+static void gather_weights(transformer_step_decoder *d, const attn_model *m)
+{
+    const int64_t E = d->d_model;
+    for (int64_t l = 0; l < d->n_layers; l++) {
+        layer_weights *w = &d->layers[l];
+        if (d->has_cross) {
+            const attn_nn_decoder_layer *layer = &m->decoder_layers[l];
+            attention_weights(m, &layer->self_attn, &w->self_qkv, &w->self_out);
+            linear_weights packed;
+            attention_weights(m, &layer->multihead_attn, &packed, &w->cross_out);
+            /* The packed [3E, E] projection: Q's rows first, then K's and V's. */
+            w->cross_q = (linear_weights){packed.w, packed.b, E, E, NULL};
+            w->cross_kv = (linear_weights){packed.w + E * E, packed.b + E, E, 2 * E, NULL};
+            w->ff1 = linear_of(m, &layer->ff.linear1);
+            w->ff2 = linear_of(m, &layer->ff.linear2);
+            set_norm(m, w, SELF_ATTENTION, &layer->norm1);
+            set_norm(m, w, CROSS_ATTENTION, &layer->norm2);
+            set_norm(m, w, FEED_FORWARD, &layer->norm3);
+        } else {
+            const attn_nn_encoder_layer *block = &m->blocks[l];
+            attention_weights(m, &block->self_attn, &w->self_qkv, &w->self_out);
+            w->ff1 = linear_of(m, &block->ff.linear1);
+            w->ff2 = linear_of(m, &block->ff.linear2);
+            set_norm(m, w, SELF_ATTENTION, &block->norm1);
+            set_norm(m, w, FEED_FORWARD, &block->norm2);
+        }
+    }
+    d->embed_table = param(m, m->tgt_embed.weight);
+    d->positions = m->positions.table;
+    if (m->has_decoder_norm) {
+        d->final_norm_w = param(m, m->decoder_norm.weight);
+        d->final_norm_b = param(m, m->decoder_norm.bias);
+        d->final_norm_eps = m->decoder_norm.eps;
+    }
+    d->generator = linear_of(m, &m->generator);
+}
+
+/* The linears of a step, for transposing their weights. */
+static int step_linears(transformer_step_decoder *d, linear_weights **out)
+{
+    int n = 0;
+    for (int64_t l = 0; l < d->n_layers; l++) {
+        layer_weights *w = &d->layers[l];
+        out[n++] = &w->self_qkv;
+        out[n++] = &w->self_out;
+        if (d->has_cross) {
+            out[n++] = &w->cross_q;
+            out[n++] = &w->cross_out;
+        }
+        out[n++] = &w->ff1;
+        out[n++] = &w->ff2;
+    }
+    out[n++] = &d->generator;
+    return n;
+}
+
+/* With many rows the steps multiply with attn_gemm, which reads a [k, n] right-hand side in
+ * place but would repack W [out, in] at every call: transposing every weight once here
+ * costs about one step's repacking and saves it at all the others. */
+static attn_status transpose_weights(const char *fn, transformer_step_decoder *d)
+{
+    linear_weights **all = malloc((size_t)(6 * d->n_layers + 1) * sizeof *all);
+    if (all == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    const int n = step_linears(d, all);
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += (size_t)(all[i]->in * all[i]->out);
+    d->transposed = attn_aligned_alloc(total * sizeof(float));
+    if (d->transposed == NULL) {
+        free(all);
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu floats of weights", fn,
+                         total);
+    }
+    float *next = d->transposed;
+    /* Sixteen outputs at a time: sixteen rows of W read as sequential streams, each k writing
+     * one whole cache line of W^T (square blocks write lines that alias in L1 at the
+     * power-of-two strides of these matrices). */
+    enum { BLOCK = 16 };
+    for (int i = 0; i < n; i++) {
+        const int64_t in = all[i]->in, out = all[i]->out;
+        const float *w = all[i]->w;
+        for (int64_t o0 = 0; o0 < out; o0 += BLOCK) {
+            const int64_t width = out - o0 < BLOCK ? out - o0 : BLOCK;
+            for (int64_t k = 0; k < in; k++)
+                for (int64_t o = 0; o < width; o++)
+                    next[k * out + o0 + o] = w[(o0 + o) * in + k];
+        }
+        all[i]->w_t = next;
+        next += in * out;
+    }
+    free(all);
+    return ATTN_OK;
+}
+
+/* count floats (at least one, so that empty batches need no special case), 64-byte aligned;
+ * *fits is cleared on overflow or when the allocation fails. */
+static float *alloc_floats(int64_t a, int64_t b, int *fits)
+{
+    size_t count;
+    if (!attn_mul_size((size_t)a, (size_t)b, &count) || count > SIZE_MAX / sizeof(float) / 2) {
+        *fits = 0;
+        return NULL;
+    }
+    float *p = attn_aligned_alloc((count > 0 ? count : 1) * sizeof(float));
+    if (p == NULL)
+        *fits = 0;
+    return p;
+}
+
+static attn_status allocate(const char *fn, transformer_step_decoder *d, int64_t sentences)
+{
+    const int64_t rows = d->base.max_rows, E = d->d_model;
+    int fits = 1;
+    d->self_slab = d->n_layers * 2 * d->heads * d->base.max_steps * d->d_head;
+    d->cross_slab = d->n_layers * 2 * d->heads * d->base.src_len * d->d_head;
+    d->probs_len = d->base.max_steps > d->base.src_len ? d->base.max_steps : d->base.src_len;
+    d->self_pool = alloc_floats(rows, d->self_slab, &fits);
+    d->cross_pool = d->has_cross ? alloc_floats(sentences, d->cross_slab, &fits) : NULL;
+    d->x = alloc_floats(rows, E, &fits);
+    d->normed = alloc_floats(rows, E, &fits);
+    d->sub = alloc_floats(rows, E, &fits);
+    d->qkv = alloc_floats(rows, 3 * E, &fits);
+    d->ctx = alloc_floats(rows, E, &fits);
+    d->hidden = alloc_floats(rows, d->ffn_dim, &fits);
+    d->probs = alloc_floats(rows * d->heads, d->probs_len, &fits);
+    const size_t n = (size_t)(rows > 0 ? rows : 1);
+    d->layers = calloc((size_t)d->n_layers, sizeof *d->layers);
+    d->self_slab_of_row = malloc(n * sizeof(int64_t));
+    d->self_slab_spare = malloc(n * sizeof(int64_t));
+    d->cross_slab_of_row = malloc(n * sizeof(int64_t));
+    d->cross_slab_spare = malloc(n * sizeof(int64_t));
+    d->src_length_of_row = malloc(n * sizeof(int32_t));
+    d->src_length_spare = malloc(n * sizeof(int32_t));
+    d->claimed = malloc(n);
+    if (!fits || d->layers == NULL || d->self_slab_of_row == NULL || d->self_slab_spare == NULL ||
+        d->cross_slab_of_row == NULL || d->cross_slab_spare == NULL ||
+        d->src_length_of_row == NULL || d->src_length_spare == NULL || d->claimed == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY,
+                         "%s: out of memory for %lld rows of %lld steps (the key/value cache "
+                         "takes %lld floats per row)",
+                         fn, (long long)rows, (long long)d->base.max_steps,
+                         (long long)d->self_slab);
+    return ATTN_OK;
+}
+
+/* The cross-attention keys and values of every layer from memory [B, S, E], into slab b of
+ * sentence b, head by head. */
+static attn_status project_memory(const char *fn, transformer_step_decoder *d, const float *memory,
+                                  int64_t sentences)
+{
+    const int64_t E = d->d_model, S = d->base.src_len, dh = d->d_head, H = d->heads;
+    const int64_t tokens = sentences * S;
+    if (tokens == 0)
+        return ATTN_OK;
+    int fits = 1;
+    float *kv = alloc_floats(tokens, 2 * E, &fits);
+    if (!fits)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    attn_status status = ATTN_OK;
+    for (int64_t l = 0; l < d->n_layers && status == ATTN_OK; l++) {
+        status = gemm_linear(&d->layers[l].cross_kv, tokens, memory, E, kv, 2 * E);
+        const kv_cache_view view = cross_cache_view(d, l);
+        for (int64_t b = 0; b < sentences && status == ATTN_OK; b++)
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t s = 0; s < S; s++) {
+                    float *key = d->cross_pool + b * d->cross_slab + view.offset +
+                                 h * view.head_stride + s * dh;
+                    const float *row = kv + (b * S + s) * 2 * E;
+                    memcpy(key, row + h * dh, (size_t)dh * sizeof(float));
+                    memcpy(key + view.value_offset, row + E + h * dh, (size_t)dh * sizeof(float));
+                }
+    }
+    attn_aligned_free(kv);
+    return status;
+}
+
+static attn_status check_memory(const char *fn, const attn_model *m, const attn_var *memory,
+                                const int32_t *src_lengths)
+{
+    const attn_model_config *c = &m->config;
+    if (c->arch == ATTN_ARCH_TRANSFORMER_LM) {
+        ATTN_CHECK_ARG(memory == NULL && src_lengths == NULL,
+                       "%s: a language model decodes from no memory (pass NULL for memory and "
+                       "src_lengths)",
+                       fn);
+        return ATTN_OK;
+    }
+    ATTN_CHECK_ARG(memory != NULL, "%s: memory must not be NULL (attn_model_encode's output)", fn);
+    ATTN_CHECK_ARG(memory->value.ndim == 3 && memory->value.shape[1] >= 1 &&
+                       memory->value.shape[2] == c->d_model &&
+                       attn_tensor_is_contiguous(&memory->value),
+                   "%s: memory must be a contiguous [size, src_len >= 1, %lld] "
+                   "(attn_model_encode's output)",
+                   fn, (long long)c->d_model);
+    const int64_t size = memory->value.shape[0], src_len = memory->value.shape[1];
+    ATTN_CHECK_ARG(size == 0 || memory->value.data != NULL, "%s: memory has no data", fn);
+    if (src_lengths != NULL)
+        for (int64_t b = 0; b < size; b++)
+            ATTN_CHECK_ARG(src_lengths[b] >= 0 && src_lengths[b] <= src_len,
+                           "%s: src_lengths[%lld] = %d is outside [0, %lld]", fn, (long long)b,
+                           (int)src_lengths[b], (long long)src_len);
+    return ATTN_OK;
+}
+
+static attn_status transformer_start(const char *fn, transformer_step_decoder *d,
+                                     const attn_model *m, const attn_var *memory,
+                                     const int32_t *src_lengths)
+{
+    const attn_model_config *c = &m->config;
+    const int lm = c->arch == ATTN_ARCH_TRANSFORMER_LM;
+    ATTN_CHECK_ARG(d->base.max_steps <= c->max_len,
+                   "%s: max_steps %lld is above the model's max_len %lld", fn,
+                   (long long)d->base.max_steps, (long long)c->max_len);
+    const int64_t sentences = lm ? 0 : memory->value.shape[0];
+    ATTN_CHECK_ARG(lm || d->base.max_rows >= sentences,
+                   "%s: max_rows %lld is below the memory's batch size %lld", fn,
+                   (long long)d->base.max_rows, (long long)sentences);
+    d->base.size = lm ? d->base.max_rows : sentences;
+    d->base.src_len = lm ? 0 : memory->value.shape[1];
+    d->d_model = c->d_model;
+    d->heads = c->num_heads;
+    d->d_head = c->d_model / c->num_heads;
+    d->ffn_dim = c->ffn_dim;
+    d->has_cross = !lm;
+    d->n_layers = lm ? m->n_blocks : m->n_decoder_layers;
+    d->base.cross_layers = lm ? 0 : d->n_layers;
+    d->base.cross_maps = d->base.cross_layers * d->heads;
+    d->norm_first = c->norm_first;
+    d->activation = c->activation;
+    d->embed_scale = attn_model_embedding_scale(c);
+    d->attn_scale = (float)(1.0 / sqrt((double)d->d_head));
+    ATTN_TRY(allocate(fn, d, sentences));
+    gather_weights(d, m);
+    if (d->base.max_rows > STEP_LINEAR_MAX_ROWS)
+        ATTN_TRY(transpose_weights(fn, d));
+    for (int64_t r = 0; r < d->base.size; r++) {
+        d->self_slab_of_row[r] = r;
+        d->cross_slab_of_row[r] = lm ? 0 : r;
+        d->src_length_of_row[r] = src_lengths != NULL ? src_lengths[r] : (int32_t)d->base.src_len;
+    }
+    return lm ? ATTN_OK : project_memory(fn, d, memory->value.data, sentences);
+}
+
+/* ---- selecting rows -------------------------------------------------------------------------- */
+
+static void copy_history(transformer_step_decoder *d, int64_t to, int64_t from)
+{
+    const int64_t prefix = d->base.steps * d->d_head, per_head = d->base.max_steps * d->d_head;
+    const float *source = d->self_pool + from * d->self_slab;
+    float *target = d->self_pool + to * d->self_slab;
+    for (int64_t block = 0; block < d->n_layers * 2 * d->heads; block++)
+        memcpy(target + block * per_head, source + block * per_head,
+               (size_t)prefix * sizeof(float));
+}
+
+static void swap_indices(int64_t **a, int64_t **b)
+{
+    int64_t *t = *a;
+    *a = *b;
+    *b = t;
+}
+
+static attn_status transformer_select(attn_step_decoder *decoder, const int64_t *rows,
+                                      int64_t new_size)
+{
+    transformer_step_decoder *d = (transformer_step_decoder *)decoder;
+    /* The first new row of each old row takes over its slab; further copies get free slabs,
+     * which no new row reads from (every slab read is claimed by its first reader). */
+    memset(d->claimed, 0, (size_t)(d->base.max_rows > 0 ? d->base.max_rows : 1));
+    for (int64_t r = 0; r < new_size; r++) {
+        const int64_t slab = d->self_slab_of_row[rows[r]];
+        d->self_slab_spare[r] = d->claimed[slab] ? -1 : slab;
+        d->claimed[slab] = 1;
+    }
+    int64_t free_slab = 0;
+    for (int64_t r = 0; r < new_size; r++) {
+        if (d->self_slab_spare[r] >= 0)
+            continue;
+        while (d->claimed[free_slab])
+            free_slab++;
+        d->claimed[free_slab] = 1;
+        copy_history(d, free_slab, d->self_slab_of_row[rows[r]]);
+        d->self_slab_spare[r] = free_slab;
+    }
+    for (int64_t r = 0; r < new_size; r++) {
+        d->cross_slab_spare[r] = d->cross_slab_of_row[rows[r]];
+        d->src_length_spare[r] = d->src_length_of_row[rows[r]];
+    }
+    swap_indices(&d->self_slab_of_row, &d->self_slab_spare);
+    swap_indices(&d->cross_slab_of_row, &d->cross_slab_spare);
+    int32_t *lengths = d->src_length_of_row;
+    d->src_length_of_row = d->src_length_spare;
+    d->src_length_spare = lengths;
+    return ATTN_OK;
+}
+
+static void transformer_destroy(attn_step_decoder *decoder)
+{
+    transformer_step_decoder *d = (transformer_step_decoder *)decoder;
+    attn_aligned_free(d->transposed);
+    attn_aligned_free(d->self_pool);
+    attn_aligned_free(d->cross_pool);
+    attn_aligned_free(d->x);
+    attn_aligned_free(d->normed);
+    attn_aligned_free(d->sub);
+    attn_aligned_free(d->qkv);
+    attn_aligned_free(d->ctx);
+    attn_aligned_free(d->hidden);
+    attn_aligned_free(d->probs);
+    free(d->layers);
+    free(d->self_slab_of_row);
+    free(d->self_slab_spare);
+    free(d->cross_slab_of_row);
+    free(d->cross_slab_spare);
+    free(d->src_length_of_row);
+    free(d->src_length_spare);
+    free(d->claimed);
+    free(d);
+}
+
+static const attn_step_decoder_ops transformer_ops = {transformer_step, transformer_select,
+                                                      transformer_destroy};
+
+attn_status attn_transformer_step_start(const char *fn, attn_model *model, attn_var *memory,
+                                        const int32_t *src_lengths, int64_t max_rows,
+                                        int64_t max_steps, attn_step_decoder **out)
+{
+    *out = NULL;
+    ATTN_TRY(check_memory(fn, model, memory, src_lengths));
+    transformer_step_decoder *d = calloc(1, sizeof *d);
+    if (d == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    d->base = (attn_step_decoder){&transformer_ops,        0, max_rows, max_steps, 0,
+                                  model->config.tgt_vocab, 0, 0,        0};
+    const attn_status status = transformer_start(fn, d, model, memory, src_lengths);
+    if (status != ATTN_OK) {
+        transformer_destroy(&d->base);
+        return status;
+    }
+    *out = &d->base;
+    return ATTN_OK;
+}

@@ -1,0 +1,104 @@
+"""Files and runs no healthy training writes: model files and checkpoints holding NaN or infinite
+weights or negative Adam second moments are refused at load with a message naming the tensor,
+and a run whose updates keep failing stops with an error instead of saving NaN weights."""
+import json
+import os
+import random
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _attn_binary():
+    library = os.environ.get("ATTN_LIBRARY")
+    candidates = [Path(library).parent / "attn"] if library else []
+    candidates.append(_ROOT / "build" / "attn")
+    for candidate in candidates:
+        if candidate.exists():
+            return str(candidate)
+    pytest.fail("the attn program was not found beside ATTN_LIBRARY or in build/")
+
+
+ATTN = _attn_binary()
+
+
+def run(*args, stdin=None):
+    return subprocess.run([ATTN, *map(str, args)], input=stdin, capture_output=True, timeout=300)
+
+
+def overwrite_first_float(src, dst, tensor_prefix, value):
+    """Copies a safetensors file, replacing element 0 of the first tensor whose name starts with
+    tensor_prefix; returns that tensor's name."""
+    data = bytearray(Path(src).read_bytes())
+    header_len = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + header_len])
+    name = next(k for k in sorted(header) if k != "__metadata__" and k.startswith(tensor_prefix))
+    assert header[name]["dtype"] == "F32"
+    offset = 8 + header_len + header[name]["data_offsets"][0]
+    data[offset:offset + 4] = struct.pack("<f", value)
+    Path(dst).write_bytes(bytes(data))
+    return name
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("corrupt")
+    rng = random.Random(3)
+    words = ["".join(rng.choice("abcdef") for _ in range(rng.randint(2, 5))) for _ in range(400)]
+    train = folder / "train.tsv"
+    train.write_text("".join(f"{w}\t{w[::-1]}\n" for w in words), encoding="utf-8")
+    model = folder / "m.safetensors"
+    result = run("train", "--train", train, "--out", model, "--layers", "1", "--d-model", "16",
+                 "--heads", "2", "--ffn", "32", "--max-steps", "10", "--threads", "2")
+    assert result.returncode == 0, result.stderr.decode()
+    return {"folder": folder, "train": train, "model": model,
+            "checkpoint": folder / "m.last.safetensors"}
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_translate_refuses_non_finite_weights(trained, value):
+    bad = trained["folder"] / "nonfinite.safetensors"
+    name = overwrite_first_float(trained["model"], bad, "decoder.", value)
+    result = run("translate", "--model", bad, stdin=b"abc\n")
+    message = result.stderr.decode()
+    assert result.returncode == 1, message
+    assert result.stdout == b""
+    assert f"'{name}'" in message and "corrupted" in message, message
+    good = run("translate", "--model", trained["model"], stdin=b"abc\n")
+    assert good.returncode == 0 and len(good.stdout.splitlines()) == 1, good.stderr.decode()
+
+
+def test_resume_refuses_negative_second_moments(trained):
+    bad = trained["folder"] / "negative.last.safetensors"
+    name = overwrite_first_float(trained["checkpoint"], bad, "optimizer.exp_avg_sq.", -0.5)
+    out = trained["folder"] / "resumed.safetensors"
+    result = run("train", "--train", trained["train"], "--out", out, "--resume", bad,
+                 "--max-steps", "12", "--threads", "2")
+    message = result.stderr.decode()
+    assert result.returncode == 1, message
+    assert f"'{name}'" in message and "negative Adam second moment" in message, message
+    assert not out.exists()
+    # The intact checkpoint resumes.
+    result = run("train", "--train", trained["train"], "--out", out, "--resume",
+                 trained["checkpoint"], "--max-steps", "12", "--threads", "2")
+    assert result.returncode == 0, result.stderr.decode()
+
+
+def test_diverging_run_stops_with_an_error_and_writes_nothing(trained):
+    """--lr 1e30 without clipping blows the weights up at the first update; every later
+    gradient is NaN. The run must stop after the stated number of skipped updates with exit 1,
+    not finish with exit 0 and a NaN model."""
+    out = trained["folder"] / "diverged.safetensors"
+    result = run("train", "--train", trained["train"], "--out", out, "--lr", "1e30",
+                 "--warmup", "1", "--clip-norm", "0", "--epochs", "0", "--max-steps", "200",
+                 "--layers", "1", "--d-model", "16", "--heads", "2", "--ffn", "32",
+                 "--checkpoint-every", "5", "--threads", "2")
+    message = result.stderr.decode()
+    assert result.returncode == 1, message
+    assert "training diverged: the last 20 updates (to step 21)" in message, message
+    assert not out.exists()
+    assert not (trained["folder"] / "diverged.last.safetensors").exists()
