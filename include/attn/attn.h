@@ -17,5 +17,6 @@
 #include "attn/attn_optim.h"
 #include "attn/attn_trainer.h"
 #include "attn/attn_decode.h"
+#include "attn/attn_bundle.h"
 
 #endif /* ATTN_H */

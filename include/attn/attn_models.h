@@ -154,6 +154,11 @@ ATTN_API attn_status attn_model_save(attn_model *model, const char *path,
 /* Rebuilds a model from a file written by attn_model_save (or by another tool that stores
  * the same config and names). */
 ATTN_API attn_status attn_model_load(const char *path, attn_model **out);
+/* The same from a file already open, so that a caller reading more than the model from it
+ * (tokenizers, a checkpoint's training state) reads it once. name is how messages call the
+ * file (its path; NULL: "the file"). */
+ATTN_API attn_status attn_model_from_file(const attn_tensor_file *file, const char *name,
+                                          attn_model **out);
 /* Reads every parameter of the model from an open file by name (see attn_params_load). */
 ATTN_API attn_status attn_model_load_weights(attn_model *model, const attn_tensor_file *file);
 

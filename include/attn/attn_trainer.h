@@ -185,6 +185,10 @@ ATTN_API void attn_trainer_destroy(attn_trainer *trainer);
  * check runs before anything changes, except that a tensor missing or malformed in the file
  * is found while reading, and then the parameters may be partly overwritten. */
 ATTN_API attn_status attn_trainer_resume(attn_trainer *trainer, const char *checkpoint_path);
+/* The same from a checkpoint already open (read once with the model and tokenizers it holds:
+ * attn_bundle_from_file); name is how messages call the file (NULL: "the file"). */
+ATTN_API attn_status attn_trainer_resume_from_file(attn_trainer *trainer,
+                                                   const attn_tensor_file *file, const char *name);
 
 /* Trains until a stopping rule holds: max_epochs epochs completed, max_steps reached, the
  * time limit passed, patience evaluations without improvement, or the callback asked. Then

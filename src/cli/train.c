@@ -122,9 +122,11 @@ int attn_cmd_train(int argc, char **argv)
     attn_corpus *train = NULL, *valid = NULL;
     attn_tokenizer *src_tok = NULL, *tgt_tok = NULL;
     attn_tensor_file *resume_file = NULL;
+    attn_bundle *resumed = NULL;
     attn_model *model = NULL;
     attn_trainer *trainer = NULL;
-    char *src_json = NULL, *tgt_json = NULL, *checkpoint = NULL;
+    attn_metadata_entry metadata[ATTN_BUNDLE_METADATA_COUNT] = {{NULL, NULL}, {NULL, NULL}};
+    char *checkpoint = NULL;
     train_progress p;
     train_progress_init(&p, a.log_every, a.time_limit);
     attn_trainer_options o = attn_trainer_default_options();
@@ -135,17 +137,11 @@ int attn_cmd_train(int argc, char **argv)
     TRY(read_corpus(a.valid, a.valid_src, a.valid_tgt, &valid));
 
     if (a.resume != NULL) {
-        /* The model and tokenizers the checkpoint's run used. */
+        /* The model and tokenizers the checkpoint's run used, and its state: one read. */
         TRY(attn_tensor_file_open(a.resume, &resume_file));
-        const char *text = NULL;
-        attn_model_config config;
-        TRY_RESUME(attn_tensor_file_metadata(resume_file, ATTN_MODEL_CONFIG_KEY, &text));
-        TRY_RESUME(attn_model_config_from_json(text, &config));
-        TRY_RESUME(attn_tensor_file_metadata(resume_file, ATTN_SRC_TOKENIZER_KEY, &text));
-        TRY_RESUME(attn_tokenizer_from_json(text, &src_tok));
-        TRY_RESUME(attn_tensor_file_metadata(resume_file, ATTN_TGT_TOKENIZER_KEY, &text));
-        TRY_RESUME(attn_tokenizer_from_json(text, &tgt_tok));
-        TRY_RESUME(attn_model_create(&config, &model));
+        TRY_RESUME(attn_bundle_from_file(resume_file, a.resume, &resumed));
+        TRY_RESUME(attn_bundle_release(resumed, &model, &src_tok, &tgt_tok));
+        resumed = NULL;
         TRY_RESUME(attn_trainer_options_from_checkpoint(resume_file, &o));
         warn_if_other_threads(resume_file);
         train_options_overlay(&a, &o);
@@ -202,21 +198,18 @@ int attn_cmd_train(int argc, char **argv)
         goto done;
     }
     train_options_for_this_run(&a, a.checkpoint != NULL ? a.checkpoint : checkpoint, &o);
-    TRY(attn_tokenizer_to_json(src_tok, &src_json));
-    TRY(attn_tokenizer_to_json(tgt_tok, &tgt_json));
-    attn_metadata_entry metadata[2] = {{ATTN_SRC_TOKENIZER_KEY, src_json},
-                                       {ATTN_TGT_TOKENIZER_KEY, tgt_json}};
+    TRY(attn_bundle_metadata(src_tok, tgt_tok, metadata));
     o.metadata = metadata;
-    o.n_metadata = 2;
+    o.n_metadata = ATTN_BUNDLE_METADATA_COUNT;
     o.callback = train_progress_on_event;
     o.callback_user = &p;
     attn_trainable trainable;
     TRY(attn_trainable_from_model(model, &trainable));
     TRY(attn_trainer_create(&trainable, train, valid, &o, &trainer));
     if (a.resume != NULL) {
+        TRY(attn_trainer_resume_from_file(trainer, resume_file, a.resume));
         attn_tensor_file_close(resume_file);
         resume_file = NULL;
-        TRY(attn_trainer_resume(trainer, a.resume));
         note_time_budget_left(trainer, &o.schedule);
     }
     /* Leftovers of a killed run; a folder that cannot be cleaned fails the first write, with
@@ -264,12 +257,12 @@ done:
     attn_trainer_destroy(trainer);
     attn_model_destroy(model);
     attn_tensor_file_close(resume_file);
+    attn_bundle_destroy(resumed);
     attn_tokenizer_destroy(src_tok);
     attn_tokenizer_destroy(tgt_tok);
     attn_corpus_destroy(train);
     attn_corpus_destroy(valid);
-    free(src_json);
-    free(tgt_json);
+    attn_bundle_metadata_free(metadata);
     free(checkpoint);
     return exit_code;
 }

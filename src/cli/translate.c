@@ -260,8 +260,8 @@ static int write_alignment(FILE *out, cli_translator *t, const translate_args *a
         return 1;
     }
     attn_decode_alignment(result, h, src_length, layer, a->alignment_head, weights);
-    cli_token_labels(t->source, src, src_length, source);
-    cli_token_labels(t->target, h->tokens, h->length, target);
+    attn_bundle_labels(t->bundle, ATTN_BUNDLE_SOURCE, src, src_length, source);
+    attn_bundle_labels(t->bundle, ATTN_BUNDLE_TARGET, h->tokens, h->length, target);
     if (h->finished)
         target[h->length] = "</s>";
     fprintf(out, "{\"line\": %lld, \"score\": %.6f, \"layer\": %lld", (long long)line_number,
@@ -363,9 +363,10 @@ int attn_cmd_translate(int argc, char **argv)
         cli_translator_free(&t);
         return 1;
     }
-    if (a.decode.max_len > t.model_max_len) {
+    const int64_t model_max_len = attn_bundle_config(t.bundle)->max_len;
+    if (a.decode.max_len > model_max_len) {
         fprintf(stderr, "attn translate: --max-len %lld is above the model's max_len %lld\n",
-                (long long)a.decode.max_len, (long long)t.model_max_len);
+                (long long)a.decode.max_len, (long long)model_max_len);
         cli_translator_free(&t);
         return 2;
     }

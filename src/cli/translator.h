@@ -1,5 +1,6 @@
-/* What attn translate and attn viz --model share: a model file with its tokenizers, text in,
- * hypotheses out. Failures print one message "attn COMMAND: ..." on stderr. */
+/* What attn translate and attn viz --model share: the model bundle (attn_bundle.h) of a file
+ * written by attn train, with the CLI's messages. Failures print one message
+ * "attn COMMAND: ..." on stderr. */
 #ifndef ATTN_CLI_TRANSLATOR_H
 #define ATTN_CLI_TRANSLATOR_H
 
@@ -7,15 +8,12 @@
 
 typedef struct cli_translator {
     const char *command; /* "translate", "viz": prefixes messages */
-    attn_model *model;
-    attn_graph *graph;
-    attn_tokenizer *source, *target;
-    int64_t model_max_len;
+    attn_bundle *bundle;
     int warned_unknown; /* the <unk> warning is given once */
 } cli_translator;
 
-/* Loads an encoder-decoder model (arch transformer or rnn) written by attn train, with the
- * tokenizers in its metadata. Returns 0 on success, else 1 after printing the message. */
+/* Loads an encoder-decoder model (arch transformer or rnn) with its tokenizers. Returns 0 on
+ * success, else 1 after printing the message. */
 int cli_translator_load(cli_translator *t, const char *command, const char *path);
 void cli_translator_free(cli_translator *t);
 
@@ -27,16 +25,10 @@ int cli_translator_encode(cli_translator *t, const char *where, const char *text
 
 /* Decodes n sentences (ids[i] of counts[i] >= 1 tokens). Returns 0 and the result, or 1 after
  * printing the message. */
-int cli_translator_decode(cli_translator *t, int64_t n, int32_t *const *ids,
-                          const int64_t *counts, const attn_decode_options *options,
-                          attn_decode_result **result);
+int cli_translator_decode(cli_translator *t, int64_t n, int32_t *const *ids, const int64_t *counts,
+                          const attn_decode_options *options, attn_decode_result **result);
 
 /* The text of a hypothesis (malloc'ed), or NULL after printing a message. */
 char *cli_translator_text(cli_translator *t, const attn_hypothesis *h);
-
-/* The vocabulary strings of ids, for labels (pointers into the tokenizer; "<unk>" etc. for
- * specials). labels has room for count pointers. */
-void cli_token_labels(const attn_tokenizer *tokenizer, const int32_t *ids, int64_t count,
-                      const char **labels);
 
 #endif

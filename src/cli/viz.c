@@ -326,7 +326,7 @@ static int check_layer_and_head(const viz_args *a, int64_t layers, int64_t heads
 /* The best hypothesis's output labels: its tokens, then </s> when the model ended it. */
 static void output_labels(const cli_translator *t, const attn_hypothesis *h, const char **labels)
 {
-    cli_token_labels(t->target, h->tokens, h->length, labels);
+    attn_bundle_labels(t->bundle, ATTN_BUNDLE_TARGET, h->tokens, h->length, labels);
     if (h->finished)
         labels[h->length] = "</s>";
 }
@@ -352,7 +352,7 @@ static int draw_cross(const viz_args *a, cli_translator *t, const attn_decode_re
         fprintf(stderr, "attn viz: out of memory\n");
         goto done;
     }
-    cli_token_labels(t->source, src, src_length, m.col_labels);
+    attn_bundle_labels(t->bundle, ATTN_BUNDLE_SOURCE, src, src_length, m.col_labels);
     output_labels(t, h, m.row_labels);
     for (int64_t head = 0; head < m.heads; head++)
         if (attn_decode_alignment(result, h, src_length, m.layer, head,
@@ -374,7 +374,7 @@ static int draw_self(const viz_args *a, cli_translator *t, const attn_decode_res
                      const int32_t *src, int64_t src_length, const char *output)
 {
     const attn_hypothesis *h = &result->sentences[0].hypotheses[0];
-    const attn_model_config *c = attn_model_get_config(t->model);
+    const attn_model_config *c = attn_bundle_config(t->bundle);
     const int encoder = a->kind == ATTN_ENCODER_SELF_ATTENTION;
     if (c->arch != ATTN_ARCH_TRANSFORMER) {
         fprintf(stderr, "attn viz: --kind %s: this model has no self-attention (an rnn with "
@@ -412,15 +412,16 @@ static int draw_self(const viz_args *a, cli_translator *t, const attn_decode_res
     for (int64_t i = 1; i < steps; i++)
         inputs[i] = h->tokens[i - 1];
     if (encoder) {
-        cli_token_labels(t->source, src, src_length, m.row_labels);
-        cli_token_labels(t->source, src, src_length, m.col_labels);
+        attn_bundle_labels(t->bundle, ATTN_BUNDLE_SOURCE, src, src_length, m.row_labels);
+        attn_bundle_labels(t->bundle, ATTN_BUNDLE_SOURCE, src, src_length, m.col_labels);
     } else {
         output_labels(t, h, m.row_labels);
         m.col_labels[0] = "<s>";
-        cli_token_labels(t->target, h->tokens, steps - 1, m.col_labels + 1);
+        attn_bundle_labels(t->bundle, ATTN_BUNDLE_TARGET, h->tokens, steps - 1, m.col_labels + 1);
     }
-    if (attn_model_attention_weights(t->model, t->graph, src, src_length, inputs, steps,
-                                     a->kind, m.layer, m.weights) != ATTN_OK) {
+    if (attn_model_attention_weights(attn_bundle_model(t->bundle), attn_bundle_graph(t->bundle),
+                                     src, src_length, inputs, steps, a->kind, m.layer,
+                                     m.weights) != ATTN_OK) {
         code = fail();
         goto done;
     }

@@ -179,7 +179,8 @@ attn_status attn_model_load_weights(attn_model *model, const attn_tensor_file *f
 
 /* The stored config JSON. Looked up entry by entry: a file without metadata is common here
  * (plain weight files) and must give this message. */
-static attn_status find_config(const attn_tensor_file *file, const char *path, const char **json)
+static attn_status find_config(const attn_tensor_file *file, const char *fn, const char *name,
+                               const char **json)
 {
     for (size_t i = 0; i < attn_tensor_file_metadata_count(file); i++) {
         const char *key, *value;
@@ -189,9 +190,44 @@ static attn_status find_config(const attn_tensor_file *file, const char *path, c
             return ATTN_OK;
         }
     }
-    return attn_fail(ATTN_ERR_FORMAT,
-                     "attn_model_load: %s: no metadata key '%s' (not a model saved by attn)",
-                     path, ATTN_MODEL_CONFIG_KEY);
+    return attn_fail(ATTN_ERR_FORMAT, "%s: %s: no metadata key '%s' (not a model saved by attn)",
+                     fn, name, ATTN_MODEL_CONFIG_KEY);
+}
+
+/* The model of an open file; messages start with fn and name the file. */
+static attn_status model_from_file(const attn_tensor_file *file, const char *fn, const char *name,
+                                   attn_model **out)
+{
+    const char *json = NULL;
+    attn_model_config config;
+    attn_model *model = NULL;
+    attn_status status = find_config(file, fn, name, &json);
+    if (status == ATTN_OK) {
+        status = attn_model_config_from_json(json, &config);
+        if (status != ATTN_OK) {
+            char inner[512];
+            snprintf(inner, sizeof inner, "%s", attn_last_error());
+            status = attn_fail(status, "%s: %s: %s", fn, name, inner);
+        }
+    }
+    if (status == ATTN_OK)
+        status = attn_model_create(&config, &model);
+    if (status == ATTN_OK)
+        status = attn_model_load_weights(model, file);
+    if (status != ATTN_OK) {
+        attn_model_destroy(model);
+        return status;
+    }
+    *out = model;
+    return ATTN_OK;
+}
+
+attn_status attn_model_from_file(const attn_tensor_file *file, const char *name, attn_model **out)
+{
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
+    ATTN_CHECK_NOT_NULL(file);
+    return model_from_file(file, "attn_model_from_file", name != NULL ? name : "the file", out);
 }
 
 attn_status attn_model_load(const char *path, attn_model **out)
@@ -201,29 +237,9 @@ attn_status attn_model_load(const char *path, attn_model **out)
     ATTN_CHECK_NOT_NULL(path);
     attn_tensor_file *file = NULL;
     ATTN_TRY(attn_tensor_file_open(path, &file));
-    const char *json = NULL;
-    attn_model_config config;
-    attn_model *model = NULL;
-    attn_status status = find_config(file, path, &json);
-    if (status == ATTN_OK) {
-        status = attn_model_config_from_json(json, &config);
-        if (status != ATTN_OK) {
-            char inner[512];
-            snprintf(inner, sizeof inner, "%s", attn_last_error());
-            status = attn_fail(status, "attn_model_load: %s: %s", path, inner);
-        }
-    }
-    if (status == ATTN_OK)
-        status = attn_model_create(&config, &model);
-    if (status == ATTN_OK)
-        status = attn_model_load_weights(model, file);
+    attn_status status = model_from_file(file, "attn_model_load", path, out);
     attn_tensor_file_close(file);
-    if (status != ATTN_OK) {
-        attn_model_destroy(model);
-        return status;
-    }
-    *out = model;
-    return ATTN_OK;
+    return status;
 }
 
 /* ---- running ----------------------------------------------------------------------------- */

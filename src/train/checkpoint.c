@@ -540,19 +540,34 @@ static attn_status restore(attn_trainer *t, const json_reader *r, const attn_ten
     return ATTN_OK;
 }
 
+static attn_status resume_from(attn_trainer *trainer, const attn_tensor_file *file,
+                               const json_reader *r)
+{
+    cJSON *root = NULL;
+    attn_status status = parse_state(r, file, &root);
+    if (status == ATTN_OK)
+        status = restore(trainer, r, file, root);
+    cJSON_Delete(root);
+    return status;
+}
+
+attn_status attn_trainer_resume_from_file(attn_trainer *trainer, const attn_tensor_file *file,
+                                          const char *name)
+{
+    ATTN_CHECK_NOT_NULL(trainer);
+    ATTN_CHECK_NOT_NULL(file);
+    json_reader r = {"attn_trainer_resume_from_file", name != NULL ? name : "the file"};
+    return resume_from(trainer, file, &r);
+}
+
 attn_status attn_trainer_resume(attn_trainer *trainer, const char *checkpoint_path)
 {
-    static const char fn[] = "attn_trainer_resume";
     ATTN_CHECK_NOT_NULL(trainer);
     ATTN_CHECK_NOT_NULL(checkpoint_path);
     attn_tensor_file *file = NULL;
     ATTN_TRY(attn_tensor_file_open(checkpoint_path, &file));
-    json_reader r = {fn, checkpoint_path};
-    cJSON *root = NULL;
-    attn_status status = parse_state(&r, file, &root);
-    if (status == ATTN_OK)
-        status = restore(trainer, &r, file, root);
-    cJSON_Delete(root);
+    json_reader r = {"attn_trainer_resume", checkpoint_path};
+    attn_status status = resume_from(trainer, file, &r);
     attn_tensor_file_close(file);
     return status;
 }

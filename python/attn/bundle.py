@@ -1,0 +1,209 @@
+"""A model file written by `attn train`, loaded once through libattn (attn_bundle.h): the
+model, its config and its source and target tokenizers; strings in, translations out.
+
+    from attn import Bundle
+    with Bundle("model.safetensors") as bundle:
+        bundle.translate(["hello", "world"])                 # ["...", "..."]: the best of each
+        bundle.translate(["hello"], beam=5, nbest=3)         # [[("...", -0.41), ...]]
+        bundle.source_tokenizer.encode("hello")              # [7, 4, 9, 9, 12]
+        bundle.target_tokenizer.decode([7, 4])               # "..."
+
+translate searches as `attn translate` does (beam 5, length penalty alpha 0.6, the maximum
+output length 1.5 x source + 10, batches of 32 sentences) and gives the same text: with
+nbest=1 a string per input, else a list of (text, score) pairs per input, best first, as the
+CLI's "number<TAB>score<TAB>text" lines. An empty input is not searched: it gives "" (nbest=1)
+or no pairs. Failures raise ValueError (bad arguments, a text longer than the model's
+max_len) or RuntimeError with the library's message, which names the file.
+"""
+import ctypes
+import json
+import os
+
+from ._lib import c_int32_p, check, lib
+from .decode import _Options, _Result
+
+_SOURCE, _TARGET = 0, 1
+_BATCH = 32  # sentences per search, as attn translate's --batch default
+
+_handle_p = ctypes.POINTER(ctypes.c_void_p)
+for _name, _restype, _argtypes in [
+        ("attn_bundle_load", ctypes.c_int, [ctypes.c_char_p, _handle_p]),
+        ("attn_bundle_destroy", None, [ctypes.c_void_p]),
+        ("attn_bundle_config", ctypes.c_void_p, [ctypes.c_void_p]),
+        ("attn_bundle_tokenizer", ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_int]),
+        ("attn_bundle_check_encoder_decoder", ctypes.c_int, [ctypes.c_void_p]),
+        ("attn_bundle_encode", ctypes.c_int,
+         [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(c_int32_p),
+          ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64)]),
+        ("attn_bundle_decode", ctypes.c_int,
+         [ctypes.c_void_p, ctypes.c_int64, ctypes.POINTER(c_int32_p),
+          ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(_Options),
+          ctypes.POINTER(ctypes.POINTER(_Result))]),
+        ("attn_bundle_text", ctypes.c_int,
+         [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]),
+        ("attn_decode_default_options", _Options, []),
+        ("attn_decode_result_destroy", None, [ctypes.POINTER(_Result)]),
+        ("attn_model_config_to_json", ctypes.c_int,
+         [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]),
+        ("attn_tokenizer_encode", ctypes.c_int,
+         [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(c_int32_p),
+          ctypes.POINTER(ctypes.c_int64)]),
+        ("attn_tokenizer_decode", ctypes.c_int,
+         [ctypes.c_void_p, c_int32_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p)]),
+        ("attn_tokenizer_vocab", ctypes.c_void_p, [ctypes.c_void_p]),
+        ("attn_vocab_size", ctypes.c_int64, [ctypes.c_void_p]),
+        ("attn_vocab_token", ctypes.c_char_p, [ctypes.c_void_p, ctypes.c_int32])]:
+    getattr(lib, _name).restype = _restype
+    getattr(lib, _name).argtypes = _argtypes
+
+_libc = ctypes.CDLL(None)
+_libc.free.argtypes = [ctypes.c_void_p]
+_libc.free.restype = None
+
+
+def _take_string(pointer):
+    """The text of a malloc'ed C string, which is freed."""
+    try:
+        return ctypes.string_at(pointer).decode("utf-8")
+    finally:
+        _libc.free(pointer)
+
+
+def _take_ids(pointer, count):
+    try:
+        return [pointer[i] for i in range(count)]
+    finally:
+        _libc.free(ctypes.cast(pointer, ctypes.c_void_p))
+
+
+class Tokenizer:
+    """One of a bundle's tokenizers (it stays valid while the bundle is open)."""
+
+    def __init__(self, bundle, side):
+        self._bundle = bundle  # keeps the bundle, which owns the tokenizer, alive
+        self._handle = lib.attn_bundle_tokenizer(bundle._live(), side)
+
+    def encode(self, text):
+        """The ids of text (no <s> or </s>); tokens outside the vocabulary give <unk> (3)."""
+        ids, count = c_int32_p(), ctypes.c_int64()
+        check(lib.attn_tokenizer_encode(self._live(), text.encode("utf-8"), ctypes.byref(ids),
+                                        ctypes.byref(count)), "attn_tokenizer_encode")
+        return _take_ids(ids, count.value)
+
+    def decode(self, ids):
+        """The text of ids, special ids (<pad>, <s>, </s>, <unk>) left out."""
+        array = (ctypes.c_int32 * len(ids))(*ids)
+        text = ctypes.c_void_p()
+        check(lib.attn_tokenizer_decode(self._live(), array, len(ids), ctypes.byref(text)),
+              "attn_tokenizer_decode")
+        return _take_string(text)
+
+    def __len__(self):
+        """The vocabulary size, specials included."""
+        return lib.attn_vocab_size(lib.attn_tokenizer_vocab(self._live()))
+
+    def token(self, token_id):
+        """The vocabulary string of an id ("<s>" for the specials' ids), or None."""
+        token = lib.attn_vocab_token(lib.attn_tokenizer_vocab(self._live()), token_id)
+        return None if token is None else token.decode("utf-8")
+
+    def _live(self):
+        self._bundle._live()
+        return self._handle
+
+
+class Bundle:
+    """A model file's model, config and tokenizers, read once (attn_bundle_load)."""
+
+    def __init__(self, path):
+        self._handle = ctypes.c_void_p()
+        check(lib.attn_bundle_load(os.fsencode(path), ctypes.byref(self._handle)),
+              "attn_bundle_load")
+        self.source_tokenizer = Tokenizer(self, _SOURCE)
+        self.target_tokenizer = Tokenizer(self, _TARGET)
+
+    def close(self):
+        if self._handle:
+            lib.attn_bundle_destroy(self._handle)
+            self._handle = ctypes.c_void_p()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+    def _live(self):
+        if not self._handle:
+            raise ValueError("the bundle is closed")
+        return self._handle
+
+    @property
+    def config(self):
+        """The model's config as a dict (the JSON stored in the file)."""
+        text = ctypes.c_void_p()
+        check(lib.attn_model_config_to_json(lib.attn_bundle_config(self._live()),
+                                            ctypes.byref(text)), "attn_model_config_to_json")
+        return json.loads(_take_string(text))
+
+    def translate(self, texts, beam=5, nbest=1, alpha=0.6, max_len_ratio=1.5, max_len_offset=10,
+                  max_len=0):
+        """Translations of texts (a list of strings): see the module's documentation."""
+        if isinstance(texts, str):
+            raise ValueError("texts: expected a list of strings, got one string")
+        handle = self._live()
+        check(lib.attn_bundle_check_encoder_decoder(handle), "translate")
+        options = lib.attn_decode_default_options()
+        options.beam_size, options.nbest = beam, nbest
+        options.length_penalty, options.max_len_ratio = alpha, max_len_ratio
+        options.max_len_offset, options.max_len = max_len_offset, max_len
+        sources = [self._encode(handle, i, text) for i, text in enumerate(texts)]
+        out = []
+        for start in range(0, len(sources), _BATCH):
+            out.extend(self._translate_batch(handle, sources[start:start + _BATCH], options))
+        return out
+
+    def _encode(self, handle, index, text):
+        ids, count = c_int32_p(), ctypes.c_int64()
+        check(lib.attn_bundle_encode(handle, text.encode("utf-8"), ctypes.byref(ids),
+                                     ctypes.byref(count), None), f"texts[{index}]")
+        return _take_ids(ids, count.value)
+
+    def _translate_batch(self, handle, sources, options):
+        searched = [ids for ids in sources if ids]
+        hypotheses = iter(self._search(handle, searched, options) if searched else [])
+        empty = "" if options.nbest == 1 else []
+        return [next(hypotheses) if ids else empty for ids in sources]
+
+    def _search(self, handle, sources, options):
+        rows = [(ctypes.c_int32 * len(ids))(*ids) for ids in sources]
+        row_pointers = (c_int32_p * len(rows))(*[ctypes.cast(r, c_int32_p) for r in rows])
+        counts = (ctypes.c_int64 * len(rows))(*[len(ids) for ids in sources])
+        result = ctypes.POINTER(_Result)()
+        try:
+            check(lib.attn_bundle_decode(handle, len(rows), row_pointers, counts,
+                                         ctypes.byref(options), ctypes.byref(result)),
+                  "attn_bundle_decode")
+            out = []
+            for i in range(result.contents.size):
+                sentence = result.contents.sentences[i]
+                pairs = [(self._text(handle, sentence.hypotheses[j]),
+                          sentence.hypotheses[j].score) for j in range(sentence.count)]
+                if options.nbest == 1:
+                    out.append(pairs[0][0] if pairs else "")
+                else:
+                    out.append(pairs)
+            return out
+        finally:
+            if result:
+                lib.attn_decode_result_destroy(result)
+
+    @staticmethod
+    def _text(handle, hypothesis):
+        text = ctypes.c_void_p()
+        check(lib.attn_bundle_text(handle, ctypes.byref(hypothesis), ctypes.byref(text)),
+              "attn_bundle_text")
+        return _take_string(text)

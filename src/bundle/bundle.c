@@ -1,0 +1,281 @@
+/* attn_bundle: a model file's model and tokenizers, read once; text in, hypotheses out. */
+#include "attn/attn_bundle.h"
+
+#include "core/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct attn_bundle {
+    char *name; /* the file's path, for messages */
+    attn_model *model;
+    attn_tokenizer *tokenizers[2]; /* by attn_bundle_side */
+    attn_graph *graph;
+};
+
+static const char *const TOKENIZER_KEYS[2] = {ATTN_SRC_TOKENIZER_KEY, ATTN_TGT_TOKENIZER_KEY};
+
+void attn_bundle_destroy(attn_bundle *bundle)
+{
+    if (bundle == NULL)
+        return;
+    attn_graph_destroy(bundle->graph);
+    attn_model_destroy(bundle->model);
+    attn_tokenizer_destroy(bundle->tokenizers[0]);
+    attn_tokenizer_destroy(bundle->tokenizers[1]);
+    free(bundle->name);
+    free(bundle);
+}
+
+attn_status attn_bundle_release(attn_bundle *bundle, attn_model **model, attn_tokenizer **source,
+                                attn_tokenizer **target)
+{
+    ATTN_CHECK_NOT_NULL(bundle);
+    ATTN_CHECK_NOT_NULL(model);
+    ATTN_CHECK_NOT_NULL(source);
+    ATTN_CHECK_NOT_NULL(target);
+    *model = bundle->model;
+    *source = bundle->tokenizers[ATTN_BUNDLE_SOURCE];
+    *target = bundle->tokenizers[ATTN_BUNDLE_TARGET];
+    bundle->model = NULL;
+    bundle->tokenizers[ATTN_BUNDLE_SOURCE] = bundle->tokenizers[ATTN_BUNDLE_TARGET] = NULL;
+    attn_bundle_destroy(bundle);
+    return ATTN_OK;
+}
+
+/* Both tokenizers of the file. A missing key means the file is a bare model (attn_model_save
+ * without the bundle's metadata), which deserves a hint rather than "no metadata key". */
+static attn_status read_tokenizers(const attn_tensor_file *file, const char *fn, attn_bundle *b)
+{
+    for (int side = 0; side < 2; side++) {
+        const char *json = NULL;
+        if (attn_tensor_file_metadata(file, TOKENIZER_KEYS[side], &json) != ATTN_OK)
+            return attn_fail(ATTN_ERR_FORMAT,
+                             "%s: %s has no tokenizers (\"%s\" metadata); use a model written by "
+                             "'attn train'",
+                             fn, b->name, TOKENIZER_KEYS[side]);
+        attn_status status = attn_tokenizer_from_json(json, &b->tokenizers[side]);
+        if (status != ATTN_OK) {
+            char inner[512];
+            snprintf(inner, sizeof inner, "%s", attn_last_error());
+            return attn_fail(status, "%s: %s: \"%s\": %s", fn, b->name, TOKENIZER_KEYS[side],
+                             inner);
+        }
+    }
+    return ATTN_OK;
+}
+
+static attn_status bundle_from_file(const attn_tensor_file *file, const char *fn, const char *name,
+                                    attn_bundle **out)
+{
+    attn_bundle *b = calloc(1, sizeof *b);
+    if (b == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    attn_status status = ATTN_OK;
+    const size_t name_size = strlen(name) + 1;
+    if ((b->name = malloc(name_size)) == NULL)
+        status = attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    else
+        memcpy(b->name, name, name_size);
+    if (status == ATTN_OK)
+        status = attn_model_from_file(file, name, &b->model);
+    if (status == ATTN_OK)
+        status = read_tokenizers(file, fn, b);
+    if (status == ATTN_OK)
+        status = attn_graph_create(attn_model_params(b->model), &b->graph);
+    if (status != ATTN_OK) {
+        attn_bundle_destroy(b);
+        return status;
+    }
+    *out = b;
+    return ATTN_OK;
+}
+
+attn_status attn_bundle_from_file(const attn_tensor_file *file, const char *name, attn_bundle **out)
+{
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
+    ATTN_CHECK_NOT_NULL(file);
+    return bundle_from_file(file, "attn_bundle_from_file", name != NULL ? name : "the file", out);
+}
+
+attn_status attn_bundle_load(const char *path, attn_bundle **out)
+{
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
+    ATTN_CHECK_NOT_NULL(path);
+    attn_tensor_file *file = NULL;
+    ATTN_TRY(attn_tensor_file_open(path, &file));
+    attn_status status = bundle_from_file(file, "attn_bundle_load", path, out);
+    attn_tensor_file_close(file);
+    return status;
+}
+
+attn_model *attn_bundle_model(const attn_bundle *bundle)
+{
+    return bundle != NULL ? bundle->model : NULL;
+}
+
+const attn_model_config *attn_bundle_config(const attn_bundle *bundle)
+{
+    return bundle != NULL ? attn_model_get_config(bundle->model) : NULL;
+}
+
+const attn_tokenizer *attn_bundle_tokenizer(const attn_bundle *bundle, attn_bundle_side side)
+{
+    if (bundle == NULL || (side != ATTN_BUNDLE_SOURCE && side != ATTN_BUNDLE_TARGET))
+        return NULL;
+    return bundle->tokenizers[side];
+}
+
+attn_graph *attn_bundle_graph(const attn_bundle *bundle)
+{
+    return bundle != NULL ? bundle->graph : NULL;
+}
+
+/* Search needs an encoder to read the source and a decoder to step. */
+static attn_status require_encoder_decoder(const attn_bundle *bundle, const char *fn)
+{
+    const attn_model_arch arch = attn_model_get_config(bundle->model)->arch;
+    if (arch != ATTN_ARCH_TRANSFORMER && arch != ATTN_ARCH_RNN)
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                         "%s: %s is not an encoder-decoder model (arch transformer or rnn)", fn,
+                         bundle->name);
+    return ATTN_OK;
+}
+
+attn_status attn_bundle_check_encoder_decoder(const attn_bundle *bundle)
+{
+    ATTN_CHECK_NOT_NULL(bundle);
+    return require_encoder_decoder(bundle, "attn_bundle_check_encoder_decoder");
+}
+
+attn_status attn_bundle_encode(const attn_bundle *bundle, const char *text, int32_t **ids,
+                               int64_t *count, int64_t *unknown)
+{
+    ATTN_CHECK_NOT_NULL(ids);
+    *ids = NULL;
+    ATTN_CHECK_NOT_NULL(count);
+    *count = 0;
+    if (unknown != NULL)
+        *unknown = 0;
+    ATTN_CHECK_NOT_NULL(bundle);
+    ATTN_CHECK_NOT_NULL(text);
+    ATTN_TRY(attn_tokenizer_encode(bundle->tokenizers[ATTN_BUNDLE_SOURCE], text, ids, count));
+    const int64_t max_len = attn_model_get_config(bundle->model)->max_len;
+    if (*count > max_len) {
+        const long long tokens = (long long)*count;
+        free(*ids);
+        *ids = NULL;
+        *count = 0;
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                         "attn_bundle_encode: %lld tokens, above the model's max_len %lld", tokens,
+                         (long long)max_len);
+    }
+    for (int64_t i = 0; i < *count && unknown != NULL; i++)
+        *unknown += (*ids)[i] == ATTN_UNK_ID;
+    return ATTN_OK;
+}
+
+attn_status attn_bundle_decode(attn_bundle *bundle, int64_t n, const int32_t *const *ids,
+                               const int64_t *counts, const attn_decode_options *options,
+                               attn_decode_result **out)
+{
+    static const char fn[] = "attn_bundle_decode";
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
+    ATTN_CHECK_NOT_NULL(bundle);
+    ATTN_CHECK_NOT_NULL(ids);
+    ATTN_CHECK_NOT_NULL(counts);
+    ATTN_CHECK_ARG(n >= 1, "%s: n is %lld, expected at least one sentence", fn, (long long)n);
+    ATTN_TRY(require_encoder_decoder(bundle, fn));
+    int64_t longest = 1;
+    for (int64_t i = 0; i < n; i++) {
+        ATTN_CHECK_ARG(ids[i] != NULL && counts[i] >= 1,
+                       "%s: sentence %lld has no ids (counts[%lld] = %lld)", fn, (long long)i,
+                       (long long)i, (long long)counts[i]);
+        longest = counts[i] > longest ? counts[i] : longest;
+    }
+    ATTN_CHECK_ARG(
+        longest <= INT32_MAX && (uint64_t)n <= SIZE_MAX / sizeof(int32_t) / (uint64_t)longest,
+        "%s: %lld sentences of up to %lld ids are too many", fn, (long long)n, (long long)longest);
+    const attn_decode_options defaults = attn_decode_default_options();
+    /* One padded [n, longest] batch, as attn_decode takes it: padding is never read. */
+    int32_t *src = calloc((size_t)n * (size_t)longest, sizeof *src);
+    int32_t *lengths = calloc((size_t)n, sizeof *lengths);
+    attn_status status;
+    if (src == NULL || lengths == NULL) {
+        status = attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            memcpy(src + i * longest, ids[i], (size_t)counts[i] * sizeof *src);
+            lengths[i] = (int32_t)counts[i];
+        }
+        status = attn_decode(bundle->model, bundle->graph, n, longest, src, lengths,
+                             options != NULL ? options : &defaults, out);
+    }
+    free(src);
+    free(lengths);
+    return status;
+}
+
+attn_status attn_bundle_text(const attn_bundle *bundle, const attn_hypothesis *hypothesis,
+                             char **text)
+{
+    ATTN_CHECK_NOT_NULL(text);
+    *text = NULL;
+    ATTN_CHECK_NOT_NULL(bundle);
+    ATTN_CHECK_NOT_NULL(hypothesis);
+    return attn_tokenizer_decode(bundle->tokenizers[ATTN_BUNDLE_TARGET], hypothesis->tokens,
+                                 hypothesis->length, text);
+}
+
+attn_status attn_bundle_labels(const attn_bundle *bundle, attn_bundle_side side, const int32_t *ids,
+                               int64_t count, const char **labels)
+{
+    ATTN_CHECK_NOT_NULL(bundle);
+    ATTN_CHECK_ARG(side == ATTN_BUNDLE_SOURCE || side == ATTN_BUNDLE_TARGET,
+                   "attn_bundle_labels: side %d is neither source nor target", (int)side);
+    ATTN_CHECK_ARG(count >= 0, "attn_bundle_labels: count %lld is negative", (long long)count);
+    ATTN_CHECK_ARG(count == 0 || (ids != NULL && labels != NULL),
+                   "attn_bundle_labels: ids and labels must not be NULL");
+    const attn_vocab *vocab = attn_tokenizer_vocab(bundle->tokenizers[side]);
+    for (int64_t i = 0; i < count; i++) {
+        const char *token = attn_vocab_token(vocab, ids[i]);
+        labels[i] = token != NULL ? token : "?";
+    }
+    return ATTN_OK;
+}
+
+void attn_bundle_metadata_free(attn_metadata_entry entries[ATTN_BUNDLE_METADATA_COUNT])
+{
+    if (entries == NULL)
+        return;
+    for (int side = 0; side < ATTN_BUNDLE_METADATA_COUNT; side++) {
+        /* The values are the JSON this file malloc'ed; the entry type only reads them. */
+        free((void *)(uintptr_t)entries[side].value);
+        entries[side].value = NULL;
+    }
+}
+
+attn_status attn_bundle_metadata(const attn_tokenizer *source, const attn_tokenizer *target,
+                                 attn_metadata_entry entries[ATTN_BUNDLE_METADATA_COUNT])
+{
+    ATTN_CHECK_NOT_NULL(entries);
+    const attn_tokenizer *tokenizers[ATTN_BUNDLE_METADATA_COUNT] = {source, target};
+    for (int side = 0; side < ATTN_BUNDLE_METADATA_COUNT; side++)
+        entries[side] = (attn_metadata_entry){TOKENIZER_KEYS[side], NULL};
+    ATTN_CHECK_NOT_NULL(source);
+    ATTN_CHECK_NOT_NULL(target);
+    for (int side = 0; side < ATTN_BUNDLE_METADATA_COUNT; side++) {
+        char *json = NULL;
+        attn_status status = attn_tokenizer_to_json(tokenizers[side], &json);
+        if (status != ATTN_OK) {
+            attn_bundle_metadata_free(entries);
+            return status;
+        }
+        entries[side].value = json;
+    }
+    return ATTN_OK;
+}
