@@ -158,6 +158,25 @@ int attn_cmd_train(int argc, char **argv)
     if (valid != NULL)
         TRY(attn_corpus_encode(valid, src_tok, tgt_tok));
 
+    if (a.max_len > 0) {
+        int64_t dropped_train = 0, dropped_valid = 0;
+        TRY(attn_corpus_drop_longer(train, a.max_len, a.max_len, &dropped_train));
+        if (valid != NULL)
+            TRY(attn_corpus_drop_longer(valid, a.max_len, a.max_len, &dropped_valid));
+        if (dropped_train + dropped_valid > 0)
+            fprintf(stderr,
+                    "attn train: skipped %lld training and %lld validation pairs longer than "
+                    "--max-len %lld tokens\n",
+                    (long long)dropped_train, (long long)dropped_valid, (long long)a.max_len);
+        if (attn_corpus_size(train) == 0 || (valid != NULL && attn_corpus_size(valid) == 0)) {
+            fprintf(stderr,
+                    "attn train: every %s pair is longer than --max-len %lld tokens; "
+                    "raise it (0: no limit)\n",
+                    attn_corpus_size(train) == 0 ? "training" : "validation", (long long)a.max_len);
+            exit_code = 1;
+            goto done;
+        }
+    }
     int64_t longest_source = 0, longest_target = 0;
     train_longest(train, &longest_source, &longest_target);
     train_longest(valid, &longest_source, &longest_target);

@@ -43,6 +43,11 @@ static const cli_option train_options[] = {
      .group = GROUP_DATA},
     {CLI_OPTION("--valid-tgt", CLI_STRING, FIELD(valid_tgt), "FILE", "validation targets"),
      .group = GROUP_DATA},
+    {CLI_OPTION("--max-len", CLI_INT, FIELD(max_len), "N",
+                "skip training and validation pairs whose source or target has more than N "
+                "tokens, and say how many (0: keep every pair; one very long pair sets the size "
+                "of every batch it lands in) [256]"),
+     .min = 0, .max = INFINITY, .group = GROUP_DATA},
     {CLI_OPTION("--out", CLI_STRING, FIELD(out), "MODEL.safetensors",
                 "the model file: the best validation loss's weights (the last without --valid)"),
      .group = GROUP_RUN},
@@ -159,6 +164,10 @@ static const cli_option train_options[] = {
                 "also write the checkpoint every N updates (it is written after each "
                 "validation and at the end) [0]"),
      .group = GROUP_RUN},
+    {CLI_OPTION("--max-skipped", CLI_INT, FIELD(max_skipped), "N",
+                "stop with an error after N updates in a row skipped for non-finite gradients, "
+                "writing no file after them (0: never) [20]"),
+     .min = 0, .max = INFINITY, .group = GROUP_RUN},
     {CLI_OPTION("--resume", CLI_STRING, FIELD(resume), "CKPT",
                 "continue the run a checkpoint holds (same data; the model, tokenizers and "
                 "curve-shaping options come from it; stopping rules may change)"),
@@ -244,6 +253,8 @@ static void set_defaults(train_args *a)
     a->epochs = 10;
     a->seed = 1;
     a->log_every = 50;
+    a->max_len = 256;
+    a->max_skipped = attn_trainer_default_options().max_skipped_updates;
 }
 
 /* What the options allow together. Returns 0 or the usage exit code after a message. */
@@ -372,6 +383,7 @@ void train_options_for_this_run(const train_args *a, const char *checkpoint,
     o->eval_every = a->eval_every;
     o->patience = a->patience;
     o->checkpoint_every = a->checkpoint_every;
+    o->max_skipped_updates = a->max_skipped;
     o->best_path = a->out;
     o->checkpoint_path = checkpoint;
 }

@@ -107,6 +107,7 @@ attn_status attn_batcher_create(const attn_corpus *corpus, const attn_batcher_co
     ATTN_CHECK_ARG(config->batch_tokens > 0, "%s: batch_tokens must be positive, got %lld", fn,
                    (long long)config->batch_tokens);
     int64_t count = attn_corpus_size(corpus);
+    ATTN_CHECK_ARG(count > 0, "%s: the corpus has no pairs", fn);
     const int32_t *ids;
     int64_t length;
     if (attn_corpus_source_ids(corpus, 0, &ids, &length) != ATTN_OK)

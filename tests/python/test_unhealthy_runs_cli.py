@@ -102,3 +102,44 @@ def test_diverging_run_stops_with_an_error_and_writes_nothing(trained):
     assert "training diverged: the last 20 updates (to step 21)" in message, message
     assert not out.exists()
     assert not (trained["folder"] / "diverged.last.safetensors").exists()
+
+
+def test_max_skipped_sets_when_a_diverging_run_stops(trained):
+    out = trained["folder"] / "diverged5.safetensors"
+    result = run("train", "--train", trained["train"], "--out", out, "--lr", "1e30",
+                 "--warmup", "1", "--clip-norm", "0", "--epochs", "0", "--max-steps", "200",
+                 "--layers", "1", "--d-model", "16", "--heads", "2", "--ffn", "32",
+                 "--max-skipped", "5", "--threads", "2")
+    message = result.stderr.decode()
+    assert result.returncode == 1, message
+    assert "the last 5 updates (to step 6)" in message, message
+
+
+def test_over_long_pairs_are_skipped_and_counted(trained, tmp_path):
+    """A 1 MB line used to set max_len and the size of its batch (minutes and a gigabyte for one
+    update); it is skipped by the default --max-len and the start-up says so."""
+    lines = trained["train"].read_text(encoding="utf-8").splitlines()
+    lines.insert(7, "a" * 1_000_000 + "\tb")
+    lines.insert(9, "abc\t" + "x" * 300)
+    train = tmp_path / "long.tsv"
+    train.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    valid = tmp_path / "valid.tsv"
+    valid.write_text("abc\tcba\n" + "b" * 257 + "\tc\n", encoding="utf-8")
+    out = tmp_path / "m.safetensors"
+    args = ["--train", train, "--valid", valid, "--out", out, "--layers", "1", "--d-model", "16",
+            "--heads", "2", "--ffn", "32", "--max-steps", "3", "--threads", "2"]
+    result = run("train", *args)
+    message = result.stderr.decode()
+    assert result.returncode == 0, message
+    assert "skipped 2 training and 1 validation pairs longer than --max-len 256 tokens" in message
+    config = json.loads(_metadata(out)["attn_config"])
+    assert config["max_len"] <= 1024, config["max_len"]  # the default, not raised to 10^6
+    result = run("train", *args, "--max-len", "2")
+    assert result.returncode == 1
+    assert "every validation pair is longer than --max-len 2 tokens" in result.stderr.decode()
+
+
+def _metadata(path):
+    data = Path(path).read_bytes()
+    header_len = struct.unpack("<Q", data[:8])[0]
+    return json.loads(data[8:8 + header_len])["__metadata__"]
