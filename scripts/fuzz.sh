@@ -6,10 +6,12 @@
 # (TMPDIR). A crash, leak, sanitizer report, timeout or out-of-memory leaves its input in
 # BUILD/fuzz-artifacts/ and makes the script fail after every harness has run.
 #
-#   scripts/fuzz.sh BUILD_DIR [SECONDS]      (default 60 seconds per harness)
+#   scripts/fuzz.sh BUILD_DIR [SECONDS [NAME...]]   (default 60 seconds; every harness, or
+#                                                    the named ones, e.g. tensor_file)
 set -euo pipefail
 build=${1:?usage: scripts/fuzz.sh BUILD_DIR [SECONDS]}
 seconds=${2:-60}
+shift $(($# < 2 ? $# : 2))
 cd "$(dirname "$0")/.."
 
 artifacts=$build/fuzz-artifacts
@@ -17,8 +19,15 @@ mkdir -p "$artifacts"
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/attn-fuzz.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
 
+programs=()
+if [ $# -gt 0 ]; then
+  for name in "$@"; do programs+=("$build/fuzz/fuzz_${name#fuzz_}"); done
+else
+  programs=("$build"/fuzz/fuzz_*)
+fi
+
 failed=()
-for program in "$build"/fuzz/fuzz_*; do
+for program in "${programs[@]}"; do
   name=$(basename "$program")
   corpus=${name#fuzz_}
   mkdir -p "$scratch/$corpus/tmp"
@@ -31,7 +40,7 @@ for program in "$build"/fuzz/fuzz_*; do
     failed+=("$name")
   fi
   # The figures docs/reliability.md records: coverage, features, executions, corpus size.
-  grep -E '^#[0-9]+ +DONE|^stat::number_of_executed_units|^stat::peak_rss_mb' \
+  grep -E '^#[0-9]+[[:space:]]+DONE|^stat::number_of_executed_units|^stat::peak_rss_mb' \
     "$scratch/$corpus/log" || true
   grep -E 'ERROR|SUMMARY|fuzz invariant' "$scratch/$corpus/log" | head -20 || true
   printf 'corpus after the run: %s inputs\n' "$(find "$scratch/$corpus/inputs" -type f | wc -l)"

@@ -1,6 +1,7 @@
 /* Safetensors files: the input, written to a temporary file, is opened with
- * attn_tensor_file_open, every accessor is called on what opened, and then attn_model_load
- * reads the same file as a model (config metadata and weights). */
+ * attn_tensor_file_open and every accessor is called on what opened; what opened is written
+ * again with attn_tensor_file_write and must read back the same; then attn_model_load reads
+ * the input as a model (config metadata and weights). */
 #include "attn/attn.h"
 #include "harness_support.h"
 
@@ -49,6 +50,61 @@ static void read_tensor(const attn_tensor_file *file, const attn_tensor_info *in
         float sink[1];
         FUZZ_CHECK(attn_tensor_file_read_f32(file, info->name, info->ndim, other, sink) != ATTN_OK);
     }
+}
+
+static void check_same(const attn_tensor_info *a, const attn_tensor_info *b)
+{
+    FUZZ_CHECK(strcmp(a->name, b->name) == 0 && a->dtype == b->dtype && a->ndim == b->ndim);
+    FUZZ_CHECK(a->ndim == 0 || memcmp(a->shape, b->shape, (size_t)a->ndim * 8) == 0);
+    FUZZ_CHECK(a->nbytes == b->nbytes);
+    FUZZ_CHECK(a->nbytes == 0 || memcmp(a->data, b->data, a->nbytes) == 0);
+}
+
+/* Whatever the reader accepts, the writer writes, and the reader reads back unchanged. */
+static void rewrite(const attn_tensor_file *file)
+{
+    const size_t count = attn_tensor_file_count(file);
+    const size_t n_metadata = attn_tensor_file_metadata_count(file);
+    const char *path = fuzz_temp_path("rewritten.safetensors");
+    attn_named_tensor *tensors = calloc(count > 0 ? count : 1, sizeof *tensors);
+    attn_metadata_entry *metadata = calloc(n_metadata > 0 ? n_metadata : 1, sizeof *metadata);
+    if (path == NULL || tensors == NULL || metadata == NULL) {
+        free(tensors);
+        free(metadata);
+        return;
+    }
+    for (size_t i = 0; i < count; i++) {
+        attn_tensor_info info;
+        FUZZ_CHECK(attn_tensor_file_get(file, i, &info) == ATTN_OK);
+        tensors[i].name = info.name;
+        tensors[i].dtype = info.dtype;
+        tensors[i].ndim = info.ndim;
+        if (info.ndim > 0)
+            memcpy(tensors[i].shape, info.shape, (size_t)info.ndim * sizeof *info.shape);
+        tensors[i].data = info.data;
+    }
+    for (size_t i = 0; i < n_metadata; i++)
+        FUZZ_CHECK(attn_tensor_file_metadata_at(file, i, &metadata[i].key, &metadata[i].value) ==
+                   ATTN_OK);
+    FUZZ_CHECK(attn_tensor_file_write(path, tensors, count, metadata, n_metadata) == ATTN_OK);
+    attn_tensor_file *again = NULL;
+    FUZZ_CHECK(attn_tensor_file_open(path, &again) == ATTN_OK);
+    FUZZ_CHECK(attn_tensor_file_count(again) == count);
+    FUZZ_CHECK(attn_tensor_file_metadata_count(again) == n_metadata);
+    for (size_t i = 0; i < count; i++) {
+        attn_tensor_info before, after;
+        FUZZ_CHECK(attn_tensor_file_get(file, i, &before) == ATTN_OK);
+        FUZZ_CHECK(attn_tensor_file_get(again, i, &after) == ATTN_OK);
+        check_same(&before, &after);
+    }
+    for (size_t i = 0; i < n_metadata; i++) {
+        const char *key, *value;
+        FUZZ_CHECK(attn_tensor_file_metadata_at(again, i, &key, &value) == ATTN_OK);
+        FUZZ_CHECK(strcmp(key, metadata[i].key) == 0 && strcmp(value, metadata[i].value) == 0);
+    }
+    attn_tensor_file_close(again);
+    free(tensors);
+    free(metadata);
 }
 
 static int small_enough(const attn_model_config *c)
@@ -111,6 +167,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(attn_tensor_file_metadata(file, key, &again) == ATTN_OK && again == value);
         FUZZ_CHECK(attn_utf8_valid(key, strlen(key)) && attn_utf8_valid(value, strlen(value)));
     }
+    rewrite(file);
     load_model(path, file);
     attn_tensor_file_close(file);
     return 0;

@@ -52,11 +52,14 @@ static const char *temp_path(const char *name)
     return temp_paths[temp_count++];
 }
 
+const char *fuzz_temp_path(const char *name)
+{
+    return make_temp_folder() ? temp_path(name) : NULL;
+}
+
 const char *fuzz_temp_file(const char *name, const uint8_t *data, size_t size)
 {
-    if (!make_temp_folder())
-        return NULL;
-    const char *path = temp_path(name);
+    const char *path = fuzz_temp_path(name);
     if (path == NULL)
         return NULL;
     FILE *file = fopen(path, "wb");

@@ -16,6 +16,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
  * written (the harness then has nothing to test). */
 const char *fuzz_temp_file(const char *name, const uint8_t *data, size_t size);
 
+/* The path of the file `name` in that folder, for a loader's writer to create (NULL if the
+ * folder could not be made). */
+const char *fuzz_temp_path(const char *name);
+
 /* A malloc'ed copy of the input with a NUL after it (NULL when out of memory). */
 char *fuzz_string(const uint8_t *data, size_t size);
 
