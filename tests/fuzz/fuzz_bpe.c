@@ -26,23 +26,9 @@ static void check_line(const attn_tokenizer *tokenizer, const attn_tokenizer *re
     for (int64_t i = 0; i < n; i++)
         has_unknown |= ids[i] == ATTN_UNK_ID;
     if (!has_unknown && strstr(line, "</w>") == NULL) {
-        size_t length = strlen(line);
-        char *words = malloc(length + 1);
-        if (words != NULL) {
-            size_t out = 0;
-            for (size_t i = 0; i < length; i++) {
-                int space = strchr(" \t\n\v\f\r", line[i]) != NULL;
-                if (!space)
-                    words[out++] = line[i];
-                else if (out > 0 && words[out - 1] != ' ')
-                    words[out++] = ' ';
-            }
-            if (out > 0 && words[out - 1] == ' ')
-                out--;
-            words[out] = '\0';
-            FUZZ_CHECK(strcmp(words, text) == 0);
-            free(words);
-        }
+        char *words = fuzz_single_spaced(line);
+        FUZZ_CHECK(words == NULL || strcmp(words, text) == 0);
+        free(words);
     }
     free(text);
     free(ids);

@@ -16,7 +16,10 @@ static const char *const sample_texts[] = {"",
                                            "caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC \xF0\x9F\x98\x80",
                                            "a</w>b"};
 
-/* Encodes text, checks the ids, decodes them; returns the ids (malloc'ed) or NULL. */
+/* Encodes text, checks the ids, decodes them, and checks that decoding gave the text back
+ * (characters: exactly; words and BPE: single-spaced) when no token became <unk> (decode drops
+ * it) and the text does not itself spell BPE's end-of-word mark. Returns the ids (malloc'ed)
+ * or NULL. */
 static int32_t *encode_decode(const attn_tokenizer *tokenizer, const char *text, int64_t *n_ids)
 {
     int32_t *ids = NULL;
@@ -32,6 +35,18 @@ static int32_t *encode_decode(const attn_tokenizer *tokenizer, const char *text,
     char *decoded = NULL;
     FUZZ_CHECK(attn_tokenizer_decode(tokenizer, ids, *n_ids, &decoded) == ATTN_OK);
     FUZZ_CHECK(attn_utf8_valid(decoded, strlen(decoded)));
+    int has_unknown = 0;
+    for (int64_t i = 0; i < *n_ids; i++)
+        has_unknown |= ids[i] == ATTN_UNK_ID;
+    if (!has_unknown && strstr(text, "</w>") == NULL) {
+        if (attn_tokenizer_get_kind(tokenizer) == ATTN_TOKENIZER_CHAR) {
+            FUZZ_CHECK(strcmp(decoded, text) == 0);
+        } else {
+            char *words = fuzz_single_spaced(text);
+            FUZZ_CHECK(words == NULL || strcmp(words, decoded) == 0);
+            free(words);
+        }
+    }
     free(decoded);
     return ids;
 }

@@ -81,6 +81,25 @@ char *fuzz_string(const uint8_t *data, size_t size)
     return text;
 }
 
+char *fuzz_single_spaced(const char *text)
+{
+    size_t length = strlen(text);
+    char *words = malloc(length + 1);
+    if (words == NULL)
+        return NULL;
+    size_t out = 0;
+    for (size_t i = 0; i < length; i++) {
+        if (strchr(" \t\n\v\f\r", text[i]) == NULL)
+            words[out++] = text[i];
+        else if (out > 0 && words[out - 1] != ' ')
+            words[out++] = ' ';
+    }
+    if (out > 0 && words[out - 1] == ' ')
+        out--;
+    words[out] = '\0';
+    return words;
+}
+
 void fuzz_check_failed(const char *what, const char *file, int line)
 {
     fprintf(stderr, "%s:%d: fuzz invariant broken: %s\n", file, line, what);

@@ -23,6 +23,11 @@ const char *fuzz_temp_path(const char *name);
 /* A malloc'ed copy of the input with a NUL after it (NULL when out of memory). */
 char *fuzz_string(const uint8_t *data, size_t size);
 
+/* What word and BPE tokenizers decode a text to when none of its tokens became <unk>: its
+ * words (split at ASCII whitespace) joined by single spaces. Malloc'ed; NULL when out of
+ * memory. */
+char *fuzz_single_spaced(const char *text);
+
 /* A broken invariant is a finding: print it and abort, which libFuzzer and CTest both report. */
 #define FUZZ_CHECK(cond) ((cond) ? (void)0 : fuzz_check_failed(#cond, __FILE__, __LINE__))
 void fuzz_check_failed(const char *what, const char *file, int line);
