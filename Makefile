@@ -4,8 +4,9 @@ BUILD_TYPE ?= Release
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
+FUZZ_SECONDS ?= 60
 
-.PHONY: all build test demo bench install clean sanitize-test valgrind-test
+.PHONY: all build test demo bench install clean sanitize-test valgrind-test fuzz
 
 all: build
 
@@ -48,8 +49,16 @@ valgrind-test:
 	cmake --build $(BUILD)-valgrind -j $(JOBS)
 	cd $(BUILD)-valgrind && ctest --output-on-failure -j $(JOBS) -L c -LE learn
 
+# Each libFuzzer harness (tests/fuzz/) for FUZZ_SECONDS seconds from its seed corpus, built with
+# clang under ASan and UBSan; fails if any reports a crash (scripts/fuzz.sh).
+fuzz:
+	cmake -S . -B $(BUILD)-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DATTN_FUZZ=ON -DATTN_PYTHON_TESTS=OFF
+	cmake --build $(BUILD)-fuzz -j $(JOBS) --target fuzzers
+	./scripts/fuzz.sh $(BUILD)-fuzz $(FUZZ_SECONDS)
+
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-sanitize $(BUILD)-valgrind
+	rm -rf $(BUILD) $(BUILD)-sanitize $(BUILD)-valgrind $(BUILD)-fuzz
