@@ -52,6 +52,7 @@ valgrind-test:
 # Each libFuzzer harness (tests/fuzz/) for FUZZ_SECONDS seconds from its seed corpus, built with
 # clang under ASan and UBSan; fails if any reports a crash (scripts/fuzz.sh).
 fuzz:
+	@$(ENSURE) build fuzz
 	cmake -S . -B $(BUILD)-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DATTN_FUZZ=ON -DATTN_PYTHON_TESTS=OFF
 	cmake --build $(BUILD)-fuzz -j $(JOBS) --target fuzzers
