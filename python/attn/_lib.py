@@ -44,6 +44,31 @@ c_uint8_p = ctypes.POINTER(ctypes.c_uint8)
 c_int32_p = ctypes.POINTER(ctypes.c_int32)
 
 
+class OwnedHandle:
+    """A library object this Python object owns: opened by `_open(function, *args)` (which
+    raises with the library's message), freed once by `close()`, `with` or the collector."""
+
+    _destroy = None  # the library's destroy/close function, set by each subclass
+
+    def _open(self, function, *args):
+        self._handle = ctypes.c_void_p()
+        check(getattr(lib, function)(*args, ctypes.byref(self._handle)), function)
+
+    def close(self):
+        if getattr(self, "_handle", None):
+            getattr(lib, self._destroy)(self._handle)
+            self._handle = ctypes.c_void_p()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+
 def check(status, what):
     """Raise with the library's message when a call failed."""
     if status == ATTN_OK:

@@ -19,7 +19,7 @@ import ctypes
 import json
 import os
 
-from ._lib import c_int32_p, check, lib
+from ._lib import OwnedHandle, c_int32_p, check, lib
 from .decode import _Options, _Result
 
 _SOURCE, _TARGET = 0, 1
@@ -112,29 +112,15 @@ class Tokenizer:
         return self._handle
 
 
-class Bundle:
+class Bundle(OwnedHandle):
     """A model file's model, config and tokenizers, read once (attn_bundle_load)."""
 
+    _destroy = "attn_bundle_destroy"
+
     def __init__(self, path):
-        self._handle = ctypes.c_void_p()
-        check(lib.attn_bundle_load(os.fsencode(path), ctypes.byref(self._handle)),
-              "attn_bundle_load")
+        self._open("attn_bundle_load", os.fsencode(path))
         self.source_tokenizer = Tokenizer(self, _SOURCE)
         self.target_tokenizer = Tokenizer(self, _TARGET)
-
-    def close(self):
-        if self._handle:
-            lib.attn_bundle_destroy(self._handle)
-            self._handle = ctypes.c_void_p()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        self.close()
 
     def _live(self):
         if not self._handle:

@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-from ._lib import c_int32_p, check, lib
+from ._lib import OwnedHandle, c_int32_p, check, lib
 
 _MAX_DIMS = 6
 _VALUES, _GRADS = 0, 1
@@ -83,29 +83,15 @@ def _int32(name, array, ndim):
     return np.ascontiguousarray(a)
 
 
-class Model:
+class Model(OwnedHandle):
     """A model loaded from a file written by attn_model_save (or by a tool storing the same
     config JSON under "attn_config" and the same parameter names)."""
 
+    _destroy = "attn_model_destroy"
+
     def __init__(self, path):
-        self._handle = ctypes.c_void_p()
-        check(lib.attn_model_load(os.fsencode(path), ctypes.byref(self._handle)),
-              "attn_model_load")
+        self._open("attn_model_load", os.fsencode(path))
         self._params = lib.attn_model_params(self._handle)
-
-    def close(self):
-        if self._handle:
-            lib.attn_model_destroy(self._handle)
-            self._handle = ctypes.c_void_p()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        self.close()
 
     @property
     def config(self):

@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from ._lib import check, lib
+from ._lib import OwnedHandle, check, lib
 
 _MAX_DIMS = 6
 # attn_dtype, in the order of include/attn/attn_tensor_file.h.
@@ -101,27 +101,13 @@ def save(path, tensors, metadata=None):
                                      len(metadata)), "attn_tensor_file_write")
 
 
-class TensorFile:
+class TensorFile(OwnedHandle):
     """A safetensors file read into memory and validated by libattn."""
 
+    _destroy = "attn_tensor_file_close"
+
     def __init__(self, path):
-        self._handle = ctypes.c_void_p()
-        check(lib.attn_tensor_file_open(os.fsencode(path), ctypes.byref(self._handle)),
-              "attn_tensor_file_open")
-
-    def close(self):
-        if self._handle:
-            lib.attn_tensor_file_close(self._handle)
-            self._handle = ctypes.c_void_p()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        self.close()
+        self._open("attn_tensor_file_open", os.fsencode(path))
 
     def _info(self, name):
         info = _TensorInfo()

@@ -1,7 +1,6 @@
 """attn bench train: the JSON it prints, the model it times (the same as bench/torch_train.py's),
 its FLOP count, and bad flags. Timings themselves are never checked."""
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,18 +11,7 @@ _ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(_ROOT / "bench"))
 import torch_train  # noqa: E402  (bench/ is not a package)
 
-
-def _attn_binary():
-    library = os.environ.get("ATTN_LIBRARY")
-    candidates = [Path(library).parent / "attn"] if library else []
-    candidates.append(_ROOT / "build" / "attn")
-    for candidate in candidates:
-        if candidate.exists():
-            return str(candidate)
-    pytest.fail("the attn program was not found beside ATTN_LIBRARY or in build/")
-
-
-ATTN = _attn_binary()
+from attn_program import ATTN
 
 
 def run(*args):

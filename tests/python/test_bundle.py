@@ -1,29 +1,14 @@
 """attn.Bundle: a model file written by attn train, loaded once through the C library,
 translates strings as `attn translate` does (greedy, beam, n-best with scores), and exposes
 its tokenizers and config; bad files and texts raise with the library's message."""
-import os
 import random
 import subprocess
-from pathlib import Path
 
 import pytest
 
 import attn
 
-_ROOT = Path(__file__).resolve().parents[2]
-
-
-def _attn_binary():
-    library = os.environ.get("ATTN_LIBRARY")
-    candidates = [Path(library).parent / "attn"] if library else []
-    candidates.append(_ROOT / "build" / "attn")
-    for candidate in candidates:
-        if candidate.exists():
-            return str(candidate)
-    pytest.fail("the attn program was not found beside ATTN_LIBRARY or in build/")
-
-
-ATTN = _attn_binary()
+from attn_program import ATTN
 
 
 def run(*args, stdin=None):

@@ -3,27 +3,15 @@ the Python binding, and integers the binding cannot pass to C are refused instea
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import attn
 
-_ROOT = Path(__file__).resolve().parents[2]
+from attn_program import ATTN
 
 
-def _attn_binary():
-    library = os.environ.get("ATTN_LIBRARY")
-    candidates = [Path(library).parent / "attn"] if library else []
-    candidates.append(_ROOT / "build" / "attn")
-    for candidate in candidates:
-        if candidate.exists():
-            return str(candidate)
-    pytest.fail("the attn program was not found beside ATTN_LIBRARY or in build/")
-
-
-ATTN = _attn_binary()
 BAD = [("ATTN_ISA", "avx1024", "not an instruction set"),
        ("ATTN_NUM_THREADS", "two", "not a thread count"),
        ("ATTN_NUM_THREADS", "-3", "not a thread count"),

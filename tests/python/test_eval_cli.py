@@ -7,7 +7,6 @@ sacreBLEU itself runs on), so that the C tokenizer's handling of real punctuatio
 and Unicode whitespace is compared with Python's, not with itself. The G2P numbers are
 checked the same way against a direct transcription of the documented rule."""
 import math
-import os
 import random
 import re
 import subprocess
@@ -16,15 +15,7 @@ from pathlib import Path
 
 import pytest
 
-
-def _binary():
-    library = os.environ.get("ATTN_LIBRARY")
-    if library:
-        return str(Path(library).resolve().parent / "attn")
-    return str(Path(__file__).resolve().parents[2] / "build" / "attn")
-
-
-ATTN = _binary()
+from attn_program import ATTN
 
 
 def _shared_data():

@@ -1,21 +1,12 @@
 """The option parser every attn command shares: --opt=value and --opt value alike, one line
 naming the option for a usage error (exit 2) with the nearest known option for a typo, and the
 same --help layout (exit 0) for every command."""
-import os
 import subprocess
-from pathlib import Path
 
 import pytest
 
+from attn_program import ATTN
 
-def _binary():
-    library = os.environ.get("ATTN_LIBRARY")
-    if library:
-        return str(Path(library).resolve().parent / "attn")
-    return str(Path(__file__).resolve().parents[2] / "build" / "attn")
-
-
-ATTN = _binary()
 
 COMMANDS = [["train"], ["translate"], ["viz"], ["eval"], ["info"], ["bench", "attention"],
             ["bench", "gemm"], ["bench", "decode"], ["bench", "train"]]

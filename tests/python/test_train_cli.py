@@ -9,24 +9,11 @@ import signal
 import struct
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
-_ROOT = Path(__file__).resolve().parents[2]
+from attn_program import ATTN
 
-
-def _attn_binary():
-    library = os.environ.get("ATTN_LIBRARY")
-    candidates = [Path(library).parent / "attn"] if library else []
-    candidates.append(_ROOT / "build" / "attn")
-    for candidate in candidates:
-        if candidate.exists():
-            return str(candidate)
-    pytest.fail("the attn program was not found beside ATTN_LIBRARY or in build/")
-
-
-ATTN = _attn_binary()
 
 # Models small enough that a run takes seconds on one core.
 TINY = ["--layers", "1", "--d-model", "32", "--heads", "2", "--ffn", "64", "--threads", "1"]

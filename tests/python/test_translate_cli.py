@@ -2,29 +2,13 @@
 command line, on small Transformer and RNN models trained here for a few seconds."""
 import ctypes
 import json
-import os
 import random
 import select
 import subprocess
-import time
-from pathlib import Path
 
 import pytest
 
-_ROOT = Path(__file__).resolve().parents[2]
-
-
-def _attn_binary():
-    library = os.environ.get("ATTN_LIBRARY")
-    candidates = [Path(library).parent / "attn"] if library else []
-    candidates.append(_ROOT / "build" / "attn")
-    for candidate in candidates:
-        if candidate.exists():
-            return str(candidate)
-    pytest.fail("the attn program was not found beside ATTN_LIBRARY or in build/")
-
-
-ATTN = _attn_binary()
+from attn_program import ATTN
 
 
 def run(*args, stdin=None, timeout=120):

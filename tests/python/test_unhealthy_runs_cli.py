@@ -2,7 +2,6 @@
 weights or negative Adam second moments are refused at load with a message naming the tensor,
 and a run whose updates keep failing stops with an error instead of saving NaN weights."""
 import json
-import os
 import random
 import struct
 import subprocess
@@ -10,20 +9,7 @@ from pathlib import Path
 
 import pytest
 
-_ROOT = Path(__file__).resolve().parents[2]
-
-
-def _attn_binary():
-    library = os.environ.get("ATTN_LIBRARY")
-    candidates = [Path(library).parent / "attn"] if library else []
-    candidates.append(_ROOT / "build" / "attn")
-    for candidate in candidates:
-        if candidate.exists():
-            return str(candidate)
-    pytest.fail("the attn program was not found beside ATTN_LIBRARY or in build/")
-
-
-ATTN = _attn_binary()
+from attn_program import ATTN
 
 
 def run(*args, stdin=None):
