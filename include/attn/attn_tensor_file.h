@@ -98,6 +98,22 @@ ATTN_API attn_status attn_tensor_file_write(const char *path, const attn_named_t
  * before it are gone). */
 ATTN_API attn_status attn_tensor_file_remove_stale_temporaries(const char *path, int64_t *removed);
 
+/* Whether attn_tensor_file_write could write path now: creates and removes the temporary file
+ * it would write ("<path>.tmp.<pid>"), so a missing or read-only folder, a path that is a
+ * folder, or an empty name is found before hours of work depend on the write. ATTN_ERR_IO or
+ * ATTN_ERR_INVALID_ARGUMENT naming the path and the reason. A file already at path is left as
+ * it is. */
+ATTN_API attn_status attn_tensor_file_check_writable(const char *path);
+
+/* One writer per path: an exclusive advisory lock (flock) on "<path>.lock", created if missing,
+ * held until attn_tensor_file_unlock. A second process asking for the same path gets
+ * ATTN_ERR_IO at once ("... is being written by another process (pid N)") instead of both
+ * writing and the last silently winning. */
+typedef struct attn_tensor_file_lock attn_tensor_file_lock;
+ATTN_API attn_status attn_tensor_file_lock_path(const char *path, attn_tensor_file_lock **out);
+/* Releases the lock and removes the lock file; NULL is ignored. */
+ATTN_API void attn_tensor_file_unlock(attn_tensor_file_lock *lock);
+
 /* ---- reading ----------------------------------------------------------------------- */
 
 typedef struct attn_tensor_file attn_tensor_file;

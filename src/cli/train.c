@@ -10,7 +10,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- failures ------------------------------------------------------------------------------ */
 
@@ -127,10 +129,19 @@ int attn_cmd_train(int argc, char **argv)
     attn_trainer *trainer = NULL;
     attn_metadata_entry metadata[ATTN_BUNDLE_METADATA_COUNT] = {{NULL, NULL}, {NULL, NULL}};
     char *checkpoint = NULL;
+    attn_tensor_file_lock *locks[2] = {NULL, NULL};
     train_progress p;
     train_progress_init(&p, a.log_every, a.time_limit);
     attn_trainer_options o = attn_trainer_default_options();
 
+    checkpoint = a.checkpoint != NULL ? NULL : default_checkpoint_path(a.out);
+    if (a.checkpoint == NULL && checkpoint == NULL) {
+        fprintf(stderr, "attn train: out of memory\n");
+        return 1;
+    }
+    exit_code = train_guard_outputs(&a, a.checkpoint != NULL ? a.checkpoint : checkpoint, locks);
+    if (exit_code != 0)
+        goto done;
     if (a.threads > 0)
         TRY(attn_set_num_threads((int)a.threads));
     TRY(read_corpus(a.train, a.train_src, a.train_tgt, &train));
@@ -210,12 +221,6 @@ int attn_cmd_train(int argc, char **argv)
         }
     }
 
-    checkpoint = a.checkpoint != NULL ? NULL : default_checkpoint_path(a.out);
-    if (a.checkpoint == NULL && checkpoint == NULL) {
-        fprintf(stderr, "attn train: out of memory\n");
-        exit_code = 1;
-        goto done;
-    }
     train_options_for_this_run(&a, a.checkpoint != NULL ? a.checkpoint : checkpoint, &o);
     TRY(attn_bundle_metadata(src_tok, tgt_tok, metadata));
     o.metadata = metadata;
@@ -268,7 +273,26 @@ int attn_cmd_train(int argc, char **argv)
     if (isfinite(status.best_valid_loss))
         fprintf(stderr, "; best valid loss %.4f at step %lld", status.best_valid_loss,
                 (long long)status.best_step);
-    fprintf(stderr, "\n  model: %s\n  checkpoint: %s\n", a.out, o.checkpoint_path);
+    fprintf(stderr, "\n");
+    /* Say what is on disk, not what was meant to be: a run whose validation never improved
+     * (a NaN loss from the start) keeps no model. */
+    struct stat written;
+    if (stat(a.out, &written) == 0) {
+        fprintf(stderr, "  model: %s\n", a.out);
+    } else {
+        fprintf(stderr, "  model: not written (no validation loss was finite, so none was kept); "
+                        "the last weights are in the checkpoint\n");
+        exit_code = 1;
+    }
+    fprintf(stderr, "  checkpoint: %s\n", o.checkpoint_path);
+    const int signal_number = train_progress_interrupted_by();
+    if (signal_number != 0) {
+        /* Scripts must tell an interrupted run from a finished one. */
+        fprintf(stderr, "attn train: stopped by %s; resume with --resume %s (exit %d)\n",
+                signal_number == SIGINT ? "Ctrl-C (SIGINT)" : "SIGTERM", o.checkpoint_path,
+                128 + signal_number);
+        exit_code = 128 + signal_number;
+    }
 
 done:
     if (p.log != NULL)
@@ -282,6 +306,8 @@ done:
     attn_corpus_destroy(train);
     attn_corpus_destroy(valid);
     attn_bundle_metadata_free(metadata);
+    attn_tensor_file_unlock(locks[0]);
+    attn_tensor_file_unlock(locks[1]);
     free(checkpoint);
     return exit_code;
 }

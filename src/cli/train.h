@@ -60,6 +60,14 @@ void train_options_overlay(const train_args *a, attn_trainer_options *o);
 void train_options_for_this_run(const train_args *a, const char *checkpoint,
                                 attn_trainer_options *o);
 
+/* ---- the outputs (train_outputs.c) ---------------------------------------------------------- */
+
+/* Refuses outputs (--out, the checkpoint, --log) that name an input or each other (exit 2),
+ * checks that the model and checkpoint can be written now and locks both against a second run
+ * (exit 1), each with a message. On 0, locks[0] and locks[1] hold the locks. */
+int train_guard_outputs(const train_args *a, const char *checkpoint,
+                        attn_tensor_file_lock **locks);
+
 /* ---- the model (train_model.c) -------------------------------------------------------------- */
 
 /* The model the flags (over --config's, if given) describe, before the data fixes its
@@ -97,5 +105,8 @@ int train_progress_on_event(const attn_train_event *e, void *user);
 /* While on, the first Ctrl-C or SIGTERM stops the run after the current update (a second one
  * ends the program at once). */
 void train_progress_catch_interrupts(int on);
+
+/* The signal (SIGINT, SIGTERM) that stopped the run, or 0. */
+int train_progress_interrupted_by(void);
 
 #endif

@@ -13,7 +13,7 @@ static volatile sig_atomic_t interrupted;
 
 static void on_interrupt(int signal_number)
 {
-    interrupted = 1;
+    interrupted = signal_number;
     signal(signal_number, SIG_DFL); /* a second Ctrl-C ends the program at once */
 }
 
@@ -44,26 +44,43 @@ static double eta_seconds(const train_progress *p, const attn_train_event *e, in
     return eta;
 }
 
+/* A JSON number, or null for NaN and infinities, which JSON has no way to write (printf's
+ * "-nan" and "inf" made the whole log unreadable to attn viz and Python's json). */
+typedef struct json_number {
+    char text[32];
+} json_number;
+
+static json_number number(double x)
+{
+    json_number n;
+    if (isfinite(x))
+        snprintf(n.text, sizeof n.text, "%.17g", x);
+    else
+        snprintf(n.text, sizeof n.text, "null");
+    return n;
+}
+
 static void write_json_event(FILE *log, const attn_train_event *e)
 {
     if (e->kind == ATTN_TRAIN_EVENT_STEP)
         fprintf(log,
                 "{\"event\":\"step\",\"step\":%lld,\"epoch\":%lld,\"batch\":%lld,"
-                "\"train_loss\":%.17g,\"train_accuracy\":%.17g,\"tokens\":%lld,\"lr\":%.17g,"
-                "\"grad_norm\":%.17g,\"skipped\":%s,\"tokens_per_second\":%.1f,"
+                "\"train_loss\":%s,\"train_accuracy\":%s,\"tokens\":%lld,\"lr\":%s,"
+                "\"grad_norm\":%s,\"skipped\":%s,\"tokens_per_second\":%s,"
                 "\"elapsed\":%.3f}\n",
-                (long long)e->step, (long long)e->epoch, (long long)e->batch_index, e->loss,
-                e->accuracy, (long long)e->tokens, e->lr,
-                isfinite(e->grad_norm) ? e->grad_norm : -1.0, e->skipped ? "true" : "false",
-                e->tokens_per_second, e->elapsed);
+                (long long)e->step, (long long)e->epoch, (long long)e->batch_index,
+                number(e->loss).text, number(e->accuracy).text, (long long)e->tokens,
+                number(e->lr).text, number(e->grad_norm).text, e->skipped ? "true" : "false",
+                number(e->tokens_per_second).text, e->elapsed);
     else if (e->kind == ATTN_TRAIN_EVENT_EVAL)
         fprintf(log,
-                "{\"event\":\"eval\",\"step\":%lld,\"epoch\":%lld,\"valid_loss\":%.17g,"
-                "\"valid_accuracy\":%.17g,\"tokens\":%lld,\"improved\":%s,"
-                "\"best_valid_loss\":%.17g,"
+                "{\"event\":\"eval\",\"step\":%lld,\"epoch\":%lld,\"valid_loss\":%s,"
+                "\"valid_accuracy\":%s,\"tokens\":%lld,\"improved\":%s,"
+                "\"best_valid_loss\":%s,"
                 "\"elapsed\":%.3f}\n",
-                (long long)e->step, (long long)e->epoch, e->loss, e->accuracy, (long long)e->tokens,
-                e->improved ? "true" : "false", e->best_valid_loss, e->elapsed);
+                (long long)e->step, (long long)e->epoch, number(e->loss).text,
+                number(e->accuracy).text, (long long)e->tokens, e->improved ? "true" : "false",
+                number(e->best_valid_loss).text, e->elapsed);
     else
         fprintf(log,
                 "{\"event\":\"done\",\"step\":%lld,\"epoch\":%lld,\"reason\":\"%s\","
@@ -137,6 +154,11 @@ void train_progress_init(train_progress *p, int64_t log_every, double time_limit
     p->last_drawn = -1.0;
     p->time_limit = time_limit;
     p->first_step = -1;
+}
+
+int train_progress_interrupted_by(void)
+{
+    return (int)interrupted;
 }
 
 void train_progress_catch_interrupts(int on)

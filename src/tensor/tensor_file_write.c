@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -192,11 +193,16 @@ static attn_status build_header(const attn_named_tensor *tensors, const tensor_p
     return ATTN_OK;
 }
 
+static void describe_error(int error, char *reason, size_t size)
+{
+    if (strerror_r(error, reason, size) != 0)
+        snprintf(reason, size, "error %d", error);
+}
+
 static attn_status io_failure(const char *path, const char *step, const char *subject, int error)
 {
     char reason[128];
-    if (strerror_r(error, reason, sizeof reason) != 0)
-        snprintf(reason, sizeof reason, "error %d", error);
+    describe_error(error, reason, sizeof reason);
     return attn_fail(ATTN_ERR_IO, "attn_tensor_file_write: '%s': %s '%s' failed: %s", path, step,
                      subject, reason);
 }
@@ -401,4 +407,110 @@ done:
     free(folder);
     free(prefix);
     return status;
+}
+
+attn_status attn_tensor_file_check_writable(const char *path)
+{
+    static const char fn[] = "attn_tensor_file_check_writable";
+    ATTN_CHECK_ARG(path != NULL && path[0] != '\0', "%s: the path is empty", fn);
+    struct stat info;
+    if (stat(path, &info) == 0 && S_ISDIR(info.st_mode))
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s: '%s' is a folder, not a file name", fn,
+                         path);
+    size_t capacity = strlen(path) + 32;
+    char *probe = malloc(capacity);
+    if (probe == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    snprintf(probe, capacity, "%s.tmp.%ld", path, (long)getpid());
+    attn_status status = ATTN_OK;
+    const int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        char reason[128];
+        describe_error(errno, reason, sizeof reason);
+        status = attn_fail(ATTN_ERR_IO, "%s: cannot write '%s' (creating '%s': %s)", fn, path,
+                           probe, reason);
+    } else {
+        close(fd);
+        unlink(probe);
+    }
+    free(probe);
+    return status;
+}
+
+struct attn_tensor_file_lock {
+    int fd;
+    char *lock_path;
+};
+
+/* The holder's pid, for the message another process gets; when it cannot be written (a full
+ * disk) only that message is poorer: the lock holds all the same. */
+static int write_holder_pid(int fd)
+{
+    char pid[32];
+    const int length = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    return ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)length, 0) == length;
+}
+
+attn_status attn_tensor_file_lock_path(const char *path, attn_tensor_file_lock **out)
+{
+    static const char fn[] = "attn_tensor_file_lock_path";
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
+    ATTN_CHECK_ARG(path != NULL && path[0] != '\0', "%s: the path is empty", fn);
+    attn_tensor_file_lock *lock = calloc(1, sizeof *lock);
+    size_t capacity = strlen(path) + sizeof ".lock";
+    char *lock_path = malloc(capacity);
+    if (lock == NULL || lock_path == NULL) {
+        free(lock);
+        free(lock_path);
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    snprintf(lock_path, capacity, "%s.lock", path);
+    const int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    char reason[128];
+    if (fd < 0) {
+        describe_error(errno, reason, sizeof reason);
+        free(lock);
+        free(lock_path);
+        return attn_fail(ATTN_ERR_IO, "%s: cannot create '%s.lock': %s", fn, path, reason);
+    }
+    /* A POSIX record lock on the whole file: released by the kernel when the process ends, so
+     * a killed run never leaves a path locked. */
+    struct flock whole = {0};
+    whole.l_type = F_WRLCK;
+    whole.l_whence = SEEK_SET;
+    if (fcntl(fd, F_SETLK, &whole) != 0) {
+        const int error = errno;
+        char holder[32] = "";
+        const ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
+        holder[n > 0 ? n : 0] = '\0';
+        holder[strcspn(holder, "\n")] = '\0';
+        close(fd);
+        free(lock);
+        free(lock_path);
+        if (error == EACCES || error == EAGAIN)
+            return attn_fail(ATTN_ERR_IO,
+                             "%s: '%s' is being written by another process%s%s%s; wait for it "
+                             "to finish or write elsewhere",
+                             fn, path, holder[0] != '\0' ? " (pid " : "", holder,
+                             holder[0] != '\0' ? ")" : "");
+        describe_error(error, reason, sizeof reason);
+        return attn_fail(ATTN_ERR_IO, "%s: cannot lock '%s.lock': %s", fn, path, reason);
+    }
+    (void)write_holder_pid(fd);
+    lock->fd = fd;
+    lock->lock_path = lock_path;
+    *out = lock;
+    return ATTN_OK;
+}
+
+void attn_tensor_file_unlock(attn_tensor_file_lock *lock)
+{
+    if (lock == NULL)
+        return;
+    /* Removed while still held, so no second process can lock the file being removed. */
+    unlink(lock->lock_path);
+    close(lock->fd);
+    free(lock->lock_path);
+    free(lock);
 }

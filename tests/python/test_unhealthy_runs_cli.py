@@ -1,10 +1,14 @@
-"""Files and runs no healthy training writes: model files and checkpoints holding NaN or infinite
-weights or negative Adam second moments are refused at load with a message naming the tensor,
-and a run whose updates keep failing stops with an error instead of saving NaN weights."""
+"""The guards around a training run (issue 16): files no healthy run writes (NaN or infinite
+weights, negative Adam second moments) are refused at load naming the tensor; a diverging run
+stops with an error; over-long pairs are skipped; outputs that name an input or each other, that
+cannot be written, or that another run is writing are refused before any work; SIGTERM ends a run
+with exit 128 + 15 and a loadable checkpoint; the summary and the JSON log tell the truth."""
 import json
 import random
+import signal
 import struct
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -129,3 +133,93 @@ def _metadata(path):
     data = Path(path).read_bytes()
     header_len = struct.unpack("<Q", data[:8])[0]
     return json.loads(data[8:8 + header_len])["__metadata__"]
+
+
+SMALL = ["--layers", "1", "--d-model", "16", "--heads", "2", "--ffn", "32", "--threads", "2"]
+
+
+def test_outputs_that_name_an_input_or_each_other_are_refused(trained, tmp_path):
+    train = tmp_path / "t.tsv"
+    train.write_bytes(trained["train"].read_bytes())
+    before = train.read_bytes()
+    out = tmp_path / "m.safetensors"
+    cases = [
+        (["--out", train], "--out", "is the --train file"),
+        (["--out", out, "--checkpoint", train], "--checkpoint", "is the --train file"),
+        (["--out", out, "--checkpoint", out], "--out and --checkpoint are the same file", ""),
+        (["--out", out, "--log", tmp_path / "." / "m.safetensors"],
+         "--out and --log are the same file", ""),
+        (["--out", out, "--log", tmp_path / "m.last.safetensors"],
+         "--checkpoint and --log are the same file", ""),
+    ]
+    for extra, *says in cases:
+        result = run("train", "--train", train, *extra, "--max-steps", "2", *SMALL)
+        message = result.stderr.decode()
+        assert result.returncode == 2, message
+        assert all(part in message for part in says), message
+        assert train.read_bytes() == before
+        assert not out.exists()
+
+
+@pytest.mark.parametrize("make_out,says", [
+    (lambda d: d / "missing-folder" / "m.safetensors", "No such file or directory"),
+    (lambda d: d, "is a folder"),
+    (lambda d: "", "the path is empty"),
+])
+def test_unwritable_outputs_are_found_before_training(trained, tmp_path, make_out, says):
+    result = run("train", "--train", trained["train"], "--out", make_out(tmp_path),
+                 "--max-steps", "2", *SMALL)
+    message = result.stderr.decode()
+    assert result.returncode == 1, message
+    assert says in message and "starting at step" not in message, message
+
+
+def test_one_run_per_output_and_sigterm_ends_with_an_exit_status(trained, tmp_path):
+    out = tmp_path / "m.safetensors"
+    first = subprocess.Popen([ATTN, "train", "--train", str(trained["train"]), "--out", str(out),
+                              "--epochs", "0", "--max-steps", "1000000", *SMALL],
+                             stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "m.safetensors.lock").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        second = run("train", "--train", trained["train"], "--out", out, "--max-steps", "2",
+                     *SMALL)
+        message = second.stderr.decode()
+        assert second.returncode == 1, message
+        assert f"being written by another process (pid {first.pid})" in message, message
+        started = time.monotonic()
+        first.send_signal(signal.SIGTERM)
+        _, err = first.communicate(timeout=30)
+        assert time.monotonic() - started < 10
+    finally:
+        if first.poll() is None:
+            first.kill()
+    message = err.decode()
+    assert first.returncode == 128 + signal.SIGTERM, message
+    assert "stopped by SIGTERM; resume with --resume" in message, message
+    assert not (tmp_path / "m.safetensors.lock").exists()
+    resumed = run("train", "--train", trained["train"], "--out", out, "--resume",
+                  tmp_path / "m.last.safetensors", "--max-steps", "1", "--threads", "2")
+    assert resumed.returncode == 0, resumed.stderr.decode()
+
+
+def test_a_run_that_keeps_no_model_says_so_and_its_log_stays_json(trained, tmp_path):
+    """NaN from the first update on (and --max-skipped 0: never give up): no validation loss is
+    finite, so no model is kept; the summary must not name a file that does not exist, and the
+    log must hold null where the numbers are not finite ("-nan" is not JSON)."""
+    valid = tmp_path / "valid.tsv"
+    valid.write_text("abc\tcba\nde\ted\n", encoding="utf-8")
+    out, log = tmp_path / "m.safetensors", tmp_path / "log.jsonl"
+    result = run("train", "--train", trained["train"], "--valid", valid, "--out", out,
+                 "--log", log, "--lr", "1e30", "--warmup", "1", "--clip-norm", "0",
+                 "--max-skipped", "0", "--epochs", "0", "--max-steps", "4", "--eval-every", "2",
+                 *SMALL)
+    message = result.stderr.decode()
+    assert result.returncode == 1, message
+    assert "model: not written" in message and not out.exists(), message
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    evals = [r for r in records if r["event"] == "eval"]
+    assert evals and all(r["valid_loss"] is None for r in evals), evals
+    assert any(r["event"] == "step" and r["train_loss"] is None for r in records)
