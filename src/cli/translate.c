@@ -150,8 +150,13 @@ static int fill(line_reader *r)
     }
 }
 
+/* Stands in the batch for a line that is not UTF-8: it is reported, gets an empty output line,
+ * and does not stop the lines around it. */
+static char bad_line[] = "";
+
 /* The next complete line (the last one may lack its "\n" at end of file) as a malloc'ed string
- * in *line, or NULL when none is buffered. 1 after a message (not UTF-8, out of memory). */
+ * in *line (bad_line when it is not UTF-8, after a message), or NULL when none is buffered.
+ * 1 after a message (out of memory). */
 static int take_line(line_reader *r, char **line)
 {
     *line = NULL;
@@ -170,9 +175,12 @@ static int take_line(line_reader *r, char **line)
     if (length > 0 && begin[length - 1] == '\r')
         length--;
     if (!attn_utf8_valid(begin, length)) {
-        fprintf(stderr, "attn translate: stdin:%lld: not valid UTF-8 text\n",
+        fprintf(stderr,
+                "attn translate: stdin:%lld: not valid UTF-8 text; an empty line stands "
+                "in its place\n",
                 (long long)r->lines);
-        return 1;
+        *line = bad_line;
+        return 0;
     }
     *line = malloc(length + 1);
     if (*line == NULL) {
@@ -241,12 +249,12 @@ static int write_alignment(FILE *out, cli_translator *t, const translate_args *a
 {
     const int64_t layer = a->alignment_layer < 0 ? result->cross_layers - 1 : a->alignment_layer;
     if (layer >= result->cross_layers || a->alignment_head >= result->cross_heads) {
-        fprintf(stderr, "attn translate: --alignment-%s %lld: the model has %lld %s\n",
-                layer >= result->cross_layers ? "layer" : "head",
-                (long long)(layer >= result->cross_layers ? layer : a->alignment_head),
-                (long long)(layer >= result->cross_layers ? result->cross_layers
-                                                          : result->cross_heads),
-                layer >= result->cross_layers ? "decoder layers" : "heads per layer");
+        fprintf(
+            stderr, "attn translate: --alignment-%s %lld: the model has %lld %s\n",
+            layer >= result->cross_layers ? "layer" : "head",
+            (long long)(layer >= result->cross_layers ? layer : a->alignment_head),
+            (long long)(layer >= result->cross_layers ? result->cross_layers : result->cross_heads),
+            layer >= result->cross_layers ? "decoder layers" : "heads per layer");
         return 1;
     }
     float *weights = malloc((size_t)(h->steps * src_length) * sizeof *weights);
@@ -286,10 +294,11 @@ static int write_alignment(FILE *out, cli_translator *t, const translate_args *a
     return 0;
 }
 
-/* Translates lines[0, n), the first being input line first_number, and writes them. Returns
- * the exit code. */
+/* Translates lines[0, n), the first being input line first_number, and writes them; a line
+ * that is not UTF-8 or cannot be encoded (too long for the model) gets an empty output line
+ * and is counted in *bad. Returns the exit code. */
 static int translate_lines(cli_translator *t, const translate_args *a, FILE *alignment,
-                           char **lines, int64_t n, int64_t first_number)
+                           char **lines, int64_t n, int64_t first_number, int64_t *bad)
 {
     int code = 1;
     int32_t **ids = calloc((size_t)n, sizeof *ids);
@@ -306,8 +315,15 @@ static int translate_lines(cli_translator *t, const translate_args *a, FILE *ali
     for (int64_t i = 0; i < n; i++) {
         char where[48];
         snprintf(where, sizeof where, "stdin:%lld", (long long)(first_number + i));
-        if (cli_translator_encode(t, where, lines[i], &ids[i], &counts[i]) != 0)
-            goto done;
+        if (lines[i] == bad_line) {
+            ++*bad;
+            continue;
+        }
+        if (cli_translator_encode(t, where, lines[i], &ids[i], &counts[i]) != 0) {
+            ++*bad;
+            counts[i] = 0;
+            continue;
+        }
         if (counts[i] > 0) {
             decoded_ids[decoded] = ids[i];
             decoded_counts[decoded++] = counts[i];
@@ -382,15 +398,17 @@ int attn_cmd_translate(int argc, char **argv)
     code = lines == NULL ? 1 : 0;
     if (lines == NULL)
         fprintf(stderr, "attn translate: out of memory\n");
+    int64_t bad = 0;
     while (code == 0) {
         int64_t n = 0, first = reader.lines + 1;
         code = next_batch(&reader, a.batch, lines, &n);
         if (code == 0 && n == 0)
             break;
         if (code == 0)
-            code = translate_lines(&t, &a, alignment, lines, n, first);
+            code = translate_lines(&t, &a, alignment, lines, n, first, &bad);
         for (int64_t i = 0; i < n; i++)
-            free(lines[i]);
+            if (lines[i] != bad_line)
+                free(lines[i]);
         if (fflush(stdout) != 0 && code == 0) {
             fprintf(stderr, "attn translate: writing stdout: %s\n", strerror(errno));
             code = 1;
@@ -402,6 +420,14 @@ int attn_cmd_translate(int argc, char **argv)
     }
     if (alignment != NULL && fclose(alignment) != 0 && code == 0) {
         fprintf(stderr, "attn translate: writing %s: %s\n", a.alignment, strerror(errno));
+        code = 1;
+    }
+    if (code == 0 && bad > 0) {
+        /* Every good line is out; the status still tells a script that some were not. */
+        fprintf(stderr,
+                "attn translate: %lld of %lld lines could not be translated (see above); "
+                "each has an empty line in its place\n",
+                (long long)bad, (long long)reader.lines);
         code = 1;
     }
     free(lines);

@@ -210,6 +210,31 @@ def test_bad_input_gives_one_clear_message(models, tmp_path):
         assert flag + " " in result.stdout.decode(), flag
 
 
+def test_bad_lines_do_not_stop_the_good_ones(models):
+    """40 good lines, one that is not UTF-8, one too long for the model, then good ones: every
+    good line is translated (as alone), each bad one gets an empty line and a message with its
+    number, and the exit status says that some failed."""
+    model = models["transformer"]
+    good = [b"abc", b"cab", b"bca"]
+    lines = [good[i % 3] for i in range(40)] + [b"ab\xffc", b"cab", b"x" * 5000, b"bca"]
+    result = run("translate", "--model", model, "--beam", "1", "--batch", "16",
+                 stdin=b"\n".join(lines) + b"\n")
+    err = result.stderr.decode()
+    assert result.returncode == 1, err
+    out = result.stdout.split(b"\n")[:-1]
+    assert len(out) == len(lines), (len(out), err)
+    alone = {g: run("translate", "--model", model, "--beam", "1", stdin=g + b"\n").stdout
+             for g in good}
+    for number, (line, text) in enumerate(zip(lines, out), 1):
+        if number in (41, 43):
+            assert text == b"", (number, text)
+        else:
+            assert text + b"\n" == alone[line], (number, text)
+    assert "stdin:41: not valid UTF-8 text" in err, err
+    assert "stdin:43:" in err and "max_len" in err, err
+    assert "2 of 44 lines could not be translated" in err, err
+
+
 @pytest.mark.parametrize("arch", ["transformer", "rnn"])
 def test_viz_model(models, arch, tmp_path):
     model = models[arch]
