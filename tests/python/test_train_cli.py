@@ -341,7 +341,8 @@ def test_resumed_cosine_over_the_time_limit_goes_on_where_it_stopped(tmp_path, r
             break
     stderr = process.stderr.read().decode()
     process.stderr.close()
-    assert process.wait(timeout=60) == 0, stderr
+    # An interrupted run exits 128 + SIGINT after writing its checkpoint, so scripts can tell.
+    assert process.wait(timeout=60) == 128 + signal.SIGINT, stderr
     before = log_lines(log, "step")
     assert log_lines(log, "done")[-1]["reason"] == "stopped"
     stored = train_state(tmp_path / "c.last.safetensors")["train_seconds"]
@@ -537,8 +538,11 @@ def test_bad_checkpoints(tmp_path, reverse_data):
                                  "--out", out), str(tmp_path))
     assert_one_clear_message(run("train", "--train", train, "--resume",
                                  tmp_path / "none.safetensors", "--out", out), "none.safetensors")
-    assert_one_clear_message(run("train", "--train", train, "--resume", out, "--out", out),
+    assert_one_clear_message(run("train", "--train", train, "--resume", out, "--out",
+                                 tmp_path / "other.safetensors"),
                              "not a training checkpoint")
+    assert_one_clear_message(run("train", "--train", train, "--resume", out, "--out", out),
+                             "--out", "is the --resume file", code=2)
     assert_one_clear_message(run("translate", "--model", truncated, stdin=b"abc\n"),
                              "truncated.safetensors")
 
@@ -547,16 +551,21 @@ def test_bad_translation_input(tmp_path, reverse_data):
     train, _ = reverse_data
     model = tmp_path / "m.safetensors"
     assert run("train", "--train", train, *TINY, "--out", model, "--max-steps", 1).returncode == 0
-    assert_one_clear_message(run("translate", "--model", model, stdin=b"abc\nd\xfe\n"),
-                             "stdin:2", "UTF-8")
+    bad_line = run("translate", "--model", model, stdin=b"abc\nd\xfe\n")
+    stderr = bad_line.stderr.decode()
+    assert bad_line.returncode == 1 and "stdin:2: not valid UTF-8" in stderr, stderr
+    assert "1 of 2 lines could not be translated" in stderr, stderr
+    assert len(bad_line.stdout.splitlines()) == 2 and bad_line.stdout.endswith(b"\n\n")
     assert_one_clear_message(run("translate", "--model", model, "--bogus"), "--bogus", code=2)
     assert_one_clear_message(run("translate"), "--model", code=2)
     assert_one_clear_message(run("translate", "--model", model, "--max-len", "0"), "--max-len",
                              code=2)
     assert_one_clear_message(run("translate", "--model", train), "train.tsv")
     long_line = ("ab" * 600 + "\n").encode()  # above the default max_len of 1024
-    assert_one_clear_message(run("translate", "--model", model, stdin=long_line), "stdin:1",
-                             "max_len")
+    too_long = run("translate", "--model", model, stdin=long_line)
+    stderr = too_long.stderr.decode()
+    assert too_long.returncode == 1 and "stdin:1" in stderr and "max_len" in stderr, stderr
+    assert too_long.stdout == b"\n"
     nothing = run("translate", "--model", model, stdin=b"")
     assert nothing.returncode == 0 and nothing.stdout == b""
 
