@@ -9,10 +9,12 @@
 #include "attn/attn_serve.h"
 #include "core/internal.h"
 #include "serve/batching.h"
+#include "serve/page.h"
 
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -41,9 +43,12 @@ typedef struct request {
     int64_t *decode_order; /* [job.decodable]: sentence indices with tokens, in order */
     cJSON **results;       /* [n]: each sentence's answer (worker) */
     int64_t answered;      /* sentences with results (worker) */
-    int finished;          /* under the server's lock: results or error are final */
-    int http_status;       /* on failure */
-    char error[512];       /* on failure */
+    int attention;         /* POST /v1/attention: one text, its maps in results[0] */
+    attn_attention_kind kind;
+    int64_t layer, head; /* -1: the last layer; -1: the mean of the heads */
+    int finished;        /* under the server's lock: results or error are final */
+    int http_status;     /* on failure */
+    char error[512];     /* on failure */
     pthread_cond_t finished_changed;
     struct request *next_incoming;
 } request;
@@ -339,6 +344,140 @@ static request *drop_done(attn_server *s, request *head)
     return head;
 }
 
+/* ---- POST /v1/attention --------------------------------------------------------------------- */
+
+static const char *const kind_names[] = {"encoder", "self", "cross"}; /* attn_attention_kind */
+
+/* The maps of one kind and layer for r's text and its best translation (beam search as for
+ * /v1/translate): cross-attention from the search itself, as attn translate --alignment gives
+ * it; the self-attentions from the Transformer re-run on the source and the translation, as
+ * attn viz --kind draws them. One head, or their mean. */
+static void answer_attention(attn_server *s, request *r)
+{
+    const int64_t src_length = r->counts[0];
+    if (src_length == 0) {
+        request_set_error(r, HTTP_BAD_REQUEST, "\"text\" has no tokens");
+        return;
+    }
+    const attn_model_config *config = attn_bundle_config(s->bundle);
+    if (r->kind != ATTN_CROSS_ATTENTION && config->arch != ATTN_ARCH_TRANSFORMER) {
+        request_set_error(r, HTTP_BAD_REQUEST,
+                          "this model has no self-attention (an rnn); \"kind\": \"cross\" "
+                          "shows its alignment");
+        return;
+    }
+    attn_decode_result *result = NULL;
+    attn_decode_options options = r->job.options;
+    options.alignments = 1;
+    if (attn_bundle_decode(s->bundle, 1, (const int32_t *const *)r->ids, r->counts, &options,
+                           &result) != ATTN_OK) {
+        request_set_error(r, HTTP_INTERNAL_ERROR, attn_last_error());
+        return;
+    }
+    const attn_hypothesis *h = &result->sentences[0].hypotheses[0];
+    const int encoder = r->kind == ATTN_ENCODER_SELF_ATTENTION;
+    const int64_t layers = r->kind == ATTN_CROSS_ATTENTION ? result->cross_layers
+                           : encoder                       ? config->encoder_layers
+                                                           : config->decoder_layers;
+    const int64_t heads = r->kind == ATTN_CROSS_ATTENTION ? result->cross_heads : config->num_heads;
+    const int64_t layer = r->layer < 0 ? layers - 1 : r->layer;
+    if (layer >= layers || r->head >= heads) {
+        char message[160];
+        snprintf(message, sizeof message, "\"%s\" %lld: the model has %lld %s",
+                 layer >= layers ? "layer" : "head", (long long)(layer >= layers ? layer : r->head),
+                 (long long)(layer >= layers ? layers : heads),
+                 layer >= layers ? "layers of this kind" : "heads per layer");
+        request_set_error(r, HTTP_BAD_REQUEST, message);
+        attn_decode_result_destroy(result);
+        return;
+    }
+    const int64_t rows = encoder ? src_length : h->steps;
+    const int64_t cols = r->kind == ATTN_DECODER_SELF_ATTENTION ? h->steps : src_length;
+    const size_t cells = (size_t)(rows * cols);
+    float *maps = malloc((size_t)heads * cells * sizeof *maps);
+    float *weights = malloc(cells * sizeof *weights);
+    int32_t *inputs = malloc((size_t)h->steps * sizeof *inputs);
+    const char **row_labels = malloc((size_t)rows * sizeof *row_labels);
+    const char **col_labels = malloc((size_t)cols * sizeof *col_labels);
+    cJSON *answer = cJSON_CreateObject();
+    char *text = NULL;
+    const char *failure = "out of memory";
+    if (maps == NULL || weights == NULL || inputs == NULL || row_labels == NULL ||
+        col_labels == NULL || answer == NULL)
+        goto done;
+    failure = NULL;
+    if (r->kind == ATTN_CROSS_ATTENTION) {
+        if (attn_decode_alignment(result, h, src_length, layer, r->head, weights) != ATTN_OK)
+            failure = attn_last_error();
+    } else {
+        /* The decoder read <s> and then each output token but the last. */
+        inputs[0] = ATTN_BOS_ID;
+        for (int64_t i = 1; i < h->steps; i++)
+            inputs[i] = h->tokens[i - 1];
+        if (attn_model_attention_weights(attn_bundle_model(s->bundle), attn_bundle_graph(s->bundle),
+                                         r->ids[0], src_length, inputs, h->steps, r->kind, layer,
+                                         maps) != ATTN_OK) {
+            failure = attn_last_error();
+        } else {
+            for (size_t c = 0; c < cells; c++) {
+                float sum = 0;
+                for (int64_t k = 0; k < heads; k++)
+                    sum += maps[(size_t)k * cells + c];
+                weights[c] = r->head >= 0 ? maps[(size_t)r->head * cells + c] : sum / (float)heads;
+            }
+        }
+    }
+    if (failure != NULL || attn_bundle_text(s->bundle, h, &text) != ATTN_OK) {
+        failure = failure != NULL ? failure : attn_last_error();
+        goto done;
+    }
+    if (encoder) {
+        attn_bundle_labels(s->bundle, ATTN_BUNDLE_SOURCE, r->ids[0], src_length, row_labels);
+    } else {
+        attn_bundle_labels(s->bundle, ATTN_BUNDLE_TARGET, h->tokens, h->length, row_labels);
+        if (h->finished)
+            row_labels[h->length] = "</s>";
+    }
+    if (r->kind == ATTN_DECODER_SELF_ATTENTION) {
+        col_labels[0] = "<s>";
+        attn_bundle_labels(s->bundle, ATTN_BUNDLE_TARGET, h->tokens, h->steps - 1, col_labels + 1);
+    } else {
+        attn_bundle_labels(s->bundle, ATTN_BUNDLE_SOURCE, r->ids[0], src_length, col_labels);
+    }
+    cJSON_AddStringToObject(answer, "translation", text);
+    cJSON_AddNumberToObject(answer, "score", h->score);
+    cJSON_AddStringToObject(answer, "kind", kind_names[r->kind]);
+    cJSON_AddNumberToObject(answer, "layer", (double)layer);
+    if (r->head >= 0)
+        cJSON_AddNumberToObject(answer, "head", (double)r->head);
+    else
+        cJSON_AddStringToObject(answer, "head", "mean");
+    cJSON_AddNumberToObject(answer, "layers", (double)layers);
+    cJSON_AddNumberToObject(answer, "heads", (double)heads);
+    cJSON_AddItemToObject(answer, "rows", cJSON_CreateStringArray(row_labels, (int)rows));
+    cJSON_AddItemToObject(answer, "columns", cJSON_CreateStringArray(col_labels, (int)cols));
+    cJSON *matrix = cJSON_AddArrayToObject(answer, "weights");
+    int ok = matrix != NULL;
+    for (int64_t i = 0; ok && i < rows; i++)
+        ok = cJSON_AddItemToArray(matrix, cJSON_CreateFloatArray(weights + i * cols, (int)cols));
+    if (!ok)
+        failure = "out of memory";
+done:
+    if (failure != NULL) {
+        request_set_error(r, HTTP_INTERNAL_ERROR, failure);
+        cJSON_Delete(answer);
+    } else {
+        r->results[0] = answer;
+    }
+    free(text);
+    free(maps);
+    free(weights);
+    free(inputs);
+    free(row_labels);
+    free(col_labels);
+    attn_decode_result_destroy(result);
+}
+
 static void *worker_main(void *arg)
 {
     attn_server *s = arg;
@@ -353,6 +492,11 @@ static void *worker_main(void *arg)
             next = r->next_incoming;
             if (encode_request(s, r) != 0)
                 continue;
+            if (r->attention) {
+                answer_attention(s, r);
+                request_finish(s, r);
+                continue;
+            }
             if (r->answered == r->n) {
                 request_finish(s, r); /* only empty texts */
                 continue;
@@ -405,118 +549,188 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* ---- parsing a translate request ------------------------------------------------------------ */
+/* ---- parsing requests -------------------------------------------------------------------- */
 
-/* The request of a body, or NULL with *status and message set. */
-static request *parse_translate(attn_server *s, const char *body, size_t length, int *status,
-                                char *message, size_t message_size)
+/* Why a request is refused: the HTTP status and the message of its JSON error. */
+typedef struct refusal {
+    int status;
+    char message[512];
+} refusal;
+
+static void refuse(refusal *why, int status, const char *format, ...) ATTN_PRINTF(3, 4);
+static void refuse(refusal *why, int status, const char *format, ...)
 {
-    *status = HTTP_BAD_REQUEST;
+    va_list args;
+    va_start(args, format);
+    why->status = status;
+    vsnprintf(why->message, sizeof why->message, format, args);
+    va_end(args);
+}
+
+/* The body as a JSON object whose fields are all among `fields` (NULL-terminated), or NULL. */
+static cJSON *parse_body(const char *body, size_t length, const char *const *fields,
+                         const char *field_list, refusal *why)
+{
     if (!attn_utf8_valid(body, length)) {
-        snprintf(message, message_size, "the body is not valid UTF-8");
+        refuse(why, HTTP_BAD_REQUEST, "the body is not valid UTF-8");
         return NULL;
     }
     const char *end = NULL;
     cJSON *json = cJSON_ParseWithLengthOpts(body, length, &end, 0);
     if (json == NULL) {
         const size_t at = end != NULL && end >= body ? (size_t)(end - body) : 0;
-        snprintf(message, message_size, "the body is not valid JSON (at byte %zu)", at);
+        refuse(why, HTTP_BAD_REQUEST, "the body is not valid JSON (at byte %zu)", at);
         return NULL;
     }
-    request *r = NULL;
-    const cJSON *text = cJSON_GetObjectItemCaseSensitive(json, "text");
-    attn_decode_options options = attn_decode_default_options();
-    options.beam_size = 5;
-    const cJSON *field;
     if (!cJSON_IsObject(json)) {
-        snprintf(message, message_size, "the body must be a JSON object");
-        goto done;
+        refuse(why, HTTP_BAD_REQUEST, "the body must be a JSON object");
+        cJSON_Delete(json);
+        return NULL;
     }
+    const cJSON *field;
     cJSON_ArrayForEach(field, json)
     {
-        const char *name = field->string;
-        if (strcmp(name, "text") != 0 && strcmp(name, "beam") != 0 && strcmp(name, "nbest") != 0 &&
-            strcmp(name, "alignment") != 0) {
-            snprintf(message, message_size,
-                     "unknown field \"%.64s\" (fields: text, beam, nbest, alignment)", name);
-            goto done;
+        int known = 0;
+        for (const char *const *f = fields; *f != NULL && !known; f++)
+            known = strcmp(field->string, *f) == 0;
+        if (!known) {
+            refuse(why, HTTP_BAD_REQUEST, "unknown field \"%.64s\" (fields: %s)", field->string,
+                   field_list);
+            cJSON_Delete(json);
+            return NULL;
         }
     }
-    if (!cJSON_IsArray(text)) {
-        snprintf(message, message_size, "\"text\" must be an array of strings");
-        goto done;
+    return json;
+}
+
+/* An optional integer field in [lo, hi] into *value (left alone when absent). 0, or 1 after
+ * refusing. */
+static int integer_field(const cJSON *json, const char *name, int64_t lo, int64_t hi,
+                         int64_t *value, refusal *why)
+{
+    const cJSON *field = cJSON_GetObjectItemCaseSensitive(json, name);
+    if (field == NULL)
+        return 0;
+    if (!cJSON_IsNumber(field) || !(field->valuedouble >= (double)lo) ||
+        field->valuedouble > (double)hi ||
+        field->valuedouble != (double)(int64_t)field->valuedouble) {
+        refuse(why, HTTP_BAD_REQUEST, "\"%s\" must be an integer from %lld to %lld", name,
+               (long long)lo, (long long)hi);
+        return 1;
     }
-    const int64_t n = cJSON_GetArraySize(text);
-    if (n == 0) {
-        snprintf(message, message_size, "\"text\" has no sentences");
-        goto done;
-    }
-    if (n > s->options.max_sentences) {
-        *status = HTTP_TOO_LARGE;
-        snprintf(message, message_size, "\"text\" has %lld sentences; the limit is %lld",
-                 (long long)n, (long long)s->options.max_sentences);
-        goto done;
-    }
-    const cJSON *beam = cJSON_GetObjectItemCaseSensitive(json, "beam");
-    const cJSON *nbest = cJSON_GetObjectItemCaseSensitive(json, "nbest");
-    const cJSON *alignment = cJSON_GetObjectItemCaseSensitive(json, "alignment");
-    if (beam != NULL) {
-        if (!cJSON_IsNumber(beam) || !(beam->valuedouble >= 1) ||
-            beam->valuedouble > ATTN_DECODE_MAX_BEAM ||
-            beam->valuedouble != (double)(int64_t)beam->valuedouble) {
-            snprintf(message, message_size, "\"beam\" must be an integer from 1 to %d",
-                     ATTN_DECODE_MAX_BEAM);
-            goto done;
-        }
-        options.beam_size = (int64_t)beam->valuedouble;
-    }
-    if (nbest != NULL) {
-        if (!cJSON_IsNumber(nbest) || !(nbest->valuedouble >= 1) ||
-            nbest->valuedouble > (double)options.beam_size ||
-            nbest->valuedouble != (double)(int64_t)nbest->valuedouble) {
-            snprintf(message, message_size,
-                     "\"nbest\" must be an integer from 1 to the beam (%lld)",
-                     (long long)options.beam_size);
-            goto done;
-        }
-        options.nbest = (int64_t)nbest->valuedouble;
-    }
-    if (alignment != NULL) {
-        if (!cJSON_IsBool(alignment)) {
-            snprintf(message, message_size, "\"alignment\" must be true or false");
-            goto done;
-        }
-        options.alignments = cJSON_IsTrue(alignment);
-    }
-    *status = HTTP_INTERNAL_ERROR;
-    snprintf(message, message_size, "out of memory");
-    r = calloc(1, sizeof *r);
+    *value = (int64_t)field->valuedouble;
+    return 0;
+}
+
+/* A request of n texts with default options (beam 5, as attn translate). */
+static request *request_create(int64_t n, refusal *why)
+{
+    request *r = calloc(1, sizeof *r);
     if (r == NULL || (r->texts = calloc((size_t)n, sizeof *r->texts)) == NULL) {
         free(r);
-        r = NULL;
-        goto done;
+        refuse(why, HTTP_INTERNAL_ERROR, "out of memory");
+        return NULL;
     }
     pthread_cond_init(&r->finished_changed, NULL);
     r->n = n;
-    r->job.options = options;
-    int64_t i = 0;
-    const cJSON *item;
-    cJSON_ArrayForEach(item, text)
-    {
-        if (!cJSON_IsString(item)) {
-            *status = HTTP_BAD_REQUEST;
-            snprintf(message, message_size, "text[%lld] is not a string", (long long)i);
-            goto fail;
+    r->job.options = attn_decode_default_options();
+    r->job.options.beam_size = 5;
+    r->layer = -1;
+    r->head = -1;
+    return r;
+}
+
+/* POST /v1/translate: {"text": [...], "beam", "nbest", "alignment"}. */
+static request *parse_translate(attn_server *s, const char *body, size_t length, refusal *why)
+{
+    static const char *const fields[] = {"text", "beam", "nbest", "alignment", NULL};
+    cJSON *json = parse_body(body, length, fields, "text, beam, nbest, alignment", why);
+    if (json == NULL)
+        return NULL;
+    request *r = NULL;
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(json, "text");
+    const cJSON *alignment = cJSON_GetObjectItemCaseSensitive(json, "alignment");
+    int64_t beam = 5, nbest = 1;
+    const int64_t n = cJSON_GetArraySize(text);
+    if (!cJSON_IsArray(text))
+        refuse(why, HTTP_BAD_REQUEST, "\"text\" must be an array of strings");
+    else if (n == 0)
+        refuse(why, HTTP_BAD_REQUEST, "\"text\" has no sentences");
+    else if (n > s->options.max_sentences)
+        refuse(why, HTTP_TOO_LARGE, "\"text\" has %lld sentences; the limit is %lld", (long long)n,
+               (long long)s->options.max_sentences);
+    else if (integer_field(json, "beam", 1, ATTN_DECODE_MAX_BEAM, &beam, why) != 0 ||
+             integer_field(json, "nbest", 1, beam, &nbest, why) != 0)
+        ;
+    else if (alignment != NULL && !cJSON_IsBool(alignment))
+        refuse(why, HTTP_BAD_REQUEST, "\"alignment\" must be true or false");
+    else if ((r = request_create(n, why)) != NULL) {
+        r->job.options.beam_size = beam;
+        r->job.options.nbest = nbest;
+        r->job.options.alignments = cJSON_IsTrue(alignment);
+        int64_t i = 0;
+        const cJSON *item;
+        cJSON_ArrayForEach(item, text)
+        {
+            if (!cJSON_IsString(item)) {
+                refuse(why, HTTP_BAD_REQUEST, "text[%lld] is not a string", (long long)i);
+                break;
+            }
+            if ((r->texts[i] = strdup(item->valuestring)) == NULL) {
+                refuse(why, HTTP_INTERNAL_ERROR, "out of memory");
+                break;
+            }
+            i++;
         }
-        if ((r->texts[i] = strdup(item->valuestring)) == NULL)
-            goto fail;
-        i++;
+        if (i < n) {
+            request_free(r);
+            r = NULL;
+        }
     }
-    goto done;
-fail:
-    request_free(r);
-    r = NULL;
-done:
+    cJSON_Delete(json);
+    return r;
+}
+
+/* POST /v1/attention: {"text": "...", "kind": "cross"|"self"|"encoder", "layer", "head"}. */
+static request *parse_attention(const char *body, size_t length, refusal *why)
+{
+    static const char *const fields[] = {"text", "kind", "layer", "head", "beam", NULL};
+    cJSON *json = parse_body(body, length, fields, "text, kind, layer, head, beam", why);
+    if (json == NULL)
+        return NULL;
+    request *r = NULL;
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(json, "text");
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(json, "kind");
+    const cJSON *head = cJSON_GetObjectItemCaseSensitive(json, "head");
+    int64_t beam = 5, layer = -1, head_index = -1, kind_index = ATTN_CROSS_ATTENTION;
+    if (kind != NULL) {
+        kind_index = -1;
+        for (int64_t k = 0; k < 3 && cJSON_IsString(kind); k++)
+            if (strcmp(kind->valuestring, kind_names[k]) == 0)
+                kind_index = k;
+    }
+    if (!cJSON_IsString(text))
+        refuse(why, HTTP_BAD_REQUEST, "\"text\" must be a string");
+    else if (kind_index < 0)
+        refuse(why, HTTP_BAD_REQUEST, "\"kind\" must be \"cross\", \"self\" or \"encoder\"");
+    else if (integer_field(json, "beam", 1, ATTN_DECODE_MAX_BEAM, &beam, why) != 0 ||
+             integer_field(json, "layer", 0, 1 << 20, &layer, why) != 0)
+        ;
+    else if (head != NULL && !(cJSON_IsString(head) && strcmp(head->valuestring, "mean") == 0) &&
+             integer_field(json, "head", 0, 1 << 20, &head_index, why) != 0)
+        ;
+    else if ((r = request_create(1, why)) != NULL) {
+        r->attention = 1;
+        r->kind = (attn_attention_kind)kind_index;
+        r->layer = layer;
+        r->head = head_index;
+        r->job.options.beam_size = beam;
+        if ((r->texts[0] = strdup(text->valuestring)) == NULL) {
+            refuse(why, HTTP_INTERNAL_ERROR, "out of memory");
+            request_free(r);
+            r = NULL;
+        }
+    }
     cJSON_Delete(json);
     return r;
 }
@@ -551,15 +765,10 @@ static enum MHD_Result respond_error(struct MHD_Connection *connection, unsigned
     return respond(connection, status, text);
 }
 
-static enum MHD_Result translate(attn_server *s, struct MHD_Connection *connection,
-                                 const connection_state *state)
+/* Queues r, waits for the worker, and answers: {"results": [...]} for a translation, the maps
+ * for an attention request, or the error. */
+static enum MHD_Result answer_request(attn_server *s, struct MHD_Connection *connection, request *r)
 {
-    char message[512];
-    int status = 0;
-    request *r = parse_translate(s, state->body != NULL ? state->body : "", state->length, &status,
-                                 message, sizeof message);
-    if (r == NULL)
-        return respond_error(connection, (unsigned)status, message);
     pthread_mutex_lock(&s->lock);
     r->job.arrival_ms = now_ms();
     if (s->incoming_tail != NULL)
@@ -576,15 +785,17 @@ static enum MHD_Result translate(attn_server *s, struct MHD_Connection *connecti
         request_free(r);
         return result;
     }
-    cJSON *answer = cJSON_CreateObject();
-    cJSON *results = cJSON_AddArrayToObject(answer, "results");
-    int ok = answer != NULL && results != NULL;
-    for (int64_t i = 0; ok && i < r->n; i++) {
-        ok = cJSON_AddItemToArray(results, r->results[i]);
-        if (ok)
-            r->results[i] = NULL; /* now answer's */
+    cJSON *answer = NULL;
+    if (r->attention) {
+        answer = r->results[0];
+        r->results[0] = NULL;
+    } else if ((answer = cJSON_CreateObject()) != NULL) {
+        cJSON *results = cJSON_AddArrayToObject(answer, "results");
+        for (int64_t i = 0; results != NULL && i < r->n; i++)
+            if (cJSON_AddItemToArray(results, r->results[i]))
+                r->results[i] = NULL; /* now answer's */
     }
-    char *text = ok ? cJSON_PrintUnformatted(answer) : NULL;
+    char *text = answer != NULL ? cJSON_PrintUnformatted(answer) : NULL;
     cJSON_Delete(answer);
     request_free(r);
     if (text == NULL)
@@ -650,16 +861,22 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *connection, cons
     }
     const int get = strcmp(method, MHD_HTTP_METHOD_GET) == 0;
     const int post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
-    if (strcmp(url, "/v1/translate") == 0) {
+    const int attention = strcmp(url, "/v1/attention") == 0;
+    if (strcmp(url, "/v1/translate") == 0 || attention) {
         if (!post)
-            return respond_error(connection, HTTP_METHOD_NOT_ALLOWED, "use POST /v1/translate");
+            return respond_error(connection, HTTP_METHOD_NOT_ALLOWED, "use POST");
+        refusal why = {0, ""};
         if (state->too_large) {
-            char message[128];
-            snprintf(message, sizeof message, "the body is above the limit of %lld bytes",
-                     (long long)s->options.max_body_bytes);
-            return respond_error(connection, HTTP_TOO_LARGE, message);
+            refuse(&why, HTTP_TOO_LARGE, "the body is above the limit of %lld bytes",
+                   (long long)s->options.max_body_bytes);
+            return respond_error(connection, (unsigned)why.status, why.message);
         }
-        return translate(s, connection, state);
+        const char *body = state->body != NULL ? state->body : "";
+        request *r = attention ? parse_attention(body, state->length, &why)
+                               : parse_translate(s, body, state->length, &why);
+        if (r == NULL)
+            return respond_error(connection, (unsigned)why.status, why.message);
+        return answer_request(s, connection, r);
     }
     if (strcmp(url, "/v1/health") == 0 || strcmp(url, "/v1/model") == 0) {
         if (!get)
@@ -669,8 +886,25 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *connection, cons
         char *copy = strdup(s->model_json);
         return copy != NULL ? respond(connection, HTTP_OK, copy) : MHD_NO;
     }
-    return respond_error(connection, HTTP_NOT_FOUND,
-                         "no such endpoint (POST /v1/translate, GET /v1/health, GET /v1/model)");
+    for (size_t i = 0; i < serve_page_file_count; i++) {
+        const serve_page_file *file = &serve_page_files[i];
+        if (strcmp(url, file->url) != 0)
+            continue;
+        if (!get)
+            return respond_error(connection, HTTP_METHOD_NOT_ALLOWED, "use GET");
+        struct MHD_Response *response = MHD_create_response_from_buffer(
+            file->size, (void *)(uintptr_t)file->bytes, MHD_RESPMEM_PERSISTENT);
+        if (response == NULL)
+            return MHD_NO;
+        MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, file->content_type);
+        enum MHD_Result queued = MHD_queue_response(connection, HTTP_OK, response);
+        MHD_destroy_response(response);
+        return queued;
+    }
+    return respond_error(
+        connection, HTTP_NOT_FOUND,
+        "no such endpoint (POST /v1/translate, POST /v1/attention, GET /v1/health, "
+        "GET /v1/model, GET /)");
 }
 
 static void completed(void *cls, struct MHD_Connection *connection, void **con_cls,
