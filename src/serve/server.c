@@ -324,24 +324,25 @@ static void decode_batch(attn_server *s, request *head, int64_t size)
  * finishes them: their connections free them. Returns the new head. */
 static request *drop_done(attn_server *s, request *head)
 {
-    request *done = NULL;
-    request **link = &head;
+    serve_job *first = head != NULL ? &head->job : NULL;
+    serve_job **link = &first;
+    request *done = NULL; /* linked through next_incoming, which the worker no longer needs */
     while (*link != NULL) {
-        request *r = *link;
+        request *r = (request *)*link; /* job is a request's first member */
         if (r->answered == r->n || r->http_status != 0) {
-            *link = (request *)r->job.next;
-            r->job.next = &done->job;
+            *link = r->job.next;
+            r->next_incoming = done;
             done = r;
         } else {
-            link = (request **)&r->job.next;
+            link = &r->job.next;
         }
     }
     while (done != NULL) {
         request *r = done;
-        done = (request *)r->job.next;
+        done = r->next_incoming;
         request_finish(s, r);
     }
-    return head;
+    return (request *)first;
 }
 
 /* ---- POST /v1/attention --------------------------------------------------------------------- */
