@@ -274,29 +274,35 @@ static void decode_batch(attn_server *s, request *head, int64_t size)
     int64_t *sentences = malloc((size_t)size * sizeof *sentences);
     const int32_t **ids = malloc((size_t)size * sizeof *ids);
     int64_t *counts = malloc((size_t)size * sizeof *counts);
+    if (owners == NULL || sentences == NULL || ids == NULL || counts == NULL) {
+        /* Nothing taken: the oldest request fails, so the worker does not retry forever. */
+        request_set_error(head, HTTP_INTERNAL_ERROR, "out of memory");
+        size = 0;
+    }
     int64_t n = 0;
     for (request *r = head; r != NULL && n < size; r = (request *)r->job.next) {
         if (!serve_jobs_compatible(&head->job, &r->job))
             continue;
         while (r->job.taken < r->job.decodable && n < size) {
             const int64_t sentence = r->decode_order[r->job.taken++];
-            if (owners != NULL && sentences != NULL && ids != NULL && counts != NULL) {
-                owners[n] = r;
-                sentences[n] = sentence;
-                ids[n] = r->ids[sentence];
-                counts[n] = r->counts[sentence];
-            }
-            n++;
+            owners[n] = r;
+            sentences[n] = sentence;
+            ids[n] = r->ids[sentence];
+            counts[n++] = r->counts[sentence];
         }
     }
     attn_decode_result *result = NULL;
     const char *failure = NULL;
-    if (owners == NULL || sentences == NULL || ids == NULL || counts == NULL)
-        failure = "out of memory";
-    else if (attn_bundle_decode(s->bundle, n, ids, counts, &head->job.options, &result) != ATTN_OK)
+    if (n > 0 &&
+        attn_bundle_decode(s->bundle, n, ids, counts, &head->job.options, &result) != ATTN_OK)
         failure = attn_last_error();
-    for (int64_t i = 0; failure == NULL && i < n; i++) {
+    for (int64_t i = 0; i < n; i++) {
         request *r = owners[i];
+        if (failure != NULL) {
+            /* Every request of the batch learns why; the worker goes on with the next batch. */
+            request_set_error(r, HTTP_INTERNAL_ERROR, failure);
+            continue;
+        }
         if (r->http_status != 0)
             continue;
         r->results[sentences[i]] =
@@ -305,13 +311,6 @@ static void decode_batch(attn_server *s, request *head, int64_t size)
             request_set_error(r, HTTP_INTERNAL_ERROR, "out of memory writing the answer");
         else
             r->answered++;
-    }
-    if (failure != NULL) {
-        /* Every request of the batch learns why; the worker goes on with the next batch. */
-        for (request *r = head; r != NULL; r = (request *)r->job.next)
-            if (serve_jobs_compatible(&head->job, &r->job) && r->job.taken > 0 &&
-                r->http_status == 0)
-                request_set_error(r, HTTP_INTERNAL_ERROR, failure);
     }
     attn_decode_result_destroy(result);
     free(owners);

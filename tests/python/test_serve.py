@@ -6,6 +6,7 @@ import json
 import random
 import re
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -124,6 +125,20 @@ def test_many_clients_at_once_each_get_their_own_answers(model, server):
     for replies in answers.values():
         for lines, translations in replies:
             assert translations == [expected[line] for line in lines]
+
+
+def test_a_stalled_client_holds_up_nobody(server):
+    # A client that sends half its body and stops: others are answered meanwhile.
+    stalled = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    stalled.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                    b"\r\nContent-Length: 100\r\n\r\n{\"text\": [\"ab")
+    try:
+        start = time.monotonic()
+        status, answer = server.translate({"text": HELD_OUT[:2]})
+        assert status == 200 and len(answer["results"]) == 2
+        assert time.monotonic() - start < 10
+    finally:
+        stalled.close()
 
 
 def test_nbest_and_alignment(model, server, tmp_path):
