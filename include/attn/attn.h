@@ -18,5 +18,6 @@
 #include "attn/attn_trainer.h"
 #include "attn/attn_decode.h"
 #include "attn/attn_bundle.h"
+#include "attn/attn_serve.h"
 
 #endif /* ATTN_H */

@@ -8,7 +8,7 @@ _ROOT = Path(__file__).resolve().parents[2]
 
 # The order of docs/architecture.md's table: a layer may use the layers before it.
 LAYERS = ["core", "kernels", "attention", "tensor", "autodiff", "nn", "models", "data", "viz",
-          "metrics", "train", "decode", "bundle", "cli"]
+          "metrics", "train", "decode", "bundle", "serve", "cli"]
 
 PUBLIC_HEADER_LAYER = {
     "attn_core.h": "core", "attn_kernels.h": "kernels", "attn_rnn.h": "kernels",
@@ -16,7 +16,7 @@ PUBLIC_HEADER_LAYER = {
     "attn_autodiff.h": "autodiff", "attn_nn.h": "nn", "attn_models.h": "models",
     "attn_data.h": "data", "attn_viz.h": "viz", "attn_metrics.h": "metrics",
     "attn_optim.h": "train", "attn_trainer.h": "train", "attn_decode.h": "decode",
-    "attn_bundle.h": "bundle", "attn.h": "cli",
+    "attn_bundle.h": "bundle", "attn_serve.h": "serve", "attn.h": "cli",
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')

@@ -1,0 +1,154 @@
+"use strict";
+// The attention page of attn serve: a sentence, its translation and one attention map
+// (POST /v1/attention), with the map's cells in the DOM (td.cell with data-row, data-col and
+// data-weight). The view is named by the URL: /?text=...&kind=cross&layer=0&head=mean.
+
+const $ = (id) => document.getElementById(id);
+let model = null;
+
+// Blues: white at weight 0 to dark blue at 1.
+function colour(weight) {
+  const w = Math.max(0, Math.min(1, weight));
+  const mix = (from, to) => Math.round(from + (to - from) * w);
+  return `rgb(${mix(247, 8)}, ${mix(251, 48)}, ${mix(255, 107)})`;
+}
+
+function layersOf(kind) {
+  const c = model.config;
+  if (c.arch !== "transformer") return 1;
+  return kind === "encoder" ? c.encoder_layers : c.decoder_layers;
+}
+
+function headsOf() {
+  return model.config.arch === "transformer" ? model.config.num_heads : 1;
+}
+
+function setOptions(select, values, chosen) {
+  select.replaceChildren(...values.map(([value, label]) => new Option(label, value)));
+  select.value = values.some(([value]) => value === chosen) ? chosen : values[values.length - 1][0];
+}
+
+function fillChoices(layer, head) {
+  const kind = $("kind").value;
+  const layers = Array.from({ length: layersOf(kind) }, (_, i) => [String(i), String(i)]);
+  setOptions($("layer"), layers, layer);
+  const heads = [["mean", "mean of heads"]].concat(
+    Array.from({ length: headsOf() }, (_, i) => [String(i), String(i)]));
+  setOptions($("head"), heads, head === undefined ? "mean" : head);
+  if (head === undefined) $("head").value = "mean";
+}
+
+function showError(message) {
+  $("error").textContent = message;
+  $("error").hidden = false;
+  document.body.dataset.state = "error";
+}
+
+function focusRow(answer, row) {
+  document.querySelectorAll("#heatmap tr.active").forEach((tr) => tr.classList.remove("active"));
+  const tr = document.querySelector(`#heatmap tr[data-row="${row}"]`);
+  if (tr) tr.classList.add("active");
+  const strip = answer.columns.map((label, j) => {
+    const span = document.createElement("span");
+    const weight = answer.weights[row][j];
+    span.textContent = label;
+    span.title = weight.toFixed(3);
+    span.style.background = colour(weight);
+    span.style.color = weight > 0.5 ? "#fff" : "inherit";
+    return span;
+  });
+  const head = document.createElement("strong");
+  head.textContent = `${answer.rows[row]} → `;
+  $("focus").replaceChildren(head, ...strip);
+}
+
+function render(answer) {
+  $("translation").textContent = answer.translation;
+  const table = $("heatmap");
+  const thead = document.createElement("thead");
+  const top = document.createElement("tr");
+  top.appendChild(document.createElement("th"));
+  for (const label of answer.columns) {
+    const th = document.createElement("th");
+    th.textContent = label;
+    top.appendChild(th);
+  }
+  thead.appendChild(top);
+  const tbody = document.createElement("tbody");
+  answer.rows.forEach((label, i) => {
+    const tr = document.createElement("tr");
+    tr.dataset.row = String(i);
+    const th = document.createElement("th");
+    th.className = "row";
+    th.textContent = label;
+    tr.appendChild(th);
+    answer.weights[i].forEach((weight, j) => {
+      const td = document.createElement("td");
+      td.className = "cell";
+      td.dataset.row = String(i);
+      td.dataset.col = String(j);
+      td.dataset.weight = String(weight);
+      td.title = `${label} → ${answer.columns[j]}: ${weight.toFixed(3)}`;
+      td.style.background = colour(weight);
+      tr.appendChild(td);
+    });
+    tr.addEventListener("mouseenter", () => focusRow(answer, i));
+    tbody.appendChild(tr);
+  });
+  table.replaceChildren(thead, tbody);
+  table.dataset.kind = answer.kind;
+  table.dataset.layer = String(answer.layer);
+  table.dataset.head = String(answer.head);
+  $("result").hidden = false;
+  if (answer.rows.length > 0) focusRow(answer, 0);
+}
+
+async function show() {
+  const text = $("text").value;
+  if (text.trim() === "") return;
+  const request = { text, kind: $("kind").value, layer: Number($("layer").value) };
+  if ($("head").value !== "mean") request.head = Number($("head").value);
+  const query = new URLSearchParams({ text, kind: request.kind, layer: $("layer").value,
+                                      head: $("head").value });
+  history.replaceState(null, "", `/?${query}`);
+  document.body.dataset.state = "loading";
+  $("error").hidden = true;
+  try {
+    const reply = await fetch("/v1/attention", {
+      method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(request) });
+    const answer = await reply.json();
+    if (!reply.ok) return showError(answer.error || `HTTP ${reply.status}`);
+    render(answer);
+    document.body.dataset.state = "ready";
+  } catch (e) {
+    showError(`the server did not answer: ${e}`);
+  }
+}
+
+async function start() {
+  try {
+    model = await (await fetch("/v1/model")).json();
+  } catch (e) {
+    return showError(`the server did not answer: ${e}`);
+  }
+  const c = model.config;
+  $("model-summary").textContent =
+    `${model.architecture}, ${model.parameters.toLocaleString("en")} parameters, ` +
+    `${model.source_tokenizer.kind} → ${model.target_tokenizer.kind} tokens, ${model.precision}` +
+    (c.arch === "transformer" ? `, ${c.encoder_layers} + ${c.decoder_layers} layers, ` +
+                                `${c.num_heads} heads` : "");
+  const params = new URLSearchParams(location.search);
+  if (["cross", "self", "encoder"].includes(params.get("kind"))) $("kind").value = params.get("kind");
+  fillChoices(params.get("layer") || undefined, params.get("head") || undefined);
+  $("kind").addEventListener("change", () => { fillChoices(); show(); });
+  $("layer").addEventListener("change", show);
+  $("head").addEventListener("change", show);
+  $("query").addEventListener("submit", (event) => { event.preventDefault(); show(); });
+  if (params.get("text")) {
+    $("text").value = params.get("text");
+    await show();
+  }
+}
+
+start();
