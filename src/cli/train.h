@@ -56,7 +56,7 @@ enum { TRAIN_WARMUP_CAP = 1000 };
 /* Without --valid, TRAIN_HOLD_OUT_SHARE of the training pairs, at most TRAIN_HOLD_OUT_MAX, are
  * held out for validation, when the corpus has at least TRAIN_HOLD_OUT_MIN_PAIRS. */
 #define TRAIN_HOLD_OUT_SHARE 0.05
-enum { TRAIN_HOLD_OUT_MAX = 1000, TRAIN_HOLD_OUT_MIN_PAIRS = 200 };
+enum { TRAIN_HOLD_OUT_MAX = 1000, TRAIN_HOLD_OUT_MIN_PAIRS = 1000 };
 
 /* The default --batch-tokens for a corpus of this many source + target tokens: about 100
  * batches an epoch (a few thousand short pairs want many small updates), rounded down to a

@@ -293,7 +293,7 @@ static int check_args(const train_args *a)
         !(a->time_limit > 0.0))
         return train_usage_error(
             "the cosine schedule (the default) needs --max-steps, --epochs or --time-limit to know "
-            "where it ends; a run with no end needs another --schedule (inverse-sqrt, constant)");
+            "where it ends; a run with no end needs --schedule inverse-sqrt (or constant)");
     if (a->resume != NULL)
         for (size_t k = 0; k < N_TRAIN_OPTIONS; k++)
             if (a->given[k] && train_options[k].group == GROUP_MODEL)

@@ -235,7 +235,9 @@ def test_rnn_learns_to_copy_through_bpe(tmp_path):
 def test_resume_reproduces_the_loss_curve(tmp_path, reverse_data):
     train, valid = reverse_data
     # Dropout, label smoothing, shuffling, accumulation and AdamW all in play.
+    # inverse-sqrt: the default cosine would be planned over the first part's 12 updates.
     common = ["train", "--train", train, "--valid", valid, *TINY, "--warmup", "10",
+              "--schedule", "inverse-sqrt",
               "--batch-tokens", "400", "--accumulate", "2", "--optimizer", "adamw",
               "--eval-every", "7", "--log-every", "5"]
     whole = tmp_path / "whole.jsonl"
@@ -300,7 +302,7 @@ def test_cosine_over_the_time_limit(tmp_path, reverse_data):
     result = run(*common, "--schedule", "cosine", "--warmup", warmup, "--lr", peak,
                  "--min-lr", floor, "--time-limit", "2")
     assert result.returncode == 0, result.stderr.decode()
-    assert b"attn train: cosine schedule annealed over the 2 s time limit\n" in result.stderr
+    assert b"attn train: plan: cosine schedule over the 2 s time limit, warm-up " in result.stderr
     steps = log_lines(log, "step")
     assert log_lines(log, "done")[-1]["reason"] == "time_limit"
     # Hundreds of steps on a quiet core; a handful is enough for what follows.
@@ -481,10 +483,11 @@ def test_bad_training_input(tmp_path, reverse_data):
                              "--arch", code=2)
     assert_one_clear_message(run("train", "--train", train, "--out", out, "--cell", "lstm"),
                              "--cell", code=2)
-    assert_one_clear_message(run("train", "--train", train, "--out", out, "--schedule",
-                                 "cosine", "--epochs", "0"),
-                             "--schedule cosine", "--max-steps", "--epochs", "--time-limit",
-                             code=2)
+    for schedule in (["--schedule", "cosine"], []):  # the default schedule is the cosine
+        assert_one_clear_message(run("train", "--train", train, "--out", out, *schedule,
+                                     "--epochs", "0"),
+                                 "cosine schedule", "--max-steps", "--epochs", "--time-limit",
+                                 "--schedule inverse-sqrt", code=2)
     assert_one_clear_message(run("train", "--train", train, "--out", out,
                                  "--heads", "3", "--d-model", "32"), "num_heads")
     assert not out.exists()
