@@ -343,7 +343,7 @@ def test_resumed_cosine_over_the_time_limit_goes_on_where_it_stopped(tmp_path, r
             break
     stderr = process.stderr.read().decode()
     process.stderr.close()
-    assert process.wait(timeout=60) == 0, stderr
+    assert process.wait(timeout=60) == 130, stderr  # 128 + SIGINT
     before = log_lines(log, "step")
     assert log_lines(log, "done")[-1]["reason"] == "stopped"
     stored = train_state(tmp_path / "c.last.safetensors")["train_seconds"]
@@ -608,3 +608,48 @@ def test_config_file_and_tokenizer_flags(tmp_path, reverse_data):
     bad.write_text("{\"version\": 1, \"arch\": \"transformer\", \"d_model\": \"wide\"}")
     assert_one_clear_message(run("train", "--train", train, "--config", bad, "--out", out),
                              "bad.json", "d_model")
+
+
+def test_defaults_plan_over_the_budget(tmp_path, reverse_data):
+    """Issue 12: with no schedule flags the run gets a cosine over its own max-steps with a 5%
+    warm-up, batches sized from the corpus, 5% of the pairs held out (the same on --resume),
+    and a start line that says so."""
+    train, _ = reverse_data
+    out, log = tmp_path / "d.safetensors", tmp_path / "d.jsonl"
+    result = run("train", "--train", train, *TINY, "--out", out, "--max-steps", 40, "--log", log)
+    stderr = result.stderr.decode()
+    assert result.returncode == 0, stderr
+    # 2000 pairs: 100 held out; about 21,600 tokens give the 512 floor.
+    assert "holding out 100 of the 2000 training pairs" in stderr
+    assert "1900 training pairs, validation 100" in stderr
+    assert ("plan: cosine schedule over 40 updates, warm-up 2, peak rate 0.001 down to 0; "
+            "batches of 512 tokens; stops at 40 updates") in stderr, stderr
+    rates = [e["lr"] for e in log_lines(log, "step")]
+    assert max(rates) == pytest.approx(1e-3, rel=1e-2) and rates[-1] < 1e-5, rates
+    schedule = train_state(tmp_path / "d.last.safetensors")["options"]["schedule"]
+    assert (schedule["kind"], schedule["total_steps"], schedule["warmup_steps"]) == \
+        ("cosine", 40, 2)
+    # The resumed run holds out the same pairs: the fingerprint of the rest matches.
+    resumed = run("train", "--train", train, "--threads", "1", "--resume",
+                  tmp_path / "d.last.safetensors", "--out", out, "--max-steps", 45)
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    # --no-valid trains on every pair and a given --batch-tokens is kept.
+    whole = run("train", "--train", train, *TINY, "--out", tmp_path / "w.safetensors",
+                "--max-steps", 2, "--no-valid", "--batch-tokens", 700)
+    assert whole.returncode == 0, whole.stderr.decode()
+    assert b"2000 training pairs; vocabularies" in whole.stderr
+    assert b"batches of 700 tokens" in whole.stderr
+
+
+def test_a_time_limit_alone_is_the_budget(tmp_path, reverse_data):
+    """The default 10 epochs no longer cut a --time-limit short, and the cosine anneals over it."""
+    train, _ = reverse_data
+    out, log = tmp_path / "t.safetensors", tmp_path / "t.jsonl"
+    result = run("train", "--train", train, *TINY, "--out", out, "--time-limit", 3,
+                 "--batch-tokens", 4000, "--log", log)
+    stderr = result.stderr.decode()
+    assert result.returncode == 0, stderr
+    assert "plan: cosine schedule over the 3 s time limit, warm-up 1000 updates or 0.15 s" in stderr
+    assert log_lines(log, "done")[-1]["reason"] == "time_limit"
+    schedule = train_state(tmp_path / "t.last.safetensors")["options"]["schedule"]
+    assert (schedule["total_seconds"], schedule["warmup_share"]) == (3, 0.05)
