@@ -32,7 +32,8 @@ static const cli_option train_options[] = {
      .group = GROUP_DATA},
     {CLI_OPTION("--valid", CLI_STRING, FIELD(valid), "FILE",
                 "validation pairs (TSV): loss and token accuracy, keep-best, early stopping "
-                "[without it: 5% of the training pairs, at most 1000, held out by --seed]"),
+                "[without it: from 1000 training pairs up, 5% of them (at most 1000) held out, "
+                "chosen by --seed]"),
      .group = GROUP_DATA},
     {CLI_OPTION("--no-valid", CLI_FLAG, FIELD(no_valid), NULL,
                 "no validation: train on every pair and keep the last weights"),
