@@ -540,7 +540,10 @@ def test_bad_checkpoints(tmp_path, reverse_data):
                                  "--out", out), str(tmp_path))
     assert_one_clear_message(run("train", "--train", train, "--resume",
                                  tmp_path / "none.safetensors", "--out", out), "none.safetensors")
-    assert_one_clear_message(run("train", "--train", train, "--resume", out, "--out", out),
+    # The model file (not a checkpoint) resumed into another --out: resuming into the same
+    # file is refused earlier, as an output naming an input.
+    assert_one_clear_message(run("train", "--train", train, "--resume", out,
+                                 "--out", tmp_path / "other.safetensors"),
                              "not a training checkpoint")
     assert_one_clear_message(run("translate", "--model", truncated, stdin=b"abc\n"),
                              "truncated.safetensors")
@@ -550,16 +553,20 @@ def test_bad_translation_input(tmp_path, reverse_data):
     train, _ = reverse_data
     model = tmp_path / "m.safetensors"
     assert run("train", "--train", train, *TINY, "--out", model, "--max-steps", 1).returncode == 0
-    assert_one_clear_message(run("translate", "--model", model, stdin=b"abc\nd\xfe\n"),
-                             "stdin:2", "UTF-8")
+    # A bad line gets an empty output line and a message; the good ones are translated.
+    bad_line = run("translate", "--model", model, stdin=b"abc\nd\xfe\n")
+    assert bad_line.returncode == 1, bad_line.stderr.decode()
+    assert "stdin:2" in bad_line.stderr.decode() and "UTF-8" in bad_line.stderr.decode()
+    assert len(bad_line.stdout.decode().split("\n")) == 3 and bad_line.stdout.endswith(b"\n\n")
     assert_one_clear_message(run("translate", "--model", model, "--bogus"), "--bogus", code=2)
     assert_one_clear_message(run("translate"), "--model", code=2)
     assert_one_clear_message(run("translate", "--model", model, "--max-len", "0"), "--max-len",
                              code=2)
     assert_one_clear_message(run("translate", "--model", train), "train.tsv")
     long_line = ("ab" * 600 + "\n").encode()  # above the default max_len of 1024
-    assert_one_clear_message(run("translate", "--model", model, stdin=long_line), "stdin:1",
-                             "max_len")
+    too_long = run("translate", "--model", model, stdin=long_line)
+    assert too_long.returncode == 1 and too_long.stdout == b"\n", too_long.stderr.decode()
+    assert "stdin:1" in too_long.stderr.decode() and "max_len" in too_long.stderr.decode()
     nothing = run("translate", "--model", model, stdin=b"")
     assert nothing.returncode == 0 and nothing.stdout == b""
 
