@@ -65,10 +65,10 @@ tokens=(--src-tokens bpe:8000 --tgt-tokens bpe:8000)
 case $arch in
   transformer)
     model_flags=(--layers 3 --d-model 256 --heads 4 --ffn 1024 --dropout 0.1 --label-smoothing 0.1)
-    optim_flags=(--lr 1e-3 --warmup 1000 --batch-tokens 6000) ;;
+    optim_flags=(--lr 1e-3 --warmup 1000 --schedule inverse-sqrt --batch-tokens 6000) ;;
   rnn)
     model_flags=(--arch rnn --config "$repo/recipes/bible-rnn.json")
-    optim_flags=(--lr 1e-3 --warmup 500 --batch-tokens 4000) ;;
+    optim_flags=(--lr 1e-3 --warmup 500 --schedule inverse-sqrt --batch-tokens 4000) ;;
 esac
 
 mkdir -p "$out"

@@ -186,6 +186,13 @@ ATTN_API attn_status attn_corpus_target_ids(const attn_corpus *corpus, int64_t i
  * Needs an encoded corpus; limits >= 1. */
 ATTN_API attn_status attn_corpus_drop_longer(attn_corpus *corpus, int64_t max_source,
                                              int64_t max_target, int64_t *dropped);
+/* Moves `count` pairs (1 <= count < size) into a new corpus *held_out, for validation when
+ * none is given: the pairs are the first count places of a shuffle drawn from seed, so the
+ * same corpus and seed hold out the same pairs (a resumed run validates on what the first
+ * run did). Both corpora keep file order and each pair's file:line for messages. Before
+ * attn_corpus_encode, so that tokenizers learned afterwards never see the held-out pairs. */
+ATTN_API attn_status attn_corpus_hold_out(attn_corpus *corpus, int64_t count, uint64_t seed,
+                                          attn_corpus **held_out);
 
 /* ---- length-bucketed batches ------------------------------------------------------------ */
 

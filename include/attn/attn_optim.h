@@ -62,9 +62,8 @@ ATTN_API attn_adam_options attn_adam_default_options(attn_adam_variant variant);
  * kernels do (fused multiply-adds where PyTorch fuses), so they reproduce its updates to the
  * bit; the portable version emulates the fused steps in double. params, grads, m and v must
  * not overlap. n = 0 only advances *step. */
-ATTN_API attn_status attn_adam_step(const attn_adam_options *options, int64_t *step,
-                                    int64_t n, float *params, const float *grads, float *m,
-                                    float *v);
+ATTN_API attn_status attn_adam_step(const attn_adam_options *options, int64_t *step, int64_t n,
+                                    float *params, const float *grads, float *m, float *v);
 
 /* ---- gradients ------------------------------------------------------------------------ */
 
@@ -77,8 +76,7 @@ ATTN_API attn_status attn_grad_norm(int64_t n, const float *grads, double *norm)
  * before clipping to *norm (may be NULL). A non-finite norm (an overflowed or NaN
  * gradient) leaves the gradients as they are, so the caller can see it and skip the step.
  * max_norm must be positive and finite. */
-ATTN_API attn_status attn_clip_grad_norm(int64_t n, float *grads, double max_norm,
-                                         double *norm);
+ATTN_API attn_status attn_clip_grad_norm(int64_t n, float *grads, double max_norm, double *norm);
 
 /* grads *= factor; for gradient accumulation over k batches, factor = 1 / k. */
 ATTN_API attn_status attn_scale_grads(int64_t n, float *grads, float factor);
@@ -102,20 +100,25 @@ typedef enum attn_lr_kind {
      *   lr(step, seconds) = w(step) * (min_lr + (lr - min_lr) * (1 + cos(pi * p)) / 2)
      *   w(step) = min(1, step / warmup_steps)   (1 when warmup_steps is 0)
      *   p = min(1, seconds / total_seconds)
-     * so min_lr once the budget is spent. */
+     * so min_lr once the budget is spent. With warmup_share > 0 the warm-up also ends once that
+     * share of the budget is spent, whichever comes first (how many updates the budget holds is
+     * unknown in advance, so a share of the time stands for a share of the updates):
+     *   w(step, seconds) = min(1, max(step / warmup_steps, seconds / (warmup_share *
+     *   total_seconds))) */
     ATTN_LR_COSINE = 3
 } attn_lr_kind;
 
 /* Fill the fields the kind uses; the others are ignored. */
 typedef struct attn_lr_schedule {
     attn_lr_kind kind;
-    double lr;             /* CONSTANT: the rate; INVERSE_SQRT, COSINE: the peak (>= 0) */
-    double factor;         /* NOAM (>= 0) */
-    int64_t d_model;       /* NOAM (>= 1) */
-    int64_t warmup_steps;  /* NOAM, INVERSE_SQRT (>= 1); COSINE (>= 0) */
-    int64_t total_steps;   /* COSINE: > warmup_steps, or 0 to anneal over total_seconds */
-    double min_lr;         /* COSINE (in [0, lr]) */
-    double total_seconds;  /* COSINE with total_steps 0: the time budget (finite, > 0); else 0 */
+    double lr;            /* CONSTANT: the rate; INVERSE_SQRT, COSINE: the peak (>= 0) */
+    double factor;        /* NOAM (>= 0) */
+    int64_t d_model;      /* NOAM (>= 1) */
+    int64_t warmup_steps; /* NOAM, INVERSE_SQRT (>= 1); COSINE (>= 0) */
+    int64_t total_steps;  /* COSINE: > warmup_steps, or 0 to anneal over total_seconds */
+    double min_lr;        /* COSINE (in [0, lr]) */
+    double total_seconds; /* COSINE with total_steps 0: the time budget (finite, > 0); else 0 */
+    double warmup_share;  /* COSINE with total_seconds: in [0, 1), 0 for a warm-up by steps only */
 } attn_lr_schedule;
 
 /* The rate for update number `step` (>= 0), a pure function of the step. Pass the number of
@@ -128,8 +131,8 @@ ATTN_API attn_status attn_lr_at(const attn_lr_schedule *schedule, int64_t step, 
  * above for a cosine annealed over total_seconds, attn_lr_at(step) for every other schedule
  * (seconds are then ignored). A trainer passes the training time of all its runs so far, so
  * that a resumed run continues the schedule where it stopped. */
-ATTN_API attn_status attn_lr_at_time(const attn_lr_schedule *schedule, int64_t step,
-                                     double seconds, double *lr);
+ATTN_API attn_status attn_lr_at_time(const attn_lr_schedule *schedule, int64_t step, double seconds,
+                                     double *lr);
 
 /* What a training run asks of its schedule, in the terms of its settings rather than the
  * schedule's fields; attn_lr_schedule_plan derives the schedule. */
@@ -138,7 +141,12 @@ typedef struct attn_lr_plan {
     double lr;          /* the peak rate (the rate of CONSTANT); kept in NOAM's schedule too */
     double noam_factor; /* NOAM */
     int64_t d_model;    /* NOAM: the model's width (an rnn's hidden size) */
+    /* The warm-up's updates; with warmup_share > 0, its cap. */
     int64_t warmup_steps;
+    /* COSINE: in [0, 1). > 0 sizes the warm-up to the run: this share of the planned updates
+     * (rounded up), at most warmup_steps; under the clock, this share of the time limit or
+     * warmup_steps updates, the first reached. 0: exactly warmup_steps. */
+    double warmup_share;
     double min_lr; /* COSINE */
     /* Where a cosine ends, the first that is set: at update max_steps (> 0); after epochs
      * (> 0) of ceil(batches_per_epoch / accumulate) updates each; else by the clock, over
@@ -151,10 +159,11 @@ typedef struct attn_lr_plan {
 } attn_lr_plan;
 
 /* The schedule the plan asks for, checked as attn_lr_at checks it (ATTN_ERR_INVALID_ARGUMENT
- * naming the field). A cosine by steps whose warm-up is not shorter than its steps keeps a
- * tenth of them as warm-up; a caller that tells its user compares schedule->warmup_steps
- * with the plan's. A cosine with no last step (max_steps and epochs 0, or no batches) is
- * annealed over time_limit, which must then be > 0: schedule->total_seconds says so. */
+ * naming the field). A cosine by steps sizes its warm-up by warmup_share when it is > 0; one whose
+ * warm-up is not shorter than its steps keeps a tenth of them as warm-up; a caller that tells its
+ * user compares schedule->warmup_steps with the plan's. A cosine with no last step (max_steps and
+ * epochs 0, or no batches) is annealed over time_limit, which must then be > 0:
+ * schedule->total_seconds says so. */
 ATTN_API attn_status attn_lr_schedule_plan(const attn_lr_plan *plan, attn_lr_schedule *schedule);
 
 #ifdef __cplusplus

@@ -47,6 +47,7 @@ class LrSchedule(ctypes.Structure):
         ("total_steps", ctypes.c_int64),
         ("min_lr", ctypes.c_double),
         ("total_seconds", ctypes.c_double),
+        ("warmup_share", ctypes.c_double),
     ]
 
 

@@ -105,6 +105,96 @@ static void note_time_budget_left(const attn_trainer *trainer, const attn_lr_sch
                 s->total_seconds, status.train_seconds);
 }
 
+/* Without --valid (and without --no-valid), a share of the training pairs becomes the
+ * validation set, drawn from the seed so that --resume holds out the same pairs; the start-up
+ * says which case holds. */
+static attn_status hold_out_validation(const train_args *a, uint64_t seed, attn_corpus *train,
+                                       attn_corpus **valid)
+{
+    if (*valid != NULL || a->no_valid)
+        return ATTN_OK;
+    const int64_t pairs = attn_corpus_size(train);
+    if (pairs < TRAIN_HOLD_OUT_MIN_PAIRS) {
+        fprintf(stderr,
+                "attn train: no validation set, and %lld training pairs are too few to hold "
+                "some out (%d or more): training on all of them and keeping the last weights\n",
+                (long long)pairs, TRAIN_HOLD_OUT_MIN_PAIRS);
+        return ATTN_OK;
+    }
+    int64_t count = (int64_t)ceil(TRAIN_HOLD_OUT_SHARE * (double)pairs);
+    if (count > TRAIN_HOLD_OUT_MAX)
+        count = TRAIN_HOLD_OUT_MAX;
+    fprintf(stderr,
+            "attn train: no validation set given: holding out %lld of the %lld training pairs "
+            "(%g%%, at most %d, chosen by --seed) for validation and keep-best; --valid FILE "
+            "gives one, --no-valid trains on every pair\n",
+            (long long)count, (long long)pairs, 100.0 * TRAIN_HOLD_OUT_SHARE, TRAIN_HOLD_OUT_MAX);
+    return attn_corpus_hold_out(train, count, seed, valid);
+}
+
+static int64_t corpus_tokens(const attn_corpus *corpus)
+{
+    int64_t total = 0;
+    for (int64_t i = 0; i < attn_corpus_size(corpus); i++) {
+        const int32_t *ids;
+        int64_t source, target;
+        attn_corpus_source_ids(corpus, i, &ids, &source);
+        attn_corpus_target_ids(corpus, i, &ids, &target);
+        total += source + target;
+    }
+    return total;
+}
+
+/* A very large target vocabulary makes the output projection most of each step (d x V per
+ * target token) and spreads the training signal thin over rare words; subwords fix both. */
+static void note_large_vocabulary(const train_args *a, const attn_tokenizer *target)
+{
+    const int64_t size = attn_vocab_size(attn_tokenizer_vocab(target));
+    if (a->resume == NULL && size > 50000)
+        fprintf(stderr,
+                "attn train: note: the target vocabulary has %lld entries, so the output "
+                "projection takes most of each update; --tgt-tokens bpe:8000 (or bpe:16000) "
+                "keeps it small and still spells every word\n",
+                (long long)size);
+}
+
+/* What the defaults chose, before the time is spent. */
+static void say_plan(const attn_trainer_options *o, double time_limit)
+{
+    static const char *const kinds[] = {"constant", "noam", "inverse-sqrt", "cosine"};
+    const attn_lr_schedule *s = &o->schedule;
+    fprintf(stderr, "attn train: plan: %s schedule", kinds[s->kind]);
+    if (s->kind == ATTN_LR_COSINE && s->total_steps > 0)
+        fprintf(stderr, " over %lld updates, warm-up %lld", (long long)s->total_steps,
+                (long long)s->warmup_steps);
+    else if (s->kind == ATTN_LR_COSINE && s->warmup_share > 0.0)
+        fprintf(stderr, " over the %.15g s time limit, warm-up %lld updates or %.15g s",
+                s->total_seconds, (long long)s->warmup_steps, s->warmup_share * s->total_seconds);
+    else if (s->kind == ATTN_LR_COSINE)
+        fprintf(stderr, " over the %.15g s time limit, warm-up %lld updates", s->total_seconds,
+                (long long)s->warmup_steps);
+    else if (s->kind != ATTN_LR_CONSTANT)
+        fprintf(stderr, ", warm-up %lld", (long long)s->warmup_steps);
+    if (s->kind == ATTN_LR_NOAM)
+        fprintf(stderr, ", factor %g (width %lld)", s->factor, (long long)s->d_model);
+    else
+        fprintf(stderr, ", peak rate %g", s->lr);
+    if (s->kind == ATTN_LR_COSINE)
+        fprintf(stderr, " down to %g", s->min_lr);
+    fprintf(stderr, "; batches of %lld tokens", (long long)o->batch_tokens);
+    if (o->accumulate > 1)
+        fprintf(stderr, " x %lld", (long long)o->accumulate);
+    if (o->max_epochs > 0)
+        fprintf(stderr, "; stops after %lld epochs", (long long)o->max_epochs);
+    if (o->max_steps > 0)
+        fprintf(stderr, "%s %lld updates", o->max_epochs > 0 ? " or" : "; stops at",
+                (long long)o->max_steps);
+    if (time_limit > 0.0)
+        fprintf(stderr, "%s %.15g s",
+                o->max_epochs > 0 || o->max_steps > 0 ? " or after" : "; stops after", time_limit);
+    fprintf(stderr, "\n");
+}
+
 /* ---- the command -------------------------------------------------------------------------- */
 
 int attn_cmd_train(int argc, char **argv)
@@ -156,7 +246,9 @@ int attn_cmd_train(int argc, char **argv)
         TRY_RESUME(attn_trainer_options_from_checkpoint(resume_file, &o));
         warn_if_other_threads(resume_file);
         train_options_overlay(&a, &o);
+        TRY(hold_out_validation(&a, o.seed, train, &valid));
     } else {
+        TRY(hold_out_validation(&a, (uint64_t)a.seed, train, &valid));
         attn_tokenizer_config src_config, tgt_config;
         TRY(attn_tokenizer_config_parse(a.src_tokens, &src_config));
         TRY(attn_tokenizer_config_parse(a.tgt_tokens, &tgt_config));
@@ -168,6 +260,7 @@ int attn_cmd_train(int argc, char **argv)
     TRY(attn_corpus_encode(train, src_tok, tgt_tok));
     if (valid != NULL)
         TRY(attn_corpus_encode(valid, src_tok, tgt_tok));
+    note_large_vocabulary(&a, tgt_tok);
 
     if (a.max_len > 0) {
         int64_t dropped_train = 0, dropped_valid = 0;
@@ -200,14 +293,17 @@ int attn_cmd_train(int argc, char **argv)
             goto done;
         TRY(attn_model_create(&described, &model));
         TRY(attn_model_init(model, (uint64_t)a.seed));
+        const int64_t batch_tokens = train_args_given(&a, "--batch-tokens")
+                                         ? a.batch_tokens
+                                         : train_default_batch_tokens(corpus_tokens(train));
         attn_batcher *counting = NULL;
-        attn_batcher_config in_order = {a.batch_tokens, 0, 0};
+        attn_batcher_config in_order = {batch_tokens, 0, 0};
         TRY(attn_batcher_create(train, &in_order, &counting));
         int64_t batches = attn_batcher_num_batches(counting);
         attn_batcher_destroy(counting);
         /* The Noam schedule scales by the model's width: the rnn's is its hidden size. */
         int64_t width = described.arch == ATTN_ARCH_RNN ? described.hidden : described.d_model;
-        TRY(train_options_for_new_run(&a, width, batches, &o));
+        TRY(train_options_for_new_run(&a, width, batch_tokens, batches, &o));
     } else {
         const attn_model_config *config = attn_model_get_config(model);
         int64_t needed = longest_source > longest_target - 1 ? longest_source : longest_target - 1;
@@ -264,6 +360,7 @@ int attn_cmd_train(int argc, char **argv)
             (long long)attn_params_numel(attn_model_params(model)), attn_get_num_threads(),
             attn_isa_name(attn_get_isa()), a.resume != NULL ? "resuming at" : "starting at",
             (long long)status.step);
+    say_plan(&o, a.time_limit);
     train_progress_catch_interrupts(1);
     TRY(attn_trainer_run(trainer));
     train_progress_catch_interrupts(0);

@@ -24,12 +24,12 @@ typedef struct train_args {
     int schedule;               /* attn_lr_kind */
     int optimizer;              /* attn_adam_variant */
     int64_t window, layers, d_model, heads, ffn, hidden, embedding_dim, attention_dim;
-    int bidirectional, no_bidirectional, input_feeding, reverse_source;
+    int bidirectional, no_bidirectional, input_feeding, reverse_source, no_valid;
     double dropout, label_smoothing;
     double lr, min_lr, weight_decay, clip_norm, time_limit;
     int64_t warmup, batch_tokens, accumulate, epochs, max_steps, seed, threads;
     int64_t eval_every, patience, checkpoint_every, log_every, max_skipped;
-    int64_t max_len; /* longest pair kept, in tokens of either side (0: no limit) */
+    int64_t max_len;              /* longest pair kept, in tokens of either side (0: no limit) */
     int given[TRAIN_MAX_OPTIONS]; /* by the option's place in the table */
 } train_args;
 
@@ -46,11 +46,28 @@ int train_usage_error(const char *format, ...)
 #endif
     ;
 
+/* The default cosine's warm-up: this share of the planned updates (of the time limit under
+ * the clock), at most TRAIN_WARMUP_CAP updates. A share, because a fixed 1000 updates left a
+ * 150 s run on a small task below its peak rate when the clock stopped; capped, because a long
+ * run needs no longer warm-up than the recipes' tuned 1000. */
+#define TRAIN_WARMUP_SHARE 0.05
+enum { TRAIN_WARMUP_CAP = 1000 };
+
+/* Without --valid, TRAIN_HOLD_OUT_SHARE of the training pairs, at most TRAIN_HOLD_OUT_MAX, are
+ * held out for validation, when the corpus has at least TRAIN_HOLD_OUT_MIN_PAIRS. */
+#define TRAIN_HOLD_OUT_SHARE 0.05
+enum { TRAIN_HOLD_OUT_MAX = 1000, TRAIN_HOLD_OUT_MIN_PAIRS = 1000 };
+
+/* The default --batch-tokens for a corpus of this many source + target tokens: about 100
+ * batches an epoch (a few thousand short pairs want many small updates), rounded down to a
+ * multiple of 256 and kept within [512, 4096] (4096: the size large corpora were tuned at). */
+int64_t train_default_batch_tokens(int64_t training_tokens);
+
 /* The trainer's options for a new run: the flags, and the schedule attn_lr_schedule_plan
- * derives for a model of this width over epochs of this many batches (with a note on stderr
- * when the plan adjusts what was asked). */
-attn_status train_options_for_new_run(const train_args *a, int64_t width, int64_t batches_per_epoch,
-                                      attn_trainer_options *o);
+ * derives for a model of this width over epochs of this many batches of batch_tokens (with a
+ * note on stderr when the plan adjusts what was asked). */
+attn_status train_options_for_new_run(const train_args *a, int64_t width, int64_t batch_tokens,
+                                      int64_t batches_per_epoch, attn_trainer_options *o);
 
 /* On --resume the curve-shaping options come from the checkpoint; flags given again override
  * them, and the trainer refuses a change that breaks exact resume, naming it. */
@@ -65,8 +82,7 @@ void train_options_for_this_run(const train_args *a, const char *checkpoint,
 /* Refuses outputs (--out, the checkpoint, --log) that name an input or each other (exit 2),
  * checks that the model and checkpoint can be written now and locks both against a second run
  * (exit 1), each with a message. On 0, locks[0] and locks[1] hold the locks. */
-int train_guard_outputs(const train_args *a, const char *checkpoint,
-                        attn_tensor_file_lock **locks);
+int train_guard_outputs(const train_args *a, const char *checkpoint, attn_tensor_file_lock **locks);
 
 /* ---- the model (train_model.c) -------------------------------------------------------------- */
 

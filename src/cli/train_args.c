@@ -31,7 +31,12 @@ static const cli_option train_options[] = {
                 "training pairs, one 'source<TAB>target' per line"),
      .group = GROUP_DATA},
     {CLI_OPTION("--valid", CLI_STRING, FIELD(valid), "FILE",
-                "validation pairs (TSV): loss and token accuracy, keep-best, early stopping"),
+                "validation pairs (TSV): loss and token accuracy, keep-best, early stopping "
+                "[without it: from 1000 training pairs up, 5% of them (at most 1000) held out, "
+                "chosen by --seed]"),
+     .group = GROUP_DATA},
+    {CLI_OPTION("--no-valid", CLI_FLAG, FIELD(no_valid), NULL,
+                "no validation: train on every pair and keep the last weights"),
      .group = GROUP_DATA},
     {CLI_OPTION("--train-src", CLI_STRING, FIELD(train_src), "FILE",
                 "training sources, one sentence per line (with --train-tgt)"),
@@ -116,12 +121,14 @@ static const cli_option train_options[] = {
     {CLI_OPTION("--lr", CLI_NUMBER, FIELD(lr), "RATE",
                 "peak learning rate [1e-3]; noam: the factor [1]"),
      .group = GROUP_TRAINING},
-    {CLI_OPTION("--warmup", CLI_INT, FIELD(warmup), "STEPS", "warm-up steps [1000]"),
+    {CLI_OPTION("--warmup", CLI_INT, FIELD(warmup), "STEPS",
+                "warm-up updates [cosine: 5% of the planned updates (of the time limit under the "
+                "clock), at most 1000; other schedules: 1000]"),
      .group = GROUP_TRAINING},
     {CLI_OPTION("--schedule", CLI_CHOICE, FIELD(schedule), "inverse-sqrt|noam|cosine|constant",
-                "learning-rate schedule [inverse-sqrt]; cosine decays to --min-lr at the last step "
-                "(by --max-steps, else --epochs), or with --epochs 0 over the --time-limit (by the "
-                "clock; not reproducible to the bit)"),
+                "learning-rate schedule [cosine]; cosine decays to --min-lr at the last step (by "
+                "--max-steps, else --epochs), or over the --time-limit when the clock alone ends "
+                "the run (not reproducible to the bit)"),
      .choices = schedule_names, .choice_values = schedule_values, .group = GROUP_TRAINING},
     {CLI_OPTION("--min-lr", CLI_NUMBER, FIELD(min_lr), "RATE", "cosine: final rate [0]"),
      .group = GROUP_TRAINING},
@@ -135,14 +142,17 @@ static const cli_option train_options[] = {
                 "clip the global gradient norm (0: off) [1]"),
      .group = GROUP_TRAINING},
     {CLI_OPTION("--batch-tokens", CLI_INT, FIELD(batch_tokens), "N",
-                "padded source + target tokens per batch [4096]"),
+                "padded source + target tokens per batch [the training tokens / 100 (about 100 "
+                "batches an epoch), rounded down to a multiple of 256, within 512-4096]"),
      .group = GROUP_TRAINING},
     {CLI_OPTION("--accumulate", CLI_INT, FIELD(accumulate), "K", "batches per update [1]"),
      .group = GROUP_TRAINING},
     {CLI_OPTION("--seed", CLI_INT, FIELD(seed), "N",
                 "seed of the initial weights, batch order and dropout [1]"),
      .min = 0, .max = INFINITY, .group = GROUP_TRAINING},
-    {CLI_OPTION("--epochs", CLI_INT, FIELD(epochs), "N", "stop after N epochs (0: no limit) [10]"),
+    {CLI_OPTION("--epochs", CLI_INT, FIELD(epochs), "N",
+                "stop after N epochs (0: no limit) [10 when neither --max-steps nor --time-limit "
+                "is given, else 0]"),
      .group = GROUP_RUN},
     {CLI_OPTION("--max-steps", CLI_INT, FIELD(max_steps), "N",
                 "stop at update N (0: no limit) [0]"),
@@ -236,7 +246,7 @@ static void set_defaults(train_args *a)
     a->arch = ATTN_ARCH_TRANSFORMER;
     a->src_tokens = "char";
     a->tgt_tokens = "char";
-    a->schedule = ATTN_LR_INVERSE_SQRT;
+    a->schedule = ATTN_LR_COSINE;
     a->optimizer = ATTN_ADAM;
     a->cell = a->attention = a->local = -1;
     a->layers = 3;
@@ -246,9 +256,9 @@ static void set_defaults(train_args *a)
     a->dropout = 0.1;
     a->label_smoothing = 0.1;
     a->lr = 1e-3;
-    a->warmup = 1000;
+    a->warmup = TRAIN_WARMUP_CAP;
     a->clip_norm = 1.0;
-    a->batch_tokens = 4096;
+    a->batch_tokens = 0; /* chosen from the corpus: train_default_batch_tokens */
     a->accumulate = 1;
     a->epochs = 10;
     a->seed = 1;
@@ -276,11 +286,15 @@ static int check_args(const train_args *a)
         return train_usage_error("--out MODEL.safetensors is required");
     if (a->bidirectional && a->no_bidirectional)
         return train_usage_error("give --bidirectional or --no-bidirectional, not both");
+    if (a->no_valid && (a->valid != NULL || a->valid_src != NULL))
+        return train_usage_error("give --valid (or --valid-src/--valid-tgt) or --no-valid, not "
+                                 "both");
     /* The checkpoint holds a resumed run's schedule; a new one must know where it ends. */
     if (a->resume == NULL && a->schedule == ATTN_LR_COSINE && a->max_steps <= 0 && a->epochs <= 0 &&
         !(a->time_limit > 0.0))
-        return train_usage_error("--schedule cosine needs --max-steps, --epochs or --time-limit "
-                                 "to know where it ends");
+        return train_usage_error(
+            "the cosine schedule (the default) needs --max-steps, --epochs or --time-limit to know "
+            "where it ends; a run with no end needs --schedule inverse-sqrt (or constant)");
     if (a->resume != NULL)
         for (size_t k = 0; k < N_TRAIN_OPTIONS; k++)
             if (a->given[k] && train_options[k].group == GROUP_MODEL)
@@ -296,16 +310,25 @@ int train_args_parse(int argc, char **argv, train_args *a)
     const int code = cli_parse(&train_command, argc, argv, a, a->given);
     if (code != CLI_GO_ON)
         return code;
+    /* A step or time budget given alone is the budget: the default epochs would cut it short. */
+    if (!train_args_given(a, "--epochs"))
+        a->epochs = a->max_steps > 0 || a->time_limit > 0.0 ? 0 : 10;
     return check_args(a) != 0 ? CLI_EXIT_USAGE : CLI_GO_ON;
 }
 
 /* ---- the trainer's options ------------------------------------------------------------------ */
 
-attn_status train_options_for_new_run(const train_args *a, int64_t width, int64_t batches_per_epoch,
-                                      attn_trainer_options *o)
+int64_t train_default_batch_tokens(int64_t training_tokens)
+{
+    int64_t tokens = training_tokens / 100 / 256 * 256;
+    return tokens < 512 ? 512 : tokens > 4096 ? 4096 : tokens;
+}
+
+attn_status train_options_for_new_run(const train_args *a, int64_t width, int64_t batch_tokens,
+                                      int64_t batches_per_epoch, attn_trainer_options *o)
 {
     *o = attn_trainer_default_options();
-    o->batch_tokens = a->batch_tokens;
+    o->batch_tokens = batch_tokens;
     o->accumulate = a->accumulate;
     o->seed = (uint64_t)a->seed;
     o->clip_norm = a->clip_norm;
@@ -324,6 +347,9 @@ attn_status train_options_for_new_run(const train_args *a, int64_t width, int64_
     plan.noam_factor = train_args_given(a, "--lr") ? a->lr : 1.0;
     plan.d_model = width;
     plan.warmup_steps = a->warmup;
+    /* An explicit --warmup is the warm-up; the default is sized to the run. */
+    if (plan.kind == ATTN_LR_COSINE && !train_args_given(a, "--warmup"))
+        plan.warmup_share = TRAIN_WARMUP_SHARE;
     plan.min_lr = a->min_lr;
     plan.max_steps = a->max_steps;
     plan.epochs = a->epochs;
@@ -335,10 +361,8 @@ attn_status train_options_for_new_run(const train_args *a, int64_t width, int64_
     if (status != ATTN_OK)
         return status;
     const attn_lr_schedule *s = &o->schedule;
-    if (s->kind == ATTN_LR_COSINE && s->total_seconds > 0.0)
-        fprintf(stderr, "attn train: cosine schedule annealed over the %.15g s time limit\n",
-                s->total_seconds);
-    else if (s->kind == ATTN_LR_COSINE && s->warmup_steps != plan.warmup_steps)
+    if (s->kind == ATTN_LR_COSINE && s->total_steps > 0 && plan.warmup_share == 0.0 &&
+        s->warmup_steps != plan.warmup_steps)
         fprintf(stderr,
                 "attn train: the warm-up is not shorter than the %lld cosine steps; "
                 "using %lld warm-up steps\n",

@@ -418,3 +418,84 @@ attn_status attn_corpus_target_ids(const attn_corpus *corpus, int64_t i, const i
 {
     return pair_ids("attn_corpus_target_ids", corpus, i, 1, ids, length);
 }
+
+attn_status attn_corpus_hold_out(attn_corpus *corpus, int64_t count, uint64_t seed,
+                                 attn_corpus **held_out)
+{
+    static const char fn[] = "attn_corpus_hold_out";
+    ATTN_CHECK_NOT_NULL(held_out);
+    *held_out = NULL;
+    ATTN_CHECK_NOT_NULL(corpus);
+    ATTN_CHECK_ARG(!corpus->encoded,
+                   "%s: hold pairs out before attn_corpus_encode, so that the tokenizers are "
+                   "learned without them",
+                   fn);
+    ATTN_CHECK_ARG(count >= 1 && count < corpus->count,
+                   "%s: count must be in [1, %lld) (the corpus has %lld pairs), got %lld", fn,
+                   (long long)corpus->count, (long long)corpus->count, (long long)count);
+    /* The first `count` places of a seeded Fisher-Yates shuffle, kept in file order. */
+    size_t bytes;
+    ATTN_CHECK_ARG(attn_mul_size((size_t)corpus->count, sizeof(int64_t), &bytes),
+                   "%s: too many pairs", fn);
+    int64_t *order = malloc(bytes);
+    unsigned char *chosen = calloc((size_t)corpus->count, 1);
+    if (order == NULL || chosen == NULL) {
+        free(order);
+        free(chosen);
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld pairs", fn,
+                         (long long)corpus->count);
+    }
+    for (int64_t i = 0; i < corpus->count; i++)
+        order[i] = i;
+    attn_rng rng;
+    attn_rng_seed(&rng, seed);
+    for (int64_t i = 0; i < count; i++) {
+        const int64_t j = i + (int64_t)attn_rng_below(&rng, (uint64_t)(corpus->count - i));
+        const int64_t swap = order[i];
+        order[i] = order[j];
+        order[j] = swap;
+        chosen[order[i]] = 1;
+    }
+    free(order);
+
+    attn_corpus *held = NULL;
+    attn_status status = new_corpus(fn, count, &held);
+    size_t total = 0;
+    for (int64_t i = 0; status == ATTN_OK && i < corpus->count; i++)
+        if (chosen[i])
+            total += strlen(corpus->source[i]) + strlen(corpus->target[i]) + 2;
+    if (status == ATTN_OK && (held->strings = malloc(total)) == NULL)
+        status = attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu bytes", fn, total);
+    if (status == ATTN_OK && corpus->source_name != NULL)
+        status = set_names(fn, held, corpus->source_name, corpus->target_name);
+    if (status != ATTN_OK) {
+        free(chosen);
+        attn_corpus_destroy(held);
+        return status;
+    }
+    /* The held-out pairs are copied; the kept ones are compacted in place, still pointing into
+     * the corpus's own storage. */
+    char *next = held->strings;
+    int64_t kept = 0, out = 0;
+    for (int64_t i = 0; i < corpus->count; i++) {
+        if (!chosen[i]) {
+            corpus->source[kept] = corpus->source[i];
+            corpus->target[kept] = corpus->target[i];
+            corpus->line[kept] = corpus->line[i];
+            kept++;
+            continue;
+        }
+        const size_t source_size = strlen(corpus->source[i]) + 1;
+        const size_t target_size = strlen(corpus->target[i]) + 1;
+        held->source[out] = memcpy(next, corpus->source[i], source_size);
+        next += source_size;
+        held->target[out] = memcpy(next, corpus->target[i], target_size);
+        next += target_size;
+        held->line[out] = corpus->line[i];
+        out++;
+    }
+    corpus->count = kept;
+    free(chosen);
+    *held_out = held;
+    return ATTN_OK;
+}

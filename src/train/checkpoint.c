@@ -72,6 +72,7 @@ static int add_options(cJSON *object, const attn_trainer *t)
     ok = ok && add_number(schedule, "total_steps", (double)o->schedule.total_steps);
     ok = ok && add_number(schedule, "min_lr", o->schedule.min_lr);
     ok = ok && add_number(schedule, "total_seconds", o->schedule.total_seconds);
+    ok = ok && add_number(schedule, "warmup_share", o->schedule.warmup_share);
     if (ok) {
         cJSON_AddItemToObject(object, "optimizer", adam);
         cJSON_AddItemToObject(object, "schedule", schedule);
@@ -303,16 +304,18 @@ static attn_status read_object(const json_reader *r, const cJSON *object, const 
 }
 
 /* The curve-shaping options, and how decay exemptions were chosen. */
-static attn_status read_options(const json_reader *r, const cJSON *root,
-                                attn_trainer_options *o, const char **exemption)
+static attn_status read_options(const json_reader *r, const cJSON *root, attn_trainer_options *o,
+                                const char **exemption)
 {
     const cJSON *options, *adam, *schedule, *shuffle;
     ATTN_TRY(read_object(r, root, "options", &options));
     ATTN_TRY(read_int(r, options, "batch_tokens", 1, &o->batch_tokens));
     ATTN_TRY(field(r, options, "shuffle", &shuffle));
     if (!cJSON_IsBool(shuffle))
-        return attn_fail(ATTN_ERR_FORMAT, "%s: %s: training state field \"shuffle\" must be a "
-                         "boolean", r->fn, r->path);
+        return attn_fail(ATTN_ERR_FORMAT,
+                         "%s: %s: training state field \"shuffle\" must be a "
+                         "boolean",
+                         r->fn, r->path);
     o->shuffle = cJSON_IsTrue(shuffle);
     ATTN_TRY(read_u64(r, options, "seed", 0, &o->seed));
     ATTN_TRY(read_int(r, options, "accumulate", 1, &o->accumulate));
@@ -338,6 +341,7 @@ static attn_status read_options(const json_reader *r, const cJSON *root,
     ATTN_TRY(read_int(r, schedule, "total_steps", 0, &o->schedule.total_steps));
     ATTN_TRY(read_number(r, schedule, "min_lr", &o->schedule.min_lr));
     ATTN_TRY(read_number_or(r, schedule, "total_seconds", 0.0, &o->schedule.total_seconds));
+    ATTN_TRY(read_number_or(r, schedule, "warmup_share", 0.0, &o->schedule.warmup_share));
     return ATTN_OK;
 }
 
@@ -353,21 +357,24 @@ static attn_status parse_state(const json_reader *r, const attn_tensor_file *fil
     if (*root == NULL || !cJSON_IsObject(*root)) {
         cJSON_Delete(*root);
         *root = NULL;
-        return attn_fail(ATTN_ERR_FORMAT, "%s: %s: the training state is not a JSON object",
-                         r->fn, r->path);
+        return attn_fail(ATTN_ERR_FORMAT, "%s: %s: the training state is not a JSON object", r->fn,
+                         r->path);
     }
     const char *format;
     int64_t version;
     attn_status status = read_string(r, *root, "format", &format);
     if (status == ATTN_OK && strcmp(format, STATE_FORMAT) != 0)
-        status = attn_fail(ATTN_ERR_FORMAT, "%s: %s: the training state's format is \"%s\", not "
-                           "\"%s\"", r->fn, r->path, format, STATE_FORMAT);
+        status = attn_fail(ATTN_ERR_FORMAT,
+                           "%s: %s: the training state's format is \"%s\", not "
+                           "\"%s\"",
+                           r->fn, r->path, format, STATE_FORMAT);
     if (status == ATTN_OK)
         status = read_int(r, *root, "version", 1, &version);
     if (status == ATTN_OK && version > STATE_VERSION)
-        status = attn_fail(ATTN_ERR_UNSUPPORTED, "%s: %s: training state version %lld is newer "
-                           "than this build reads (%d)", r->fn, r->path, (long long)version,
-                           STATE_VERSION);
+        status = attn_fail(ATTN_ERR_UNSUPPORTED,
+                           "%s: %s: training state version %lld is newer "
+                           "than this build reads (%d)",
+                           r->fn, r->path, (long long)version, STATE_VERSION);
     if (status != ATTN_OK) {
         cJSON_Delete(*root);
         *root = NULL;
@@ -451,6 +458,8 @@ static attn_status compare_options(const json_reader *r, const attn_trainer *t,
                             (double)o->schedule.total_steps));
     ATTN_TRY(compare_number(r, "the schedule's total_seconds", s->schedule.total_seconds,
                             o->schedule.total_seconds));
+    ATTN_TRY(compare_number(r, "the schedule's warmup_share", s->schedule.warmup_share,
+                            o->schedule.warmup_share));
     return compare_number(r, "min_lr", s->schedule.min_lr, o->schedule.min_lr);
 }
 
@@ -522,9 +531,10 @@ static attn_status restore(attn_trainer *t, const json_reader *r, const attn_ten
                          r->fn, r->path, (long long)step, (long long)adam_step,
                          (long long)best_step, (long long)last_eval_step);
     if (attn_batcher_seek(t->train_batches, epoch, batch_index) != ATTN_OK)
-        return attn_fail(ATTN_ERR_FORMAT, "%s: %s: the checkpoint's position (epoch %lld, batch "
-                         "%lld) is not in the training data", r->fn, r->path, (long long)epoch,
-                         (long long)batch_index);
+        return attn_fail(ATTN_ERR_FORMAT,
+                         "%s: %s: the checkpoint's position (epoch %lld, batch "
+                         "%lld) is not in the training data",
+                         r->fn, r->path, (long long)epoch, (long long)batch_index);
 
     attn_params *store = t->params;
     ATTN_TRY(attn_params_load(store, file, ATTN_PARAM_VALUES, NULL));

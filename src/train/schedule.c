@@ -11,8 +11,8 @@ static const double pi = 3.14159265358979323846;
 /* fn names the public function the caller called, so messages point at it. */
 static attn_status check_rate(const char *fn, const char *what, double value)
 {
-    ATTN_CHECK_ARG(value >= 0.0 && isfinite(value), "%s: %s must be finite and >= 0, got %g",
-                   fn, what, value);
+    ATTN_CHECK_ARG(value >= 0.0 && isfinite(value), "%s: %s must be finite and >= 0, got %g", fn,
+                   what, value);
     return ATTN_OK;
 }
 
@@ -27,8 +27,7 @@ static attn_status check_cosine_end(const char *fn, const attn_lr_schedule *s)
                    fn, (long long)s->total_steps, s->total_seconds);
     if (by_time) {
         ATTN_CHECK_ARG(s->total_seconds > 0.0 && isfinite(s->total_seconds),
-                       "%s: total_seconds must be finite and > 0, got %g", fn,
-                       s->total_seconds);
+                       "%s: total_seconds must be finite and > 0, got %g", fn, s->total_seconds);
         return ATTN_OK;
     }
     ATTN_CHECK_ARG(s->total_steps != 0,
@@ -64,14 +63,19 @@ static attn_status check_schedule(const char *fn, const attn_lr_schedule *s)
     case ATTN_LR_COSINE:
         ATTN_TRY(check_rate(fn, "lr", s->lr));
         ATTN_TRY(check_rate(fn, "min_lr", s->min_lr));
-        ATTN_CHECK_ARG(s->min_lr <= s->lr, "%s: min_lr (%g) must not exceed lr (%g)", fn,
-                       s->min_lr, s->lr);
+        ATTN_CHECK_ARG(s->min_lr <= s->lr, "%s: min_lr (%g) must not exceed lr (%g)", fn, s->min_lr,
+                       s->lr);
         ATTN_CHECK_ARG(s->warmup_steps >= 0, "%s: warmup_steps must be >= 0, got %lld", fn,
                        (long long)s->warmup_steps);
+        ATTN_CHECK_ARG(s->warmup_share >= 0.0 && s->warmup_share < 1.0,
+                       "%s: warmup_share must be in [0, 1), got %g", fn, s->warmup_share);
+        ATTN_CHECK_ARG(s->warmup_share == 0.0 || s->total_seconds != 0.0,
+                       "%s: warmup_share (%g) applies to a cosine over total_seconds only; a "
+                       "cosine by steps has its warm-up in warmup_steps",
+                       fn, s->warmup_share);
         return check_cosine_end(fn, s);
     }
-    return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s: unknown schedule kind %d", fn,
-                     (int)s->kind);
+    return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s: unknown schedule kind %d", fn, (int)s->kind);
 }
 
 /* Only after check_schedule: total_seconds is then > 0 exactly when total_steps is 0. */
@@ -108,8 +112,10 @@ static double rate_by_step(const attn_lr_schedule *s, int64_t step)
 /* A checked cosine over total_seconds. */
 static double rate_by_time(const attn_lr_schedule *s, int64_t step, double seconds)
 {
-    const double warm = s->warmup_steps == 0 ? 1.0
-                                             : fmin(1.0, (double)step / (double)s->warmup_steps);
+    double warm = s->warmup_steps == 0 ? 1.0 : (double)step / (double)s->warmup_steps;
+    if (s->warmup_share > 0.0)
+        warm = fmax(warm, seconds / (s->warmup_share * s->total_seconds));
+    warm = fmin(1.0, warm);
     /* Capped so that the rate stays at min_lr once the budget is spent (cos(pi) is -1 in
      * double, so the cap lands on min_lr exactly). */
     const double progress = fmin(1.0, seconds / s->total_seconds);
@@ -153,6 +159,8 @@ attn_status attn_lr_schedule_plan(const attn_lr_plan *plan, attn_lr_schedule *sc
     ATTN_CHECK_NOT_NULL(schedule);
     ATTN_CHECK_ARG(plan->accumulate >= 1, "%s: accumulate must be >= 1, got %lld", fn,
                    (long long)plan->accumulate);
+    ATTN_CHECK_ARG(plan->warmup_share >= 0.0 && plan->warmup_share < 1.0,
+                   "%s: warmup_share must be in [0, 1), got %g", fn, plan->warmup_share);
     ATTN_CHECK_ARG(plan->batches_per_epoch >= 0, "%s: batches_per_epoch must be >= 0, got %lld", fn,
                    (long long)plan->batches_per_epoch);
     attn_lr_schedule s;
@@ -173,9 +181,15 @@ attn_status attn_lr_schedule_plan(const attn_lr_plan *plan, attn_lr_schedule *sc
              * this machine" ends at min_lr however many steps the machine makes. */
             s.total_steps = 0;
             s.total_seconds = plan->time_limit;
-        } else if (s.total_steps <= s.warmup_steps) {
-            s.warmup_steps = s.total_steps / 10;
+            s.warmup_share = plan->warmup_share;
+        } else if (plan->warmup_share > 0.0) {
+            /* A share of the planned updates, so a short run still reaches its peak rate
+             * early enough to spend most of its updates near it. */
+            const int64_t share = (int64_t)ceil(plan->warmup_share * (double)s.total_steps);
+            s.warmup_steps = share < plan->warmup_steps ? share : plan->warmup_steps;
         }
+        if (s.total_steps > 0 && s.total_steps <= s.warmup_steps)
+            s.warmup_steps = s.total_steps / 10;
     }
     ATTN_TRY(check_schedule(fn, &s));
     *schedule = s;

@@ -624,9 +624,91 @@ static void test_drop_longer(void)
     attn_corpus_destroy(corpus);
 }
 
+/* Pairs "<i>" -> "t<i>", for checking which pairs went where. */
+static attn_corpus *numbered_corpus(int64_t n)
+{
+    char **sources = calloc((size_t)n, sizeof *sources),
+         **targets = calloc((size_t)n, sizeof *targets);
+    attn_corpus *corpus = NULL;
+    for (int64_t i = 0; sources != NULL && targets != NULL && i < n; i++) {
+        sources[i] = malloc(24);
+        targets[i] = malloc(24);
+        if (sources[i] != NULL && targets[i] != NULL) {
+            snprintf(sources[i], 24, "%lld", (long long)i);
+            snprintf(targets[i], 24, "t%lld", (long long)i);
+        }
+    }
+    CHECK_OK(attn_corpus_from_strings((const char *const *)sources, (const char *const *)targets, n,
+                                      &corpus));
+    for (int64_t i = 0; sources != NULL && targets != NULL && i < n; i++) {
+        free(sources[i]);
+        free(targets[i]);
+    }
+    free(sources);
+    free(targets);
+    return corpus;
+}
+
+static void test_hold_out_is_a_seeded_split(void)
+{
+    enum { N = 200, HELD = 10 };
+    attn_corpus *a = numbered_corpus(N), *b = numbered_corpus(N), *c = numbered_corpus(N);
+    attn_corpus *held_a = NULL, *held_b = NULL, *held_c = NULL;
+    if (a == NULL || b == NULL || c == NULL)
+        goto done;
+    CHECK_OK(attn_corpus_hold_out(a, HELD, 7, &held_a));
+    CHECK_OK(attn_corpus_hold_out(b, HELD, 7, &held_b));
+    CHECK_OK(attn_corpus_hold_out(c, HELD, 8, &held_c));
+    if (held_a == NULL || held_b == NULL || held_c == NULL)
+        goto done;
+    CHECK(attn_corpus_size(a) == N - HELD && attn_corpus_size(held_a) == HELD, "sizes %lld + %lld",
+          (long long)attn_corpus_size(a), (long long)attn_corpus_size(held_a));
+    /* The same seed holds out the same pairs (what --resume relies on); another seed others. */
+    int same = 1, other = 1;
+    for (int64_t i = 0; i < HELD; i++) {
+        same &= strcmp(attn_corpus_sources(held_a)[i], attn_corpus_sources(held_b)[i]) == 0;
+        other &= strcmp(attn_corpus_sources(held_a)[i], attn_corpus_sources(held_c)[i]) == 0;
+    }
+    CHECK(same, "seed 7 twice holds out the same pairs");
+    CHECK(!other, "seeds 7 and 8 hold out different pairs");
+    /* Every pair is in exactly one part, with its own target, both parts in file order. */
+    int seen[N] = {0};
+    const attn_corpus *parts[] = {a, held_a};
+    for (int part = 0; part < 2; part++) {
+        long previous = -1;
+        for (int64_t i = 0; i < attn_corpus_size(parts[part]); i++) {
+            const long k = strtol(attn_corpus_sources(parts[part])[i], NULL, 10);
+            char target[24];
+            snprintf(target, sizeof target, "t%ld", k);
+            CHECK(k > previous && strcmp(attn_corpus_targets(parts[part])[i], target) == 0,
+                  "part %d pair %lld: %s -> %s", part, (long long)i,
+                  attn_corpus_sources(parts[part])[i], attn_corpus_targets(parts[part])[i]);
+            if (k >= 0 && k < N)
+                seen[k]++;
+            previous = k;
+        }
+    }
+    int once = 1;
+    for (int k = 0; k < N; k++)
+        once &= seen[k] == 1;
+    CHECK(once, "every pair lands in exactly one part");
+    attn_corpus *none = NULL;
+    CHECK_FAILS(attn_corpus_hold_out(a, 0, 7, &none), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_corpus_hold_out(a, N - HELD, 7, &none), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(none == NULL, "no corpus after a failure");
+done:
+    attn_corpus_destroy(held_a);
+    attn_corpus_destroy(held_b);
+    attn_corpus_destroy(held_c);
+    attn_corpus_destroy(a);
+    attn_corpus_destroy(b);
+    attn_corpus_destroy(c);
+}
+
 int main(void)
 {
     RUN_TEST(test_tsv_reads_pairs);
+    RUN_TEST(test_hold_out_is_a_seeded_split);
     RUN_TEST(test_tsv_errors_name_file_and_line);
     RUN_TEST(test_aligned_files);
     RUN_TEST(test_real_corpora_read);

@@ -2,6 +2,7 @@
  * into the schedule the trainer follows. */
 #include "harness.h"
 
+#include <math.h>
 #include <string.h>
 
 static attn_lr_plan cosine_plan(void)
@@ -84,6 +85,61 @@ static void test_other_kinds(void)
     CHECK(s.kind == ATTN_LR_CONSTANT && s.lr == 1e-3, "constant");
 }
 
+/* The default warm-up: a share of the planned updates, capped, wherever the cosine ends. */
+static void test_warmup_share_and_cap(void)
+{
+    attn_lr_plan p = cosine_plan();
+    attn_lr_schedule s;
+    p.warmup_share = 0.05;
+    p.warmup_steps = 1000; /* the cap */
+    p.max_steps = 300;
+    CHECK_OK(attn_lr_schedule_plan(&p, &s));
+    CHECK(s.total_steps == 300 && s.warmup_steps == 15 && s.warmup_share == 0.0,
+          "5%% of 300 updates: warm-up %lld", (long long)s.warmup_steps);
+    p.max_steps = 0;
+    p.epochs = 3; /* 39 updates: 5% rounded up is 2 */
+    CHECK_OK(attn_lr_schedule_plan(&p, &s));
+    CHECK(s.total_steps == 39 && s.warmup_steps == 2, "5%% of 39 updates: warm-up %lld",
+          (long long)s.warmup_steps);
+    p.epochs = 0;
+    p.max_steps = 100000;
+    CHECK_OK(attn_lr_schedule_plan(&p, &s));
+    CHECK(s.warmup_steps == 1000, "capped at 1000: warm-up %lld", (long long)s.warmup_steps);
+    /* Under the clock: the cap in updates and the share of the time, the first reached. */
+    p.max_steps = 0;
+    p.time_limit = 200.0;
+    CHECK_OK(attn_lr_schedule_plan(&p, &s));
+    CHECK(s.total_steps == 0 && s.total_seconds == 200.0 && s.warmup_steps == 1000 &&
+              s.warmup_share == 0.05,
+          "by the clock: warm-up %lld updates or %g of the time", (long long)s.warmup_steps,
+          s.warmup_share);
+    double lr = -1.0;
+    CHECK_OK(attn_lr_at_time(&s, 5, 5.0, &lr)); /* half of the 10 s share of the time */
+    CHECK(fabs(lr - 0.5 * (1e-5 + (1e-3 - 1e-5) * 0.5 *
+                                      (1.0 + cos(3.14159265358979323846 * 5.0 / 200.0)))) < 1e-15,
+          "half way through the warm-up by time: %g", lr);
+    CHECK_OK(attn_lr_at_time(&s, 500, 1.0, &lr)); /* half of the 1000 updates, 1 s in */
+    CHECK(lr > 0.49e-3 && lr < 0.5e-3, "half way through the warm-up by updates: %g", lr);
+    CHECK_OK(attn_lr_at_time(&s, 20, 20.0, &lr));
+    CHECK(lr > 0.9e-3, "past the share of the time, the cosine: %g", lr);
+    CHECK_OK(attn_lr_at_time(&s, 20, 200.0, &lr));
+    CHECK(lr == 1e-5, "annealed when the time is up: %g", lr);
+    /* Without a share, the warm-up is what was asked, as before. */
+    p.warmup_share = 0.0;
+    p.time_limit = 0.0;
+    p.max_steps = 300;
+    CHECK_OK(attn_lr_schedule_plan(&p, &s));
+    CHECK(s.warmup_steps == 30,
+          "an explicit warm-up longer than the run keeps a "
+          "tenth: %lld",
+          (long long)s.warmup_steps);
+    p.warmup_share = 1.0;
+    CHECK_FAILS(attn_lr_schedule_plan(&p, &s), ATTN_ERR_INVALID_ARGUMENT);
+    /* A share on a cosine by steps is a mistake the schedule names. */
+    attn_lr_schedule by_steps = {ATTN_LR_COSINE, 1e-3, 0.0, 0, 10, 100, 0.0, 0.0, 0.05};
+    CHECK_FAILS(attn_lr_at(&by_steps, 5, &lr), ATTN_ERR_INVALID_ARGUMENT);
+}
+
 static void test_bad_plans(void)
 {
     attn_lr_plan p = cosine_plan();
@@ -108,6 +164,7 @@ int main(void)
     RUN_TEST(test_cosine_shortens_a_long_warmup);
     RUN_TEST(test_cosine_over_the_time_limit);
     RUN_TEST(test_other_kinds);
+    RUN_TEST(test_warmup_share_and_cap);
     RUN_TEST(test_bad_plans);
     return test_summary();
 }
