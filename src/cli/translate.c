@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/translator.h"
+#include "cli/library_error.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -13,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { DEFAULT_BATCH = 32, DEFAULT_BEAM = 5 };
+enum { DEFAULT_BATCH = 32 };
 
 typedef struct translate_args {
     const char *model, *alignment;
@@ -88,7 +89,7 @@ static int parse_args(int argc, char **argv, translate_args *a)
     a->alignment_layer = -1;
     a->alignment_head = -1;
     a->decode = attn_decode_default_options();
-    a->decode.beam_size = DEFAULT_BEAM;
+    a->decode.beam_size = CLI_DEFAULT_BEAM;
     int given[N_TRANSLATE_OPTIONS] = {0};
     const int code = cli_parse(&translate_command, argc, argv, a, given);
     if (code != CLI_GO_ON)
@@ -371,7 +372,7 @@ int attn_cmd_translate(int argc, char **argv)
     if (code != CLI_GO_ON)
         return code;
     if (a.threads > 0 && attn_set_num_threads((int)a.threads) != ATTN_OK) {
-        fprintf(stderr, "attn translate: %s\n", attn_last_error());
+        cli_library_error("translate");
         return 2;
     }
     cli_translator t;

@@ -3,6 +3,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/translator.h"
+#include "cli/library_error.h"
 
 #include <errno.h>
 #include <math.h>
@@ -77,8 +78,8 @@ static const cli_option viz_options[] = {
     {.kind = CLI_SECTION, .help = "a model's attention (heat map options above apply too):"},
     {CLI_OPTION(
         "--model", CLI_STRING, FIELD(model), "FILE",
-        "a model 'attn train' wrote; TEXT is translated (greedy, or beam search with --beam) and "
-        "the attention of that translation is drawn")},
+        "a model 'attn train' wrote; TEXT is translated as attn translate does (beam search, "
+        "--beam) and the attention of that translation is drawn")},
     {CLI_OPTION("--text", CLI_STRING, FIELD(source_text), "TEXT", "the source text")},
     {CLI_OPTION(
          "--kind", CLI_CHOICE, FIELD(kind), "KIND",
@@ -96,8 +97,8 @@ static const cli_option viz_options[] = {
          "one head, or every head of the layer as a grid (default: the mean over the layer's "
          "heads)"),
      .min = 0, .max = 1000000, .choices = all_word, .choice_values = head_all},
-    {CLI_OPTION("--beam", CLI_INT, FIELD(beam), "K", "beam size (default 1: greedy)"), .min = 1,
-     .max = 1024},
+    {CLI_OPTION("--beam", CLI_INT, FIELD(beam), "K", "hypotheses kept; 1: greedy"), .min = 1,
+     .max = ATTN_DECODE_MAX_BEAM, .show_default = 1},
     {.kind = CLI_SECTION, .help = "training curves:"},
     {CLI_OPTION(
         "--log", CLI_STRING, FIELD(log), "FILE",
@@ -124,7 +125,7 @@ static int parse_args(int argc, char **argv, viz_args *a)
     a->heatmap = attn_viz_heatmap_default_options();
     a->layer = -1;
     a->head = -1;
-    a->beam = 1;
+    a->beam = CLI_DEFAULT_BEAM;
     a->kind = ATTN_CROSS_ATTENTION;
     a->colormap = (int)a->heatmap.colormap;
     a->vmin = (double)a->heatmap.vmin;
@@ -175,7 +176,7 @@ static int parse_args(int argc, char **argv, viz_args *a)
 
 static int fail(void)
 {
-    fprintf(stderr, "attn viz: %s\n", attn_last_error());
+    cli_library_error("viz");
     return 1;
 }
 

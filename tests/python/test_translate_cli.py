@@ -236,6 +236,22 @@ def test_bad_lines_do_not_stop_the_good_ones(models):
     assert "2 of 44 lines could not be translated" in err, err
 
 
+def test_viz_model_draws_the_translation_translate_gives(models):
+    """Both default to the same beam: where greedy search and beam 5 disagree, the picture's
+    title shows beam 5's output, the one attn translate writes."""
+    model = models["rnn"]
+    stdin = "".join(w + "\n" for w in HELD_OUT).encode()
+    beam = run("translate", "--model", model, stdin=stdin).stdout.decode().splitlines()
+    greedy = run("translate", "--model", model, "--beam", "1",
+                 stdin=stdin).stdout.decode().splitlines()
+    differing = [i for i in range(len(HELD_OUT)) if beam[i] != greedy[i]]
+    assert differing, "no input where beam 5 and greedy disagree: the test shows nothing"
+    for i in differing[:3]:
+        shown = run("viz", "--model", model, "--text", HELD_OUT[i], "--style", "ascii",
+                    "--width", "200").stdout.decode().splitlines()[0]
+        assert shown.endswith(" " + beam[i]), (shown, beam[i], greedy[i])
+
+
 @pytest.mark.parametrize("arch", ["transformer", "rnn"])
 def test_viz_model(models, arch, tmp_path):
     model = models[arch]
@@ -243,7 +259,7 @@ def test_viz_model(models, arch, tmp_path):
     terminal = run("viz", "--model", model, "--text", word)
     assert terminal.returncode == 0, terminal.stderr.decode()
     shown = terminal.stdout.decode()
-    translated = run("translate", "--model", model, "--beam", "1",
+    translated = run("translate", "--model", model,
                      stdin=(word + "\n").encode()).stdout.decode().strip()
     assert f"{word} → {translated}" in shown
     svg = tmp_path / "a.svg"
