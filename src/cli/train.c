@@ -38,7 +38,7 @@ static int fail(attn_status status)
     do {                                                                                           \
         attn_status try_status_ = (expr);                                                          \
         if (try_status_ != ATTN_OK) {                                                              \
-            cli_library_error_in("train", "--resume %s", a.resume);                               \
+            cli_library_error_in("train", "--resume %s", a.resume);                                \
             exit_code = 1;                                                                         \
             goto done;                                                                             \
         }                                                                                          \
