@@ -3,6 +3,7 @@
 #include "cli/commands.h"
 #include "cli/library_error.h"
 #include "cli/options.h"
+#include "cli/token_words.h"
 #include "cli/translator.h"
 
 #include <errno.h>
@@ -249,6 +250,33 @@ typedef struct layer_maps {
     const char **row_labels, **col_labels;
 } layer_maps;
 
+/* The labels without the BPE end-of-word marker, which says nothing to a reader of the
+ * picture: an array (malloc'ed, as is *text, which holds the strings), or NULL when out of
+ * memory. */
+static const char **shown_labels(const char *const *labels, int64_t count, char **text)
+{
+    size_t size = 1;
+    for (int64_t i = 0; i < count; i++)
+        size += cli_label_length(labels[i]) + 1;
+    const char **shown = malloc((size_t)count * sizeof *shown + 1);
+    *text = malloc(size);
+    if (shown == NULL || *text == NULL) {
+        free(shown);
+        free(*text);
+        *text = NULL;
+        return NULL;
+    }
+    char *at = *text;
+    for (int64_t i = 0; i < count; i++) {
+        const size_t length = cli_label_length(labels[i]);
+        memcpy(at, labels[i], length);
+        at[length] = '\0';
+        shown[i] = at;
+        at += length + 1;
+    }
+    return shown;
+}
+
 /* Draws the panels asked for (every head, one, or their mean) under the title
  * "TEXT → OUTPUT". Returns the exit code. */
 static int draw_layer(const viz_args *a, const layer_maps *m, const char *output)
@@ -258,8 +286,12 @@ static int draw_layer(const viz_args *a, const layer_maps *m, const char *output
     float *mean = a->head == -1 ? calloc(cells > 0 ? cells : 1, sizeof *mean) : NULL;
     attn_viz_matrix *matrices = calloc((size_t)panels, sizeof *matrices);
     char (*titles)[96] = calloc((size_t)panels, sizeof *titles);
+    char *row_text = NULL, *col_text = NULL;
+    const char **rows = shown_labels(m->row_labels, m->rows, &row_text);
+    const char **cols = shown_labels(m->col_labels, m->cols, &col_text);
     int code = 1;
-    if (matrices == NULL || titles == NULL || (a->head == -1 && mean == NULL)) {
+    if (matrices == NULL || titles == NULL || (a->head == -1 && mean == NULL) || rows == NULL ||
+        cols == NULL) {
         fprintf(stderr, "attn viz: out of memory\n");
         goto done;
     }
@@ -283,8 +315,7 @@ static int draw_layer(const viz_args *a, const layer_maps *m, const char *output
                 snprintf(titles[p], sizeof titles[p], "%slayer %lld, head %lld", m->kind_name,
                          (long long)m->layer, (long long)head);
         }
-        matrices[p] = (attn_viz_matrix){weights,       m->rows,      m->cols,
-                                        m->row_labels, m->col_labels, titles[p]};
+        matrices[p] = (attn_viz_matrix){weights, m->rows, m->cols, rows, cols, titles[p]};
     }
     attn_viz_heatmap_options heatmap = a->heatmap;
     char *title = NULL;
@@ -304,6 +335,10 @@ done:
     free(mean);
     free(matrices);
     free(titles);
+    free(rows);
+    free(row_text);
+    free(cols);
+    free(col_text);
     return code;
 }
 
