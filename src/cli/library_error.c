@@ -27,9 +27,10 @@ typedef struct known_fix {
 } known_fix;
 
 static const known_fix known_fixes[] = {
-    {"train", "expected source<TAB>target, found 0 TABs",
-     "a file with one sentence per line and no TAB is one language: give the source and target "
-     "files as --train-src FILE --train-tgt FILE (--valid-src/--valid-tgt for validation)"},
+    /* The first line without a TAB: a file of one language, not a ragged pair file. */
+    {"train", ":1: expected source<TAB>target, found 0 TABs",
+     "a file of one language goes with the other side's as --train-src FILE --train-tgt FILE "
+     "(--valid-src/--valid-tgt for validation)"},
     {"translate viz", "is not a safetensors model file",
      "--model takes the .safetensors file 'attn train --out' wrote"},
 };
@@ -49,15 +50,17 @@ static int print_error(const char *command, const char *context)
     const char *message = cli_library_message();
     if (message[0] == '\0')
         message = "failed without a message";
+    fprintf(stderr, "attn %s: ", command);
     if (context != NULL)
-        fprintf(stderr, "attn %s: %s: %s\n", command, context, message);
-    else
-        fprintf(stderr, "attn %s: %s\n", command, message);
+        fprintf(stderr, "%s: ", context);
+    fputs(message, stderr);
+    /* On the same line: a failure is one line of stderr. */
     for (size_t i = 0; i < sizeof known_fixes / sizeof known_fixes[0]; i++) {
         const known_fix *k = &known_fixes[i];
         if (applies_to(k->commands, command) && strstr(message, k->message_part) != NULL)
-            fprintf(stderr, "attn %s: %s\n", command, k->fix);
+            fprintf(stderr, "; %s", k->fix);
     }
+    fputc('\n', stderr);
     return 1;
 }
 

@@ -7,8 +7,8 @@
 /* attn_last_error() without the library function names that lead it ("t.tsv:3: ..."). */
 const char *cli_library_message(void);
 
-/* Prints "attn COMMAND: MESSAGE" on stderr, MESSAGE being cli_library_message(), then the fix
- * on the next line when the CLI knows one for that message and command. Returns 1, the exit
+/* Prints the line "attn COMMAND: MESSAGE" on stderr, MESSAGE being cli_library_message(), then
+ * "; FIX" when the CLI knows a fix for that message and command. Returns 1, the exit
  * code of a command that failed on its input. */
 int cli_library_error(const char *command);
 

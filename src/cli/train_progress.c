@@ -132,10 +132,15 @@ int train_progress_on_event(const attn_train_event *e, void *user)
                     eta, e->skipped ? " (skipped: non-finite gradient)" : "");
             p->bar_drawn = 1;
         } else if (!p->terminal && (e->step % p->log_every == 0 || e->skipped)) {
+            /* Plain lines keep "step N/PLANNED": scripts read them, and they give the
+             * elapsed time and ETA anyway. */
+            char plan[32] = "";
+            if (e->planned_steps > 0)
+                snprintf(plan, sizeof plan, "/%lld", (long long)e->planned_steps);
             fprintf(stderr,
                     "step %lld%s epoch %.2f loss %.4f acc %.4f lr %.3e grad %.3f tok/s "
                     "%.0f elapsed %s ETA %s%s\n",
-                    (long long)e->step, planned, epoch, e->loss, e->accuracy, e->lr, e->grad_norm,
+                    (long long)e->step, plan, epoch, e->loss, e->accuracy, e->lr, e->grad_norm,
                     e->tokens_per_second, elapsed, eta,
                     e->skipped ? " skipped: non-finite gradient" : "");
         }

@@ -18,7 +18,11 @@ def test_a_one_language_file_given_as_train_points_to_train_src(tmp_path):
     assert result.returncode == 1, err
     assert f"attn train: {text}:1: expected source<TAB>target" in err, err
     assert "attn_corpus" not in err, err
-    assert "--train-src FILE --train-tgt FILE" in err, err
+    assert "--train-src FILE --train-tgt FILE" in err and len(err.splitlines()) == 1, err
+    ragged = tmp_path / "ragged.tsv"  # a pair file with a bad line is not one language
+    ragged.write_text("a\tb\nc\n", encoding="utf-8")
+    err = run("train", "--train", ragged, "--out", tmp_path / "m.safetensors").stderr.decode()
+    assert f"{ragged}:2: expected source<TAB>target" in err and "--train-src" not in err, err
 
 
 def test_a_file_that_is_not_a_model_is_called_so(tmp_path):
@@ -30,7 +34,7 @@ def test_a_file_that_is_not_a_model_is_called_so(tmp_path):
         assert result.returncode == 1, err
         assert f"{text} is not a safetensors model file" in err, err
         assert "header length" not in err and "attn_" not in err, err
-        assert "'attn train --out' wrote" in err, err
+        assert "'attn train --out' wrote" in err and len(err.splitlines()) == 1, err
 
 
 def test_a_missing_model_names_the_file_not_the_function(tmp_path):
