@@ -103,12 +103,12 @@ static const cli_command translate_command = {
     "attn translate --model MODEL.safetensors [options] < input > output\n"
     "       attn translate --model MODEL.safetensors --input FILE --output FILE [options]",
     "Translates each line of stdin or --input (UTF-8) with beam search and writes one line\n"
-    "per input line to stdout or --output, in order. Lines are read in batches of up to --batch, "
-    "or fewer when\n"
-    "no more input is waiting, and each batch is written (and flushed) as soon as it is\n"
-    "decoded, so translate works in a pipe that stays open. An empty line gives an empty\n"
-    "line. A token outside the model's source vocabulary is read as <unk> (one warning on\n"
-    "stderr). MODEL is a file 'attn train' wrote (the model or its checkpoint).\n",
+    "per input line to stdout or --output, in order. Lines are read in batches of up to\n"
+    "--batch, or fewer when no more input is waiting, and each batch is written (and\n"
+    "flushed) as soon as it is decoded, so translate works in a pipe that stays open. An\n"
+    "empty line gives an empty line. A token outside the model's source vocabulary is read\n"
+    "as <unk> (one warning on stderr). MODEL is a file 'attn train' wrote (the model or its\n"
+    "checkpoint).\n",
     translate_options,
     N_TRANSLATE_OPTIONS,
     NULL};
