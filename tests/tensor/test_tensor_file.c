@@ -385,8 +385,9 @@ static void test_malformed_files_are_rejected(void)
     unsigned char huge[16] = {0x00, 0xE2, 0xF5, 0x05, 0, 0, 0, 0, '{', '}'}; /* 100000256 */
     write_bytes(path, huge, sizeof huge);
     check_rejected(path, "huge header length", "is not a safetensors model file");
-    /* Text read as a length: "ab\tba\nxy" gives 8,751,454,621,355,188,321 bytes. */
-    write_bytes(path, "ab\tba\nxy\tyx\n", 14);
+    /* Text read as a length: a corpus line given as --model. */
+    static const char text[] = "ab\tba\nxy\tyx\n";
+    write_bytes(path, text, sizeof text - 1);
     check_rejected(path, "a text file", "is not a safetensors model file: its first 8 bytes");
     unsigned char no_json[12] = {40, 0, 0, 0, 0, 0, 0, 0, 'P', 'K', 3, 4};
     write_bytes(path, no_json, sizeof no_json);
