@@ -31,7 +31,7 @@ static const known_fix known_fixes[] = {
     {"train", ":1: expected source<TAB>target, found 0 TABs",
      "a file of one language goes with the other side's as --train-src FILE --train-tgt FILE "
      "(--valid-src/--valid-tgt for validation)"},
-    {"translate viz", "is not a safetensors model file",
+    {"translate viz serve", "is not a safetensors model file",
      "--model takes the .safetensors file 'attn train --out' wrote"},
 };
 
