@@ -20,8 +20,8 @@ const char *cli_library_message(void)
     return message;
 }
 
-/* A fix the CLI knows for a message: the commands it applies to ("" for every command), a
- * text the message contains, and what to do. */
+/* A fix the CLI knows for a message: the commands it applies to (names separated by spaces),
+ * a text the message contains, and what to do. */
 typedef struct known_fix {
     const char *commands, *message_part, *fix;
 } known_fix;
