@@ -1,5 +1,6 @@
-/* attn translate: source lines on stdin, translations on stdout, one line (or n-best lines) per
- * input line, in order, as soon as each batch is decoded. */
+/* attn translate: source lines on stdin (or --input), translations on stdout (or --output), one
+ * line (or n-best lines) per input line in the --format, in order, as soon as each batch is
+ * decoded; alignments beside them as JSON or Moses pairs. */
 #include "attn/attn.h"
 #include "cli/commands.h"
 #include "cli/options.h"
