@@ -104,8 +104,10 @@ ATTN_API attn_status attn_viz_heatmap_text(const attn_viz_matrix *matrices, int6
 /* Reads matrices from a JSON file holding one object {"source": [...], "target": [...],
  * "weights": [[...], ...]}, or JSON lines (one such object per line). "weights" has one row per
  * target token and one column per source token; "source" and "target" may be left out (the
- * positions are numbered then); optional "title" (a string), "layer" and "head" (integers)
- * name the panel ("layer 2, head 5"). Errors: ATTN_ERR_IO if the file cannot be read,
+ * positions are numbered then; a label ending in the BPE end-of-word marker "</w>" is read
+ * without it); optional "title" (a string), or "line", "layer" and "head" (integers) name
+ * the panel ("layer 2, head 5"; "line 3, layer 2, mean of heads" for a layer without a head,
+ * as attn translate --alignment writes it). Errors: ATTN_ERR_IO if the file cannot be read,
  * ATTN_ERR_FORMAT with "file:line:" for malformed JSON, a missing or ragged "weights", a label
  * count that does not match it, non-numeric or non-finite weights, labels that are not UTF-8.
  * *matrices gets *count >= 1 matrices; release them with attn_viz_matrices_free. */
@@ -157,8 +159,9 @@ ATTN_API attn_status attn_viz_training_log_read(const char *path, attn_viz_train
 /* Frees the arrays and zeroes the struct; NULL or an already-freed log is fine. */
 ATTN_API void attn_viz_training_log_free(attn_viz_training_log *log);
 
-/* The training and validation loss against log->x as a chart: series "train" and "valid",
- * whichever the log has, each joining the records that have its value. Texts the options leave
+/* The training and validation loss against log->x as a chart: series "train (with label
+ * smoothing, if any)" and "valid (plain cross-entropy)", as attn train logs them, whichever the
+ * log has, each joining the records that have its value. Texts the options leave
  * NULL (or options NULL): titled "loss", axes named log->x_name and "loss". */
 ATTN_API attn_status attn_viz_loss_curves_write(const char *path,
                                                 const attn_viz_training_log *log,

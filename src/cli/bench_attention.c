@@ -13,6 +13,7 @@
 #include "attention/sdpa_internal.h"
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/library_error.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -132,7 +133,7 @@ static int measure(int64_t len, int causal, int reps, result *r)
 {
     attention_buffers buf;
     if (!alloc_buffers(&buf, BATCH, HEADS, len, DIM)) {
-        fprintf(stderr, "attn bench attention: %s\n", attn_last_error());
+        cli_library_error("bench attention");
         return 0;
     }
     attn_sdpa_options options = attn_sdpa_default_options();
@@ -156,7 +157,7 @@ static int measure(int64_t len, int causal, int reps, result *r)
     }
     free_buffers(&buf);
     if (status != ATTN_OK) {
-        fprintf(stderr, "attn bench attention: %s\n", attn_last_error());
+        cli_library_error("bench attention");
         return 0;
     }
     double flops = 4.0 * BATCH * HEADS * (double)len * (double)len * DIM;
@@ -179,7 +180,7 @@ static int measure_memory(memory_result *m)
 {
     attention_buffers buf;
     if (!alloc_buffers(&buf, 1, MEMORY_HEADS, MEMORY_LEN, DIM)) {
-        fprintf(stderr, "attn bench attention: %s\n", attn_last_error());
+        cli_library_error("bench attention");
         return 0;
     }
     attn_sdpa_options options = attn_sdpa_default_options();
@@ -192,7 +193,7 @@ static int measure_memory(memory_result *m)
     long after = peak_rss_kib();
     free_buffers(&buf);
     if (status != ATTN_OK) {
-        fprintf(stderr, "attn bench attention: %s\n", attn_last_error());
+        cli_library_error("bench attention");
         return 0;
     }
     double tensor_bytes = 8.0 * MEMORY_HEADS * MEMORY_LEN * DIM * sizeof(float) +

@@ -13,6 +13,7 @@
 #include "attn/attn.h"
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/library_error.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -139,7 +140,7 @@ static int run_batch(attn_model *model, attn_graph *graph, int64_t batch, int re
             r.src_lengths[b] = SRC_LEN;
         ok = measure(&r, reps, min_seconds, rate, cpu_rate);
         if (!ok)
-            fprintf(stderr, "attn bench decode: %s\n", attn_last_error());
+            cli_library_error("bench decode");
     } else {
         fprintf(stderr, "attn bench decode: out of memory\n");
     }
@@ -214,7 +215,7 @@ int attn_cmd_bench_decode(int argc, char **argv)
              attn_model_init(model, 0) == ATTN_OK &&
              attn_graph_create(attn_model_params(model), &graph) == ATTN_OK;
     if (!ok) {
-        fprintf(stderr, "attn bench decode: %s\n", attn_last_error());
+        cli_library_error("bench decode");
         attn_model_destroy(model);
         return 1;
     }

@@ -5,6 +5,7 @@
 #include "attn/attn.h"
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/library_error.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -63,7 +64,7 @@ static int time_call(const gemm_shape *s, const operands *ops, double *seconds)
                                ops->c, s->n);
     *seconds = seconds_now() - start;
     if (st != ATTN_OK) {
-        fprintf(stderr, "attn bench gemm: %s\n", attn_last_error());
+        cli_library_error("bench gemm");
         return 0;
     }
     return 1;
@@ -157,7 +158,7 @@ int attn_bench_gemm(int argc, char **argv)
                                attn_isa_name(only));
     const int json = a.json, reps = (int)a.reps;
     if (a.threads > 0 && attn_set_num_threads((int)a.threads) != ATTN_OK) {
-        fprintf(stderr, "attn bench gemm: %s\n", attn_last_error());
+        cli_library_error("bench gemm");
         return 2;
     }
     attn_isa chosen = attn_get_isa();
@@ -179,7 +180,7 @@ int attn_bench_gemm(int argc, char **argv)
         double gflops[ISA_COUNT] = {0}, best = 0;
         int measured[ISA_COUNT] = {0};
         if (ops.a == NULL || ops.b == NULL || ops.c == NULL) {
-            fprintf(stderr, "attn bench gemm: %s\n", attn_last_error());
+            cli_library_error("bench gemm");
             status = 1;
         }
         for (size_t i = 0; i < ISA_COUNT && status == 0; i++) {

@@ -20,6 +20,7 @@
 #include "attn/attn.h"
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/library_error.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -195,7 +196,7 @@ static int measure(const train_shape *s, int steps, train_result *r)
         }
     }
     if (status != ATTN_OK) {
-        fprintf(stderr, "attn bench train: %s: %s\n", s->name, attn_last_error());
+        cli_library_error_in("bench train", "%s", s->name);
         free_run(&run);
         return 0;
     }
@@ -262,7 +263,7 @@ int attn_cmd_bench_train(int argc, char **argv)
     const int json = a.json, steps = (int)a.steps;
     const char *config = config_names[a.config];
     if (a.threads > 0 && attn_set_num_threads((int)a.threads) != ATTN_OK) {
-        fprintf(stderr, "attn bench train: %s\n", attn_last_error());
+        cli_library_error("bench train");
         return 2;
     }
     const char *isa = attn_isa_name(attn_get_isa());

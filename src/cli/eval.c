@@ -1,6 +1,7 @@
 /* attn eval: scores system output against references (BLEU, chrF, WER, G2P WER/PER). */
 #include "attn/attn.h"
 #include "cli/commands.h"
+#include "cli/library_error.h"
 #include "cli/options.h"
 
 #include <stddef.h>
@@ -119,22 +120,9 @@ static int parse_options(int argc, char **argv, eval_options *opt)
     return CLI_GO_ON;
 }
 
-/* The library's last message without the name of the function that failed: "attn_lines_read:
- * f.txt:3: ..." reads "f.txt:3: ..." on the command line. */
-static const char *library_message(void)
-{
-    const char *message = attn_last_error();
-    if (strncmp(message, "attn_", 5) == 0) {
-        size_t name = 5 + strspn(message + 5, "abcdefghijklmnopqrstuvwxyz0123456789_");
-        if (strncmp(message + name, ": ", 2) == 0)
-            return message + name + 2;
-    }
-    return message;
-}
-
 static int report_failure(void)
 {
-    fprintf(stderr, "attn eval: %s\n", library_message());
+    fprintf(stderr, "attn eval: %s\n", cli_library_message());
     return EXIT_BAD_DATA;
 }
 

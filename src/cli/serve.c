@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L /* sigwait, pthread_sigmask */
 #include "attn/attn.h"
 #include "cli/commands.h"
+#include "cli/library_error.h"
 #include "cli/options.h"
 
 #include <pthread.h>
@@ -73,7 +74,7 @@ int attn_cmd_serve(int argc, char **argv)
     if (a.model == NULL)
         return cli_usage_error(&serve_command, "--model MODEL.safetensors is required");
     if (a.threads > 0 && attn_set_num_threads((int)a.threads) != ATTN_OK) {
-        fprintf(stderr, "attn serve: %s\n", attn_last_error());
+        cli_library_error("serve");
         return CLI_EXIT_USAGE;
     }
     /* Every thread started from here on (the server's) leaves the signals to sigwait below. */
@@ -86,7 +87,7 @@ int attn_cmd_serve(int argc, char **argv)
 
     attn_bundle *bundle = NULL;
     if (attn_bundle_load(a.model, &bundle) != ATTN_OK) {
-        fprintf(stderr, "attn serve: %s\n", attn_last_error());
+        cli_library_error("serve");
         return 1;
     }
     attn_server_options options = defaults;
@@ -98,7 +99,7 @@ int attn_cmd_serve(int argc, char **argv)
     options.max_sentences = a.max_sentences;
     attn_server *server = NULL;
     if (attn_server_start(bundle, &options, &server) != ATTN_OK) {
-        fprintf(stderr, "attn serve: %s\n", attn_last_error());
+        cli_library_error("serve");
         attn_bundle_destroy(bundle);
         return 1;
     }

@@ -3,6 +3,7 @@
  * model description and the progress display live in train_*.c (see train.h). */
 #include "attn/attn.h"
 #include "cli/commands.h"
+#include "cli/library_error.h"
 #include "cli/train.h"
 
 #include <cjson/cJSON.h>
@@ -18,8 +19,8 @@
 
 static int fail(attn_status status)
 {
-    fprintf(stderr, "attn train: %s\n",
-            attn_last_error()[0] ? attn_last_error() : attn_status_name(status));
+    attn_last_error()[0] ? cli_library_error("train")
+                         : cli_library_error_in("train", "%s", attn_status_name(status));
     return 1;
 }
 
@@ -37,7 +38,7 @@ static int fail(attn_status status)
     do {                                                                                           \
         attn_status try_status_ = (expr);                                                          \
         if (try_status_ != ATTN_OK) {                                                              \
-            fprintf(stderr, "attn train: --resume %s: %s\n", a.resume, attn_last_error());         \
+            cli_library_error_in("train", "--resume %s", a.resume);                                \
             exit_code = 1;                                                                         \
             goto done;                                                                             \
         }                                                                                          \

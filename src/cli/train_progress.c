@@ -103,14 +103,25 @@ int train_progress_on_event(const attn_train_event *e, void *user)
     format_duration(eta_seconds(p, e, p->first_step), eta, sizeof eta);
     format_duration(e->elapsed, elapsed, sizeof elapsed);
     if (e->kind == ATTN_TRAIN_EVENT_STEP) {
-        char planned[32] = "";
-        if (e->planned_steps > 0)
-            snprintf(planned, sizeof planned, "/%lld", (long long)e->planned_steps);
         if (p->terminal &&
             (e->elapsed - p->last_drawn >= 0.1 || e->step == e->planned_steps || e->skipped)) {
             p->last_drawn = e->elapsed;
+            /* The bar and the count follow whichever limit ends the run first, assuming the
+             * steps keep their pace: a --time-limit run of a long epoch plan would otherwise
+             * sit near an empty bar until the clock stops it. */
+            const double step_share =
+                e->planned_steps > 0 ? (double)e->step / (double)e->planned_steps : 0.0;
+            const double time_share = p->time_limit > 0.0 ? e->elapsed / p->time_limit : 0.0;
+            const double done = step_share > time_share ? step_share : time_share;
+            char planned[80] = "";
+            if (time_share > step_share) {
+                char limit[32];
+                format_duration(p->time_limit, limit, sizeof limit);
+                snprintf(planned, sizeof planned, " time %s/%s", elapsed, limit);
+            } else if (e->planned_steps > 0) {
+                snprintf(planned, sizeof planned, "/%lld", (long long)e->planned_steps);
+            }
             char bar[21];
-            double done = e->planned_steps > 0 ? (double)e->step / (double)e->planned_steps : 0;
             for (int i = 0; i < 20; i++)
                 bar[i] = (double)i < done * 20.0 ? '#' : '.';
             bar[20] = '\0';
@@ -121,6 +132,11 @@ int train_progress_on_event(const attn_train_event *e, void *user)
                     eta, e->skipped ? " (skipped: non-finite gradient)" : "");
             p->bar_drawn = 1;
         } else if (!p->terminal && (e->step % p->log_every == 0 || e->skipped)) {
+            /* Plain lines keep "step N/PLANNED" (scripts read them) beside the elapsed time
+             * and the ETA. */
+            char planned[32] = "";
+            if (e->planned_steps > 0)
+                snprintf(planned, sizeof planned, "/%lld", (long long)e->planned_steps);
             fprintf(stderr,
                     "step %lld%s epoch %.2f loss %.4f acc %.4f lr %.3e grad %.3f tok/s "
                     "%.0f elapsed %s ETA %s%s\n",

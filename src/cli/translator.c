@@ -1,5 +1,6 @@
 /* The model bundle with the CLI's messages, for attn translate and attn viz --model. */
 #include "cli/translator.h"
+#include "cli/library_error.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +12,7 @@ int cli_translator_load(cli_translator *t, const char *command, const char *path
     t->command = command;
     if (attn_bundle_load(path, &t->bundle) != ATTN_OK ||
         attn_bundle_check_encoder_decoder(t->bundle) != ATTN_OK) {
-        fprintf(stderr, "attn %s: %s\n", command, attn_last_error());
+        cli_library_error(command);
         return 1;
     }
     return 0;
@@ -28,7 +29,7 @@ int cli_translator_encode(cli_translator *t, const char *where, const char *text
 {
     int64_t unknown = 0;
     if (attn_bundle_encode(t->bundle, text, ids, count, &unknown) != ATTN_OK) {
-        fprintf(stderr, "attn %s: %s: %s\n", t->command, where, attn_last_error());
+        cli_library_error_in(t->command, "%s", where);
         return 1;
     }
     if (unknown > 0 && !t->warned_unknown) {
@@ -46,7 +47,7 @@ int cli_translator_decode(cli_translator *t, int64_t n, int32_t *const *ids, con
 {
     if (attn_bundle_decode(t->bundle, n, (const int32_t *const *)ids, counts, options, result) !=
         ATTN_OK) {
-        fprintf(stderr, "attn %s: %s\n", t->command, attn_last_error());
+        cli_library_error(t->command);
         return 1;
     }
     return 0;
@@ -56,7 +57,7 @@ char *cli_translator_text(cli_translator *t, const attn_hypothesis *h)
 {
     char *text = NULL;
     if (attn_bundle_text(t->bundle, h, &text) != ATTN_OK) {
-        fprintf(stderr, "attn %s: %s\n", t->command, attn_last_error());
+        cli_library_error(t->command);
         return NULL;
     }
     return text;

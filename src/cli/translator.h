@@ -6,6 +6,10 @@
 
 #include "attn/attn.h"
 
+/* The beam of attn translate and of attn viz --model, so that a picture shows the translation
+ * translate gives. */
+enum { CLI_DEFAULT_BEAM = 5 };
+
 typedef struct cli_translator {
     const char *command; /* "translate", "viz": prefixes messages */
     attn_bundle *bundle;

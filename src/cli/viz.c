@@ -1,7 +1,9 @@
 /* attn viz: attention heat maps and training curves as SVG, PNG or terminal text. */
 #include "attn/attn.h"
 #include "cli/commands.h"
+#include "cli/library_error.h"
 #include "cli/options.h"
+#include "cli/token_words.h"
 #include "cli/translator.h"
 
 #include <errno.h>
@@ -77,8 +79,8 @@ static const cli_option viz_options[] = {
     {.kind = CLI_SECTION, .help = "a model's attention (heat map options above apply too):"},
     {CLI_OPTION(
         "--model", CLI_STRING, FIELD(model), "FILE",
-        "a model 'attn train' wrote; TEXT is translated (greedy, or beam search with --beam) and "
-        "the attention of that translation is drawn")},
+        "a model 'attn train' wrote; TEXT is translated as attn translate does (beam search, "
+        "--beam) and the attention of that translation is drawn")},
     {CLI_OPTION("--text", CLI_STRING, FIELD(source_text), "TEXT", "the source text")},
     {CLI_OPTION(
          "--kind", CLI_CHOICE, FIELD(kind), "KIND",
@@ -96,8 +98,8 @@ static const cli_option viz_options[] = {
          "one head, or every head of the layer as a grid (default: the mean over the layer's "
          "heads)"),
      .min = 0, .max = 1000000, .choices = all_word, .choice_values = head_all},
-    {CLI_OPTION("--beam", CLI_INT, FIELD(beam), "K", "beam size (default 1: greedy)"), .min = 1,
-     .max = 1024},
+    {CLI_OPTION("--beam", CLI_INT, FIELD(beam), "K", "hypotheses kept; 1: greedy"), .min = 1,
+     .max = ATTN_DECODE_MAX_BEAM, .show_default = 1},
     {.kind = CLI_SECTION, .help = "training curves:"},
     {CLI_OPTION(
         "--log", CLI_STRING, FIELD(log), "FILE",
@@ -124,7 +126,7 @@ static int parse_args(int argc, char **argv, viz_args *a)
     a->heatmap = attn_viz_heatmap_default_options();
     a->layer = -1;
     a->head = -1;
-    a->beam = 1;
+    a->beam = CLI_DEFAULT_BEAM;
     a->kind = ATTN_CROSS_ATTENTION;
     a->colormap = (int)a->heatmap.colormap;
     a->vmin = (double)a->heatmap.vmin;
@@ -175,7 +177,7 @@ static int parse_args(int argc, char **argv, viz_args *a)
 
 static int fail(void)
 {
-    fprintf(stderr, "attn viz: %s\n", attn_last_error());
+    cli_library_error("viz");
     return 1;
 }
 
@@ -248,6 +250,33 @@ typedef struct layer_maps {
     const char **row_labels, **col_labels;
 } layer_maps;
 
+/* The labels without the BPE end-of-word marker, which says nothing to a reader of the
+ * picture: an array (malloc'ed, as is *text, which holds the strings), or NULL when out of
+ * memory. */
+static const char **shown_labels(const char *const *labels, int64_t count, char **text)
+{
+    size_t size = 1;
+    for (int64_t i = 0; i < count; i++)
+        size += cli_label_length(labels[i]) + 1;
+    const char **shown = malloc((size_t)count * sizeof *shown + 1);
+    *text = malloc(size);
+    if (shown == NULL || *text == NULL) {
+        free(shown);
+        free(*text);
+        *text = NULL;
+        return NULL;
+    }
+    char *at = *text;
+    for (int64_t i = 0; i < count; i++) {
+        const size_t length = cli_label_length(labels[i]);
+        memcpy(at, labels[i], length);
+        at[length] = '\0';
+        shown[i] = at;
+        at += length + 1;
+    }
+    return shown;
+}
+
 /* Draws the panels asked for (every head, one, or their mean) under the title
  * "TEXT → OUTPUT". Returns the exit code. */
 static int draw_layer(const viz_args *a, const layer_maps *m, const char *output)
@@ -257,8 +286,12 @@ static int draw_layer(const viz_args *a, const layer_maps *m, const char *output
     float *mean = a->head == -1 ? calloc(cells > 0 ? cells : 1, sizeof *mean) : NULL;
     attn_viz_matrix *matrices = calloc((size_t)panels, sizeof *matrices);
     char (*titles)[96] = calloc((size_t)panels, sizeof *titles);
+    char *row_text = NULL, *col_text = NULL;
+    const char **rows = shown_labels(m->row_labels, m->rows, &row_text);
+    const char **cols = shown_labels(m->col_labels, m->cols, &col_text);
     int code = 1;
-    if (matrices == NULL || titles == NULL || (a->head == -1 && mean == NULL)) {
+    if (matrices == NULL || titles == NULL || (a->head == -1 && mean == NULL) || rows == NULL ||
+        cols == NULL) {
         fprintf(stderr, "attn viz: out of memory\n");
         goto done;
     }
@@ -282,8 +315,7 @@ static int draw_layer(const viz_args *a, const layer_maps *m, const char *output
                 snprintf(titles[p], sizeof titles[p], "%slayer %lld, head %lld", m->kind_name,
                          (long long)m->layer, (long long)head);
         }
-        matrices[p] = (attn_viz_matrix){weights,       m->rows,      m->cols,
-                                        m->row_labels, m->col_labels, titles[p]};
+        matrices[p] = (attn_viz_matrix){weights, m->rows, m->cols, rows, cols, titles[p]};
     }
     attn_viz_heatmap_options heatmap = a->heatmap;
     char *title = NULL;
@@ -303,6 +335,10 @@ done:
     free(mean);
     free(matrices);
     free(titles);
+    free(rows);
+    free(row_text);
+    free(cols);
+    free(col_text);
     return code;
 }
 

@@ -361,16 +361,21 @@ static attn_status parse_file(attn_tensor_file *file)
     const char *path = file->path;
     if (file->size < 8)
         return attn_fail(ATTN_ERR_FORMAT,
-                         "%s: the file is %zu bytes, shorter than the 8-byte header length", path,
-                         file->size);
+                         "%s is not a safetensors model file: it is %zu bytes, shorter than the "
+                         "8-byte header length",
+                         path, file->size);
     uint64_t header_length = 0;
     for (int b = 7; b >= 0; b--)
         header_length = header_length << 8 | file->bytes[b];
-    if (header_length > ATTN_SAFETENSORS_MAX_HEADER)
+    /* A text file or another format read as a length gives an absurd number: the file is
+     * something else, which is what a user needs to hear, not the number. */
+    const int json_follows = file->size > 8 && file->bytes[8] == '{';
+    if (header_length > ATTN_SAFETENSORS_MAX_HEADER ||
+        (header_length > file->size - 8 && !json_follows))
         return attn_fail(ATTN_ERR_FORMAT,
-                         "%s: header length %llu is above the format's limit of %llu bytes", path,
-                         (unsigned long long)header_length,
-                         (unsigned long long)ATTN_SAFETENSORS_MAX_HEADER);
+                         "%s is not a safetensors model file: its first 8 bytes are not the "
+                         "length of a JSON header that follows them",
+                         path);
     if (header_length > file->size - 8)
         return attn_fail(ATTN_ERR_FORMAT,
                          "%s: header length %llu runs past the end of the file (%zu bytes): the "

@@ -10,12 +10,75 @@
 
 enum {
     MARGIN = 16,
-    LABEL_PAD = 6,       /* between labels and the cells */
-    PANEL_GAP = 28,      /* between panels of a grid */
-    BAR_GAP = 24,        /* between the cells and the colour bar */
+    LABEL_PAD = 6,  /* between labels and the cells */
+    PANEL_GAP = 28, /* between panels of a grid */
+    BAR_GAP = 24,   /* between the cells and the colour bar */
     BAR_WIDTH = 16,
-    MAX_LABEL_CELLS = 20 /* longer labels are cut and end in an ellipsis */
+    MAX_LABEL_CELLS = 20, /* longer labels are cut and end in an ellipsis */
+    /* A title wider than the picture wraps at this many lines, the last cut with an ellipsis,
+     * and may widen a narrow picture to TITLE_MIN_CELLS glyphs but no more: a sentence as the
+     * title made a picture of 2,400 pixels with the map in a corner. */
+    MAX_SUBTITLE_CELLS = 60,
+    MAX_TITLE_LINES = 3,
+    TITLE_MIN_CELLS = 40,
+    TITLE_SCALE = 2,
+    TITLE_LINE_HEIGHT = VIZ_FONT_HEIGHT * TITLE_SCALE + 4
 };
+
+/* One line of a wrapped title: bytes [start, start + bytes), then an ellipsis when cut. */
+typedef struct title_line {
+    const char *start;
+    size_t bytes;
+    int cut;
+} title_line;
+
+static int glyph_cells(uint32_t cp)
+{
+    return viz_codepoint_columns(cp) > 0;
+}
+
+/* The end of the longest start of p that takes at most max_cells glyphs. */
+static const char *skip_cells(const char *p, int64_t max_cells)
+{
+    int64_t cells = 0;
+    for (const char *next = p; *p != '\0'; p = next) {
+        const uint32_t cp = viz_utf8_next(&next);
+        if (cells + glyph_cells(cp) > max_cells)
+            break;
+        cells += glyph_cells(cp);
+    }
+    return p;
+}
+
+/* Splits title into at most MAX_TITLE_LINES lines of at most max_cells glyphs, breaking at
+ * spaces where it can (else inside a word). Returns the number of lines. */
+static int wrap_title(const char *title, int64_t max_cells, title_line lines[MAX_TITLE_LINES])
+{
+    int n = 0;
+    for (const char *p = title; n < MAX_TITLE_LINES; n++) {
+        while (*p == ' ')
+            p++;
+        if (*p == '\0')
+            break;
+        const char *end = skip_cells(p, max_cells);
+        if (*end != '\0' && n == MAX_TITLE_LINES - 1) {
+            /* The last line: what fits beside the ellipsis. */
+            end = skip_cells(p, max_cells - 1);
+            lines[n] = (title_line){p, (size_t)(end - p), 1};
+            return n + 1;
+        }
+        if (*end != '\0' && *end != ' ') {
+            const char *space = end;
+            while (space > p && space[-1] != ' ')
+                space--;
+            if (space > p)
+                end = space - 1;
+        }
+        lines[n] = (title_line){p, (size_t)(end - p), 0};
+        p = end;
+    }
+    return n;
+}
 
 static const unsigned text_color = 0x222222, frame_color = 0x808080;
 
@@ -88,8 +151,9 @@ const char *viz_label(const attn_viz_matrix *m, int axis, int64_t i, char number
     return number;
 }
 
-/* The label as drawn: at most MAX_LABEL_CELLS glyphs, the last an ellipsis when cut. */
-static void picture_label(const char *label, char out[4 * MAX_LABEL_CELLS + 4])
+/* The label as drawn: at most max_cells glyphs, the last an ellipsis when cut. out has room
+ * for 4 * max_cells + 4 bytes. */
+static void cut_label(const char *label, int64_t max_cells, char *out)
 {
     const char *p = label;
     int64_t cells = viz_text_cells(label);
@@ -99,18 +163,23 @@ static void picture_label(const char *label, char out[4 * MAX_LABEL_CELLS + 4])
     const char *start = p;
     while ((cp = viz_utf8_next(&p)) != 0) {
         int glyph = viz_codepoint_columns(cp) > 0;
-        if (cells > MAX_LABEL_CELLS && kept + glyph > MAX_LABEL_CELLS - 1)
+        if (cells > max_cells && kept + glyph > max_cells - 1)
             break;
         memcpy(out + used, start, (size_t)(p - start));
         used += (size_t)(p - start);
         kept += glyph;
         start = p;
     }
-    if (cells > MAX_LABEL_CELLS) {
+    if (cells > max_cells) {
         memcpy(out + used, "\xE2\x80\xA6", 3);
         used += 3;
     }
     out[used] = '\0';
+}
+
+static void picture_label(const char *label, char out[4 * MAX_LABEL_CELLS + 4])
+{
+    cut_label(label, MAX_LABEL_CELLS, out);
 }
 
 static int64_t label_cells(const attn_viz_matrix *m, int axis, int64_t i)
@@ -129,6 +198,7 @@ typedef struct heatmap_layout {
     int slot_width, slot_height;   /* one panel's share of the grid */
     int grid_columns, grid_rows;
     int top;                       /* below the title */
+    int64_t title_cells;           /* glyphs per title line, at most */
     int bar_x, bar_y, bar_height;
 } heatmap_layout;
 
@@ -169,28 +239,45 @@ static heatmap_layout plan_layout(const attn_viz_matrix *matrices, int64_t count
                                             : VIZ_FONT_HEIGHT * l.scale + LABEL_PAD;
     l.subtitle_height = count > 1 ? VIZ_FONT_HEIGHT * l.scale + 10 : 0;
     l.slot_width = l.row_label_width + (int)max_cols * l.cell;
+    /* A panel widens for its name, so that names such as "line 3, layer 2, mean of heads"
+     * are not cut. */
+    for (int64_t k = 0; count > 1 && k < count; k++) {
+        if (matrices[k].title == NULL)
+            continue;
+        const int64_t cells = viz_text_cells(matrices[k].title);
+        const int name_width =
+            (int)(cells < MAX_SUBTITLE_CELLS ? cells : MAX_SUBTITLE_CELLS) * advance;
+        if (l.row_label_width + name_width > l.slot_width)
+            l.slot_width = l.row_label_width + name_width;
+    }
     l.slot_height = l.subtitle_height + l.col_label_height + (int)max_rows * l.cell;
     int columns = options->grid_columns > 0 ? options->grid_columns
                                             : (int)ceil(sqrt((double)count) - 1e-9);
     l.grid_columns = columns > count ? (int)count : columns;
     l.grid_rows = (int)((count + l.grid_columns - 1) / l.grid_columns);
-    l.top = MARGIN + (options->title != NULL ? VIZ_FONT_HEIGHT * 2 + 12 : 0);
-
     int grid_width = l.grid_columns * l.slot_width + (l.grid_columns - 1) * PANEL_GAP;
     int grid_height = l.grid_rows * l.slot_height + (l.grid_rows - 1) * PANEL_GAP;
     l.bar_x = MARGIN + grid_width + BAR_GAP;
+    int tick_width = 4 * advance; /* "0.25" */
+    *width = l.bar_x + BAR_WIDTH + 4 + LABEL_PAD + tick_width + MARGIN;
+    int title_lines = 0;
+    if (options->title != NULL) {
+        const int64_t cells = viz_text_cells(options->title);
+        const int64_t fit = (*width - 2 * MARGIN) / (VIZ_FONT_ADVANCE * TITLE_SCALE);
+        const int64_t widened = cells < TITLE_MIN_CELLS ? cells : TITLE_MIN_CELLS;
+        l.title_cells = widened > fit ? widened : fit;
+        const int title_width = (int)l.title_cells * VIZ_FONT_ADVANCE * TITLE_SCALE + 2 * MARGIN;
+        *width = title_width > *width ? title_width : *width;
+        title_line lines[MAX_TITLE_LINES];
+        title_lines = wrap_title(options->title, l.title_cells, lines);
+    }
+    l.top = MARGIN + (title_lines > 0 ? title_lines * TITLE_LINE_HEIGHT + 8 : 0);
     l.bar_y = l.top + l.subtitle_height + l.col_label_height;
     int cells_height = (int)max_rows * l.cell;
     l.bar_height = cells_height < 120 ? 120 : cells_height > 400 ? 400 : cells_height;
-    int tick_width = 4 * advance; /* "0.25" */
-    *width = l.bar_x + BAR_WIDTH + 4 + LABEL_PAD + tick_width + MARGIN;
     *height = l.top + grid_height + MARGIN;
     if (l.bar_y + l.bar_height + VIZ_FONT_HEIGHT * l.scale / 2 + MARGIN > *height)
         *height = l.bar_y + l.bar_height + VIZ_FONT_HEIGHT * l.scale / 2 + MARGIN;
-    if (options->title != NULL) {
-        int title_width = (int)viz_text_width(options->title, 2) + 2 * MARGIN;
-        *width = title_width > *width ? title_width : *width;
-    }
     return l;
 }
 
@@ -219,9 +306,10 @@ static void draw_panel(viz_scene *scene, const heatmap_layout *l, const attn_viz
     int s = l->scale;
     char label[4 * MAX_LABEL_CELLS + 4], number[24];
     if (m->title != NULL && l->subtitle_height > 0) {
-        picture_label(m->title, label);
+        char subtitle[4 * MAX_SUBTITLE_CELLS + 4];
+        cut_label(m->title, MAX_SUBTITLE_CELLS, subtitle);
         viz_item_attributes(scene,
-                            viz_scene_text(scene, grid_x, slot_y + VIZ_FONT_BASELINE * s, label,
+                            viz_scene_text(scene, grid_x, slot_y + VIZ_FONT_BASELINE * s, subtitle,
                                            s, VIZ_ANCHOR_START, 0, ink),
                             "class=\"subtitle\"");
     }
@@ -310,6 +398,28 @@ static void draw_colorbar(viz_scene *scene, const heatmap_layout *l,
     }
 }
 
+static void draw_title(viz_scene *scene, const char *title, int64_t max_cells)
+{
+    title_line lines[MAX_TITLE_LINES];
+    const int n = wrap_title(title, max_cells, lines);
+    for (int i = 0; i < n; i++) {
+        char *text = malloc(lines[i].bytes + 4);
+        if (text == NULL) {
+            scene->failed = 1;
+            return;
+        }
+        memcpy(text, lines[i].start, lines[i].bytes);
+        strcpy(text + lines[i].bytes, lines[i].cut ? "\xE2\x80\xA6" : "");
+        viz_item_attributes(
+            scene,
+            viz_scene_text(scene, scene->width / 2.0,
+                           MARGIN + VIZ_FONT_BASELINE * TITLE_SCALE + i * TITLE_LINE_HEIGHT, text,
+                           TITLE_SCALE, VIZ_ANCHOR_MIDDLE, 0, viz_color(text_color)),
+            "class=\"title\"");
+        free(text);
+    }
+}
+
 static attn_status build_scene(const char *fn, const attn_viz_matrix *matrices, int64_t count,
                                const attn_viz_heatmap_options *options, attn_viz_format format,
                                viz_scene *scene)
@@ -341,11 +451,7 @@ static attn_status build_scene(const char *fn, const attn_viz_matrix *matrices, 
     }
     viz_scene_rect(scene, 0, 0, scene->width, scene->height, viz_color(0xffffff));
     if (options->title != NULL)
-        viz_item_attributes(scene,
-                            viz_scene_text(scene, scene->width / 2.0,
-                                           MARGIN + VIZ_FONT_BASELINE * 2, options->title, 2,
-                                           VIZ_ANCHOR_MIDDLE, 0, viz_color(text_color)),
-                            "class=\"title\"");
+        draw_title(scene, options->title, l.title_cells);
     for (int64_t k = 0; k < count; k++) {
         int column = (int)(k % l.grid_columns), row = (int)(k / l.grid_columns);
         draw_panel(scene, &l, &matrices[k], options, MARGIN + column * (l.slot_width + PANEL_GAP),

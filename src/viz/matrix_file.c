@@ -93,6 +93,16 @@ static attn_status read_weights(const record_place *at, const cJSON *weights, at
     return ATTN_OK;
 }
 
+/* BPE tokens that end a word carry "</w>" (attn_data.h), a tokenizer detail that only
+ * crowds a picture's labels. */
+static void drop_end_of_word(char *label)
+{
+    static const char marker[] = "</w>";
+    const size_t length = strlen(label), size = sizeof marker - 1;
+    if (length > size && strcmp(label + length - size, marker) == 0)
+        label[length - size] = '\0';
+}
+
 /* Reads the "source" or "target" labels, which must number `expected`. */
 static attn_status read_labels(const record_place *at, const cJSON *record, const char *key,
                                int64_t expected, const char *axis,
@@ -127,12 +137,15 @@ static attn_status read_labels(const record_place *at, const cJSON *record, cons
         labels[i] = strdup(item->valuestring);
         if (labels[i] == NULL)
             return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        drop_end_of_word(labels[i]);
         i++;
     }
     return ATTN_OK;
 }
 
-/* "title", or "layer L, head H" from whichever of the two the record has. */
+/* "title", or "line N, layer L, head H" from whichever of the three the record has; a record
+ * with a layer but no head holds the mean over the layer's heads (as attn translate
+ * --alignment writes it), and says so, so that every panel of a grid has a name. */
 static attn_status read_title(const record_place *at, const cJSON *record, attn_viz_matrix *m)
 {
     const cJSON *title = cJSON_GetObjectItemCaseSensitive(record, "title");
@@ -146,8 +159,9 @@ static attn_status read_title(const record_place *at, const cJSON *record, attn_
         return m->title != NULL ? ATTN_OK
                                 : attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
-    static const char *const keys[2] = {"layer", "head"};
-    for (int k = 0; k < 2; k++) {
+    static const char *const keys[3] = {"line", "layer", "head"};
+    int has_layer = 0, has_head = 0;
+    for (int k = 0; k < 3; k++) {
         const cJSON *number = cJSON_GetObjectItemCaseSensitive(record, keys[k]);
         if (number == NULL || cJSON_IsNull(number))
             continue;
@@ -159,6 +173,12 @@ static attn_status read_title(const record_place *at, const cJSON *record, attn_
         size_t used = strlen(text);
         snprintf(text + used, sizeof text - used, "%s%s %lld", used > 0 ? ", " : "", keys[k],
                  (long long)v);
+        has_layer |= k == 1;
+        has_head |= k == 2;
+    }
+    if (has_layer && !has_head) {
+        size_t used = strlen(text);
+        snprintf(text + used, sizeof text - used, ", mean of heads");
     }
     if (text[0] == '\0')
         return ATTN_OK;

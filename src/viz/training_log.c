@@ -168,7 +168,10 @@ attn_status attn_viz_loss_curves_write(const char *path, const attn_viz_training
     if (points == NULL)
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     const double *losses[2] = {log->train_loss, log->valid_loss};
-    static const char *const names[2] = {"train", "valid"};
+    /* attn train logs the loss it optimises, label smoothing included, and validates with
+     * plain cross-entropy: the legend says so, or the gap between the curves misleads. */
+    static const char *const names[2] = {"train (with label smoothing, if any)",
+                                         "valid (plain cross-entropy)"};
     attn_viz_series series[2];
     int64_t count = 0;
     for (int k = 0; k < 2; k++) {

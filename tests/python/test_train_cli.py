@@ -265,7 +265,8 @@ def test_resume_reproduces_the_loss_curve(tmp_path, reverse_data):
     curve = tmp_path / "curve.svg"
     plotted = run("viz", "--log", parts, "--out", curve)
     assert plotted.returncode == 0, plotted.stderr.decode()
-    assert ">valid<" in curve.read_text() and ">train<" in curve.read_text()
+    assert ">valid (plain cross-entropy)<" in curve.read_text()
+    assert ">train (with label smoothing, if any)<" in curve.read_text()
 
 
 def test_resume_refuses_changed_settings(tmp_path, reverse_data):

@@ -171,6 +171,113 @@ def test_alignment_file(models, arch, tmp_path):
     assert drawn.returncode == 0, drawn.stderr.decode()
 
 
+def test_input_and_output_files_match_stdin_and_stdout(models, tmp_path):
+    lines = HELD_OUT[:6] + ["", HELD_OUT[6]]
+    text = "\n".join(lines) + "\n"
+    piped = run("translate", "--model", models["transformer"], stdin=text.encode())
+    source, target = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text(text, encoding="utf-8")
+    files = run("translate", "--model", models["transformer"], "--input", source, "--output",
+                target)
+    assert files.returncode == 0 and files.stdout == b"", files.stderr.decode()
+    assert target.read_bytes() == piped.stdout
+    missing = run("translate", "--model", models["transformer"], "--input", tmp_path / "no.txt")
+    assert missing.returncode == 1 and b"--input" in missing.stderr and b"no.txt" in missing.stderr
+
+
+def test_tsv_and_marian_formats(models):
+    lines = HELD_OUT[:5] + [""]
+    stdin = ("\n".join(lines) + "\n").encode()
+    model = models["transformer"]
+    plain = run("translate", "--model", model, stdin=stdin).stdout.decode().splitlines()
+    tsv = run("translate", "--model", model, "--format", "tsv", stdin=stdin)
+    assert tsv.returncode == 0, tsv.stderr.decode()
+    assert tsv.stdout.decode().splitlines() == [f"{s}\t{t}" for s, t in zip(lines, plain)]
+    nbest = run("translate", "--model", model, "--nbest", "3", stdin=stdin).stdout.decode()
+    marian = run("translate", "--model", model, "--nbest", "3", "--format", "marian", stdin=stdin)
+    assert marian.returncode == 0, marian.stderr.decode()
+    # The same hypotheses: "LINE<TAB>SCORE<TAB>TEXT" against "I ||| TEXT ||| SCORE", I from 0.
+    expected = [f"{int(n) - 1} ||| {text} ||| {score}"
+                for n, score, text in (row.split("\t") for row in nbest.splitlines())]
+    assert marian.stdout.decode().splitlines() == expected
+    one = run("translate", "--model", model, "--format", "marian", stdin=stdin).stdout.decode()
+    assert one.splitlines()[0] == expected[0]
+    refused = run("translate", "--model", model, "--nbest", "3", "--format", "text", stdin=stdin)
+    assert refused.returncode == 2 and b"--format" in refused.stderr
+
+
+def words_of(tokens, kind):
+    """The word of each token, as the Moses alignment merges them: BPE pieces up to the one
+    ending in </w>, characters between spaces, word tokens each."""
+    word, words, inside = [], -1, False
+    for token in tokens:
+        if kind == "char" and token.isspace():
+            word.append(None)
+            inside = False
+            continue
+        if not inside or kind == "word":
+            words += 1
+        word.append(words)
+        inside = kind == "char" or (kind == "bpe" and not token.endswith("</w>"))
+    return word
+
+
+@pytest.fixture(scope="module")
+def bpe_model(tmp_path_factory):
+    """Sentences of a few words, each target the source's words in reverse order, with BPE on
+    both sides so that words come in pieces."""
+    folder = tmp_path_factory.mktemp("bpe")
+    rng = random.Random(8)
+    train = folder / "train.tsv"
+    sentences = [" ".join(words(rng, rng.randint(2, 4), lo=3, hi=7)) for _ in range(600)]
+    train.write_text("".join(f"{s}\t{' '.join(s.split()[::-1])}\n" for s in sentences))
+    model = folder / "bpe.safetensors"
+    result = run("train", "--train", train, "--out", model, "--layers", "1", "--d-model", "32",
+                 "--heads", "2", "--ffn", "64", "--src-tokens", "bpe:40", "--tgt-tokens",
+                 "bpe:40", "--max-steps", "60", "--threads", "2", timeout=600)
+    assert result.returncode == 0, result.stderr.decode()
+    return model
+
+
+@pytest.mark.parametrize("kind", ["char", "bpe"])
+def test_moses_alignment_pairs_words(models, bpe_model, kind, tmp_path):
+    model = models["transformer"] if kind == "char" else bpe_model
+    lines = ([*HELD_OUT[:3], "", f"{HELD_OUT[3]} {HELD_OUT[4]}"] if kind == "char" else
+             [" ".join(HELD_OUT[i:i + 3]) for i in range(0, 12, 3)] + [""])
+    stdin = ("\n".join(lines) + "\n").encode()
+    json_file, moses_file = tmp_path / "a.jsonl", tmp_path / "a.moses"
+    result = run("translate", "--model", model, "--alignment", json_file, stdin=stdin)
+    assert result.returncode == 0, result.stderr.decode()
+    result = run("translate", "--model", model, "--alignment", moses_file, "--alignment-format",
+                 "moses", stdin=stdin)
+    assert result.returncode == 0, result.stderr.decode()
+    moses = moses_file.read_text().split("\n")
+    assert len(moses) == len(lines) + 1 and moses[-1] == ""  # one line per input line
+    records = {r["line"]: r for r in map(json.loads, json_file.read_text().splitlines())}
+    pieces = 0
+    for number, line in enumerate(lines, 1):
+        if number not in records:
+            assert moses[number - 1] == ""
+            continue
+        record = records[number]
+        source, target = record["source"], record["target"]
+        length = len(target) - (target[-1:] == ["</s>"])
+        src_word, tgt_word = words_of(source, kind), words_of(target[:length], kind)
+        pairs = set()
+        for t in range(length):
+            row = record["weights"][t]
+            candidates = [j for j in range(len(source)) if src_word[j] is not None]
+            best = max(candidates, key=lambda j: (row[j], -j))
+            if tgt_word[t] is not None:
+                pairs.add((src_word[best], tgt_word[t]))
+        expected = " ".join(f"{i}-{j}" for i, j in sorted(pairs))
+        assert moses[number - 1] == expected, (line, source, target)
+        assert all(i < len(line.split()) for i, _ in pairs)
+        pieces += len(source) - len(line.split())
+    if kind == "bpe":
+        assert pieces > 0, "no word came in pieces: the test shows no merging"
+
+
 def test_unknown_tokens_warn_once(models):
     result = run("translate", "--model", models["transformer"],
                  stdin="abXc\nd€e\nabc\n".encode())
@@ -236,6 +343,22 @@ def test_bad_lines_do_not_stop_the_good_ones(models):
     assert "2 of 44 lines could not be translated" in err, err
 
 
+def test_viz_model_draws_the_translation_translate_gives(models):
+    """Both default to the same beam: where greedy search and beam 5 disagree, the picture's
+    title shows beam 5's output, the one attn translate writes."""
+    model = models["rnn"]
+    stdin = "".join(w + "\n" for w in HELD_OUT).encode()
+    beam = run("translate", "--model", model, stdin=stdin).stdout.decode().splitlines()
+    greedy = run("translate", "--model", model, "--beam", "1",
+                 stdin=stdin).stdout.decode().splitlines()
+    differing = [i for i in range(len(HELD_OUT)) if beam[i] != greedy[i]]
+    assert differing, "no input where beam 5 and greedy disagree: the test shows nothing"
+    for i in differing[:3]:
+        shown = run("viz", "--model", model, "--text", HELD_OUT[i], "--style", "ascii",
+                    "--width", "200").stdout.decode().splitlines()[0]
+        assert shown.endswith(" " + beam[i]), (shown, beam[i], greedy[i])
+
+
 @pytest.mark.parametrize("arch", ["transformer", "rnn"])
 def test_viz_model(models, arch, tmp_path):
     model = models[arch]
@@ -243,7 +366,7 @@ def test_viz_model(models, arch, tmp_path):
     terminal = run("viz", "--model", model, "--text", word)
     assert terminal.returncode == 0, terminal.stderr.decode()
     shown = terminal.stdout.decode()
-    translated = run("translate", "--model", model, "--beam", "1",
+    translated = run("translate", "--model", model,
                      stdin=(word + "\n").encode()).stdout.decode().strip()
     assert f"{word} → {translated}" in shown
     svg = tmp_path / "a.svg"

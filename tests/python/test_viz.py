@@ -175,6 +175,43 @@ def test_grid_of_heads(tmp_path):
     assert by_class(root, "text", "title")[0].text == "layer 1, head 0"
 
 
+def test_a_long_title_wraps_and_the_width_follows_the_matrix(tmp_path):
+    title = " ".join(["a rather long sentence given as the title of the picture"] * 8)
+    narrow, titled = tmp_path / "narrow.svg", tmp_path / "titled.svg"
+    matrix = write_matrix(tmp_path / "m.json")
+    assert run_viz("--matrix", matrix, "--out", narrow).returncode == 0
+    result = run_viz("--matrix", matrix, "--out", titled, "--title", title)
+    assert result.returncode == 0, result.stderr
+    width = int(svg_of(titled).get("width"))
+    # widened at most to a 40-glyph title line (12 pixels a glyph, 16-pixel margins)
+    assert width <= max(int(svg_of(narrow).get("width")), 40 * 12 + 32), width
+    lines = [t.text for t in by_class(svg_of(titled), "text", "title")]
+    assert len(lines) == 3 and all(len(line) <= 40 for line in lines), lines
+    assert title.startswith(" ".join(lines[:2])) and lines[2].endswith("\u2026")
+    png = tmp_path / "titled.png"
+    assert run_viz("--matrix", matrix, "--out", png, "--title", title).returncode == 0
+    assert decode_png(png)[0] == width
+
+
+def test_grid_panels_are_named_and_labels_drop_the_bpe_marker(tmp_path):
+    """Records as attn translate --alignment writes them: a layer without a head is the mean
+    of the layer's heads; BPE labels end their words in </w>."""
+    matrix = tmp_path / "alignment.jsonl"
+    with matrix.open("w") as f:
+        for line in (1, 3):
+            f.write(json.dumps({"line": line, "score": -1.0, "layer": 1,
+                                "source": ["pho", "en", "ix</w>"], "target": ["F", "IY</w>"],
+                                "weights": [[0.5, 0.25, 0.25], [0.1, 0.2, 0.7]]}) + "\n")
+    out = tmp_path / "grid.svg"
+    result = run_viz("--matrix", matrix, "--index", "all", "--out", out)
+    assert result.returncode == 0, result.stderr
+    root = svg_of(out)
+    assert [t.text for t in by_class(root, "text", "subtitle")] == [
+        "line 1, layer 1, mean of heads", "line 3, layer 1, mean of heads"]
+    assert [t.text for t in by_class(root, "text", "col-label")] == ["pho", "en", "ix"] * 2
+    assert [t.text for t in by_class(root, "text", "row-label")] == ["F", "IY"] * 2
+
+
 def test_terminal_rendering_has_the_labels(tmp_path):
     matrix = write_matrix(tmp_path / "m.json", title="phoenix")
     result = run_viz("--matrix", matrix)
@@ -217,7 +254,9 @@ def test_loss_curve_points_sit_at_their_coordinates(tmp_path):
                     for v in (left + (r["step"] - x0) / (x1 - x0) * width,
                               top + height - (r[field] - y0) / (y1 - y0) * height)]
         assert points == pytest.approx(expected, abs=0.01)
-    assert [t.text for t in by_class(root, "text", "legend-name")] == ["train", "valid"]
+    # attn train logs the label-smoothed loss it optimises and plain validation loss
+    assert [t.text for t in by_class(root, "text", "legend-name")] == [
+        "train (with label smoothing, if any)", "valid (plain cross-entropy)"]
     assert by_class(root, "text", "x-label")[0].text == "step"
     png = tmp_path / "loss.png"
     assert run_viz("--log", log, "--out", png).returncode == 0

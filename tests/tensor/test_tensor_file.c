@@ -380,11 +380,18 @@ static void test_malformed_files_are_rejected(void)
     }
 
     write_bytes(path, "\x02\0\0", 3);
-    check_rejected(path, "3-byte file", "the file is 3 bytes, shorter than the 8-byte header");
+    check_rejected(path, "3-byte file",
+                   "is not a safetensors model file: it is 3 bytes, shorter than the 8-byte");
     unsigned char huge[16] = {0x00, 0xE2, 0xF5, 0x05, 0, 0, 0, 0, '{', '}'}; /* 100000256 */
     write_bytes(path, huge, sizeof huge);
-    check_rejected(path, "huge header length",
-                   "header length 100000256 is above the format's limit of 100000000 bytes");
+    check_rejected(path, "huge header length", "is not a safetensors model file");
+    /* Text read as a length: a corpus line given as --model. */
+    static const char text[] = "ab\tba\nxy\tyx\n";
+    write_bytes(path, text, sizeof text - 1);
+    check_rejected(path, "a text file", "is not a safetensors model file: its first 8 bytes");
+    unsigned char no_json[12] = {40, 0, 0, 0, 0, 0, 0, 0, 'P', 'K', 3, 4};
+    write_bytes(path, no_json, sizeof no_json);
+    check_rejected(path, "a short length and no JSON", "is not a safetensors model file");
     unsigned char past_end[12] = {40, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' '};
     write_bytes(path, past_end, sizeof past_end);
     check_rejected(path, "header past the end",

@@ -247,6 +247,41 @@ static void test_grid_has_a_panel_per_matrix(void)
     free(svg);
 }
 
+/* The width of a rendered SVG, from its root element. */
+static int svg_width(const char *text)
+{
+    const char *at = strstr(text, "width=\"");
+    return at != NULL ? atoi(at + 7) : -1;
+}
+
+static void test_a_long_title_wraps_within_the_map_width(void)
+{
+    float w[6 * 7];
+    phoenix_weights(w);
+    attn_viz_matrix m = phoenix(w);
+    unsigned char *plain = NULL, *titled = NULL;
+    size_t size = 0;
+    CHECK_OK(attn_viz_heatmap_render(&m, 1, NULL, ATTN_VIZ_SVG, &plain, &size));
+    attn_viz_heatmap_options options = attn_viz_heatmap_default_options();
+    options.title = "the phoenix is a long-lived bird that is cyclically regenerated or "
+                    "reborn, rising from the ashes of its predecessor, as told in many myths";
+    CHECK_OK(attn_viz_heatmap_render(&m, 1, &options, ATTN_VIZ_SVG, &titled, &size));
+    if (plain == NULL || titled == NULL) {
+        free(plain);
+        free(titled);
+        return;
+    }
+    const int width = svg_width((const char *)titled), map_width = svg_width((const char *)plain);
+    /* 40 glyphs of 12 pixels and the margins at most, where one line took 1,800 pixels */
+    CHECK(width <= (map_width > 512 ? map_width : 512), "width %d for a map %d wide", width,
+          map_width);
+    CHECK(count_occurrences((const char *)titled, "class=\"title\"") == 3, "3 title lines");
+    CHECK(strstr((const char *)titled, ">the phoenix is a long-lived bird that is<") != NULL,
+          "broken at a space: %.600s", (const char *)titled);
+    free(plain);
+    free(titled);
+}
+
 static void test_terminal_text_has_labels_and_shades(void)
 {
     float w[6 * 7];
@@ -406,6 +441,7 @@ int main(void)
 {
     RUN_TEST(test_colormaps_ramp_evenly_in_lightness);
     RUN_TEST(test_format_follows_the_extension);
+    RUN_TEST(test_a_long_title_wraps_within_the_map_width);
     RUN_TEST(test_png_shows_the_svg_cells_in_their_colours);
     RUN_TEST(test_svg_escapes_labels);
     RUN_TEST(test_single_map_keeps_its_title);

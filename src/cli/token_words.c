@@ -1,0 +1,55 @@
+/* Tokens back to words (see token_words.h). */
+#include "cli/token_words.h"
+
+#include <string.h>
+
+enum { END_OF_WORD_SIZE = sizeof CLI_END_OF_WORD - 1 };
+
+static int ends_with_marker(const char *label, size_t length)
+{
+    return length > END_OF_WORD_SIZE &&
+           memcmp(label + length - END_OF_WORD_SIZE, CLI_END_OF_WORD, END_OF_WORD_SIZE) == 0;
+}
+
+static int is_special(const char *label)
+{
+    return strcmp(label, "<pad>") == 0 || strcmp(label, "<s>") == 0 || strcmp(label, "</s>") == 0 ||
+           strcmp(label, "<unk>") == 0;
+}
+
+size_t cli_label_length(const char *label)
+{
+    const size_t length = strlen(label);
+    return ends_with_marker(label, length) ? length - END_OF_WORD_SIZE : length;
+}
+
+int64_t cli_token_words(attn_tokenizer_kind kind, const char *const *labels, int64_t count,
+                        int64_t *word_of)
+{
+    int64_t words = 0;
+    int in_word = 0;
+    for (int64_t i = 0; i < count; i++) {
+        const char *label = labels[i];
+        switch (kind) {
+        case ATTN_TOKENIZER_WORD:
+            word_of[i] = words++;
+            break;
+        case ATTN_TOKENIZER_CHAR:
+            if (strchr(" \t\n\v\f\r", label[0]) != NULL && label[0] != '\0') {
+                word_of[i] = -1;
+                in_word = 0;
+            } else {
+                words += !in_word;
+                in_word = 1;
+                word_of[i] = words - 1;
+            }
+            break;
+        case ATTN_TOKENIZER_BPE:
+            words += !in_word;
+            word_of[i] = words - 1;
+            in_word = !(ends_with_marker(label, strlen(label)) || is_special(label));
+            break;
+        }
+    }
+    return words;
+}
