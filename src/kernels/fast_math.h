@@ -218,8 +218,8 @@ static inline float attn_fast_tanh(float x)
     /* 1 - 2 / (e + 1) > 0 here, so or-ing the sign in is copysign */
     float large = attn_bits_float(attn_float_bits(1.0f - 2.0f / (e + 1.0f)) | (bits & 0x80000000u));
 
-    uint32_t is_large =
-        attn_mask_if((abs_bits >= attn_float_bits(ATTN_TANH_POLY_LIMIT)) & !attn_is_nan_bits(bits));
+    uint32_t is_large = attn_mask_if(abs_bits >= attn_float_bits(ATTN_TANH_POLY_LIMIT)) &
+                        ~attn_mask_if(attn_is_nan_bits(bits));
     return attn_bits_float(
         attn_select_bits(is_large, attn_float_bits(large), attn_float_bits(small)));
 }
