@@ -120,6 +120,11 @@ ATTN_API attn_status attn_tokenizer_train(const attn_tokenizer_config *config,
                                           attn_tokenizer **out);
 ATTN_API void attn_tokenizer_destroy(attn_tokenizer *tokenizer);
 ATTN_API attn_tokenizer_kind attn_tokenizer_get_kind(const attn_tokenizer *tokenizer);
+/* A BPE vocabulary marks the last piece of each word with this suffix ("low</w>"). */
+#define ATTN_BPE_END_OF_WORD "</w>"
+/* The length of a token's text without the end-of-word suffix: what a reader should see of it
+ * (pictures, word-level alignments). Equals strlen(token) for tokens that do not end a BPE word. */
+ATTN_API size_t attn_token_text_length(const char *token);
 ATTN_API const attn_vocab *attn_tokenizer_vocab(const attn_tokenizer *tokenizer);
 /* BPE: number of merges learned (may be fewer than asked); 0 for other kinds. */
 ATTN_API int64_t attn_tokenizer_num_merges(const attn_tokenizer *tokenizer);

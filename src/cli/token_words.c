@@ -3,24 +3,15 @@
 
 #include <string.h>
 
-enum { END_OF_WORD_SIZE = sizeof CLI_END_OF_WORD - 1 };
-
-static int ends_with_marker(const char *label, size_t length)
+static int ends_with_marker(const char *label)
 {
-    return length > END_OF_WORD_SIZE &&
-           memcmp(label + length - END_OF_WORD_SIZE, CLI_END_OF_WORD, END_OF_WORD_SIZE) == 0;
+    return attn_token_text_length(label) != strlen(label);
 }
 
 static int is_special(const char *label)
 {
     return strcmp(label, "<pad>") == 0 || strcmp(label, "<s>") == 0 || strcmp(label, "</s>") == 0 ||
            strcmp(label, "<unk>") == 0;
-}
-
-size_t cli_label_length(const char *label)
-{
-    const size_t length = strlen(label);
-    return ends_with_marker(label, length) ? length - END_OF_WORD_SIZE : length;
 }
 
 int64_t cli_token_words(attn_tokenizer_kind kind, const char *const *labels, int64_t count,
@@ -47,7 +38,7 @@ int64_t cli_token_words(attn_tokenizer_kind kind, const char *const *labels, int
         case ATTN_TOKENIZER_BPE:
             words += !in_word;
             word_of[i] = words - 1;
-            in_word = !(ends_with_marker(label, strlen(label)) || is_special(label));
+            in_word = !(ends_with_marker(label) || is_special(label));
             break;
         }
     }

@@ -7,17 +7,11 @@
 
 #include "attn/attn.h"
 
-/* The marker that ends the last piece of a word in a BPE vocabulary. */
-#define CLI_END_OF_WORD "</w>"
-
 /* Sets word_of[i] to the index, from 0, of the word tokens[i] belongs to (labels as
  * attn_bundle_labels gives them), or -1 for a token in no word (a space of a character
  * tokenizer). A special token (<unk>, ...) of a BPE tokenizer ends its word, as the marker it
  * hides cannot be known. Returns the number of words. */
 int64_t cli_token_words(attn_tokenizer_kind kind, const char *const *labels, int64_t count,
                         int64_t *word_of);
-
-/* The length of a label without its end-of-word marker, for showing it. */
-size_t cli_label_length(const char *label);
 
 #endif

@@ -3,7 +3,6 @@
 #include "cli/commands.h"
 #include "cli/library_error.h"
 #include "cli/options.h"
-#include "cli/token_words.h"
 #include "cli/translator.h"
 
 #include <errno.h>
@@ -257,7 +256,7 @@ static const char **shown_labels(const char *const *labels, int64_t count, char 
 {
     size_t size = 1;
     for (int64_t i = 0; i < count; i++)
-        size += cli_label_length(labels[i]) + 1;
+        size += attn_token_text_length(labels[i]) + 1;
     const char **shown = malloc((size_t)count * sizeof *shown + 1);
     *text = malloc(size);
     if (shown == NULL || *text == NULL) {
@@ -268,7 +267,7 @@ static const char **shown_labels(const char *const *labels, int64_t count, char 
     }
     char *at = *text;
     for (int64_t i = 0; i < count; i++) {
-        const size_t length = cli_label_length(labels[i]);
+        const size_t length = attn_token_text_length(labels[i]);
         memcpy(at, labels[i], length);
         at[length] = '\0';
         shown[i] = at;

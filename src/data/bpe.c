@@ -12,8 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define END_OF_WORD "</w>"
-#define END_OF_WORD_SIZE 4
 /* Pairs seen once are not merged: a merge should be shared by at least two occurrences. */
 #define MIN_PAIR_COUNT 2
 

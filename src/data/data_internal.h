@@ -143,4 +143,7 @@ ATTN_INTERNAL attn_status tokenizer_encode_append(const attn_tokenizer *tokenize
                                                   encode_cache *cache, id_buffer *out);
 ATTN_INTERNAL void encode_cache_free(encode_cache *cache);
 
+#define END_OF_WORD ATTN_BPE_END_OF_WORD
+#define END_OF_WORD_SIZE (sizeof ATTN_BPE_END_OF_WORD - 1)
+
 #endif /* ATTN_DATA_INTERNAL_H */

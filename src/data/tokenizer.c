@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define END_OF_WORD "</w>"
-#define END_OF_WORD_SIZE 4
 #define TOKENIZER_FORMAT "attn-tokenizer"
 #define TOKENIZER_VERSION 1
 
@@ -515,4 +513,13 @@ attn_status attn_tokenizer_from_json(const char *json, attn_tokenizer **out)
     }
     *out = tokenizer;
     return ATTN_OK;
+}
+
+size_t attn_token_text_length(const char *token)
+{
+    const size_t size = token != NULL ? strlen(token) : 0;
+    return size > END_OF_WORD_SIZE &&
+                   memcmp(token + size - END_OF_WORD_SIZE, END_OF_WORD, END_OF_WORD_SIZE) == 0
+               ? size - END_OF_WORD_SIZE
+               : size;
 }

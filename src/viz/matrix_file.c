@@ -97,10 +97,7 @@ static attn_status read_weights(const record_place *at, const cJSON *weights, at
  * crowds a picture's labels. */
 static void drop_end_of_word(char *label)
 {
-    static const char marker[] = "</w>";
-    const size_t length = strlen(label), size = sizeof marker - 1;
-    if (length > size && strcmp(label + length - size, marker) == 0)
-        label[length - size] = '\0';
+    label[attn_token_text_length(label)] = '\0';
 }
 
 /* Reads the "source" or "target" labels, which must number `expected`. */

@@ -711,9 +711,20 @@ static void test_bad_arguments(void)
     attn_tokenizer_destroy(NULL);
 }
 
+/* What a reader sees of a token: a BPE word end loses its marker, nothing else changes. */
+static void test_token_text_length(void)
+{
+    CHECK(attn_token_text_length("low</w>") == 3, "word end");
+    CHECK(attn_token_text_length("lo") == 2, "inner piece");
+    CHECK(attn_token_text_length("</w>") == 4, "the marker alone is a token's whole text");
+    CHECK(attn_token_text_length("a</w>b") == 6, "the marker only counts at the end");
+    CHECK(attn_token_text_length("") == 0 && attn_token_text_length(NULL) == 0, "empty, NULL");
+}
+
 int main(void)
 {
     RUN_TEST(test_config_parse);
+    RUN_TEST(test_token_text_length);
     RUN_TEST(test_char_tokenizer);
     RUN_TEST(test_word_tokenizer);
     RUN_TEST(test_bpe_classic_example);
