@@ -235,8 +235,8 @@ int attn_cmd_bench_train(int argc, char **argv)
     char description[2048];
     snprintf(description, sizeof description,
              "Times Transformer training steps (forward, backward, Adam update of every\n"
-             "parameter) through attn_model_forward_loss, attn_graph_backward and "
-             "attn_adam_step\n"
+             "parameter) through the trainer's own loss (attn_model_forward_loss_counted),\n"
+             "attn_graph_backward and attn_adam_step\n"
              "on random batches, and prints target tokens per second at the median step time\n"
              "after %d warm-up steps.\n"
              "  small: d_model 256, 4 heads, 3+3 layers, FFN 1024, vocabularies 64,\n"
