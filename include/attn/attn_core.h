@@ -77,6 +77,30 @@ ATTN_API attn_isa attn_get_isa(void);
 ATTN_API int attn_isa_supported(attn_isa isa);
 ATTN_API const char *attn_isa_name(attn_isa isa);
 
+/* ---- arithmetic precision -------------------------------------------------------------- */
+
+/* The number format of the operands of products (GEMM, attention). Sums, softmax statistics,
+ * master weights, gradients and optimizer state stay float32 whatever the precision.
+ *   FP32: float32 everywhere.
+ *   BF16: operands rounded to bfloat16 (round to nearest even), products accumulated in float32
+ *         (AVX512_BF16's vdpbf16ps where the CPU has it, the same rounding emulated elsewhere).
+ *   INT8: inference only: weights quantized per output row with a float32 scale, activations
+ *         per row at run time, products in int32 (AVX512_VNNI's vpdpbusd where present). */
+typedef enum attn_precision {
+    ATTN_PRECISION_FP32 = 0,
+    ATTN_PRECISION_BF16 = 1,
+    ATTN_PRECISION_INT8 = 2
+} attn_precision;
+
+/* "fp32", "bf16", "int8" ("unknown" otherwise) */
+ATTN_API const char *attn_precision_name(attn_precision precision);
+/* The inverse of attn_precision_name; ATTN_ERR_INVALID_ARGUMENT naming the choices otherwise. */
+ATTN_API attn_status attn_precision_parse(const char *name, attn_precision *precision);
+/* 1 when this CPU has the instructions that make the precision fast (fp32: always; bf16:
+ * AVX512_BF16; int8: AVX512_VNNI) and the selected instruction set is avx512; 0 when the
+ * library emulates them (same results, slower). */
+ATTN_API int attn_precision_native(attn_precision precision);
+
 /* Checks ATTN_NUM_THREADS and ATTN_ISA: ATTN_ERR_INVALID_ARGUMENT for a value that is not a
  * thread count from 0 to the maximum or not an instruction set's name, ATTN_ERR_UNSUPPORTED for
  * an instruction set this CPU lacks, each with a message naming the variable and the fix. The

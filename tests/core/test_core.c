@@ -129,6 +129,29 @@ static void test_arena_reuses_memory(void)
     CHECK_FAILS(attn_arena_create(10, NULL), ATTN_ERR_INVALID_ARGUMENT);
 }
 
+static void test_precision_names_round_trip(void)
+{
+    const attn_precision all[] = {ATTN_PRECISION_FP32, ATTN_PRECISION_BF16, ATTN_PRECISION_INT8};
+    for (int i = 0; i < 3; i++) {
+        attn_precision parsed = ATTN_PRECISION_INT8 == all[i] ? ATTN_PRECISION_FP32
+                                                              : ATTN_PRECISION_INT8;
+        CHECK(attn_precision_parse(attn_precision_name(all[i]), &parsed) == ATTN_OK &&
+                  parsed == all[i],
+              "%s parses back", attn_precision_name(all[i]));
+    }
+    attn_precision p = ATTN_PRECISION_FP32;
+    CHECK(attn_precision_parse("fp16", &p) == ATTN_ERR_INVALID_ARGUMENT, "fp16 is refused");
+    CHECK(strstr(attn_last_error(), "fp16") && strstr(attn_last_error(), "bf16"),
+          "message names the value and the choices: %s", attn_last_error());
+    CHECK(attn_precision_native(ATTN_PRECISION_FP32) == 1, "fp32 is always native");
+    attn_isa before = attn_get_isa();
+    CHECK(attn_set_isa(ATTN_ISA_PORTABLE) == ATTN_OK, "portable");
+    CHECK(attn_precision_native(ATTN_PRECISION_BF16) == 0 &&
+              attn_precision_native(ATTN_PRECISION_INT8) == 0,
+          "portable code emulates bf16 and int8");
+    attn_set_isa(before);
+}
+
 int main(void)
 {
     RUN_TEST(test_errors_carry_a_message);
@@ -138,5 +161,6 @@ int main(void)
     RUN_TEST(test_rng_is_seeded_and_uniform);
     RUN_TEST(test_tensor_views);
     RUN_TEST(test_arena_reuses_memory);
+    RUN_TEST(test_precision_names_round_trip);
     return test_summary();
 }
