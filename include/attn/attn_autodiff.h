@@ -174,6 +174,10 @@ ATTN_API int attn_graph_is_recording(const attn_graph *graph);
 /* Training off: dropout passes its input through (evaluation and inference). */
 ATTN_API void attn_graph_set_training(attn_graph *graph, int on);
 ATTN_API int attn_graph_is_training(const attn_graph *graph);
+/* The precision of the operands of the graph's products (see attn_precision; fp32 when the
+ * graph is created); attn_graph_reset keeps it. The operations read it when they run. */
+ATTN_API void attn_graph_set_precision(attn_graph *graph, attn_precision precision);
+ATTN_API attn_precision attn_graph_precision(const attn_graph *graph);
 /* The k-th dropout operation after a reset draws its mask from (seed, step, k) only, so a
  * training run that sets the step before each step draws the same masks when resumed. */
 ATTN_API void attn_graph_set_dropout_seed(attn_graph *graph, uint64_t seed, uint64_t step);

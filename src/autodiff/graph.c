@@ -19,6 +19,7 @@ struct attn_graph {
     size_t arena_block; /* the size of the arena's blocks */
     attn_params *store;
     int recording, training;
+    attn_precision precision;
     int backward_done;
     uint64_t dropout_seed, dropout_step, dropout_count;
     tape_node *last;
@@ -130,6 +131,15 @@ void attn_graph_set_training(attn_graph *graph, int on)
 int attn_graph_is_training(const attn_graph *graph)
 {
     return graph != NULL && graph->training;
+}
+void attn_graph_set_precision(attn_graph *graph, attn_precision precision)
+{
+    if (graph != NULL)
+        graph->precision = precision;
+}
+attn_precision attn_graph_precision(const attn_graph *graph)
+{
+    return graph != NULL ? graph->precision : ATTN_PRECISION_FP32;
 }
 
 void attn_graph_set_dropout_seed(attn_graph *graph, uint64_t seed, uint64_t step)
