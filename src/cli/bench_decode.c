@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/library_error.h"
+#include "cli/translator.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -156,6 +157,7 @@ typedef struct bench_decode_args {
     int json, quick, batch; /* batch 0: both */
     int64_t reps;           /* 0: 5, or 3 with --quick */
     double min_seconds;     /* 0: 0.5, or 0.2 with --quick */
+    const char *precision;  /* NULL: fp32 */
 } bench_decode_args;
 
 static const char *const batch_names[] = {"1", "64", "both", NULL};
@@ -175,6 +177,8 @@ static const cli_option bench_decode_options[] = {
     {CLI_OPTION("--min-seconds", CLI_NUMBER, offsetof(bench_decode_args, min_seconds), "S",
                 "the shortest repetition [0.5; --quick: 0.2]"),
      .min = 0.001, .max = 600},
+    {CLI_OPTION("--precision", CLI_STRING, offsetof(bench_decode_args, precision), "fp32|bf16|int8",
+                "the step decoder's products (attn translate --precision) [fp32]")},
 };
 
 int attn_cmd_bench_decode(int argc, char **argv)
@@ -192,12 +196,12 @@ int attn_cmd_bench_decode(int argc, char **argv)
     const cli_command command = {
         "bench decode",
         "attn bench decode [--json] [--quick] [--batch 1|64|both] [--reps N]\n"
-        "                         [--min-seconds S]",
+        "                         [--min-seconds S] [--precision fp32|bf16|int8]",
         description,
         bench_decode_options,
         sizeof bench_decode_options / sizeof *bench_decode_options,
         NULL};
-    bench_decode_args a = {0, 0, 0, 0, 0.0};
+    bench_decode_args a = {0, 0, 0, 0, 0.0, NULL};
     int given[sizeof bench_decode_options / sizeof *bench_decode_options] = {0};
     const int code = cli_parse(&command, argc, argv, &a, given);
     if (code != CLI_GO_ON)
@@ -219,14 +223,20 @@ int attn_cmd_bench_decode(int argc, char **argv)
         attn_model_destroy(model);
         return 1;
     }
+    if (cli_set_model_precision("bench decode", model, a.precision) != 0) {
+        attn_graph_destroy(graph);
+        attn_model_destroy(model);
+        return 1;
+    }
+    const char *precision = attn_precision_name(attn_model_precision(model));
     attn_graph_set_recording(graph, 0);
     attn_graph_set_training(graph, 0);
     const char *isa = attn_isa_name(attn_get_isa());
     const int threads = attn_get_num_threads();
     if (!json)
         printf("attn bench decode: small Transformer, %d source tokens, %d generated, %d "
-               "threads, %s, median of %d runs of >= %.2f s\n",
-               SRC_LEN, TOKENS, threads, isa, reps, min_seconds);
+               "threads, %s, %s, median of %d runs of >= %.2f s\n",
+               SRC_LEN, TOKENS, threads, isa, precision, reps, min_seconds);
     for (int i = 0; i < n_batches && ok; i++) {
         double rate = 0.0, cpu_rate = 0.0;
         ok = run_batch(model, graph, batches[i], reps, min_seconds, &rate, &cpu_rate);
@@ -235,8 +245,9 @@ int attn_cmd_bench_decode(int argc, char **argv)
         if (json)
             printf("{\"bench\": \"attn_decode\", \"config\": \"small\", \"batch\": %d, "
                    "\"seqs_per_s\": %.2f, \"seqs_per_cpu_s\": %.2f, \"tokens\": %d, "
-                   "\"src_len\": %d, \"reps\": %d, \"threads\": %d, \"isa\": \"%s\"}\n",
-                   batches[i], rate, cpu_rate, TOKENS, SRC_LEN, reps, threads, isa);
+                   "\"src_len\": %d, \"reps\": %d, \"threads\": %d, \"isa\": \"%s\", "
+                   "\"precision\": \"%s\"}\n",
+                   batches[i], rate, cpu_rate, TOKENS, SRC_LEN, reps, threads, isa, precision);
         else
             printf("small, batch %d: %.1f sentences/s (%.1f per CPU-second)\n", batches[i], rate,
                    cpu_rate);

@@ -18,6 +18,23 @@ int cli_translator_load(cli_translator *t, const char *command, const char *path
     return 0;
 }
 
+int cli_set_model_precision(const char *command, attn_model *model, const char *name)
+{
+    attn_precision precision = attn_model_precision(model);
+    if ((name != NULL && attn_precision_parse(name, &precision) != ATTN_OK) ||
+        attn_model_set_precision(model, precision) != ATTN_OK) {
+        cli_library_error(command);
+        return 1;
+    }
+    if (!attn_precision_native(precision))
+        fprintf(stderr,
+                "attn %s: note: this CPU has no %s instructions (or ATTN_ISA is not avx512): %s "
+                "runs emulated, with the same results, slower\n",
+                command, precision == ATTN_PRECISION_INT8 ? "AVX512_VNNI" : "AVX512_BF16",
+                attn_precision_name(precision));
+    return 0;
+}
+
 void cli_translator_free(cli_translator *t)
 {
     attn_bundle_destroy(t->bundle);

@@ -59,10 +59,10 @@ static attn_status build(attn_model *m)
                                                 c->d_model));
             m->tgt_embed = m->src_embed;
         } else {
-            ATTN_TRY(attn_nn_embedding_register(&m->src_embed, m->params, "src_embed",
-                                                c->src_vocab, c->d_model));
-            ATTN_TRY(attn_nn_embedding_register(&m->tgt_embed, m->params, "tgt_embed",
-                                                c->tgt_vocab, c->d_model));
+            ATTN_TRY(attn_nn_embedding_register(&m->src_embed, m->params, "src_embed", c->src_vocab,
+                                                c->d_model));
+            ATTN_TRY(attn_nn_embedding_register(&m->tgt_embed, m->params, "tgt_embed", c->tgt_vocab,
+                                                c->d_model));
         }
         break;
     case ATTN_ARCH_TRANSFORMER_CLASSIFIER:
@@ -76,8 +76,12 @@ static attn_status build(attn_model *m)
     case ATTN_ARCH_RNN:
         return attn_rnn_model_build(c, m->params, &m->rnn);
     }
-    attn_nn_block_config block = {c->d_model,       c->num_heads,  c->ffn_dim,
-                                  (float)c->dropout, c->activation, c->norm_first,
+    attn_nn_block_config block = {c->d_model,
+                                  c->num_heads,
+                                  c->ffn_dim,
+                                  (float)c->dropout,
+                                  c->activation,
+                                  c->norm_first,
                                   (float)c->layer_norm_eps};
     ATTN_TRY(register_stack(m, &block));
     if (c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER) {
@@ -91,8 +95,7 @@ static attn_status build(attn_model *m)
                                          c->tgt_vocab, 1));
     }
     ATTN_TRY(attn_params_finalize(m->params));
-    return attn_nn_positional_init(&m->positions, c->max_len, c->d_model,
-                                   c->positional_encoding);
+    return attn_nn_positional_init(&m->positions, c->max_len, c->d_model, c->positional_encoding);
 }
 
 attn_status attn_model_create(const attn_model_config *config, attn_model **out)
@@ -117,6 +120,7 @@ void attn_model_destroy(attn_model *model)
 {
     if (model == NULL)
         return;
+    attn_model_free_quantized(model);
     attn_params_destroy(model->params);
     attn_nn_positional_free(&model->positions);
     attn_rnn_model_free(model->rnn);
@@ -136,9 +140,15 @@ const attn_model_config *attn_model_get_config(const attn_model *model)
     return model ? &model->config : NULL;
 }
 
-attn_params *attn_model_params(attn_model *model) { return model ? model->params : NULL; }
+attn_params *attn_model_params(attn_model *model)
+{
+    return model ? model->params : NULL;
+}
 
-attn_rnn_model *attn_model_rnn_part(attn_model *model) { return model ? model->rnn : NULL; }
+attn_rnn_model *attn_model_rnn_part(attn_model *model)
+{
+    return model ? model->rnn : NULL;
+}
 
 /* ---- saving and loading ------------------------------------------------------------------ */
 
@@ -150,13 +160,14 @@ attn_status attn_model_save(attn_model *model, const char *path, const attn_meta
     ATTN_CHECK_NOT_NULL(path);
     ATTN_CHECK_ARG(n_extra == 0 || extra != NULL, "%s: extra must not be NULL", fn);
     for (size_t i = 0; i < n_extra; i++)
-        ATTN_CHECK_ARG(extra[i].key == NULL || strcmp(extra[i].key, ATTN_MODEL_CONFIG_KEY) != 0,
-                       "%s: extra metadata must not use the key \"%s\"", fn,
-                       ATTN_MODEL_CONFIG_KEY);
+        ATTN_CHECK_ARG(extra[i].key == NULL ||
+                           (strcmp(extra[i].key, ATTN_MODEL_CONFIG_KEY) != 0 &&
+                            strcmp(extra[i].key, ATTN_MODEL_PRECISION_KEY) != 0),
+                       "%s: extra metadata must not use the key \"%s\"", fn, extra[i].key);
     ATTN_CHECK_ARG(n_extra < 1024, "%s: too many metadata entries (%zu)", fn, n_extra);
     char *json = NULL;
     ATTN_TRY(attn_model_config_to_json(&model->config, &json));
-    attn_metadata_entry *metadata = malloc((n_extra + 1) * sizeof *metadata);
+    attn_metadata_entry *metadata = malloc((n_extra + 2) * sizeof *metadata);
     if (metadata == NULL) {
         free(json);
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
@@ -165,7 +176,14 @@ attn_status attn_model_save(attn_model *model, const char *path, const attn_meta
     metadata[0].value = json;
     for (size_t i = 0; i < n_extra; i++)
         metadata[i + 1] = extra[i];
-    attn_status status = attn_params_save(model->params, path, metadata, n_extra + 1);
+    attn_status status;
+    if (model->precision == ATTN_PRECISION_FP32) {
+        status = attn_params_save(model->params, path, metadata, n_extra + 1);
+    } else {
+        metadata[n_extra + 1].key = ATTN_MODEL_PRECISION_KEY;
+        metadata[n_extra + 1].value = attn_precision_name(model->precision);
+        status = attn_model_save_quantized(model, path, metadata, n_extra + 2);
+    }
     free(metadata);
     free(json);
     return status;
@@ -194,6 +212,24 @@ static attn_status find_config(const attn_tensor_file *file, const char *fn, con
                      fn, name, ATTN_MODEL_CONFIG_KEY);
 }
 
+/* fp32 without the precision key. */
+static attn_status stored_precision(const attn_tensor_file *file, const char *fn, const char *name,
+                                    attn_precision *precision)
+{
+    for (size_t i = 0; i < attn_tensor_file_metadata_count(file); i++) {
+        const char *key, *value;
+        ATTN_TRY(attn_tensor_file_metadata_at(file, i, &key, &value));
+        if (strcmp(key, ATTN_MODEL_PRECISION_KEY) != 0)
+            continue;
+        if (attn_precision_parse(value, precision) != ATTN_OK || *precision == ATTN_PRECISION_FP32)
+            return attn_fail(ATTN_ERR_FORMAT, "%s: %s: metadata '%s' is \"%s\", not bf16 or int8",
+                             fn, name, ATTN_MODEL_PRECISION_KEY, value);
+        return ATTN_OK;
+    }
+    *precision = ATTN_PRECISION_FP32;
+    return ATTN_OK;
+}
+
 /* The model of an open file; messages start with fn and name the file. */
 static attn_status model_from_file(const attn_tensor_file *file, const char *fn, const char *name,
                                    attn_model **out)
@@ -212,8 +248,13 @@ static attn_status model_from_file(const attn_tensor_file *file, const char *fn,
     }
     if (status == ATTN_OK)
         status = attn_model_create(&config, &model);
+    attn_precision precision = ATTN_PRECISION_FP32;
     if (status == ATTN_OK)
-        status = attn_model_load_weights(model, file);
+        status = stored_precision(file, fn, name, &precision);
+    if (status == ATTN_OK)
+        status = precision == ATTN_PRECISION_FP32
+                     ? attn_model_load_weights(model, file)
+                     : attn_model_load_quantized(model, file, precision);
     if (status != ATTN_OK) {
         attn_model_destroy(model);
         return status;
@@ -288,8 +329,7 @@ static attn_status encode(const char *fn, attn_model *model, attn_graph *graph, 
                           attn_var **memory)
 {
     const attn_model_config *c = &model->config;
-    ATTN_CHECK_ARG(c->arch != ATTN_ARCH_TRANSFORMER_LM, "%s: a language model has no encoder",
-                   fn);
+    ATTN_CHECK_ARG(c->arch != ATTN_ARCH_TRANSFORMER_LM, "%s: a language model has no encoder", fn);
     ATTN_CHECK_ARG(size >= 0, "%s: negative batch size %lld", fn, (long long)size);
     ATTN_CHECK_ARG(src_len >= 1 && src_len <= c->max_len,
                    "%s: source length %lld is outside [1, max_len %lld]", fn, (long long)src_len,
@@ -309,9 +349,8 @@ static attn_status encode(const char *fn, attn_model *model, attn_graph *graph, 
     return ATTN_OK;
 }
 
-attn_status attn_model_encode(attn_model *model, attn_graph *graph, int64_t size,
-                              int64_t src_len, const int32_t *src, const int32_t *src_lengths,
-                              attn_var **memory)
+attn_status attn_model_encode(attn_model *model, attn_graph *graph, int64_t size, int64_t src_len,
+                              const int32_t *src, const int32_t *src_lengths, attn_var **memory)
 {
     const char *fn = __func__;
     ATTN_CHECK_NOT_NULL(memory);
@@ -321,13 +360,12 @@ attn_status attn_model_encode(attn_model *model, attn_graph *graph, int64_t size
 }
 
 static attn_status decode(const char *fn, attn_model *model, attn_graph *graph, attn_var *memory,
-                          const int32_t *src_lengths, int64_t size, int64_t len,
-                          const int32_t *ids, int64_t ids_stride, const int32_t *lengths,
-                          attn_var **logits)
+                          const int32_t *src_lengths, int64_t size, int64_t len, const int32_t *ids,
+                          int64_t ids_stride, const int32_t *lengths, attn_var **logits)
 {
     const attn_model_config *c = &model->config;
-    ATTN_CHECK_ARG(c->arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER,
-                   "%s: a classifier has no decoder", fn);
+    ATTN_CHECK_ARG(c->arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER, "%s: a classifier has no decoder",
+                   fn);
     ATTN_CHECK_ARG(size >= 0, "%s: negative batch size %lld", fn, (long long)size);
     ATTN_CHECK_ARG(len >= 0 && len <= c->max_len,
                    "%s: decoder length %lld is outside [0, max_len %lld]", fn, (long long)len,
@@ -356,8 +394,8 @@ static attn_status decode(const char *fn, attn_model *model, attn_graph *graph, 
     attn_attention_mask self_mask = {lengths, 1}, memory_mask = {src_lengths, 0};
     if (c->arch == ATTN_ARCH_TRANSFORMER) {
         for (int64_t i = 0; i < model->n_decoder_layers; i++)
-            ATTN_TRY(attn_nn_decoder_layer_forward(&model->decoder_layers[i], graph, x,
-                                                   &self_mask, memory, &memory_mask, &x));
+            ATTN_TRY(attn_nn_decoder_layer_forward(&model->decoder_layers[i], graph, x, &self_mask,
+                                                   memory, &memory_mask, &x));
     } else {
         for (int64_t i = 0; i < model->n_blocks; i++)
             ATTN_TRY(attn_nn_encoder_layer_forward(&model->blocks[i], graph, x, &self_mask, &x));
@@ -392,8 +430,8 @@ static attn_status check_batch(const char *fn, const attn_model *model,
                        (long long)batch->tgt_len, (long long)(c->max_len + 1));
         ATTN_CHECK_ARG(batch->size == 0 || batch->tgt != NULL, "%s: batch->tgt must not be NULL",
                        fn);
-        ATTN_TRY(check_lengths(fn, "tgt_lengths", batch->size, batch->tgt_lengths, 1,
-                               batch->tgt_len));
+        ATTN_TRY(
+            check_lengths(fn, "tgt_lengths", batch->size, batch->tgt_lengths, 1, batch->tgt_len));
     } else {
         ATTN_CHECK_ARG(batch->size == 0 || batch->labels != NULL,
                        "%s: batch->labels must not be NULL", fn);
