@@ -59,10 +59,10 @@ static attn_status build(attn_model *m)
                                                 c->d_model));
             m->tgt_embed = m->src_embed;
         } else {
-            ATTN_TRY(attn_nn_embedding_register(&m->src_embed, m->params, "src_embed", c->src_vocab,
-                                                c->d_model));
-            ATTN_TRY(attn_nn_embedding_register(&m->tgt_embed, m->params, "tgt_embed", c->tgt_vocab,
-                                                c->d_model));
+            ATTN_TRY(attn_nn_embedding_register(&m->src_embed, m->params, "src_embed",
+                                                c->src_vocab, c->d_model));
+            ATTN_TRY(attn_nn_embedding_register(&m->tgt_embed, m->params, "tgt_embed",
+                                                c->tgt_vocab, c->d_model));
         }
         break;
     case ATTN_ARCH_TRANSFORMER_CLASSIFIER:
@@ -76,12 +76,8 @@ static attn_status build(attn_model *m)
     case ATTN_ARCH_RNN:
         return attn_rnn_model_build(c, m->params, &m->rnn);
     }
-    attn_nn_block_config block = {c->d_model,
-                                  c->num_heads,
-                                  c->ffn_dim,
-                                  (float)c->dropout,
-                                  c->activation,
-                                  c->norm_first,
+    attn_nn_block_config block = {c->d_model,       c->num_heads,  c->ffn_dim,
+                                  (float)c->dropout, c->activation, c->norm_first,
                                   (float)c->layer_norm_eps};
     ATTN_TRY(register_stack(m, &block));
     if (c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER) {
@@ -95,7 +91,8 @@ static attn_status build(attn_model *m)
                                          c->tgt_vocab, 1));
     }
     ATTN_TRY(attn_params_finalize(m->params));
-    return attn_nn_positional_init(&m->positions, c->max_len, c->d_model, c->positional_encoding);
+    return attn_nn_positional_init(&m->positions, c->max_len, c->d_model,
+                                   c->positional_encoding);
 }
 
 attn_status attn_model_create(const attn_model_config *config, attn_model **out)
@@ -140,15 +137,9 @@ const attn_model_config *attn_model_get_config(const attn_model *model)
     return model ? &model->config : NULL;
 }
 
-attn_params *attn_model_params(attn_model *model)
-{
-    return model ? model->params : NULL;
-}
+attn_params *attn_model_params(attn_model *model) { return model ? model->params : NULL; }
 
-attn_rnn_model *attn_model_rnn_part(attn_model *model)
-{
-    return model ? model->rnn : NULL;
-}
+attn_rnn_model *attn_model_rnn_part(attn_model *model) { return model ? model->rnn : NULL; }
 
 /* ---- saving and loading ------------------------------------------------------------------ */
 
@@ -329,7 +320,8 @@ static attn_status encode(const char *fn, attn_model *model, attn_graph *graph, 
                           attn_var **memory)
 {
     const attn_model_config *c = &model->config;
-    ATTN_CHECK_ARG(c->arch != ATTN_ARCH_TRANSFORMER_LM, "%s: a language model has no encoder", fn);
+    ATTN_CHECK_ARG(c->arch != ATTN_ARCH_TRANSFORMER_LM, "%s: a language model has no encoder",
+                   fn);
     ATTN_CHECK_ARG(size >= 0, "%s: negative batch size %lld", fn, (long long)size);
     ATTN_CHECK_ARG(src_len >= 1 && src_len <= c->max_len,
                    "%s: source length %lld is outside [1, max_len %lld]", fn, (long long)src_len,
@@ -349,8 +341,9 @@ static attn_status encode(const char *fn, attn_model *model, attn_graph *graph, 
     return ATTN_OK;
 }
 
-attn_status attn_model_encode(attn_model *model, attn_graph *graph, int64_t size, int64_t src_len,
-                              const int32_t *src, const int32_t *src_lengths, attn_var **memory)
+attn_status attn_model_encode(attn_model *model, attn_graph *graph, int64_t size,
+                              int64_t src_len, const int32_t *src, const int32_t *src_lengths,
+                              attn_var **memory)
 {
     const char *fn = __func__;
     ATTN_CHECK_NOT_NULL(memory);
@@ -360,12 +353,13 @@ attn_status attn_model_encode(attn_model *model, attn_graph *graph, int64_t size
 }
 
 static attn_status decode(const char *fn, attn_model *model, attn_graph *graph, attn_var *memory,
-                          const int32_t *src_lengths, int64_t size, int64_t len, const int32_t *ids,
-                          int64_t ids_stride, const int32_t *lengths, attn_var **logits)
+                          const int32_t *src_lengths, int64_t size, int64_t len,
+                          const int32_t *ids, int64_t ids_stride, const int32_t *lengths,
+                          attn_var **logits)
 {
     const attn_model_config *c = &model->config;
-    ATTN_CHECK_ARG(c->arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER, "%s: a classifier has no decoder",
-                   fn);
+    ATTN_CHECK_ARG(c->arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER,
+                   "%s: a classifier has no decoder", fn);
     ATTN_CHECK_ARG(size >= 0, "%s: negative batch size %lld", fn, (long long)size);
     ATTN_CHECK_ARG(len >= 0 && len <= c->max_len,
                    "%s: decoder length %lld is outside [0, max_len %lld]", fn, (long long)len,
@@ -394,8 +388,8 @@ static attn_status decode(const char *fn, attn_model *model, attn_graph *graph, 
     attn_attention_mask self_mask = {lengths, 1}, memory_mask = {src_lengths, 0};
     if (c->arch == ATTN_ARCH_TRANSFORMER) {
         for (int64_t i = 0; i < model->n_decoder_layers; i++)
-            ATTN_TRY(attn_nn_decoder_layer_forward(&model->decoder_layers[i], graph, x, &self_mask,
-                                                   memory, &memory_mask, &x));
+            ATTN_TRY(attn_nn_decoder_layer_forward(&model->decoder_layers[i], graph, x,
+                                                   &self_mask, memory, &memory_mask, &x));
     } else {
         for (int64_t i = 0; i < model->n_blocks; i++)
             ATTN_TRY(attn_nn_encoder_layer_forward(&model->blocks[i], graph, x, &self_mask, &x));
@@ -430,8 +424,8 @@ static attn_status check_batch(const char *fn, const attn_model *model,
                        (long long)batch->tgt_len, (long long)(c->max_len + 1));
         ATTN_CHECK_ARG(batch->size == 0 || batch->tgt != NULL, "%s: batch->tgt must not be NULL",
                        fn);
-        ATTN_TRY(
-            check_lengths(fn, "tgt_lengths", batch->size, batch->tgt_lengths, 1, batch->tgt_len));
+        ATTN_TRY(check_lengths(fn, "tgt_lengths", batch->size, batch->tgt_lengths, 1,
+                               batch->tgt_len));
     } else {
         ATTN_CHECK_ARG(batch->size == 0 || batch->labels != NULL,
                        "%s: batch->labels must not be NULL", fn);

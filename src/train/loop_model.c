@@ -4,10 +4,7 @@
 
 #include <string.h>
 
-static attn_params *model_params(void *self)
-{
-    return attn_model_params(self);
-}
+static attn_params *model_params(void *self) { return attn_model_params(self); }
 
 static attn_status model_config_json(void *self, char **json)
 {
