@@ -166,7 +166,8 @@ ATTN_API attn_status attn_model_load(const char *path, attn_model **out);
  * file (its path; NULL: "the file"). */
 ATTN_API attn_status attn_model_from_file(const attn_tensor_file *file, const char *name,
                                           attn_model **out);
-/* Reads every parameter of the model from an open file by name (see attn_params_load). */
+/* Reads every parameter of the model from an open file by name (see attn_params_load); an
+ * fp32 model only. */
 ATTN_API attn_status attn_model_load_weights(attn_model *model, const attn_tensor_file *file);
 
 /* Inference in a lower precision: every matrix of the model (projections, embeddings, the

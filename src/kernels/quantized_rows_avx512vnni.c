@@ -16,32 +16,27 @@ static inline __attribute__((always_inline)) void int8_rows(const attn_quantized
 {
     const uint32_t *packed = w->packed + tile * w->groups * QUANTIZED_TILE;
     __m512i acc[ROWS_PER_PASS][VECTORS];
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < n; r++)
-        _Pragma("GCC unroll 4")
-        for (int v = 0; v < VECTORS; v++)
-            acc[r][v] = _mm512_setzero_si512();
+    _Pragma("GCC unroll 4") for (int r = 0; r < n; r++)
+        _Pragma("GCC unroll 4") for (int v = 0; v < VECTORS; v++) acc[r][v] =
+            _mm512_setzero_si512();
     const uint32_t *rows = x->x + r0 * w->groups;
     for (int64_t g = 0; g < w->groups; g++) {
         __m512i wv[VECTORS];
-        _Pragma("GCC unroll 4")
-        for (int v = 0; v < VECTORS; v++)
-            wv[v] = _mm512_load_si512((const void *)(packed + g * QUANTIZED_TILE + 16 * v));
-        _Pragma("GCC unroll 4")
-        for (int r = 0; r < n; r++) {
+        _Pragma("GCC unroll 4") for (int v = 0; v < VECTORS; v++) wv[v] =
+            _mm512_load_si512((const void *)(packed + g * QUANTIZED_TILE + 16 * v));
+        _Pragma("GCC unroll 4") for (int r = 0; r < n; r++)
+        {
             const __m512i xr = _mm512_set1_epi32((int)rows[r * w->groups + g]);
-            _Pragma("GCC unroll 4")
-            for (int v = 0; v < VECTORS; v++)
-                acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], xr, wv[v]);
+            _Pragma("GCC unroll 4") for (int v = 0; v < VECTORS; v++) acc[r][v] =
+                _mm512_dpbusd_epi32(acc[r][v], xr, wv[v]);
         }
     }
     const int64_t o0 = tile * QUANTIZED_TILE;
     const int64_t width = w->out - o0 < QUANTIZED_TILE ? w->out - o0 : QUANTIZED_TILE;
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < n; r++) {
+    _Pragma("GCC unroll 4") for (int r = 0; r < n; r++)
+    {
         int32_t sums[QUANTIZED_TILE];
-        _Pragma("GCC unroll 4")
-        for (int v = 0; v < VECTORS; v++)
+        _Pragma("GCC unroll 4") for (int v = 0; v < VECTORS; v++)
             _mm512_storeu_si512((void *)(sums + 16 * v), acc[r][v]);
         attn_int8_finish(w, sums, x->x_scale[r0 + r], x->x_zero[r0 + r], b, o0, width,
                          y + (r0 + r) * ldy);

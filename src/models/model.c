@@ -183,6 +183,10 @@ attn_status attn_model_save(attn_model *model, const char *path, const attn_meta
 attn_status attn_model_load_weights(attn_model *model, const attn_tensor_file *file)
 {
     ATTN_CHECK_NOT_NULL(model);
+    ATTN_CHECK_ARG(model->precision == ATTN_PRECISION_FP32,
+                   "attn_model_load_weights: the model runs in %s; load fp32 weights into an fp32 "
+                   "model (its stored %s matrices would no longer match)",
+                   attn_precision_name(model->precision), attn_precision_name(model->precision));
     return attn_params_load(model->params, file, ATTN_PARAM_VALUES, NULL);
 }
 
@@ -330,6 +334,8 @@ static attn_status encode(const char *fn, attn_model *model, attn_graph *graph, 
     if (model->rnn != NULL)
         return attn_rnn_model_encode(fn, model->rnn, graph, size, src_len, src, src_lengths,
                                      memory);
+    if (attn_quantized_encoder_applies(model, graph))
+        return attn_quantized_encode(fn, model, graph, size, src_len, src, src_lengths, memory);
     attn_var *x;
     ATTN_TRY(embed(model, &model->src_embed, graph, size, src_len, src, src_len, &x));
     attn_attention_mask mask = {src_lengths, 0};

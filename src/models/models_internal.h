@@ -32,7 +32,16 @@ struct attn_model {
     attn_quantized_matrix *quantized;
     attn_quantized_matrix *cross_q; /* [n_decoder_layers]: rows [0, E) of multihead_attn's
                                        in_proj_weight */
+    int watched; /* attn_model_attention_weights is running: take the graph's operations */
 };
+
+/* quantized_encoder.c: whether encode takes attn_quantized_encode (a bf16 or int8
+ * Transformer, a graph that neither records nor trains, no attention watched), which has
+ * encode's contract (arguments checked by the caller). */
+ATTN_INTERNAL int attn_quantized_encoder_applies(const attn_model *m, const attn_graph *graph);
+ATTN_INTERNAL attn_status attn_quantized_encode(const char *fn, attn_model *m, attn_graph *graph,
+                                                int64_t size, int64_t len, const int32_t *src,
+                                                const int32_t *src_lengths, attn_var **memory);
 
 /* quantized.c: the stored matrix of a parameter, NULL when it is fp32. */
 ATTN_INTERNAL const attn_quantized_matrix *attn_model_quantized(const attn_model *model,

@@ -136,6 +136,42 @@ static void test_steps_close_to_whole_prefix(void)
             }
 }
 
+/* The encoder's own inference path (products on the stored matrices) against the graph's
+ * operations over the same weights in fp32, which a recording graph takes. */
+static void test_encoder_close_to_graph_operations(void)
+{
+    static const attn_precision precisions[2] = {ATTN_PRECISION_BF16, ATTN_PRECISION_INT8};
+    static const double tolerance[2] = {0.01, 0.03};
+    for (int norm_first = 0; norm_first < 2; norm_first++)
+        for (int p = 0; p < 2; p++) {
+            attn_model_config c = transformer(24 + 8 * norm_first, 4, norm_first);
+            attn_model *m = new_model(&c, 5, 0.3f);
+            CHECK_OK(attn_model_set_precision(m, precisions[p]));
+            attn_graph *fast = inference_graph(m), *graph = NULL;
+            CHECK_OK(attn_graph_create(attn_model_params(m), &graph));
+            attn_graph_set_training(graph, 0);
+            attn_var *a = NULL, *b = NULL;
+            CHECK_OK(attn_model_encode(m, fast, BATCH, SRC_LEN, batch_src, batch_src_lengths, &a));
+            CHECK_OK(attn_model_encode(m, graph, BATCH, SRC_LEN, batch_src, batch_src_lengths, &b));
+            if (a != NULL && b != NULL) {
+                /* the rows of the empty third sentence are never read */
+                double error = 0.0;
+                for (int64_t s = 0; s < 2; s++)
+                    for (int64_t t = 0; t < batch_src_lengths[s]; t++) {
+                        const int64_t at = (s * SRC_LEN + t) * c.d_model;
+                        error = fmax(
+                            error, worst_error(a->value.data + at, b->value.data + at, c.d_model));
+                    }
+                CHECK(error < tolerance[p] && error > 0.0,
+                      "%s norm_first %d: the encoder within %g of the graph's (%g)",
+                      attn_precision_name(precisions[p]), norm_first, tolerance[p], error);
+            }
+            attn_graph_destroy(fast);
+            attn_graph_destroy(graph);
+            attn_model_destroy(m);
+        }
+}
+
 static void test_matrices_hold_stored_values(void)
 {
     attn_model_config c = transformer(24, 3, 0);
@@ -264,6 +300,7 @@ static void test_rnn_reads_stored_weights(void)
 int main(void)
 {
     RUN_TEST(test_steps_close_to_whole_prefix);
+    RUN_TEST(test_encoder_close_to_graph_operations);
     RUN_TEST(test_matrices_hold_stored_values);
     RUN_TEST(test_files_reload_exactly);
     RUN_TEST(test_rnn_reads_stored_weights);
