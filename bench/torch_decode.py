@@ -80,7 +80,8 @@ def read_lines(path):
 
 
 def report(attn_path, torch_paths):
-    """attn's rate beside the best PyTorch rate of each batch size, and their ratio."""
+    """attn's rate (each precision it was run at) beside the best PyTorch rate of each batch
+    size, their ratio, and the ratio to attn's own fp32 rate."""
     attn = read_lines(attn_path)
     runs = [row for path in torch_paths for row in read_lines(path)]
     if attn:
@@ -88,7 +89,10 @@ def report(attn_path, torch_paths):
               f"source tokens; attn {attn[0]['isa']} {attn[0]['threads']} threads; PyTorch best "
               f"of {len(torch_paths)} settings; sentences/s, medians, indicative on a shared "
               f"machine")
-    print("%5s %10s %10s %-28s %7s" % ("batch", "attn", "torch", "(torch setting)", "ratio"))
+    print("%5s %9s %10s %10s %-28s %7s %8s" % ("batch", "precision", "attn", "torch",
+                                                "(torch setting)", "ratio", "vs fp32"))
+    fp32 = {row["batch"]: row["seqs_per_s"] for row in attn
+            if row.get("precision", "fp32") == "fp32"}
     for row in attn:
         matches = [r for r in runs if r["batch"] == row["batch"]]
         if not matches:
@@ -96,9 +100,11 @@ def report(attn_path, torch_paths):
         best = max(matches, key=lambda r: r["seqs_per_s"])
         setting = (f"{best.get('precision', 'fp32')}, {best['omp_wait_policy']}, "
                    f"{best['threads']} thr")
-        print("%5d %10.1f %10.1f %-28s %6.1fx" % (row["batch"], row["seqs_per_s"],
-                                                  best["seqs_per_s"], f"({setting})",
-                                                  row["seqs_per_s"] / best["seqs_per_s"]))
+        own = (f"{row['seqs_per_s'] / fp32[row['batch']]:7.2f}x" if row["batch"] in fp32
+               else "")
+        print("%5d %9s %10.1f %10.1f %-28s %6.1fx %8s" % (
+            row["batch"], row.get("precision", "fp32"), row["seqs_per_s"], best["seqs_per_s"],
+            f"({setting})", row["seqs_per_s"] / best["seqs_per_s"], own))
 
 
 def main():
