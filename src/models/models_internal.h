@@ -30,8 +30,8 @@ struct attn_model {
      * parameters kept in fp32); NULL in an fp32 model. */
     attn_precision precision;
     attn_quantized_matrix *quantized;
-    attn_quantized_matrix *cross_q; /* [n_decoder_layers]: rows [0, E) of multihead_attn's
-                                       in_proj_weight */
+    /* [n_decoder_layers]: rows [0, E) and [E, 3E) of multihead_attn's in_proj_weight */
+    attn_quantized_matrix *cross_q, *cross_kv;
     int watched; /* attn_model_attention_weights is running: take the graph's operations */
 };
 

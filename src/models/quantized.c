@@ -25,11 +25,16 @@ static int is_matrix(const attn_param_info *info)
 
 void attn_model_free_quantized(attn_model *model)
 {
-    if (model->cross_q != NULL)
-        for (int64_t l = 0; l < model->n_decoder_layers; l++)
+    for (int64_t l = 0; l < model->n_decoder_layers; l++) {
+        if (model->cross_q != NULL)
             attn_quantized_matrix_free(&model->cross_q[l]);
+        if (model->cross_kv != NULL)
+            attn_quantized_matrix_free(&model->cross_kv[l]);
+    }
     free(model->cross_q);
+    free(model->cross_kv);
     model->cross_q = NULL;
+    model->cross_kv = NULL;
     if (model->quantized == NULL)
         return;
     const size_t count = attn_params_count(model->params);
@@ -47,16 +52,17 @@ static void write_back(attn_model *model, attn_param_id id, const attn_quantized
         attn_quantized_matrix_float_row(m, o, values + o * m->in);
 }
 
-/* Rows [0, rows) of m as a matrix of their own: the same stored values and scales. */
-static attn_status first_rows(const char *fn, const attn_quantized_matrix *m, int64_t rows,
-                              attn_quantized_matrix *out)
+/* Rows [first, first + rows) of m as a matrix of their own: the same stored values and
+ * scales. */
+static attn_status row_range(const char *fn, const attn_quantized_matrix *m, int64_t first,
+                             int64_t rows, attn_quantized_matrix *out)
 {
     if (m->precision == ATTN_PRECISION_BF16) {
         float *values = malloc((size_t)(rows * m->in) * sizeof(float));
         if (values == NULL)
             return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
         for (int64_t o = 0; o < rows; o++)
-            attn_quantized_matrix_float_row(m, o, values + o * m->in);
+            attn_quantized_matrix_float_row(m, first + o, values + o * m->in);
         const attn_status status =
             attn_quantized_matrix_create(fn, m->precision, rows, m->in, values, out);
         free(values);
@@ -66,25 +72,29 @@ static attn_status first_rows(const char *fn, const attn_quantized_matrix *m, in
     if (q == NULL)
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     for (int64_t o = 0; o < rows; o++)
-        attn_quantized_matrix_int8_row(m, o, q + o * m->in);
-    const attn_status status = attn_quantized_matrix_from_int8(fn, rows, m->in, q, m->scale, out);
+        attn_quantized_matrix_int8_row(m, first + o, q + o * m->in);
+    const attn_status status =
+        attn_quantized_matrix_from_int8(fn, rows, m->in, q, m->scale + first, out);
     free(q);
     return status;
 }
 
-/* The cross-attention query projection is the first third of the packed [3E, E] one, which
- * the step decoder multiplies with alone. */
-static attn_status split_cross_queries(const char *fn, attn_model *model)
+/* The packed [3E, E] cross-attention projection is multiplied in two parts: the queries
+ * (rows [0, E)) at every step, the keys and values (rows [E, 3E)) once per source. */
+static attn_status split_cross_projections(const char *fn, attn_model *model)
 {
     if (model->n_decoder_layers == 0)
         return ATTN_OK;
     model->cross_q = calloc((size_t)model->n_decoder_layers, sizeof *model->cross_q);
-    if (model->cross_q == NULL)
+    model->cross_kv = calloc((size_t)model->n_decoder_layers, sizeof *model->cross_kv);
+    if (model->cross_q == NULL || model->cross_kv == NULL)
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     for (int64_t l = 0; l < model->n_decoder_layers; l++) {
         const attn_nn_mha *mha = &model->decoder_layers[l].multihead_attn;
-        ATTN_TRY(first_rows(fn, &model->quantized[mha->in_proj_weight], mha->embed_dim,
-                            &model->cross_q[l]));
+        const attn_quantized_matrix *packed = &model->quantized[mha->in_proj_weight];
+        const int64_t E = mha->embed_dim;
+        ATTN_TRY(row_range(fn, packed, 0, E, &model->cross_q[l]));
+        ATTN_TRY(row_range(fn, packed, E, 2 * E, &model->cross_kv[l]));
     }
     return ATTN_OK;
 }
@@ -129,7 +139,7 @@ attn_status attn_model_set_precision(attn_model *model, attn_precision precision
         }
         write_back(model, (attn_param_id)i, &model->quantized[i]);
     }
-    const attn_status status = split_cross_queries(fn, model);
+    const attn_status status = split_cross_projections(fn, model);
     if (status != ATTN_OK) {
         attn_model_free_quantized(model);
         return status;
@@ -279,7 +289,7 @@ attn_status attn_model_load_quantized(attn_model *model, const attn_tensor_file 
         }
     }
     if (status == ATTN_OK)
-        status = split_cross_queries(fn, model);
+        status = split_cross_projections(fn, model);
     if (status != ATTN_OK) {
         attn_model_free_quantized(model);
         return status;

@@ -12,7 +12,9 @@
  * reading the weights, which attn_step_linear does once per step straight from PyTorch's
  * [out, in] layout; a larger one is compute-bound and multiplies with attn_gemm on copies of
  * the weights transposed once at the start (attn_gemm reads a [k, n] operand in place, but
- * would repack [out, in] at every call).
+ * would repack [out, in] at every call). A bf16 or int8 model (quantized.c) multiplies every
+ * row count with its stored matrices instead (attn_quantized_linear), the cross-attention's
+ * keys and values of the memory included.
  *
  * Rows reach their cache through a slab index. Selecting rows mostly moves indices: a row
  * kept once keeps its slab, only a duplicated row's history is copied into a free slab, and
@@ -306,8 +308,8 @@ static void gather_weights(transformer_step_decoder *d, const attn_model *m)
             /* The packed [3E, E] projection: Q's rows first, then K's and V's. */
             w->cross_q = (linear_weights){
                 packed.w, packed.b, E, E, NULL, m->cross_q != NULL ? &m->cross_q[l] : NULL};
-            /* once per start, over every source token: the fp32 GEMM (on the stored values) */
-            w->cross_kv = (linear_weights){packed.w + E * E, packed.b + E, E, 2 * E, NULL, NULL};
+            w->cross_kv = (linear_weights){packed.w + E * E, packed.b + E, E,    2 * E,
+                                           NULL,             m->cross_kv != NULL ? &m->cross_kv[l] : NULL};
             w->ff1 = linear_of(m, &layer->ff.linear1);
             w->ff2 = linear_of(m, &layer->ff.linear2);
             set_norm(m, w, SELF_ATTENTION, &layer->norm1);
@@ -455,11 +457,23 @@ static attn_status project_memory(const char *fn, transformer_step_decoder *d, c
         return ATTN_OK;
     int fits = 1;
     float *kv = alloc_floats(tokens, 2 * E, &fits);
-    if (!fits)
+    const attn_quantized_matrix *q = d->layers[0].cross_kv.q;
+    void *scratch = q != NULL ? attn_aligned_alloc(attn_quantized_linear_scratch_bytes(tokens, q))
+                              : NULL;
+    if (!fits || (q != NULL && scratch == NULL)) {
+        attn_aligned_free(kv);
+        attn_aligned_free(scratch);
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
     attn_status status = ATTN_OK;
     for (int64_t l = 0; l < d->n_layers && status == ATTN_OK; l++) {
-        status = gemm_linear(&d->layers[l].cross_kv, tokens, memory, E, kv, 2 * E);
+        const linear_weights *w = &d->layers[l].cross_kv;
+        if (w->q != NULL) {
+            const quantized_linear_args args = {tokens, memory, E, w->q, w->b, kv, 2 * E, scratch};
+            attn_quantized_linear(&args);
+        } else {
+            status = gemm_linear(w, tokens, memory, E, kv, 2 * E);
+        }
         const kv_cache_view view = cross_cache_view(d, l);
         for (int64_t b = 0; b < sentences && status == ATTN_OK; b++)
             for (int64_t h = 0; h < H; h++)
@@ -471,6 +485,7 @@ static attn_status project_memory(const char *fn, transformer_step_decoder *d, c
                     memcpy(key + view.value_offset, row + E + h * dh, (size_t)dh * sizeof(float));
                 }
     }
+    attn_aligned_free(scratch);
     attn_aligned_free(kv);
     return status;
 }
