@@ -66,7 +66,7 @@ void attn_int8_quantize_row_avx512vnni(const float *x, int64_t in, int64_t group
     const __m512i shift = _mm512_set1_epi32(*zero);
     uint8_t *bytes = (uint8_t *)packed;
     for (i = 0; i < in; i += 16) {
-        const __mmask16 m = in - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (in - i)) - 1u);
+        const __mmask16 m = (__mmask16)(in - i >= 16 ? 0xffffu : (1u << (in - i)) - 1u);
         __m512 q = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inverse),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         q = _mm512_min_ps(_mm512_max_ps(q, low), high);
