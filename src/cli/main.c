@@ -13,6 +13,7 @@ typedef struct {
 } command;
 
 static const command commands[] = {
+    {"average", attn_cmd_average, "average the weights of model files or checkpoints"},
     {"bench", attn_cmd_bench, "measure kernels against references (attn bench attention)"},
     {"eval", attn_cmd_eval, "score output against references: BLEU, chrF, WER, G2P PER"},
     {"info", attn_cmd_info, "print the build: version, threading, instruction sets"},
