@@ -77,13 +77,13 @@ typedef enum attn_rnn_local {
  *                           label_smoothing and the rnn fields (none of the "all" others)
  * Fields an architecture does not have stay 0 in the struct and are rejected in JSON. */
 typedef struct attn_model_config {
-    int version;          /* ATTN_MODEL_CONFIG_VERSION */
-    attn_model_arch arch; /* JSON: "transformer", ... */
+    int version;                        /* ATTN_MODEL_CONFIG_VERSION */
+    attn_model_arch arch;               /* JSON: "transformer", ... */
     int64_t d_model, num_heads, ffn_dim;
     int64_t encoder_layers, decoder_layers;
-    double dropout;             /* [0, 1) */
-    attn_activation activation; /* JSON: "relu", "gelu" or "gelu_tanh" */
-    int norm_first;             /* JSON bool: pre-norm (true) or post-norm (false) */
+    double dropout;                     /* [0, 1) */
+    attn_activation activation;         /* JSON: "relu", "gelu" or "gelu_tanh" */
+    int norm_first;                     /* JSON bool: pre-norm (true) or post-norm (false) */
     int encoder_final_norm, decoder_final_norm; /* JSON bools */
     int64_t src_vocab, tgt_vocab, num_classes;
     int share_embeddings;               /* JSON bool; needs src_vocab == tgt_vocab */
@@ -94,17 +94,17 @@ typedef struct attn_model_config {
     double layer_norm_eps;              /* > 0 */
     double label_smoothing;             /* [0, 1]: of the training loss */
     /* rnn only (see the RNN section) */
-    attn_rnn_cell cell;           /* JSON: "gru" or "lstm" */
-    int64_t layers;               /* stacked layers, encoder and decoder alike */
-    int64_t hidden;               /* units per direction and in the decoder */
-    int64_t embedding_dim;        /* source and target embeddings */
-    int64_t attention_dim;        /* bahdanau, luong-concat and local-p scoring nets */
-    int bidirectional;            /* JSON bool: the encoder reads both ways */
-    attn_rnn_attention attention; /* JSON: "bahdanau", "luong-dot", ... or "none" */
-    attn_rnn_local local;         /* JSON: "none", "m" or "p" (Luong attention only) */
-    int64_t window;               /* D of local attention, >= 1 */
-    int input_feeding;            /* JSON bool: Luong's h~_{i-1} into step i */
-    int reverse_source;           /* JSON bool: read each source sentence backwards */
+    attn_rnn_cell cell;                 /* JSON: "gru" or "lstm" */
+    int64_t layers;                     /* stacked layers, encoder and decoder alike */
+    int64_t hidden;                     /* units per direction and in the decoder */
+    int64_t embedding_dim;              /* source and target embeddings */
+    int64_t attention_dim;              /* bahdanau, luong-concat and local-p scoring nets */
+    int bidirectional;                  /* JSON bool: the encoder reads both ways */
+    attn_rnn_attention attention;       /* JSON: "bahdanau", "luong-dot", ... or "none" */
+    attn_rnn_local local;               /* JSON: "none", "m" or "p" (Luong attention only) */
+    int64_t window;                     /* D of local attention, >= 1 */
+    int input_feeding;                  /* JSON bool: Luong's h~_{i-1} into step i */
+    int reverse_source;                 /* JSON bool: read each source sentence backwards */
 } attn_model_config;
 
 /* The defaults of an architecture: the base model of the paper (d_model 512, 8 heads,
@@ -201,7 +201,8 @@ ATTN_API attn_status attn_model_forward_loss_counted(attn_model *model, attn_gra
 /* The logits: [size, tgt_len - 1, tgt_vocab] for the transformer and the language model
  * (row t predicts tgt[:, t + 1]), [size, num_classes] for the classifier. */
 ATTN_API attn_status attn_model_forward_logits(attn_model *model, attn_graph *graph,
-                                               const attn_model_batch *batch, attn_var **logits);
+                                               const attn_model_batch *batch,
+                                               attn_var **logits);
 
 /* Hooks for decoding (greedy or beam search re-run the decoder on the growing prefix; a KV
  * cache can come later behind the same calls).
@@ -220,6 +221,7 @@ ATTN_API attn_status attn_model_decode(attn_model *model, attn_graph *graph, att
                                        const int32_t *src_lengths, int64_t size, int64_t len,
                                        const int32_t *ids, int64_t ids_stride,
                                        const int32_t *lengths, attn_var **logits);
+
 
 /* ---- Looking at attention ------------------------------------------------------------- */
 
@@ -281,9 +283,10 @@ typedef struct attn_step_decoder attn_step_decoder;
  * model. max_rows >= the memory's batch size (the language model: >= 1) bounds the rows;
  * max_steps >= 1 bounds the number of steps (the transformer: at most the config's
  * max_len). *out is NULL on failure. */
-ATTN_API attn_status attn_model_step_start(attn_model *model, attn_graph *graph, attn_var *memory,
-                                           const int32_t *src_lengths, int64_t max_rows,
-                                           int64_t max_steps, attn_step_decoder **out);
+ATTN_API attn_status attn_model_step_start(attn_model *model, attn_graph *graph,
+                                           attn_var *memory, const int32_t *src_lengths,
+                                           int64_t max_rows, int64_t max_steps,
+                                           attn_step_decoder **out);
 /* One step for every row: ids [size] are each row's previous token (<s> at the first
  * step); logits [size, tgt_vocab] (the caller's buffer) receives the raw logits of the next
  * token. cross (NULL: not wanted) [size, cross_maps, src_len] receives this step's
@@ -292,8 +295,8 @@ ATTN_API attn_status attn_model_step_start(attn_model *model, attn_graph *graph,
  * "none"); positions at or beyond a row's src_length are 0. The language model has no
  * cross-attention (cross_maps 0; pass NULL). ATTN_ERR_INVALID_ARGUMENT after max_steps
  * steps. size 0 is fine (nothing is written). */
-ATTN_API attn_status attn_model_step(attn_step_decoder *decoder, const int32_t *ids, float *logits,
-                                     float *cross);
+ATTN_API attn_status attn_model_step(attn_step_decoder *decoder, const int32_t *ids,
+                                     float *logits, float *cross);
 /* New row r = old row rows[r] for r < new_size: 0 <= rows[r] < the current size, repeats
  * allowed, 0 <= new_size <= max_rows. Cheap: a row kept once moves by pointer, and only a
  * duplicated row's history is copied. */

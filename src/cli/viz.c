@@ -284,7 +284,7 @@ static int draw_layer(const viz_args *a, const layer_maps *m, const char *output
     const size_t cells = (size_t)(m->rows * m->cols);
     float *mean = a->head == -1 ? calloc(cells > 0 ? cells : 1, sizeof *mean) : NULL;
     attn_viz_matrix *matrices = calloc((size_t)panels, sizeof *matrices);
-    char(*titles)[96] = calloc((size_t)panels, sizeof *titles);
+    char (*titles)[96] = calloc((size_t)panels, sizeof *titles);
     char *row_text = NULL, *col_text = NULL;
     const char **rows = shown_labels(m->row_labels, m->rows, &row_text);
     const char **cols = shown_labels(m->col_labels, m->cols, &col_text);
@@ -301,8 +301,9 @@ static int draw_layer(const viz_args *a, const layer_maps *m, const char *output
                 for (size_t e = 0; e < cells; e++)
                     mean[e] += m->weights[(size_t)h * cells + e] / (float)m->heads;
             weights = mean;
-            snprintf(titles[p], sizeof titles[p], "%slayer %lld, mean of %lld head%s", m->kind_name,
-                     (long long)m->layer, (long long)m->heads, m->heads == 1 ? "" : "s");
+            snprintf(titles[p], sizeof titles[p], "%slayer %lld, mean of %lld head%s",
+                     m->kind_name, (long long)m->layer, (long long)m->heads,
+                     m->heads == 1 ? "" : "s");
         } else {
             const int64_t head = a->head == -2 ? p : a->head;
             weights = m->weights + (size_t)head * cells;
@@ -370,17 +371,13 @@ static int draw_cross(const viz_args *a, cli_translator *t, const attn_decode_re
                       const int32_t *src, int64_t src_length, const char *output)
 {
     const attn_hypothesis *h = &result->sentences[0].hypotheses[0];
-    int code = check_layer_and_head(a, result->cross_layers, result->cross_heads, "decoder layers");
+    int code = check_layer_and_head(a, result->cross_layers, result->cross_heads,
+                                    "decoder layers");
     if (code != 0)
         return code;
-    layer_maps m = {"cross-attention ",
-                    a->layer < 0 ? result->cross_layers - 1 : a->layer,
+    layer_maps m = {"cross-attention ", a->layer < 0 ? result->cross_layers - 1 : a->layer,
                     result->cross_heads,
-                    h->steps,
-                    src_length,
-                    NULL,
-                    NULL,
-                    NULL};
+                    h->steps, src_length, NULL, NULL, NULL};
     const size_t cells = (size_t)(m.rows * m.cols);
     m.weights = malloc((size_t)m.heads * cells * sizeof *m.weights + 1);
     m.col_labels = malloc((size_t)src_length * sizeof *m.col_labels);
@@ -415,9 +412,8 @@ static int draw_self(const viz_args *a, cli_translator *t, const attn_decode_res
     const attn_model_config *c = attn_bundle_config(t->bundle);
     const int encoder = a->kind == ATTN_ENCODER_SELF_ATTENTION;
     if (c->arch != ATTN_ARCH_TRANSFORMER) {
-        fprintf(stderr,
-                "attn viz: --kind %s: this model has no self-attention (an rnn with "
-                "attention); --kind cross draws its alignment\n",
+        fprintf(stderr, "attn viz: --kind %s: this model has no self-attention (an rnn with "
+                        "attention); --kind cross draws its alignment\n",
                 encoder ? "encoder" : "self");
         return 2;
     }
@@ -504,8 +500,8 @@ static int draw_model(const viz_args *a)
         fprintf(stderr, "attn viz: the model gave no hypothesis (its logits are not finite)\n");
         code = 1;
     }
-    if (code == 0 &&
-        (output = cli_translator_text(&t, &result->sentences[0].hypotheses[0])) == NULL)
+    if (code == 0 && (output = cli_translator_text(&t, &result->sentences[0].hypotheses[0])) ==
+                         NULL)
         code = 1;
     if (code == 0)
         code = a->kind == ATTN_CROSS_ATTENTION ? draw_cross(a, &t, result, src, count, output)
