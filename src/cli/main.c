@@ -19,7 +19,7 @@ static const command commands[] = {
     {"info", attn_cmd_info, "print the build: version, threading, instruction sets"},
     {"serve", attn_cmd_serve, "serve a model over HTTP: JSON API, batched across clients"},
     {"train", attn_cmd_train, "train a sequence-to-sequence model on sentence pairs"},
-    {"translate", attn_cmd_translate, "translate lines with a trained model (beam search)"},
+    {"translate", attn_cmd_translate, "translate lines with a trained model or an ensemble (beam search)"},
     {"viz", attn_cmd_viz, "draw attention heat maps and loss curves (SVG, PNG, terminal)"},
 };
 
