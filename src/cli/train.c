@@ -363,6 +363,7 @@ int attn_cmd_train(int argc, char **argv)
             (long long)status.step);
     say_plan(&o, a.time_limit);
     train_progress_catch_interrupts(1);
+    attn_trainer_set_cancel_flag(trainer, train_progress_interrupt_flag());
     TRY(attn_trainer_run(trainer));
     train_progress_catch_interrupts(0);
     TRY(attn_trainer_get_status(trainer, &status));

@@ -288,14 +288,11 @@ static attn_model_batch model_batch(const attn_batch *b)
     return m;
 }
 
-static attn_status train_step(attn_trainer *t, attn_train_event *event)
+static attn_status compute_gradients(attn_trainer *t, double *loss_sum, int64_t *tokens,
+                                     int64_t *correct)
 {
     const attn_trainer_options *o = &t->options;
-    attn_params *store = t->params;
     attn_graph *graph = t->graph;
-    attn_params_zero_grad(store);
-    double loss_sum = 0.0;
-    int64_t tokens = 0, correct = 0;
     for (int64_t micro = 0; micro < o->accumulate; micro++) {
         const attn_batch *batch;
         ATTN_TRY(attn_batcher_next(t->train_batches, &batch));
@@ -309,10 +306,32 @@ static attn_status train_step(attn_trainer *t, attn_train_event *event)
         ATTN_TRY(t->model.forward_loss(t->model.self, graph, &input, 1, &loss, &batch_tokens,
                                        &batch_correct));
         ATTN_TRY(attn_graph_backward(graph, loss));
-        loss_sum += (double)loss->value.data[0];
-        tokens += batch_tokens;
-        correct += batch_correct;
+        *loss_sum += (double)loss->value.data[0];
+        *tokens += batch_tokens;
+        *correct += batch_correct;
     }
+    return ATTN_OK;
+}
+
+static attn_status train_step(attn_trainer *t, attn_train_event *event)
+{
+    const attn_trainer_options *o = &t->options;
+    attn_params *store = t->params;
+    attn_params_zero_grad(store);
+    double loss_sum = 0.0;
+    int64_t tokens = 0, correct = 0;
+    int64_t epoch_before, batch_before;
+    attn_batcher_position(t->train_batches, &epoch_before, &batch_before);
+    attn_status status = compute_gradients(t, &loss_sum, &tokens, &correct);
+    if (status == ATTN_ERR_CANCELLED) {
+        /* Drop the unfinished update whole: the weights are untouched, and the batches go back
+         * so that a resumed run makes exactly this update first. */
+        attn_params_zero_grad(store);
+        attn_graph_reset(t->graph);
+        ATTN_TRY(attn_batcher_seek(t->train_batches, epoch_before, batch_before));
+        return status;
+    }
+    ATTN_TRY(status);
     const int64_t n = (int64_t)attn_params_buffer_floats(store);
     float *grads = attn_params_buffer(store, ATTN_PARAM_GRADS);
     if (o->accumulate > 1)
@@ -495,6 +514,28 @@ static attn_status save_checkpoint_if_set(attn_trainer *t)
     return attn_trainer_save_checkpoint(t, t->checkpoint_path);
 }
 
+static int cancelled(const attn_trainer *t)
+{
+    return t->cancel_flag != NULL && *t->cancel_flag != 0;
+}
+
+/* A cancelled run keeps what it finished: the checkpoint of the last whole update, and the
+ * model file when there is no validation to choose it. */
+static attn_status finish_cancelled(attn_trainer *t, run_clock *clock)
+{
+    attn_graph_reset(t->graph);
+    if (t->valid_batches == NULL && t->best_path != NULL && t->step > 0)
+        ATTN_TRY(attn_trainer_write_model_file(t, t->best_path));
+    ATTN_TRY(save_checkpoint_if_set(t));
+    attn_train_event event;
+    memset(&event, 0, sizeof event);
+    event.kind = ATTN_TRAIN_EVENT_DONE;
+    event.loss = t->last_loss;
+    event.stop_reason = "cancelled";
+    report(t, clock, &event);
+    return ATTN_OK;
+}
+
 static attn_status run(attn_trainer *t)
 {
     run_clock clock = {t->run_start, 0};
@@ -504,7 +545,10 @@ static attn_status run(attn_trainer *t)
         attn_batcher_position(t->train_batches, &epoch_before, NULL);
         attn_train_event event;
         memset(&event, 0, sizeof event);
-        ATTN_TRY(train_step(t, &event));
+        attn_status step_status = train_step(t, &event);
+        if (step_status == ATTN_ERR_CANCELLED)
+            return finish_cancelled(t, &clock);
+        ATTN_TRY(step_status);
         clock.tokens += event.tokens;
         int stop = report(t, &clock, &event);
         t->skipped_in_a_row = event.skipped ? t->skipped_in_a_row + 1 : 0;
@@ -519,7 +563,10 @@ static attn_status run(attn_trainer *t)
         int wrote_checkpoint = 0;
         if (evaluation_due(t, epoch_before)) {
             memset(&event, 0, sizeof event);
-            ATTN_TRY(evaluate_and_keep_best(t, &event));
+            attn_status eval_status = evaluate_and_keep_best(t, &event);
+            if (eval_status == ATTN_ERR_CANCELLED)
+                return finish_cancelled(t, &clock);
+            ATTN_TRY(eval_status);
             stop |= report(t, &clock, &event);
             /* Not over the last good checkpoint while the updates are being skipped. */
             if (t->skipped_in_a_row == 0)
@@ -536,9 +583,12 @@ static attn_status run(attn_trainer *t)
     }
     /* The final parameters are scored too, so the model file is the best of all of them. */
     attn_train_event event;
-    if (t->valid_batches != NULL && t->last_eval_step != t->step && t->step > 0) {
+    if (t->valid_batches != NULL && t->last_eval_step != t->step && t->step > 0 && !cancelled(t)) {
         memset(&event, 0, sizeof event);
-        ATTN_TRY(evaluate_and_keep_best(t, &event));
+        attn_status eval_status = evaluate_and_keep_best(t, &event);
+        if (eval_status == ATTN_ERR_CANCELLED)
+            return finish_cancelled(t, &clock);
+        ATTN_TRY(eval_status);
         report(t, &clock, &event);
     }
     if (t->valid_batches == NULL && t->best_path != NULL)
@@ -550,6 +600,14 @@ static attn_status run(attn_trainer *t)
     event.stop_reason = reason;
     report(t, &clock, &event);
     return ATTN_OK;
+}
+
+void attn_trainer_set_cancel_flag(attn_trainer *trainer, const volatile sig_atomic_t *flag)
+{
+    if (trainer == NULL)
+        return;
+    trainer->cancel_flag = flag;
+    attn_graph_set_cancel_flag(trainer->graph, flag);
 }
 
 attn_status attn_trainer_run(attn_trainer *trainer)

@@ -146,3 +146,16 @@ def test_viz_and_python_load_quantized_files(models, tmp_path):
     shown = run("viz", "--model", models["int8"], "--text", word)
     assert shown.returncode == 0, shown.stderr.decode()
     assert f"{word} → {cli[0]}" in shown.stdout.decode()
+
+
+def test_ensembles_run_every_model_at_the_precision(models):
+    alone, _ = translate(models["int8"])
+    assert translate(f"{models['int8']},{models['int8']}")[0] == alone
+    assert translate(f"{models['fp32']},{models['fp32']}", "--precision", "int8")[0] == alone
+
+
+def test_averaging_refuses_quantized_files(models, tmp_path):
+    result = run("average", "--out", tmp_path / "mean.safetensors", models["fp32"], models["int8"])
+    assert result.returncode != 0
+    message = result.stderr.decode()
+    assert "int8" in message and "attn quantize" in message, message
