@@ -45,17 +45,23 @@ section_gemm() {
 }
 
 # Greedy decoding of the small Transformer (10 tokens, batch 1 and 64) against nn.Transformer
-# re-running its decoder over the prefix, PyTorch again with both threading settings.
+# re-running its decoder over the prefix, PyTorch again with both threading settings and bf16
+# autocast; attn in fp32, bf16 and int8.
 section_decode() {
     echo "== decode"
     torch_quick=""
     if [ -n "$quick" ]; then torch_quick="--reps 3 --min-seconds 0.2"; fi
-    "$build/attn" bench decode --json $quick >"$work/attn_decode.json"
+    for precision in fp32 bf16 int8; do
+        "$build/attn" bench decode --json $quick --precision $precision
+    done >"$work/attn_decode.json"
     "$python" "$root/bench/torch_decode.py" --json $torch_quick >"$work/torch_decode_default.json"
     OMP_WAIT_POLICY=PASSIVE "$python" "$root/bench/torch_decode.py" --json $torch_quick \
         --threads "$(nproc)" >"$work/torch_decode_passive.json"
+    "$python" "$root/bench/torch_decode.py" --json $torch_quick --precision bf16 \
+        >"$work/torch_decode_bf16.json"
     "$python" "$root/bench/torch_decode.py" --report "$work/attn_decode.json" \
-        "$work/torch_decode_default.json" "$work/torch_decode_passive.json"
+        "$work/torch_decode_default.json" "$work/torch_decode_passive.json" \
+        "$work/torch_decode_bf16.json"
 }
 
 # Transformer training steps (forward, backward, Adam) on the SMALL and BASE shapes,
