@@ -1,0 +1,231 @@
+/* AVX512_BF16 products of the tiled attention: vdpbf16ps multiplies a broadcast pair of A by
+ * 16 pairs of B and adds both products into 16 float accumulators, a 6 x 4-vector register
+ * block as in sdpa_avx512.c; vcvtne2ps2bf16 rounds to nearest even while packing (it treats
+ * float denormals as zero, the one place it differs from the emulation's rounding). Entered
+ * only through attn_precision_native(ATTN_PRECISION_BF16). */
+#include "attention/sdpa_internal.h"
+
+#ifdef ATTN_SDPA_HAVE_X86
+#include <immintrin.h>
+
+#define BF16_ALWAYS_INLINE static inline __attribute__((always_inline))
+
+enum { VLEN = 16, MR = 6, NV = 4 };
+
+static __mmask16 first_lanes(int64_t n)
+{
+    return n >= VLEN ? (__mmask16)0xffffu : (__mmask16)((1u << (unsigned)n) - 1u);
+}
+
+BF16_ALWAYS_INLINE __m512bh as_pairs(__m512i x)
+{
+    return (__m512bh)x;
+}
+
+BF16_ALWAYS_INLINE void bf16_block(const int rows, const int vecs, int64_t pairs,
+                                   const sdpa_bf16_pair *a, int64_t a_row_stride,
+                                   int64_t a_inner_stride, const sdpa_bf16_pair *b, int64_t ldb,
+                                   float *c, int64_t ldc, float alpha, sdpa_gemm_mode mode,
+                                   const float *row_scale, __mmask16 tail)
+{
+    __m512 acc[MR][NV];
+#pragma GCC unroll 8
+    for (int r = 0; r < rows; r++)
+#pragma GCC unroll 8
+        for (int v = 0; v < vecs; v++)
+            acc[r][v] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < pairs; p++) {
+        __m512bh b_vec[NV];
+#pragma GCC unroll 8
+        for (int v = 0; v < vecs; v++)
+            b_vec[v] = as_pairs(v == vecs - 1 ? _mm512_maskz_loadu_epi32(tail, b + v * VLEN)
+                                              : _mm512_loadu_si512(b + v * VLEN));
+        const sdpa_bf16_pair *a_column = a + p * a_inner_stride;
+#pragma GCC unroll 8
+        for (int r = 0; r < rows; r++) {
+            __m512bh a_pair = as_pairs(_mm512_set1_epi32((int)a_column[r * a_row_stride]));
+#pragma GCC unroll 8
+            for (int v = 0; v < vecs; v++)
+                acc[r][v] = _mm512_dpbf16_ps(acc[r][v], a_pair, b_vec[v]);
+        }
+        b += ldb;
+    }
+    const __m512 alpha_vec = _mm512_set1_ps(alpha);
+#pragma GCC unroll 8
+    for (int r = 0; r < rows; r++) {
+        float *c_row = c + r * ldc;
+        const __m512 scale =
+            mode == SDPA_GEMM_SCALE_ROWS ? _mm512_set1_ps(row_scale[r]) : _mm512_setzero_ps();
+#pragma GCC unroll 8
+        for (int v = 0; v < vecs; v++) {
+            const __mmask16 lanes = v == vecs - 1 ? tail : (__mmask16)0xffffu;
+            __m512 result = _mm512_mul_ps(acc[r][v], alpha_vec);
+            if (mode != SDPA_GEMM_STORE) {
+                __m512 old = _mm512_maskz_loadu_ps(lanes, c_row + v * VLEN);
+                result = mode == SDPA_GEMM_ADD ? _mm512_add_ps(old, result)
+                                               : _mm512_fmadd_ps(old, scale, result);
+            }
+            _mm512_mask_storeu_ps(c_row + v * VLEN, lanes, result);
+        }
+    }
+}
+
+/* All row blocks of one column panel of VECS vectors (the last one masked by tail). */
+#define BF16_DEFINE_PANEL(VECS)                                                                    \
+    static void bf16_panel_##VECS(                                                                 \
+        int64_t m, int64_t pairs, const sdpa_bf16_pair *a, int64_t a_row_stride,                   \
+        int64_t a_inner_stride, const sdpa_bf16_pair *b, int64_t ldb, float *c, int64_t ldc,       \
+        float alpha, sdpa_gemm_mode mode, const float *row_scale, __mmask16 tail)                  \
+    {                                                                                              \
+        int64_t r0 = 0;                                                                            \
+        for (; r0 + MR <= m; r0 += MR)                                                             \
+            bf16_block(MR, VECS, pairs, a + r0 * a_row_stride, a_row_stride, a_inner_stride, b,    \
+                       ldb, c + r0 * ldc, ldc, alpha, mode,                                        \
+                       row_scale != NULL ? row_scale + r0 : NULL, tail);                           \
+        const sdpa_bf16_pair *a_rest = a + r0 * a_row_stride;                                      \
+        float *c_rest = c + r0 * ldc;                                                              \
+        const float *scale_rest = row_scale != NULL ? row_scale + r0 : NULL;                       \
+        switch (m - r0) {                                                                          \
+        case 1:                                                                                    \
+            bf16_block(1, VECS, pairs, a_rest, a_row_stride, a_inner_stride, b, ldb, c_rest, ldc,  \
+                       alpha, mode, scale_rest, tail);                                             \
+            break;                                                                                 \
+        case 2:                                                                                    \
+            bf16_block(2, VECS, pairs, a_rest, a_row_stride, a_inner_stride, b, ldb, c_rest, ldc,  \
+                       alpha, mode, scale_rest, tail);                                             \
+            break;                                                                                 \
+        case 3:                                                                                    \
+            bf16_block(3, VECS, pairs, a_rest, a_row_stride, a_inner_stride, b, ldb, c_rest, ldc,  \
+                       alpha, mode, scale_rest, tail);                                             \
+            break;                                                                                 \
+        case 4:                                                                                    \
+            bf16_block(4, VECS, pairs, a_rest, a_row_stride, a_inner_stride, b, ldb, c_rest, ldc,  \
+                       alpha, mode, scale_rest, tail);                                             \
+            break;                                                                                 \
+        case 5:                                                                                    \
+            bf16_block(5, VECS, pairs, a_rest, a_row_stride, a_inner_stride, b, ldb, c_rest, ldc,  \
+                       alpha, mode, scale_rest, tail);                                             \
+            break;                                                                                 \
+        default:                                                                                   \
+            break;                                                                                 \
+        }                                                                                          \
+    }
+
+_Static_assert(MR == 6, "bf16_panel_* handles remainders of up to 5 rows");
+BF16_DEFINE_PANEL(1)
+BF16_DEFINE_PANEL(2)
+BF16_DEFINE_PANEL(3)
+BF16_DEFINE_PANEL(4)
+
+static void bf16_gemm(int64_t m, int64_t n, int64_t pairs, const sdpa_bf16_pair *a,
+                      int64_t a_row_stride, int64_t a_inner_stride, const sdpa_bf16_pair *b,
+                      int64_t ldb, float *c, int64_t ldc, float alpha, sdpa_gemm_mode mode,
+                      const float *row_scale)
+{
+    const int64_t panel = NV * VLEN;
+    for (int64_t n0 = 0; n0 < n; n0 += panel) {
+        const int64_t width = n - n0 < panel ? n - n0 : panel;
+        const int vecs = (int)((width + VLEN - 1) / VLEN);
+        const __mmask16 tail = first_lanes(width - (vecs - 1) * VLEN);
+        switch (vecs) {
+        case 1:
+            bf16_panel_1(m, pairs, a, a_row_stride, a_inner_stride, b + n0, ldb, c + n0, ldc, alpha,
+                         mode, row_scale, tail);
+            break;
+        case 2:
+            bf16_panel_2(m, pairs, a, a_row_stride, a_inner_stride, b + n0, ldb, c + n0, ldc, alpha,
+                         mode, row_scale, tail);
+            break;
+        case 3:
+            bf16_panel_3(m, pairs, a, a_row_stride, a_inner_stride, b + n0, ldb, c + n0, ldc, alpha,
+                         mode, row_scale, tail);
+            break;
+        case 4:
+            bf16_panel_4(m, pairs, a, a_row_stride, a_inner_stride, b + n0, ldb, c + n0, ldc, alpha,
+                         mode, row_scale, tail);
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+/* ---- packing --------------------------------------------------------------------------- */
+
+/* 16 pairs (low[lane], high[lane]), rounded to nearest even. */
+BF16_ALWAYS_INLINE __m512i interleave_pairs(__m512 low, __m512 high)
+{
+    /* 16-bit index pairs (k, 16 + k): word k takes low[k], then high[k]. */
+    const __m512i order = _mm512_add_epi32(
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                           _mm512_set1_epi32(0x10001)),
+        _mm512_set1_epi32(16 << 16));
+    return _mm512_permutexvar_epi16(order, (__m512i)_mm512_cvtne2ps_pbh(high, low));
+}
+
+/* Rows of consecutive elements: each row's pairs are its elements in order. */
+static void pack_rows(const float *src, int64_t row_stride, int64_t rows, int64_t cols,
+                      sdpa_bf16_pair *dst, int64_t dst_row_stride)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const float *row = src + r * row_stride;
+        sdpa_bf16_pair *out = dst + r * dst_row_stride;
+        for (int64_t x0 = 0; x0 < cols; x0 += 2 * VLEN) {
+            const __m512 low = _mm512_maskz_loadu_ps(first_lanes(cols - x0), row + x0);
+            const __m512 high =
+                x0 + VLEN < cols
+                    ? _mm512_maskz_loadu_ps(first_lanes(cols - x0 - VLEN), row + x0 + VLEN)
+                    : _mm512_setzero_ps();
+            const __m512i words = (__m512i)_mm512_cvtne2ps_pbh(high, low);
+            _mm512_mask_storeu_epi32(out + x0 / 2, first_lanes((cols - x0 + 1) / 2), words);
+        }
+    }
+}
+
+/* Pairs along the columns of a source whose rows are contiguous lanes (row_stride 1) or
+ * reached through gather offsets. */
+static void pack_columns(const float *src, int64_t row_stride, int64_t col_stride, int64_t rows,
+                         int64_t cols, sdpa_bf16_pair *dst, int64_t dst_pair_stride)
+{
+    const __m512i offsets =
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                           _mm512_set1_epi32((int)row_stride));
+    for (int64_t x = 0; x < cols; x += 2) {
+        const float *low_column = src + x * col_stride;
+        for (int64_t r0 = 0; r0 < rows; r0 += VLEN) {
+            const __mmask16 lanes = first_lanes(rows - r0);
+            const float *low_src = low_column + r0 * row_stride;
+            __m512 low, high = _mm512_setzero_ps();
+            if (row_stride == 1) {
+                low = _mm512_maskz_loadu_ps(lanes, low_src);
+                if (x + 1 < cols)
+                    high = _mm512_maskz_loadu_ps(lanes, low_src + col_stride);
+            } else {
+                low = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, offsets, low_src, 4);
+                if (x + 1 < cols)
+                    high = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, offsets,
+                                                    low_src + col_stride, 4);
+            }
+            _mm512_mask_storeu_epi32(dst + x / 2 * dst_pair_stride + r0, lanes,
+                                     interleave_pairs(low, high));
+        }
+    }
+}
+
+static void bf16_pack(const float *src, int64_t row_stride, int64_t col_stride, int64_t rows,
+                      int64_t cols, sdpa_bf16_pair *dst, int64_t dst_row_stride,
+                      int64_t dst_pair_stride)
+{
+    const int64_t gather_limit = INT32_MAX / VLEN;
+    if (col_stride == 1 && dst_pair_stride == 1)
+        pack_rows(src, row_stride, rows, cols, dst, dst_row_stride);
+    else if (dst_row_stride == 1 && row_stride > -gather_limit && row_stride < gather_limit)
+        pack_columns(src, row_stride, col_stride, rows, cols, dst, dst_pair_stride);
+    else
+        attn_sdpa_bf16_kernels_emulated.pack(src, row_stride, col_stride, rows, cols, dst,
+                                             dst_row_stride, dst_pair_stride);
+}
+
+const sdpa_bf16_kernels attn_sdpa_bf16_kernels_avx512bf16 = {bf16_gemm, bf16_pack};
+
+#endif
