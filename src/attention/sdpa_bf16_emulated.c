@@ -3,6 +3,8 @@
  * each product of two bf16 values is exact in float, and the sums accumulate in float. */
 #include "attention/sdpa_internal.h"
 
+#include <math.h>
+
 /* Register block of C, as in sdpa_portable.c: 4 rows x 8 columns. */
 enum { BLOCK_ROWS = 4, BLOCK_COLS = 8 };
 
@@ -74,4 +76,63 @@ static void emulated_pack(const float *src, int64_t row_stride, int64_t col_stri
         }
 }
 
-const sdpa_bf16_kernels attn_sdpa_bf16_kernels_emulated = {emulated_gemm, emulated_pack};
+static sdpa_bf16_pair pair_of(float low, float high)
+{
+    return (uint32_t)sdpa_bf16_bits(low) | (uint32_t)sdpa_bf16_bits(high) << 16;
+}
+
+static void emulated_softmax_columns(const float *scores, int64_t rows, int64_t cols, int64_t ld,
+                                     float *running_max, float *running_sum, float *rescale,
+                                     sdpa_bf16_pair *prob_pairs)
+{
+    for (int64_t c = 0; c < cols; c++) {
+        float tile_max = -INFINITY;
+        for (int64_t r = 0; r < rows; r++)
+            tile_max = scores[r * ld + c] > tile_max ? scores[r * ld + c] : tile_max;
+        const float new_max = running_max[c] > tile_max ? running_max[c] : tile_max;
+        /* A column with nothing unmasked yet subtracts 0, so 2^(-inf - 0) = 0, not NaN. */
+        const float shift = new_max == -INFINITY ? 0.0f : new_max;
+        rescale[c] = exp2f(running_max[c] - shift);
+        float sum = 0;
+        for (int64_t r = 0; r < rows; r += 2) {
+            const float low = exp2f(scores[r * ld + c] - shift);
+            const float high = r + 1 < rows ? exp2f(scores[(r + 1) * ld + c] - shift) : 0.0f;
+            sum += low + high;
+            prob_pairs[r / 2 * ld + c] = pair_of(low, high);
+        }
+        running_sum[c] = running_sum[c] * rescale[c] + sum;
+        running_max[c] = new_max;
+    }
+}
+
+static void emulated_softmax_grad_rows(const float *scores, const float *grad, int64_t rows,
+                                       int64_t cols, int64_t ld, const float *lse,
+                                       const float *delta, float scale, sdpa_bf16_pair *prob_pairs,
+                                       sdpa_bf16_pair *grad_pairs, sdpa_bf16_pair *grad_rows,
+                                       int64_t grad_rows_stride)
+{
+    enum { MAX_COLS = 64 };
+    for (int64_t r = 0; r < rows; r += 2) {
+        float probs[2][MAX_COLS], grads[2][MAX_COLS];
+        for (int64_t k = 0; k < 2; k++)
+            for (int64_t c = 0; c < cols; c++) {
+                const int64_t row = r + k;
+                /* A fully masked query (lse -inf) and the padding row give zeros. */
+                const int live = row < rows && lse[row] != -INFINITY;
+                const float prob = live ? exp2f(scores[row * ld + c] - lse[row]) : 0.0f;
+                probs[k][c] = prob;
+                grads[k][c] = live ? prob * (grad[row * ld + c] - delta[row]) * scale : 0.0f;
+            }
+        for (int64_t c = 0; c < cols; c++) {
+            prob_pairs[r / 2 * ld + c] = pair_of(probs[0][c], probs[1][c]);
+            grad_pairs[r / 2 * ld + c] = pair_of(grads[0][c], grads[1][c]);
+        }
+        for (int64_t k = 0; k < 2 && r + k < rows; k++)
+            for (int64_t c = 0; c < cols; c += 2)
+                grad_rows[(r + k) * grad_rows_stride + c / 2] =
+                    pair_of(grads[k][c], c + 1 < cols ? grads[k][c + 1] : 0.0f);
+    }
+}
+
+const sdpa_bf16_kernels attn_sdpa_bf16_kernels_emulated = {
+    emulated_gemm, emulated_pack, emulated_softmax_columns, emulated_softmax_grad_rows};

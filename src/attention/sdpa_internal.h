@@ -148,7 +148,25 @@ typedef struct sdpa_bf16_kernels {
     void (*pack)(const float *src, int64_t row_stride, int64_t col_stride, int64_t rows,
                  int64_t cols, sdpa_bf16_pair *dst, int64_t dst_row_stride,
                  int64_t dst_pair_stride);
+    /* sdpa_kernels.softmax_columns over scores in base 2 (2^s replaces e^s; running_max too),
+     * writing the probabilities as pairs of rows, prob_pairs [(r / 2) * ld + c] = (P(r, c),
+     * P(r + 1, c)) with P(rows, c) = 0, instead of over the scores. */
+    void (*softmax_columns)(const float *scores, int64_t rows, int64_t cols, int64_t ld,
+                            float *running_max, float *running_sum, float *rescale,
+                            sdpa_bf16_pair *prob_pairs);
+    /* sdpa_kernels.softmax_grad_rows over base-2 scores and a base-2 lse: P = 2^(S - lse),
+     * dS = P (dP - delta) scale, written as pairs of rows (prob_pairs, grad_pairs, as above)
+     * and as rows of pairs, grad_rows [r * grad_rows_stride + c / 2] = (dS(r, c),
+     * dS(r, c + 1)) with dS(r, cols) = 0. */
+    void (*softmax_grad_rows)(const float *scores, const float *grad, int64_t rows, int64_t cols,
+                              int64_t ld, const float *lse, const float *delta, float scale,
+                              sdpa_bf16_pair *prob_pairs, sdpa_bf16_pair *grad_pairs,
+                              sdpa_bf16_pair *grad_rows, int64_t grad_rows_stride);
 } sdpa_bf16_kernels;
+
+/* log2(e) and ln(2) in float: the bf16 kernels' scores are in base 2. */
+#define SDPA_LOG2E 1.44269504088896341f
+#define SDPA_LN2 0.693147180559945309f
 
 /* The same rounding in plain C (correct on every CPU) and with AVX512_BF16. */
 ATTN_INTERNAL extern const sdpa_bf16_kernels attn_sdpa_bf16_kernels_emulated;

@@ -141,10 +141,12 @@ static void fill(float *x, int64_t n, float value)
 }
 
 /* Masks a score tile laid out [keys x queries] (the forward): row jj is key j0 + jj,
- * column ii is query i0 + ii. */
+ * column ii is query i0 + ii. The additive mask is multiplied by mask_scale (log2(e) for
+ * the bf16 kernels' base-2 scores, 1 otherwise). */
 static void mask_tile_keys_by_queries(const sdpa_problem *p, int64_t b, int64_t h,
                                       const uint8_t *padding_row, float *tile, int64_t ld,
-                                      int64_t i0, int64_t nq, int64_t j0, int64_t nk)
+                                      int64_t i0, int64_t nq, int64_t j0, int64_t nk,
+                                      float mask_scale)
 {
     for (int64_t jj = 0; jj < nk; jj++) {
         int64_t j = j0 + jj;
@@ -169,7 +171,7 @@ static void mask_tile_keys_by_queries(const sdpa_problem *p, int64_t b, int64_t 
         if (p->attn_mask != NULL) {
             const float *mask = sdpa_attn_mask_row(p, b, h, i0) + j;
             for (int64_t ii = lo; ii < hi; ii++)
-                row[ii] += mask[ii * p->len_k];
+                row[ii] += mask[ii * p->len_k] * mask_scale;
         }
     }
 }
@@ -177,7 +179,8 @@ static void mask_tile_keys_by_queries(const sdpa_problem *p, int64_t b, int64_t 
 /* Masks a score tile laid out [queries x keys] (the backward). */
 static void mask_tile_queries_by_keys(const sdpa_problem *p, int64_t b, int64_t h,
                                       const uint8_t *padding_row, float *tile, int64_t ld,
-                                      int64_t i0, int64_t nq, int64_t j0, int64_t nk)
+                                      int64_t i0, int64_t nq, int64_t j0, int64_t nk,
+                                      float mask_scale)
 {
     for (int64_t ii = 0; ii < nq; ii++) {
         int64_t i = i0 + ii;
@@ -201,7 +204,7 @@ static void mask_tile_queries_by_keys(const sdpa_problem *p, int64_t b, int64_t 
         if (p->attn_mask != NULL) {
             const float *mask = sdpa_attn_mask_row(p, b, h, i) + j0;
             for (int64_t jj = lo; jj < hi; jj++)
-                row[jj] += mask[jj];
+                row[jj] += mask[jj] * mask_scale;
         }
     }
 }
@@ -258,8 +261,9 @@ static int scratch_per_thread(const sdpa_problem *p, int backward, size_t *float
                                     {BACKWARD_Q_TILE / 2, BACKWARD_K_TILE},
                                     {BACKWARD_Q_TILE / 2, BACKWARD_K_TILE},
                                     {BACKWARD_Q_TILE, BACKWARD_K_TILE / 2},
+                                    {p->len_q, 1},
                                     {p->len_q, 1}};
-        return scratch_floats(terms, 15, floats);
+        return scratch_floats(terms, 16, floats);
     }
     if (!backward) {
         const int64_t terms[][2] = {{p->dim, FORWARD_Q_TILE},
@@ -349,7 +353,7 @@ static void forward_tile(const forward_job *job, int64_t b, int64_t h, int64_t i
         kern->gemm(nk, nq, p->dim, k_head + j0 * p->k.row_stride, p->k.row_stride, 1, q_t, ld, s_t,
                    ld, SDPA_GEMM_STORE, NULL);
         if (tile_needs_masks(p, padding_row, i0, i0 + nq, j0, j0 + nk))
-            mask_tile_keys_by_queries(p, b, h, padding_row, s_t, ld, i0, nq, j0, nk);
+            mask_tile_keys_by_queries(p, b, h, padding_row, s_t, ld, i0, nq, j0, nk, 1.0f);
         kern->softmax_columns(s_t, nk, nq, ld, run_max, run_sum, rescale);
         kern->gemm(p->dim_v, nq, nk, v_head + j0 * p->v.row_stride, 1, p->v.row_stride, s_t, ld,
                    o_t, ld, SDPA_GEMM_SCALE_COLUMNS, rescale);
@@ -385,7 +389,7 @@ static void forward_tile(const forward_job *job, int64_t b, int64_t h, int64_t i
         kern->gemm(nk, nq, p->dim, k_head + j0 * p->k.row_stride, p->k.row_stride, 1, q_t, ld, s_t,
                    ld, SDPA_GEMM_STORE, NULL);
         if (tile_needs_masks(p, padding_row, i0, i0 + nq, j0, j0 + nk))
-            mask_tile_keys_by_queries(p, b, h, padding_row, s_t, ld, i0, nq, j0, nk);
+            mask_tile_keys_by_queries(p, b, h, padding_row, s_t, ld, i0, nq, j0, nk, 1.0f);
         kern->exp_columns(s_t, nk, nq, ld, lse);
         kern->transpose(s_t, ld, nk, nq, weights + j0, p->len_k, NULL, 1.0f);
     }
@@ -408,8 +412,10 @@ static void forward_pack_head_bf16(const forward_job *job, int64_t b, int64_t h,
 
 /* forward_tile with bf16 operands. Scores keep the [keys x queries] layout (queries along
  * the lanes for the softmax statistics); the output accumulates as O [queries x dv] =
- * O * rescale + P V with P packed in pairs along the keys. The scale multiplies the float
- * product (S = scale (Q K^T)), so the backward recomputes the same scores bit for bit. */
+ * O * rescale + P V with P packed in pairs along the keys by the softmax itself. Scores are
+ * kept in base 2 (S log2(e), the factor folded into the product's scale, which multiplies
+ * the float product), so the softmax's exponential is a cheaper 2^x and the backward
+ * recomputes the same scores bit for bit. The weights, an output, use natural scores. */
 static void forward_tile_bf16(const forward_job *job, int64_t b, int64_t h, int64_t i0,
                               float *scratch)
 {
@@ -437,14 +443,14 @@ static void forward_tile_bf16(const forward_job *job, int64_t b, int64_t h, int6
     int64_t j_begin, j_end;
     keys_for_queries(p, i0, i0 + nq, &j_begin, &j_end);
     j_begin = even_start(j_begin, j_end);
+    const float scale_log2 = p->scale * SDPA_LOG2E;
     for (int64_t j0 = j_begin; j0 < j_end; j0 += FORWARD_K_TILE) {
         const int64_t nk = min64(FORWARD_K_TILE, j_end - j0);
-        bf16->gemm(nk, nq, d2, k_rows + j0 * d2, d2, 1, q_pairs, ld, s_t, ld, p->scale,
+        bf16->gemm(nk, nq, d2, k_rows + j0 * d2, d2, 1, q_pairs, ld, s_t, ld, scale_log2,
                    SDPA_GEMM_STORE, NULL);
         if (tile_needs_masks(p, padding_row, i0, i0 + nq, j0, j0 + nk))
-            mask_tile_keys_by_queries(p, b, h, padding_row, s_t, ld, i0, nq, j0, nk);
-        kern->softmax_columns(s_t, nk, nq, ld, run_max, run_sum, rescale);
-        bf16->pack(s_t, 1, ld, nq, nk, p_pairs, 1, ld);
+            mask_tile_keys_by_queries(p, b, h, padding_row, s_t, ld, i0, nq, j0, nk, SDPA_LOG2E);
+        bf16->softmax_columns(s_t, nk, nq, ld, run_max, run_sum, rescale, p_pairs);
         bf16->gemm(nq, dv, pairs_of(nk), p_pairs, 1, ld, v_pairs + j0 / 2 * dv, dv, o, dv, 1.0f,
                    SDPA_GEMM_SCALE_ROWS, rescale);
     }
@@ -454,7 +460,7 @@ static void forward_tile_bf16(const forward_job *job, int64_t b, int64_t h, int6
     for (int64_t ii = 0; ii < nq; ii++) {
         float *out = view_at(&p->out, b, h, i0 + ii);
         const int masked = run_sum[ii] == 0.0f;
-        lse[ii] = masked ? -INFINITY : run_max[ii] + logf(run_sum[ii]);
+        lse[ii] = masked ? -INFINITY : (run_max[ii] + log2f(run_sum[ii])) * SDPA_LN2;
         const float inverse_sum = masked ? 0.0f : 1.0f / run_sum[ii];
         for (int64_t y = 0; y < dv; y++) /* exactly zero when masked, even if V holds inf */
             out[y] = masked ? 0.0f : o[ii * dv + y] * inverse_sum;
@@ -474,7 +480,7 @@ static void forward_tile_bf16(const forward_job *job, int64_t b, int64_t h, int6
         bf16->gemm(nk, nq, d2, k_rows + j0 * d2, d2, 1, q_pairs, ld, s_t, ld, p->scale,
                    SDPA_GEMM_STORE, NULL);
         if (tile_needs_masks(p, padding_row, i0, i0 + nq, j0, j0 + nk))
-            mask_tile_keys_by_queries(p, b, h, padding_row, s_t, ld, i0, nq, j0, nk);
+            mask_tile_keys_by_queries(p, b, h, padding_row, s_t, ld, i0, nq, j0, nk, 1.0f);
         kern->exp_columns(s_t, nk, nq, ld, lse);
         kern->transpose(s_t, ld, nk, nq, weights + j0, p->len_k, NULL, 1.0f);
     }
@@ -619,7 +625,7 @@ static void backward_item(const backward_job *job, int64_t head, int64_t group, 
             const int64_t nq = min64(BACKWARD_Q_TILE, i_end - i0);
             kern->gemm(nq, nk, d, q + i0 * qs, qs, 1, k_t, ld, probs, ld, SDPA_GEMM_STORE, NULL);
             if (tile_needs_masks(p, padding_row, i0, i0 + nq, j0, j0 + nk))
-                mask_tile_queries_by_keys(p, b, h, padding_row, probs, ld, i0, nq, j0, nk);
+                mask_tile_queries_by_keys(p, b, h, padding_row, probs, ld, i0, nq, j0, nk, 1.0f);
             kern->gemm(nq, nk, dv, grad_out + i0 * gs, gs, 1, v_t, ld, grad, ld, SDPA_GEMM_STORE,
                        NULL);
             kern->softmax_grad_rows(probs, grad, nq, nk, ld, lse + i0, delta + i0, p->scale);
@@ -642,7 +648,6 @@ static void backward_item(const backward_job *job, int64_t head, int64_t group, 
 static void backward_item_bf16(const backward_job *job, int64_t head, int64_t group, float *scratch)
 {
     const sdpa_problem *p = job->p;
-    const sdpa_kernels *kern = job->kern;
     const sdpa_bf16_kernels *bf16 = job->bf16;
     const int64_t b = head / p->heads, h = head % p->heads;
     const int64_t d = p->dim, dv = p->dim_v, ld = BACKWARD_K_TILE;
@@ -661,7 +666,7 @@ static void backward_item_bf16(const backward_job *job, int64_t head, int64_t gr
     sdpa_bf16_pair *prob_pairs = take_pairs(&cursor, BACKWARD_Q_TILE / 2 * ld);
     sdpa_bf16_pair *grad_pairs = take_pairs(&cursor, BACKWARD_Q_TILE / 2 * ld);
     sdpa_bf16_pair *grad_rows = take_pairs(&cursor, BACKWARD_Q_TILE * ld2);
-    float *delta = take(&cursor, p->len_q);
+    float *delta = take(&cursor, p->len_q), *lse_log2 = take(&cursor, p->len_q);
 
     const float *q = view_at(&p->q, b, h, 0), *k = view_at(&p->k, b, h, 0);
     const float *v = view_at(&p->v, b, h, 0), *out = view_at(&p->out, b, h, 0);
@@ -679,12 +684,14 @@ static void backward_item_bf16(const backward_job *job, int64_t head, int64_t gr
         p->key_padding_mask != NULL ? p->key_padding_mask + b * p->len_k : NULL;
     const int64_t qs = p->q.row_stride, ks = p->k.row_stride, vs = p->v.row_stride;
     const int64_t gs = p->grad_out.row_stride;
+    const float scale_log2 = p->scale * SDPA_LOG2E;
 
     for (int64_t i = 0; i < p->len_q; i++) {
         float sum = 0;
         for (int64_t y = 0; y < dv; y++)
             sum += grad_out[i * gs + y] * out[i * p->out.row_stride + y];
         delta[i] = sum;
+        lse_log2[i] = lse[i] * SDPA_LOG2E;
     }
     bf16->pack(q, qs, 1, p->len_q, d, q_rows, d2, 1);
     bf16->pack(grad_out, gs, 1, p->len_q, dv, grad_out_rows, dv2, 1);
@@ -708,16 +715,15 @@ static void backward_item_bf16(const backward_job *job, int64_t head, int64_t gr
         fill(dv_acc, nk * dv, 0.0f);
         for (int64_t i0 = i_begin; i0 < i_end; i0 += BACKWARD_Q_TILE) {
             const int64_t nq = min64(BACKWARD_Q_TILE, i_end - i0);
-            bf16->gemm(nq, nk, d2, q_rows + i0 * d2, d2, 1, k_t, ld, probs, ld, p->scale,
+            bf16->gemm(nq, nk, d2, q_rows + i0 * d2, d2, 1, k_t, ld, probs, ld, scale_log2,
                        SDPA_GEMM_STORE, NULL);
             if (tile_needs_masks(p, padding_row, i0, i0 + nq, j0, j0 + nk))
-                mask_tile_queries_by_keys(p, b, h, padding_row, probs, ld, i0, nq, j0, nk);
+                mask_tile_queries_by_keys(p, b, h, padding_row, probs, ld, i0, nq, j0, nk,
+                                          SDPA_LOG2E);
             bf16->gemm(nq, nk, dv2, grad_out_rows + i0 * dv2, dv2, 1, v_t, ld, grad, ld, 1.0f,
                        SDPA_GEMM_STORE, NULL);
-            kern->softmax_grad_rows(probs, grad, nq, nk, ld, lse + i0, delta + i0, p->scale);
-            bf16->pack(probs, 1, ld, nk, nq, prob_pairs, 1, ld);
-            bf16->pack(grad, 1, ld, nk, nq, grad_pairs, 1, ld);
-            bf16->pack(grad, ld, 1, nq, nk, grad_rows, ld2, 1);
+            bf16->softmax_grad_rows(probs, grad, nq, nk, ld, lse_log2 + i0, delta + i0, p->scale,
+                                    prob_pairs, grad_pairs, grad_rows, ld2);
             /* dV += P^T dO, dK += dS^T Q: pairs along the queries on both sides. */
             bf16->gemm(nk, dv, pairs_of(nq), prob_pairs, 1, ld, grad_out_pairs + i0 / 2 * dv, dv,
                        dv_acc, dv, 1.0f, SDPA_GEMM_ADD, NULL);
