@@ -183,32 +183,42 @@ static void pack_rows(const float *src, int64_t row_stride, int64_t rows, int64_
     }
 }
 
-/* Pairs along the columns of a source whose rows are contiguous lanes (row_stride 1) or
- * reached through gather offsets. */
-static void pack_columns(const float *src, int64_t row_stride, int64_t col_stride, int64_t rows,
-                         int64_t cols, sdpa_bf16_pair *dst, int64_t dst_pair_stride)
+/* Pairs along the columns of a source whose rows are contiguous (row_stride 1): two columns
+ * load as vectors and interleave. */
+static void pack_columns(const float *src, int64_t col_stride, int64_t rows, int64_t cols,
+                         sdpa_bf16_pair *dst, int64_t dst_pair_stride)
 {
-    const __m512i offsets =
-        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                           _mm512_set1_epi32((int)row_stride));
     for (int64_t x = 0; x < cols; x += 2) {
         const float *low_column = src + x * col_stride;
         for (int64_t r0 = 0; r0 < rows; r0 += VLEN) {
             const __mmask16 lanes = first_lanes(rows - r0);
-            const float *low_src = low_column + r0 * row_stride;
-            __m512 low, high = _mm512_setzero_ps();
-            if (row_stride == 1) {
-                low = _mm512_maskz_loadu_ps(lanes, low_src);
-                if (x + 1 < cols)
-                    high = _mm512_maskz_loadu_ps(lanes, low_src + col_stride);
-            } else {
-                low = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, offsets, low_src, 4);
-                if (x + 1 < cols)
-                    high = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, offsets,
-                                                    low_src + col_stride, 4);
-            }
+            const __m512 low = _mm512_maskz_loadu_ps(lanes, low_column + r0);
+            const __m512 high = x + 1 < cols
+                                    ? _mm512_maskz_loadu_ps(lanes, low_column + col_stride + r0)
+                                    : _mm512_setzero_ps();
             _mm512_mask_storeu_epi32(dst + x / 2 * dst_pair_stride + r0, lanes,
                                      interleave_pairs(low, high));
+        }
+    }
+}
+
+/* Rows of consecutive elements packed into columns of pairs (dst_row_stride 1): blocks of 16
+ * rows x 16 pairs are packed as rows, then transposed through a small buffer (cheaper than
+ * gathering the columns, which this CPU does slowly). */
+static void pack_rows_transposed(const float *src, int64_t row_stride, int64_t rows, int64_t cols,
+                                 sdpa_bf16_pair *dst, int64_t dst_pair_stride)
+{
+    sdpa_bf16_pair block[VLEN][VLEN];
+    const int64_t pairs = (cols + 1) / 2;
+    for (int64_t r0 = 0; r0 < rows; r0 += VLEN) {
+        const int64_t block_rows = rows - r0 < VLEN ? rows - r0 : VLEN;
+        for (int64_t p0 = 0; p0 < pairs; p0 += VLEN) {
+            const int64_t block_pairs = pairs - p0 < VLEN ? pairs - p0 : VLEN;
+            pack_rows(src + r0 * row_stride + 2 * p0, row_stride, block_rows,
+                      cols - 2 * p0 < 2 * VLEN ? cols - 2 * p0 : 2 * VLEN, &block[0][0], VLEN);
+            for (int64_t p = 0; p < block_pairs; p++)
+                for (int64_t r = 0; r < block_rows; r++)
+                    dst[(p0 + p) * dst_pair_stride + r0 + r] = block[r][p];
         }
     }
 }
@@ -217,11 +227,12 @@ static void bf16_pack(const float *src, int64_t row_stride, int64_t col_stride, 
                       int64_t cols, sdpa_bf16_pair *dst, int64_t dst_row_stride,
                       int64_t dst_pair_stride)
 {
-    const int64_t gather_limit = INT32_MAX / VLEN;
     if (col_stride == 1 && dst_pair_stride == 1)
         pack_rows(src, row_stride, rows, cols, dst, dst_row_stride);
-    else if (dst_row_stride == 1 && row_stride > -gather_limit && row_stride < gather_limit)
-        pack_columns(src, row_stride, col_stride, rows, cols, dst, dst_pair_stride);
+    else if (row_stride == 1 && dst_row_stride == 1)
+        pack_columns(src, col_stride, rows, cols, dst, dst_pair_stride);
+    else if (col_stride == 1 && dst_row_stride == 1)
+        pack_rows_transposed(src, row_stride, rows, cols, dst, dst_pair_stride);
     else
         attn_sdpa_bf16_kernels_emulated.pack(src, row_stride, col_stride, rows, cols, dst,
                                              dst_row_stride, dst_pair_stride);
