@@ -35,9 +35,11 @@ extern "C" {
  * (about 64 (d + dv + 67) floats per thread in the forward, 64 (2 d + 2 dv + 128) + Lq in
  * the backward, which also keeps per-thread partial dq sums, up to threads * B * H * Lq * d
  * floats, when fewer than 4 heads per thread do not divide evenly among the threads),
- * never anything proportional to Lq * Lk; tiles of K and V stream past a
- * tile of Q with an online softmax, and tiles that the causal or window mask excludes
- * entirely are skipped. ATTN_ERR_OUT_OF_MEMORY if that small allocation fails.
+ * never anything proportional to Lq * Lk. In bf16 each thread also keeps the head it works on
+ * packed as bf16: about (Lk + 1) (d + dv + 1) / 2 floats in the forward and Lq (d + dv + 2)
+ * in the backward (4 and 8 MiB per thread at n = 16384, d = dv = 64). Tiles of K and V
+ * stream past a tile of Q with an online softmax, and tiles that the causal or window mask
+ * excludes entirely are skipped. ATTN_ERR_OUT_OF_MEMORY if that small allocation fails.
  * Outputs must not overlap the inputs or each other: threads write them concurrently.
  * Results are bit-identical from run to run at a fixed thread count. */
 typedef struct attn_sdpa_options {

@@ -20,7 +20,8 @@
  * Memory (scratch_per_thread): the forward uses 64 (d + dv + 67) floats per thread, the
  * backward 64 (2 d + 2 dv + 128) + Lq, plus groups * B * H * Lq * d partial dq floats when
  * heads are split into key groups; nothing grows with Lq * Lk except the optional weights
- * output. */
+ * output. bf16 adds the packed head: about (Lk + 1) (d + dv + 1) / 2 floats in the forward,
+ * Lq (d + dv + 2) in the backward. */
 #include "attention/sdpa_internal.h"
 
 #include <math.h>
