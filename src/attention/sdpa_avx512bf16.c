@@ -15,7 +15,8 @@ enum { VLEN = 16, MR = 6, NV = 4 };
 
 static __mmask16 first_lanes(int64_t n)
 {
-    return n >= VLEN ? (__mmask16)0xffffu : (__mmask16)((1u << (unsigned)n) - 1u);
+    const unsigned bits = n >= VLEN ? 0xffffu : (1u << (unsigned)n) - 1u;
+    return (__mmask16)bits;
 }
 
 BF16_ALWAYS_INLINE __m512bh as_pairs(__m512i x)
@@ -59,7 +60,7 @@ BF16_ALWAYS_INLINE void bf16_block(const int rows, const int vecs, int64_t pairs
             mode == SDPA_GEMM_SCALE_ROWS ? _mm512_set1_ps(row_scale[r]) : _mm512_setzero_ps();
 #pragma GCC unroll 8
         for (int v = 0; v < vecs; v++) {
-            const __mmask16 lanes = v == vecs - 1 ? tail : (__mmask16)0xffffu;
+            const __mmask16 lanes = (__mmask16)(v == vecs - 1 ? tail : 0xffffu);
             __m512 result = _mm512_mul_ps(acc[r][v], alpha_vec);
             if (mode != SDPA_GEMM_STORE) {
                 __m512 old = _mm512_maskz_loadu_ps(lanes, c_row + v * VLEN);
@@ -325,7 +326,8 @@ static void bf16_softmax_grad_rows(const float *scores, const float *grad, int64
                 for (int half = 0; half < 2; half++) {
                     const int64_t c = c0 + half * VLEN;
                     const __mmask16 lanes =
-                        c < cols && (k == 0 || has_second) ? first_lanes(cols - c) : 0;
+                        (__mmask16)(c < cols && (k == 0 || has_second) ? first_lanes(cols - c)
+                                                                       : 0u);
                     const int64_t offset = (r + k) * ld + c;
                     const __m512 prob = v_exp2(
                         _mm512_sub_ps(_mm512_maskz_loadu_ps(lanes, scores + offset), shift[k]));

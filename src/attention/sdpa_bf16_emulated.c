@@ -24,16 +24,19 @@ static void emulated_block(int64_t rows, int64_t width, int64_t pairs, const sdp
                            const float *row_scale)
 {
     float acc[BLOCK_ROWS][BLOCK_COLS] = {{0}};
+    /* Full blocks take fixed-size loops the compiler unrolls and vectorises; B's lanes past
+     * width are zero (not read from memory) in partial blocks. */
+    const int64_t block_rows = rows == BLOCK_ROWS && width == BLOCK_COLS ? BLOCK_ROWS : rows;
     for (int64_t p = 0; p < pairs; p++) {
-        float b_low[BLOCK_COLS], b_high[BLOCK_COLS];
+        float b_low[BLOCK_COLS] = {0}, b_high[BLOCK_COLS] = {0};
         for (int64_t x = 0; x < width; x++) {
             b_low[x] = low_half(b[p * ldb + x]);
             b_high[x] = high_half(b[p * ldb + x]);
         }
-        for (int64_t r = 0; r < rows; r++) {
+        for (int64_t r = 0; r < block_rows; r++) {
             const sdpa_bf16_pair a_pair = a[r * a_row_stride + p * a_inner_stride];
             const float a_low = low_half(a_pair), a_high = high_half(a_pair);
-            for (int64_t x = 0; x < width; x++)
+            for (int x = 0; x < BLOCK_COLS; x++)
                 acc[r][x] += a_low * b_low[x] + a_high * b_high[x];
         }
     }
