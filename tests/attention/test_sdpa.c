@@ -865,7 +865,9 @@ static void test_bf16_native_matches_emulated(void)
     }
     /* A [ROWS x PAIRS] rows of pairs times B [PAIRS x n] for n over the panel widths. */
     slow->pack(src, STRIDE, 1, ROWS, COLS, native, PAIRS, 1);
-    slow->pack(src + 7, 1, STRIDE, 70 > STRIDE - 7 ? STRIDE - 7 : 70, COLS, emulated, 1, 70);
+    static float b_src[COLS * 70];
+    test_fill_uniform(b_src, COLS * 70, -3.0f, 3.0f, 20);
+    slow->pack(b_src, 1, 70, 70, COLS, emulated, 1, 70);
     static const int64_t widths[] = {1, 16, 23, 48, 64, 46};
     for (int w = 0; w < 6; w++)
         for (int mode = 0; mode < 3; mode++) {
