@@ -742,7 +742,7 @@ static double max_error_double(const double *a, const double *exact, size_t n)
 /* The double reference (fp32: exact; bf16: the naive computation with the kernels'
  * rounding of the operands) of one case: out, lse, dq, dk, dv. */
 typedef struct reference_run {
-    double *out, *lse, *dq, *dk, *dv;
+    double *out, *lse, *weights, *dq, *dk, *dv;
 } reference_run;
 
 static reference_run reference_run_make(sdpa_case *c, attn_precision precision, const double *q,
@@ -751,11 +751,12 @@ static reference_run reference_run_make(sdpa_case *c, attn_precision precision, 
     reference_run r;
     r.out = test_alloc(o_count(c) * sizeof(double));
     r.lse = test_alloc(rows(c) * sizeof(double));
+    r.weights = test_alloc(rows(c) * (size_t)c->len_k * sizeof(double) + sizeof(double));
     r.dq = calloc(q_count(c) + 1, sizeof(double));
     r.dk = calloc(k_count(c) + 1, sizeof(double));
     r.dv = calloc(v_count(c) + 1, sizeof(double));
     c->problem.precision = precision;
-    CHECK_OK(attn_sdpa_reference_forward_f64(&c->problem, q, k, v, r.out, r.lse, NULL));
+    CHECK_OK(attn_sdpa_reference_forward_f64(&c->problem, q, k, v, r.out, r.lse, r.weights));
     CHECK_OK(attn_sdpa_reference_backward_f64(&c->problem, q, k, v, grad_out, r.dq, r.dk, r.dv));
     c->problem.precision = ATTN_PRECISION_FP32;
     return r;
@@ -763,12 +764,12 @@ static reference_run reference_run_make(sdpa_case *c, attn_precision precision, 
 
 static void reference_run_free(reference_run *r)
 {
-    free(r->out), free(r->lse), free(r->dq), free(r->dk), free(r->dv);
+    free(r->out), free(r->lse), free(r->weights), free(r->dq), free(r->dk), free(r->dv);
 }
 
 /* FlashAttention's rule on the current instruction set: the bf16 kernels' largest error
  * against float64 is at most twice that of the naive computation with the same rounding of
- * the operands, for the output, lse and all three gradients. */
+ * the operands, for the output, lse, weights and all three gradients. */
 static void check_bf16_rule(int64_t batch, int64_t heads, int64_t len_q, int64_t len_k, int64_t dim,
                             int64_t dim_v, const mask_spec *spec, int interleaved, uint64_t seed)
 {
@@ -782,12 +783,15 @@ static void check_bf16_rule(int64_t batch, int64_t heads, int64_t len_q, int64_t
     reference_run naive = reference_run_make(&c, ATTN_PRECISION_BF16, q, k, v, grad_out);
     run_result r;
     if (run_api(&c, q, k, v, grad_out, interleaved, &r)) {
-        const char *names[] = {"out", "lse", "dq", "dk", "dv"};
-        const float *kernel[] = {r.out, r.lse, r.dq, r.dk, r.dv};
-        const double *exact_values[] = {exact.out, exact.lse, exact.dq, exact.dk, exact.dv};
-        const double *naive_values[] = {naive.out, naive.lse, naive.dq, naive.dk, naive.dv};
-        const size_t counts[] = {o_count(&c), rows(&c), q_count(&c), k_count(&c), v_count(&c)};
-        for (int t = 0; t < 5; t++) {
+        const char *names[] = {"out", "lse", "weights", "dq", "dk", "dv"};
+        const float *kernel[] = {r.out, r.lse, r.weights, r.dq, r.dk, r.dv};
+        const double *exact_values[] = {exact.out, exact.lse, exact.weights,
+                                        exact.dq,  exact.dk,  exact.dv};
+        const double *naive_values[] = {naive.out, naive.lse, naive.weights,
+                                        naive.dq,  naive.dk,  naive.dv};
+        const size_t counts[] = {o_count(&c), rows(&c),    rows(&c) * (size_t)len_k,
+                                 q_count(&c), k_count(&c), v_count(&c)};
+        for (int t = 0; t < 6; t++) {
             double kernel_error = max_error(kernel[t], exact_values[t], counts[t]);
             double naive_error = max_error_double(naive_values[t], exact_values[t], counts[t]);
             /* The floor covers results the rounding leaves exact (fully masked rows). */
