@@ -157,7 +157,7 @@ typedef struct sdpa_bf16_kernels {
     /* sdpa_kernels.softmax_grad_rows over base-2 scores and a base-2 lse: P = 2^(S - lse),
      * dS = P (dP - delta) scale, written as pairs of rows (prob_pairs, grad_pairs, as above)
      * and as rows of pairs, grad_rows [r * grad_rows_stride + c / 2] = (dS(r, c),
-     * dS(r, c + 1)) with dS(r, cols) = 0. */
+     * dS(r, c + 1)) with dS(r, cols) = 0. cols <= 64 (one key tile). */
     void (*softmax_grad_rows)(const float *scores, const float *grad, int64_t rows, int64_t cols,
                               int64_t ld, const float *lse, const float *delta, float scale,
                               sdpa_bf16_pair *prob_pairs, sdpa_bf16_pair *grad_pairs,
