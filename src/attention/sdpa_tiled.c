@@ -62,14 +62,17 @@ const sdpa_kernels *attn_sdpa_kernels_for(attn_isa isa)
     }
 }
 
-/* The bf16 products: vdpbf16ps where the CPU has it and AVX-512 is selected, the same
- * rounding in plain C everywhere else. */
-static const sdpa_bf16_kernels *bf16_kernels(void)
+const sdpa_bf16_kernels *attn_sdpa_bf16_kernels_for(attn_isa isa)
 {
 #ifdef ATTN_SDPA_HAVE_X86
-    if (attn_precision_native(ATTN_PRECISION_BF16))
+    if (isa == ATTN_ISA_AVX512 && attn_precision_native(ATTN_PRECISION_BF16))
         return &attn_sdpa_bf16_kernels_avx512bf16;
+    if (isa == ATTN_ISA_AVX512)
+        return &attn_sdpa_bf16_kernels_emulated_avx512;
+    if (isa == ATTN_ISA_AVX2)
+        return &attn_sdpa_bf16_kernels_emulated_avx2;
 #endif
+    (void)isa;
     return &attn_sdpa_bf16_kernels_emulated;
 }
 
@@ -511,12 +514,13 @@ static void forward_items(void *ctx, int64_t begin, int64_t end, int thread_inde
 
 attn_status attn_sdpa_tiled_forward(const sdpa_problem *p, const sdpa_kernels *kern)
 {
-    forward_job job = {p,
-                       kern,
-                       p->precision == ATTN_PRECISION_BF16 ? bf16_kernels() : NULL,
-                       (p->len_q + FORWARD_Q_TILE - 1) / FORWARD_Q_TILE,
-                       NULL,
-                       0};
+    forward_job job = {
+        p,
+        kern,
+        p->precision == ATTN_PRECISION_BF16 ? attn_sdpa_bf16_kernels_for(attn_active_isa()) : NULL,
+        (p->len_q + FORWARD_Q_TILE - 1) / FORWARD_Q_TILE,
+        NULL,
+        0};
     if (!scratch_per_thread(p, 0, &job.scratch_per_thread))
         return ATTN_ERR_OUT_OF_MEMORY;
     int threads = attn_parallel_threads();
@@ -772,14 +776,15 @@ static void reduce_dq_rows(void *ctx, int64_t begin, int64_t end, int thread_ind
 attn_status attn_sdpa_tiled_backward(const sdpa_problem *p, const sdpa_kernels *kern)
 {
     const int threads = attn_parallel_threads();
-    backward_job job = {p,
-                        kern,
-                        p->precision == ATTN_PRECISION_BF16 ? bf16_kernels() : NULL,
-                        backward_groups(p, threads),
-                        (p->len_k + BACKWARD_K_TILE - 1) / BACKWARD_K_TILE,
-                        NULL,
-                        NULL,
-                        0};
+    backward_job job = {
+        p,
+        kern,
+        p->precision == ATTN_PRECISION_BF16 ? attn_sdpa_bf16_kernels_for(attn_active_isa()) : NULL,
+        backward_groups(p, threads),
+        (p->len_k + BACKWARD_K_TILE - 1) / BACKWARD_K_TILE,
+        NULL,
+        NULL,
+        0};
     if (!scratch_per_thread(p, 1, &job.scratch_per_thread))
         return ATTN_ERR_OUT_OF_MEMORY;
     job.scratch = alloc_scratch(job.scratch_per_thread, threads);

@@ -836,56 +836,120 @@ static void test_bf16_meets_flash_attention_rule(void)
     CHECK_OK(attn_set_num_threads(0));
 }
 
-/* The vdpbf16ps kernels against the emulated ones on the same operands: packing rounds to
- * the same bits (normal numbers), products agree to float summation order. */
-static void test_bf16_native_matches_emulated(void)
+/* One bf16 kernel table against the portable emulation on the same operands: packing
+ * rounds to the same bits (normal numbers), products and softmax agree to float rounding. */
+static void compare_bf16_kernels(const char *name, const sdpa_bf16_kernels *fast)
 {
-#ifdef ATTN_SDPA_HAVE_X86
-    CHECK_OK(attn_set_isa(ATTN_ISA_AVX512));
-    if (!attn_precision_native(ATTN_PRECISION_BF16)) {
-        CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
-        printf("  (no AVX512_BF16 on this CPU: the emulated path runs everywhere)\n");
-        return;
-    }
-    CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
-    enum { ROWS = 37, COLS = 45, STRIDE = 53, PAIRS = (COLS + 1) / 2 };
-    static float src[ROWS * STRIDE], c_native[ROWS * 70], c_emulated[ROWS * 70], scale[ROWS];
-    static sdpa_bf16_pair native[ROWS * COLS], emulated[ROWS * COLS];
-    test_fill_uniform(src, ROWS * STRIDE, -3.0f, 3.0f, 17);
-    test_fill_uniform(scale, ROWS, 0.0f, 1.0f, 18);
-    const sdpa_bf16_kernels *fast = &attn_sdpa_bf16_kernels_avx512bf16;
+    enum { ROWS = 37, COLS = 45, STRIDE = 53, PAIRS = (COLS + 1) / 2, LD = 70 };
+    static float src[ROWS * STRIDE], b_src[COLS * LD], c_fast[ROWS * LD], c_slow[ROWS * LD];
+    static float scale[LD], stats_fast[3][LD], stats_slow[3][LD];
+    static sdpa_bf16_pair fast_pairs[3][ROWS * LD], slow_pairs[3][ROWS * LD];
     const sdpa_bf16_kernels *slow = &attn_sdpa_bf16_kernels_emulated;
-    /* Rows of pairs, pairs across rows (contiguous and gathered), and the generic case. */
+    test_fill_uniform(src, ROWS * STRIDE, -3.0f, 3.0f, 17);
+    test_fill_uniform(scale, LD, 0.0f, 1.0f, 18);
+    test_fill_uniform(b_src, COLS * LD, -3.0f, 3.0f, 20);
+    /* Rows of pairs, pairs across contiguous rows, rows into columns, and the generic case. */
     const int64_t layouts[4][4] = {
         {STRIDE, 1, PAIRS, 1}, {1, STRIDE, 1, COLS}, {STRIDE, 1, 1, ROWS}, {1, STRIDE, PAIRS, 1}};
     for (int l = 0; l < 4; l++) {
         const int64_t *x = layouts[l];
         int64_t rows = x[0] == 1 ? COLS : ROWS, cols = x[0] == 1 ? ROWS : COLS;
-        memset(native, 0, sizeof native);
-        memset(emulated, 0, sizeof emulated);
-        fast->pack(src, x[0], x[1], rows, cols, native, x[2], x[3]);
-        slow->pack(src, x[0], x[1], rows, cols, emulated, x[2], x[3]);
-        CHECK(memcmp(native, emulated, sizeof native) == 0, "bf16 pack layout %d: same bits", l);
+        memset(fast_pairs, 0, sizeof fast_pairs);
+        memset(slow_pairs, 0, sizeof slow_pairs);
+        fast->pack(src, x[0], x[1], rows, cols, fast_pairs[0], x[2], x[3]);
+        slow->pack(src, x[0], x[1], rows, cols, slow_pairs[0], x[2], x[3]);
+        CHECK(memcmp(fast_pairs, slow_pairs, sizeof fast_pairs) == 0,
+              "%s pack layout %d: same bits", name, l);
     }
     /* A [ROWS x PAIRS] rows of pairs times B [PAIRS x n] for n over the panel widths. */
-    slow->pack(src, STRIDE, 1, ROWS, COLS, native, PAIRS, 1);
-    static float b_src[COLS * 70];
-    test_fill_uniform(b_src, COLS * 70, -3.0f, 3.0f, 20);
-    slow->pack(b_src, 1, 70, 70, COLS, emulated, 1, 70);
+    slow->pack(src, STRIDE, 1, ROWS, COLS, slow_pairs[0], PAIRS, 1);
+    slow->pack(b_src, 1, LD, LD, COLS, slow_pairs[1], 1, LD);
     static const int64_t widths[] = {1, 16, 23, 48, 64, 46};
+    const sdpa_gemm_mode modes[] = {SDPA_GEMM_STORE, SDPA_GEMM_ADD, SDPA_GEMM_SCALE_ROWS};
     for (int w = 0; w < 6; w++)
         for (int mode = 0; mode < 3; mode++) {
-            const sdpa_gemm_mode modes[] = {SDPA_GEMM_STORE, SDPA_GEMM_ADD, SDPA_GEMM_SCALE_ROWS};
-            test_fill_uniform(c_native, ROWS * 70, -1.0f, 1.0f, 19);
-            memcpy(c_emulated, c_native, sizeof c_native);
-            fast->gemm(ROWS, widths[w], PAIRS, native, PAIRS, 1, emulated, 70, c_native, 70, 0.5f,
-                       modes[mode], scale);
-            slow->gemm(ROWS, widths[w], PAIRS, native, PAIRS, 1, emulated, 70, c_emulated, 70, 0.5f,
-                       modes[mode], scale);
-            CHECK(test_max_abs_diff(c_native, c_emulated, ROWS * 70) <= 1e-4,
-                  "bf16 gemm n=%lld mode %d: native %.3g from emulated", (long long)widths[w], mode,
-                  test_max_abs_diff(c_native, c_emulated, ROWS * 70));
+            test_fill_uniform(c_fast, ROWS * LD, -1.0f, 1.0f, 19);
+            memcpy(c_slow, c_fast, sizeof c_fast);
+            fast->gemm(ROWS, widths[w], PAIRS, slow_pairs[0], PAIRS, 1, slow_pairs[1], LD, c_fast,
+                       LD, 0.5f, modes[mode], scale);
+            slow->gemm(ROWS, widths[w], PAIRS, slow_pairs[0], PAIRS, 1, slow_pairs[1], LD, c_slow,
+                       LD, 0.5f, modes[mode], scale);
+            CHECK(test_max_abs_diff(c_fast, c_slow, ROWS * LD) <= 1e-4,
+                  "%s gemm n=%lld mode %d: %.3g from the emulation", name, (long long)widths[w],
+                  mode, test_max_abs_diff(c_fast, c_slow, ROWS * LD));
         }
+    /* Base-2 softmax over scores [ROWS x 64] (an odd row count pads a pair), with one column
+     * fully masked and running statistics from an earlier tile. */
+    for (int64_t e = 0; e < ROWS * LD; e++)
+        c_fast[e] = e % LD == 5 ? -INFINITY : src[e % (ROWS * STRIDE)];
+    for (int64_t c = 0; c < LD; c++) {
+        stats_fast[0][c] = stats_slow[0][c] = c == 5 ? -INFINITY : scale[c];
+        stats_fast[1][c] = stats_slow[1][c] = c == 5 ? 0.0f : 1.0f + scale[c];
+    }
+    memset(fast_pairs, 0, sizeof fast_pairs);
+    memset(slow_pairs, 0, sizeof slow_pairs);
+    fast->softmax_columns(c_fast, ROWS, 64, LD, stats_fast[0], stats_fast[1], stats_fast[2],
+                          fast_pairs[0]);
+    slow->softmax_columns(c_fast, ROWS, 64, LD, stats_slow[0], stats_slow[1], stats_slow[2],
+                          slow_pairs[0]);
+    double worst = 0;
+    for (int t = 0; t < 3; t++)
+        for (int64_t c = 0; c < 64; c++) {
+            double diff = fabs((double)stats_fast[t][c] - (double)stats_slow[t][c]);
+            worst = stats_fast[t][c] == stats_slow[t][c] ? worst : diff > worst ? diff : worst;
+        }
+    int close_pairs = 1;
+    for (int64_t e = 0; e < (ROWS + 1) / 2 * LD; e++) {
+        if (e % LD >= 64)
+            continue;
+        for (int half = 0; half < 2; half++) {
+            float a = sdpa_bf16_to_float(fast_pairs[0][e] >> (16 * half) & 0xffffu);
+            float b = sdpa_bf16_to_float(slow_pairs[0][e] >> (16 * half) & 0xffffu);
+            close_pairs &= fabsf(a - b) <= 1e-2f * fabsf(b) + 1e-30f;
+        }
+    }
+    CHECK(worst <= 1e-5 && close_pairs, "%s softmax: statistics %.3g apart, pairs close %d", name,
+          worst, close_pairs);
+    /* Softmax gradient: rows [ROWS x 64] of base-2 scores and dP, one row fully masked. */
+    float lse[ROWS], delta[ROWS];
+    for (int64_t r = 0; r < ROWS; r++) {
+        lse[r] = r == 3 ? -INFINITY : 4.0f + scale[r];
+        delta[r] = scale[r + 1] - 0.5f;
+    }
+    memset(fast_pairs, 0, sizeof fast_pairs);
+    memset(slow_pairs, 0, sizeof slow_pairs);
+    fast->softmax_grad_rows(c_fast, b_src, ROWS, 64, LD, lse, delta, 0.3f, fast_pairs[0],
+                            fast_pairs[1], fast_pairs[2], 32);
+    slow->softmax_grad_rows(c_fast, b_src, ROWS, 64, LD, lse, delta, 0.3f, slow_pairs[0],
+                            slow_pairs[1], slow_pairs[2], 32);
+    close_pairs = 1;
+    for (int t = 0; t < 3; t++)
+        for (int64_t e = 0; e < ROWS * LD; e++)
+            for (int half = 0; half < 2; half++) {
+                float a = sdpa_bf16_to_float(fast_pairs[t][e] >> (16 * half) & 0xffffu);
+                float b = sdpa_bf16_to_float(slow_pairs[t][e] >> (16 * half) & 0xffffu);
+                close_pairs &= fabsf(a - b) <= 1e-2f * fabsf(b) + 1e-30f;
+            }
+    CHECK(close_pairs, "%s softmax gradient: pairs within a bf16 step", name);
+}
+
+static void test_bf16_kernels_match_the_emulation(void)
+{
+#ifdef ATTN_SDPA_HAVE_X86
+    if (attn_isa_supported(ATTN_ISA_AVX2))
+        compare_bf16_kernels("emulated avx2", &attn_sdpa_bf16_kernels_emulated_avx2);
+    if (attn_isa_supported(ATTN_ISA_AVX512))
+        compare_bf16_kernels("emulated avx512", &attn_sdpa_bf16_kernels_emulated_avx512);
+    int native = 0;
+    if (attn_isa_supported(ATTN_ISA_AVX512)) {
+        CHECK_OK(attn_set_isa(ATTN_ISA_AVX512));
+        native = attn_precision_native(ATTN_PRECISION_BF16);
+    }
+    if (native)
+        compare_bf16_kernels("avx512bf16", &attn_sdpa_bf16_kernels_avx512bf16);
+    else
+        printf("  (no AVX512_BF16 on this CPU: the emulated path runs everywhere)\n");
+    CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
 #endif
 }
 
@@ -1029,7 +1093,7 @@ int main(void)
     RUN_TEST(test_results_are_deterministic);
     RUN_TEST(test_fully_masked_rows_give_zeros);
     RUN_TEST(test_bf16_meets_flash_attention_rule);
-    RUN_TEST(test_bf16_native_matches_emulated);
+    RUN_TEST(test_bf16_kernels_match_the_emulation);
     RUN_TEST(test_bad_input_is_rejected);
     RUN_TEST(test_empty_sizes);
     return test_summary();
