@@ -1,8 +1,13 @@
-/* GEMM entry point: argument checks and dispatch. The scalar reference is the textbook
+/* GEMM entry points: argument checks and dispatch. The scalar reference is the textbook
  * triple loop in double; the optimized instruction sets share one blocked, packed driver
  * (gemm_blocked.c) around their own micro-kernels (gemm_portable.c, gemm_avx2.c,
- * gemm_avx512.c). A build with ATTN_BLAS=ON routes the optimized path to cblas_sgemm. */
+ * gemm_avx512.c). A build with ATTN_BLAS=ON routes the optimized float path to cblas_sgemm.
+ * In bf16 the reference rounds the operands and sums in double; the driver rounds while
+ * packing, for vdpbf16ps where the CPU has it (gemm_avx512bf16.c), else for the float
+ * kernel of the instruction set, which then computes the same products in float. */
 #include "kernels/gemm_internal.h"
+
+#include "kernels/bf16.h"
 
 #include <limits.h>
 
@@ -10,16 +15,25 @@
 #include <cblas.h>
 #endif
 
-static void gemm_reference(attn_transpose ta, attn_transpose tb, int64_t m, int64_t n,
-                           int64_t k, float alpha, const float *a, int64_t lda, const float *b,
-                           int64_t ldb, float beta, float *c, int64_t ldc)
+/* The operand as the product sees it: itself, or rounded to bf16. */
+static double operand(attn_precision precision, float x)
+{
+    return precision == ATTN_PRECISION_BF16 ? (double)attn_bf16_round(x) : (double)x;
+}
+
+static void gemm_reference(attn_precision precision, attn_transpose ta, attn_transpose tb,
+                           int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                           int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                           int64_t ldc)
 {
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < n; j++) {
             double sum = 0;
             for (int64_t p = 0; p < k; p++) {
-                double x = ta == ATTN_NO_TRANS ? a[i * lda + p] : a[p * lda + i];
-                double y = tb == ATTN_NO_TRANS ? b[p * ldb + j] : b[j * ldb + p];
+                double x =
+                    operand(precision, ta == ATTN_NO_TRANS ? a[i * lda + p] : a[p * lda + i]);
+                double y =
+                    operand(precision, tb == ATTN_NO_TRANS ? b[p * ldb + j] : b[j * ldb + p]);
                 sum += x * y;
             }
             double prior = beta == 0.0f ? 0.0 : (double)beta * c[i * ldc + j];
@@ -39,17 +53,22 @@ static void scale_c(int64_t m, int64_t n, float alpha, float beta, float *c, int
 static const gemm_kernel_info *kernel_for(attn_isa isa)
 {
     switch (isa) {
-    case ATTN_ISA_AVX512: return &attn_gemm_avx512_kernel;
-    case ATTN_ISA_AVX2: return &attn_gemm_avx2_kernel;
-    default: return &attn_gemm_portable_kernel;
+    case ATTN_ISA_AVX512:
+        return &attn_gemm_avx512_kernel;
+    case ATTN_ISA_AVX2:
+        return &attn_gemm_avx2_kernel;
+    default:
+        return &attn_gemm_portable_kernel;
     }
 }
 
 #ifdef ATTN_HAVE_CBLAS
-static int fits_int(int64_t v) { return v <= INT_MAX; }
+static int fits_int(int64_t v)
+{
+    return v <= INT_MAX;
+}
 
-static int cblas_can_take(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
-                          int64_t ldc)
+static int cblas_can_take(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc)
 {
     return fits_int(m) && fits_int(n) && fits_int(k) && fits_int(lda) && fits_int(ldb) &&
            fits_int(ldc);
@@ -60,6 +79,18 @@ attn_status attn_gemm(attn_transpose ta, attn_transpose tb, int64_t m, int64_t n
                       float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                       float beta, float *c, int64_t ldc)
 {
+    return attn_gemm_precision(ATTN_PRECISION_FP32, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                               ldc);
+}
+
+attn_status attn_gemm_precision(attn_precision precision, attn_transpose ta, attn_transpose tb,
+                                int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                                int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                                int64_t ldc)
+{
+    ATTN_CHECK_ARG(precision == ATTN_PRECISION_FP32 || precision == ATTN_PRECISION_BF16,
+                   "attn_gemm: precision must be fp32 or bf16, got %s",
+                   attn_precision_name(precision));
     ATTN_CHECK_ARG(ta == ATTN_NO_TRANS || ta == ATTN_TRANS,
                    "attn_gemm: trans_a must be ATTN_NO_TRANS or ATTN_TRANS, got %d", (int)ta);
     ATTN_CHECK_ARG(tb == ATTN_NO_TRANS || tb == ATTN_TRANS,
@@ -87,23 +118,30 @@ attn_status attn_gemm(attn_transpose ta, attn_transpose tb, int64_t m, int64_t n
 
     attn_isa isa = attn_active_isa();
     if (isa == ATTN_ISA_REFERENCE) {
-        gemm_reference(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        gemm_reference(precision, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return ATTN_OK;
     }
     if (k == 0) {
         scale_c(m, n, alpha, beta, c, ldc);
         return ATTN_OK;
     }
+    if (precision == ATTN_PRECISION_BF16) {
+        const gemm_kernel_info *info = isa == ATTN_ISA_AVX512 && attn_precision_native(precision)
+                                           ? &attn_gemm_avx512bf16_kernel
+                                           : kernel_for(isa);
+        return attn_gemm_blocked(info, precision, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                                 ldc);
+    }
 #ifdef ATTN_HAVE_CBLAS
     if (cblas_can_take(m, n, k, lda, ldb, ldc)) {
         cblas_sgemm(CblasRowMajor, ta == ATTN_TRANS ? CblasTrans : CblasNoTrans,
-                    tb == ATTN_TRANS ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha,
-                    a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+                    tb == ATTN_TRANS ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a,
+                    (int)lda, b, (int)ldb, beta, c, (int)ldc);
         return ATTN_OK;
     }
 #endif
-    return attn_gemm_blocked(kernel_for(isa), ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
-                             ldc);
+    return attn_gemm_blocked(kernel_for(isa), precision, ta, tb, m, n, k, alpha, a, lda, b, ldb,
+                             beta, c, ldc);
 }
 
 const char *attn_gemm_backend(void)
@@ -115,9 +153,12 @@ const char *attn_gemm_backend(void)
     return "cblas";
 #else
     switch (isa) {
-    case ATTN_ISA_AVX512: return "built-in avx512";
-    case ATTN_ISA_AVX2: return "built-in avx2";
-    default: return "built-in portable";
+    case ATTN_ISA_AVX512:
+        return "built-in avx512";
+    case ATTN_ISA_AVX2:
+        return "built-in avx2";
+    default:
+        return "built-in portable";
     }
 #endif
 }
