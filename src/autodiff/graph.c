@@ -142,6 +142,12 @@ attn_precision attn_graph_precision(const attn_graph *graph)
     return graph != NULL ? graph->precision : ATTN_PRECISION_FP32;
 }
 
+attn_precision attn_ad_product_precision(const attn_graph *graph)
+{
+    return attn_graph_precision(graph) == ATTN_PRECISION_BF16 ? ATTN_PRECISION_BF16
+                                                              : ATTN_PRECISION_FP32;
+}
+
 void attn_graph_set_dropout_seed(attn_graph *graph, uint64_t seed, uint64_t step)
 {
     if (graph == NULL)

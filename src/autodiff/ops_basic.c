@@ -2,10 +2,10 @@
  * and moving values around (concatenation, stacking a decoder's steps, gathering one
  * position per sentence).
  *
- * The arithmetic is in the kernels (attn_gemm, attn_embedding_*, attn_activation_*,
- * attn_dropout_*), which dispatch on the instruction set themselves. What is left here
- * (broadcasting a bias, adding arrays, summing bias gradients, copying) only streams memory,
- * so portable loops serve every instruction set. */
+ * The arithmetic is in the kernels (attn_gemm_precision in the graph's precision, attn_embedding_*,
+ * attn_activation_*, attn_dropout_*), which dispatch on the instruction set themselves. What is
+ * left here (broadcasting a bias, adding arrays, summing bias gradients, copying) only streams
+ * memory, so portable loops serve every instruction set. */
 #include "autodiff/autodiff_internal.h"
 
 #include <math.h>
@@ -23,17 +23,18 @@ static attn_status linear_backward(attn_graph *graph, const attn_var *output, vo
     const int64_t rows = attn_ad_rows(ctx->x), in = attn_ad_last_dim(ctx->x);
     const int64_t out = ctx->weight->value.shape[0];
     const float *dy = output->grad;
+    const attn_precision precision = attn_ad_product_precision(graph);
     float *dx, *dw, *db = NULL;
     ATTN_TRY(attn_graph_grad(graph, ctx->x, &dx));
     ATTN_TRY(attn_graph_grad(graph, ctx->weight, &dw));
     if (ctx->bias != NULL)
         ATTN_TRY(attn_graph_grad(graph, ctx->bias, &db));
     if (dx != NULL)
-        ATTN_TRY(attn_gemm(ATTN_NO_TRANS, ATTN_NO_TRANS, rows, in, out, 1.0f, dy, out,
-                           ctx->weight->value.data, in, 1.0f, dx, in));
+        ATTN_TRY(attn_gemm_precision(precision, ATTN_NO_TRANS, ATTN_NO_TRANS, rows, in, out, 1.0f,
+                                     dy, out, ctx->weight->value.data, in, 1.0f, dx, in));
     if (dw != NULL)
-        ATTN_TRY(attn_gemm(ATTN_TRANS, ATTN_NO_TRANS, out, in, rows, 1.0f, dy, out,
-                           ctx->x->value.data, in, 1.0f, dw, in));
+        ATTN_TRY(attn_gemm_precision(precision, ATTN_TRANS, ATTN_NO_TRANS, out, in, rows, 1.0f, dy,
+                                     out, ctx->x->value.data, in, 1.0f, dw, in));
     if (db != NULL)
         attn_ad_add_column_sums(rows, out, dy, db);
     return ATTN_OK;
@@ -73,9 +74,9 @@ attn_status attn_op_linear(attn_graph *graph, attn_var *x, attn_var *weight, att
     ATTN_TRY(attn_graph_new_var(graph, x->value.ndim, shape, wants, &y));
     if (bias != NULL)
         attn_ad_fill_rows(rows, features, bias->value.data, y->value.data);
-    ATTN_TRY(attn_gemm(ATTN_NO_TRANS, ATTN_TRANS, rows, features, in, 1.0f, x->value.data, in,
-                       weight->value.data, in, bias != NULL ? 1.0f : 0.0f, y->value.data,
-                       features));
+    ATTN_TRY(attn_gemm_precision(attn_ad_product_precision(graph), ATTN_NO_TRANS, ATTN_TRANS, rows,
+                                 features, in, 1.0f, x->value.data, in, weight->value.data, in,
+                                 bias != NULL ? 1.0f : 0.0f, y->value.data, features));
     if (wants) {
         linear_ctx ctx = {x, weight, bias};
         ATTN_TRY(attn_ad_record(graph, 1, &y, linear_backward, &ctx, sizeof ctx, "linear"));

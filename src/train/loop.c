@@ -62,6 +62,9 @@ static attn_status check_options(const attn_trainer_options *o)
                    (long long)o->batch_tokens);
     ATTN_CHECK_ARG(o->accumulate >= 1, "%s: accumulate must be >= 1, got %lld", fn,
                    (long long)o->accumulate);
+    ATTN_CHECK_ARG(o->precision == ATTN_PRECISION_FP32 || o->precision == ATTN_PRECISION_BF16,
+                   "%s: precision must be fp32 or bf16 for training, got %s", fn,
+                   attn_precision_name(o->precision));
     ATTN_CHECK_ARG(o->clip_norm >= 0.0 && isfinite(o->clip_norm),
                    "%s: clip_norm must be finite and >= 0, got %g", fn, o->clip_norm);
     ATTN_CHECK_ARG(o->max_epochs >= 0 && o->max_steps >= 0,
@@ -195,6 +198,7 @@ static attn_status create(attn_trainer *t, const attn_trainable *model, const at
         ATTN_TRY(attn_batcher_create(valid, &in_order, &t->valid_batches));
     }
     ATTN_TRY(attn_graph_create(t->params, &t->graph));
+    attn_graph_set_precision(t->graph, options->precision);
     size_t count = attn_params_count(t->params);
     t->tensors = calloc(3 * count + 1, sizeof *t->tensors);
     if (t->tensors == NULL)

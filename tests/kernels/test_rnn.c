@@ -353,7 +353,7 @@ static float *floats_or_null(const double *x, size_t n)
 
 static attn_rnn_layer_dims layer_dims(const problem *p, int64_t stride)
 {
-    attn_rnn_layer_dims d = {p->cell, p->B, p->T, p->I, p->H, p->reverse, stride};
+    attn_rnn_layer_dims d = {p->cell, p->B, p->T, p->I, p->H, p->reverse, stride, ATTN_PRECISION_FP32};
     return d;
 }
 
@@ -779,7 +779,7 @@ static void test_bad_input(void)
     enum { B = 2, T = 3, I = 4, H = 5 };
     static float buf[4096];
     int64_t lengths[B] = {3, 1};
-    attn_rnn_layer_dims dims = {ATTN_RNN_LSTM, B, T, I, H, 0, 0};
+    attn_rnn_layer_dims dims = {ATTN_RNN_LSTM, B, T, I, H, 0, 0, ATTN_PRECISION_FP32};
     attn_rnn_params params = {buf, buf, NULL, NULL};
     attn_rnn_params no_hh = {buf, NULL, NULL, NULL};
     CHECK(attn_rnn_layer_saved_floats(&dims) > 0 && attn_rnn_layer_workspace_floats(&dims) > 0 &&
@@ -878,7 +878,7 @@ static void test_bad_input(void)
     CHECK(attn_rnn_cell_workspace_floats(&bad_cell) == 0, "no size for bad cell dims");
 
     /* An empty batch is a valid no-op, even without buffers. */
-    attn_rnn_layer_dims empty = {ATTN_RNN_GRU, 0, T, I, H, 0, 0};
+    attn_rnn_layer_dims empty = {ATTN_RNN_GRU, 0, T, I, H, 0, 0, ATTN_PRECISION_FP32};
     CHECK_OK(
         attn_rnn_layer_forward(&empty, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL));
     CHECK_OK(attn_rnn_layer_backward(&empty, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
