@@ -47,6 +47,13 @@ typedef struct attn_sdpa_options {
     const uint8_t *key_padding_mask; /* [B, Lk] or NULL */
     const float *attn_mask;          /* [Lq, Lk], or [B, H, Lq, Lk], or NULL */
     int attn_mask_per_head;          /* 0 or 1; 1 requires attn_mask */
+    /* Operands of the products. FP32 (0, the default). BF16: Q, K, V, dO, the probabilities
+     * and the score gradients are rounded to bfloat16 (to nearest even) as operands of Q K^T,
+     * P V and the backward's dO V^T, P^T dO, dS^T Q, dS K; products accumulate in float32,
+     * and the softmax statistics (running max, sum, lse) stay float32. AVX512_BF16's
+     * vdpbf16ps runs them where attn_precision_native(ATTN_PRECISION_BF16); other
+     * instruction sets emulate the same rounding. INT8 is rejected. */
+    attn_precision precision;
 } attn_sdpa_options;
 
 /* Options with no mask and the default scale. Passing options = NULL means the same. */
