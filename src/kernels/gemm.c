@@ -10,6 +10,7 @@
 #include "kernels/bf16.h"
 
 #include <limits.h>
+#include <stdlib.h>
 
 #ifdef ATTN_HAVE_CBLAS
 #include <cblas.h>
@@ -60,6 +61,16 @@ static const gemm_kernel_info *kernel_for(attn_isa isa)
     default:
         return &attn_gemm_portable_kernel;
     }
+}
+
+/* The built-in kernel for the optimized instruction set and precision: vdpbf16ps for bf16
+ * where the CPU has it, else the instruction set's float kernel (which emulates bf16). */
+static const gemm_kernel_info *kernel_for_precision(attn_isa isa, attn_precision precision)
+{
+    if (precision == ATTN_PRECISION_BF16 && isa == ATTN_ISA_AVX512 &&
+        attn_precision_native(precision))
+        return &attn_gemm_avx512bf16_kernel;
+    return kernel_for(isa);
 }
 
 #ifdef ATTN_HAVE_CBLAS
@@ -125,13 +136,9 @@ attn_status attn_gemm_precision(attn_precision precision, attn_transpose ta, att
         scale_c(m, n, alpha, beta, c, ldc);
         return ATTN_OK;
     }
-    if (precision == ATTN_PRECISION_BF16) {
-        const gemm_kernel_info *info = isa == ATTN_ISA_AVX512 && attn_precision_native(precision)
-                                           ? &attn_gemm_avx512bf16_kernel
-                                           : kernel_for(isa);
-        return attn_gemm_blocked(info, precision, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
-                                 ldc);
-    }
+    if (precision == ATTN_PRECISION_BF16)
+        return attn_gemm_blocked(kernel_for_precision(isa, precision), precision, ta, tb, m, n, k,
+                                 alpha, a, lda, b, ldb, NULL, beta, c, ldc);
 #ifdef ATTN_HAVE_CBLAS
     if (cblas_can_take(m, n, k, lda, ldb, ldc)) {
         cblas_sgemm(CblasRowMajor, ta == ATTN_TRANS ? CblasTrans : CblasNoTrans,
@@ -141,7 +148,7 @@ attn_status attn_gemm_precision(attn_precision precision, attn_transpose ta, att
     }
 #endif
     return attn_gemm_blocked(kernel_for(isa), precision, ta, tb, m, n, k, alpha, a, lda, b, ldb,
-                             beta, c, ldc);
+                             NULL, beta, c, ldc);
 }
 
 const char *attn_gemm_backend(void)
@@ -161,4 +168,122 @@ const char *attn_gemm_backend(void)
         return "built-in portable";
     }
 #endif
+}
+
+/* ---- op(B) packed once for many products ------------------------------------------------ */
+
+struct attn_gemm_packed_b {
+    attn_precision precision;
+    attn_transpose tb;
+    int64_t k, n, ldb;
+    const float *b;               /* the source: repacking, and other instruction sets */
+    const gemm_kernel_info *info; /* the kernel the panels are for (NULL: none packed) */
+    float *panels;
+    size_t capacity; /* floats */
+};
+
+/* Packs for the active instruction set; the reference (and a cblas build in fp32) packs
+ * nothing and reads b at each product. */
+static attn_status pack_for_active_isa(attn_gemm_packed_b *p)
+{
+    attn_isa isa = attn_active_isa();
+    p->info = NULL;
+#ifdef ATTN_HAVE_CBLAS
+    if (p->precision == ATTN_PRECISION_FP32)
+        return ATTN_OK;
+#endif
+    if (isa == ATTN_ISA_REFERENCE || p->k == 0 || p->n == 0)
+        return ATTN_OK;
+    const gemm_kernel_info *info = kernel_for_precision(isa, p->precision);
+    size_t floats = attn_gemm_packed_b_floats(info, p->precision, p->k, p->n);
+    if (floats > p->capacity) {
+        size_t bytes;
+        float *fresh =
+            attn_mul_size(floats, sizeof(float), &bytes) ? attn_aligned_alloc(bytes) : NULL;
+        if (fresh == NULL)
+            return attn_fail(ATTN_ERR_OUT_OF_MEMORY,
+                             "attn_gemm_packed_b: out of memory for %zu packed floats", floats);
+        attn_aligned_free(p->panels);
+        p->panels = fresh;
+        p->capacity = floats;
+    }
+    attn_gemm_pack_b(info, p->precision, p->tb, p->k, p->n, p->b, p->ldb, p->panels);
+    p->info = info;
+    return ATTN_OK;
+}
+
+attn_status attn_gemm_packed_b_create(attn_precision precision, attn_transpose tb, int64_t k,
+                                      int64_t n, const float *b, int64_t ldb,
+                                      attn_gemm_packed_b **out)
+{
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
+    ATTN_CHECK_ARG(precision == ATTN_PRECISION_FP32 || precision == ATTN_PRECISION_BF16,
+                   "attn_gemm_packed_b_create: precision must be fp32 or bf16, got %s",
+                   attn_precision_name(precision));
+    ATTN_CHECK_ARG(tb == ATTN_NO_TRANS || tb == ATTN_TRANS,
+                   "attn_gemm_packed_b_create: trans_b must be ATTN_NO_TRANS or ATTN_TRANS, got %d",
+                   (int)tb);
+    ATTN_CHECK_ARG(k >= 0 && n >= 0, "attn_gemm_packed_b_create: negative size (k=%lld n=%lld)",
+                   (long long)k, (long long)n);
+    int64_t b_row = tb == ATTN_NO_TRANS ? n : k;
+    ATTN_CHECK_ARG(ldb >= (b_row > 1 ? b_row : 1),
+                   "attn_gemm_packed_b_create: ldb=%lld is smaller than a row of B (%lld)",
+                   (long long)ldb, (long long)b_row);
+    if (k > 0 && n > 0)
+        ATTN_CHECK_NOT_NULL(b);
+    attn_gemm_packed_b *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_gemm_packed_b_create: out of memory");
+    *p = (attn_gemm_packed_b){precision, tb, k, n, ldb, b, NULL, NULL, 0};
+    attn_status status = pack_for_active_isa(p);
+    if (status != ATTN_OK) {
+        attn_gemm_packed_b_destroy(p);
+        return status;
+    }
+    *out = p;
+    return ATTN_OK;
+}
+
+attn_status attn_gemm_packed_b_refresh(attn_gemm_packed_b *packed)
+{
+    ATTN_CHECK_NOT_NULL(packed);
+    return pack_for_active_isa(packed);
+}
+
+void attn_gemm_packed_b_destroy(attn_gemm_packed_b *packed)
+{
+    if (packed == NULL)
+        return;
+    attn_aligned_free(packed->panels);
+    free(packed);
+}
+
+attn_status attn_gemm_with_packed_b(attn_transpose ta, int64_t m, float alpha, const float *a,
+                                    int64_t lda, const attn_gemm_packed_b *b, float beta, float *c,
+                                    int64_t ldc)
+{
+    ATTN_CHECK_NOT_NULL(b);
+    attn_isa isa = attn_active_isa();
+    /* Packed for another instruction set (or none): the plain product of the source, which
+     * gives the same bits the panels would where they apply. */
+    if (b->info == NULL || isa == ATTN_ISA_REFERENCE ||
+        b->info != kernel_for_precision(isa, b->precision) || m == 0)
+        return attn_gemm_precision(b->precision, ta, b->tb, m, b->n, b->k, alpha, a, lda, b->b,
+                                   b->ldb, beta, c, ldc);
+    ATTN_CHECK_ARG(ta == ATTN_NO_TRANS || ta == ATTN_TRANS,
+                   "attn_gemm_with_packed_b: trans_a must be ATTN_NO_TRANS or ATTN_TRANS, got %d",
+                   (int)ta);
+    ATTN_CHECK_ARG(m > 0, "attn_gemm_with_packed_b: negative size (m=%lld)", (long long)m);
+    int64_t a_row = ta == ATTN_NO_TRANS ? b->k : m;
+    ATTN_CHECK_ARG(lda >= (a_row > 1 ? a_row : 1),
+                   "attn_gemm_with_packed_b: lda=%lld is smaller than a row of A (%lld)",
+                   (long long)lda, (long long)a_row);
+    ATTN_CHECK_ARG(ldc >= (b->n > 1 ? b->n : 1),
+                   "attn_gemm_with_packed_b: ldc=%lld is smaller than a row of C (%lld)",
+                   (long long)ldc, (long long)b->n);
+    ATTN_CHECK_NOT_NULL(a);
+    ATTN_CHECK_NOT_NULL(c);
+    return attn_gemm_blocked(b->info, b->precision, ta, b->tb, m, b->n, b->k, alpha, a, lda, b->b,
+                             b->ldb, b->panels, beta, c, ldc);
 }

@@ -294,7 +294,8 @@ typedef struct gemm_plan {
     /* Shared B (NULL when each thread packs its own): op(B) packed whole, k-block kb's
      * panel jp at shared_b + kb * depth * b_panels * NR + jp * NR * kc. */
     float *shared_b;
-    int64_t b_panels;           /* column panels of op(B) */
+    int b_prepacked;  /* shared_b was packed before the call: nothing to pack or wait for */
+    int64_t b_panels; /* column panels of op(B) */
     int64_t b_groups_per_block; /* claims per k-block: GEMM_SHARED_B_GROUP panels each */
     int64_t b_groups;           /* claims in all */
     atomic_int_fast64_t *next_b_group;
@@ -403,7 +404,7 @@ static void multiply_rectangle(const gemm_plan *g, int64_t r0, int64_t r1, int64
                 const float *b_packed = buf->b;
                 if (g->shared_b != NULL) {
                     int64_t kb = p0 / g->depth;
-                    for (int64_t jp = j0 / nr; jp < ceil_div(j0 + nb, nr);
+                    for (int64_t jp = j0 / nr; !g->b_prepacked && jp < ceil_div(j0 + nb, nr);
                          jp += GEMM_SHARED_B_GROUP - jp % GEMM_SHARED_B_GROUP)
                         wait_for_shared_panel(g, kb, jp);
                     b_packed = g->shared_b + kb * g->depth_words * g->b_panels * nr +
@@ -452,7 +453,7 @@ static void multiply_parts(void *ctx, int64_t begin, int64_t end, int thread_ind
         int64_t r1 = min64(row_panels * (pr + 1) / g->row_parts * g->info->mr, g->m);
         int64_t c0 = col_panels * pc / g->col_parts * g->info->nr;
         int64_t c1 = min64(col_panels * (pc + 1) / g->col_parts * g->info->nr, g->n);
-        if (g->shared_b != NULL)
+        if (g->shared_b != NULL && !g->b_prepacked)
             pack_shared_b(g);
         if (r0 < r1 && c0 < c1)
             multiply_rectangle(g, r0, r1, c0, c1, g->buffers[thread_index]);
@@ -485,10 +486,59 @@ static void choose_partition(gemm_plan *g, int64_t parts)
     }
 }
 
+/* The k-blocks, cache blocks and panels of op(B) of a product: what a prepacked op(B) must
+ * agree with, so they depend only on the kernel, the precision and the sizes. */
+static void plan_blocks(gemm_plan *g)
+{
+    const gemm_kernel_info *info = g->info;
+    g->depth = balanced_block(g->k, info->max_depth, info->pack_pairs != NULL ? 2 : 1);
+    g->depth_words = packed_steps(g, g->depth);
+    int64_t depth_bytes = g->depth_words * (int64_t)sizeof(float);
+    g->max_nc = (int64_t)GEMM_B_BLOCK_BYTES / depth_bytes / info->nr * info->nr;
+    g->max_mc = (int64_t)GEMM_A_BLOCK_BYTES / depth_bytes / info->mr * info->mr;
+    if (g->max_nc < info->nr)
+        g->max_nc = info->nr;
+    if (g->max_mc < info->mr)
+        g->max_mc = info->mr;
+    g->b_panels = ceil_div(g->n, info->nr);
+    g->b_groups_per_block = ceil_div(g->b_panels, GEMM_SHARED_B_GROUP);
+    g->b_groups = ceil_div(g->k, g->depth) * g->b_groups_per_block;
+}
+
+static void pack_groups(void *ctx, int64_t begin, int64_t end, int thread_index)
+{
+    (void)thread_index;
+    for (int64_t group = begin; group < end; group++)
+        pack_shared_group(ctx, group);
+}
+
+size_t attn_gemm_packed_b_floats(const gemm_kernel_info *info, attn_precision precision, int64_t k,
+                                 int64_t n)
+{
+    gemm_plan g = {.info = info, .precision = precision, .k = k, .n = n};
+    plan_blocks(&g);
+    return (size_t)(ceil_div(k, g.depth) * g.depth_words * g.b_panels * info->nr);
+}
+
+void attn_gemm_pack_b(const gemm_kernel_info *info, attn_precision precision, attn_transpose tb,
+                      int64_t k, int64_t n, const float *b, int64_t ldb, float *packed)
+{
+    gemm_plan g = {.info = info,
+                   .precision = precision,
+                   .tb = tb,
+                   .k = k,
+                   .n = n,
+                   .b = b,
+                   .ldb = ldb,
+                   .shared_b = packed};
+    plan_blocks(&g);
+    attn_parallel_for(g.b_groups, 1, pack_groups, &g);
+}
+
 attn_status attn_gemm_blocked(const gemm_kernel_info *info, attn_precision precision,
                               attn_transpose ta, attn_transpose tb, int64_t m, int64_t n, int64_t k,
                               float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
-                              float beta, float *c, int64_t ldc)
+                              const float *prepacked_b, float beta, float *c, int64_t ldc)
 {
     gemm_plan g = {.info = info,
                    .precision = precision,
@@ -505,15 +555,7 @@ attn_status attn_gemm_blocked(const gemm_kernel_info *info, attn_precision preci
                    .lda = lda,
                    .ldb = ldb,
                    .ldc = ldc};
-    g.depth = balanced_block(k, info->max_depth, info->pack_pairs != NULL ? 2 : 1);
-    g.depth_words = packed_steps(&g, g.depth);
-    int64_t depth_bytes = g.depth_words * (int64_t)sizeof(float);
-    g.max_nc = (int64_t)GEMM_B_BLOCK_BYTES / depth_bytes / info->nr * info->nr;
-    g.max_mc = (int64_t)GEMM_A_BLOCK_BYTES / depth_bytes / info->mr * info->mr;
-    if (g.max_nc < info->nr)
-        g.max_nc = info->nr;
-    if (g.max_mc < info->mr)
-        g.max_mc = info->mr;
+    plan_blocks(&g);
 
     double flops = 2.0 * (double)m * (double)n * (double)k;
     int64_t parts = attn_parallel_threads();
@@ -525,19 +567,15 @@ attn_status attn_gemm_blocked(const gemm_kernel_info *info, attn_precision preci
         parts = 1;
     /* Row bands with a shared op(B) pack nothing twice; otherwise the cheaper cut. */
     const int64_t row_panels = ceil_div(m, info->mr);
-    const int64_t k_blocks = ceil_div(k, g.depth);
-    g.b_panels = ceil_div(n, info->nr);
-    g.b_groups_per_block = ceil_div(g.b_panels, GEMM_SHARED_B_GROUP);
-    g.b_groups = k_blocks * g.b_groups_per_block;
-    int64_t shared_floats = k_blocks * g.depth_words * g.b_panels * info->nr;
+    int64_t shared_floats = ceil_div(k, g.depth) * g.depth_words * g.b_panels * info->nr;
     /* Operands rounded to bf16 exist only packed. */
     const int may_read_in_place = precision == ATTN_PRECISION_FP32;
-    int share_b = parts > 1 && row_panels >= parts &&
+    int share_b = prepacked_b == NULL && parts > 1 && row_panels >= parts &&
                   !(may_read_in_place && tb == ATTN_NO_TRANS &&
                     ceil_div(row_panels, parts) <= GEMM_B_IN_PLACE_MAX_USES) &&
                   shared_floats <= GEMM_SHARED_B_MAX_FLOATS &&
                   g.b_groups <= GEMM_SHARED_B_MAX_GROUPS;
-    if (share_b) {
+    if (share_b || (prepacked_b != NULL && row_panels >= parts)) {
         g.row_parts = parts;
         g.col_parts = 1;
     } else {
@@ -551,12 +589,14 @@ attn_status attn_gemm_blocked(const gemm_kernel_info *info, attn_precision preci
     /* A packed panel repays its copy only if enough tiles use it: an A panel is used by
      * every column panel of the rectangle, a B panel by every row panel. */
     g.a_in_place = may_read_in_place && rect_cols / info->nr <= GEMM_A_IN_PLACE_MAX_USES;
-    g.b_in_place = may_read_in_place && tb == ATTN_NO_TRANS &&
+    g.b_in_place = may_read_in_place && prepacked_b == NULL && tb == ATTN_NO_TRANS &&
                    rect_rows / info->mr <= GEMM_B_IN_PLACE_MAX_USES;
     size_t a_floats =
         (size_t)((g.a_in_place ? info->mr : min64(rect_rows, g.max_mc)) * g.depth_words);
     size_t b_floats =
-        (size_t)((g.b_in_place || share_b ? info->nr : min64(rect_cols, g.max_nc)) * g.depth_words);
+        (size_t)((g.b_in_place || share_b || prepacked_b != NULL ? info->nr
+                                                                 : min64(rect_cols, g.max_nc)) *
+                 g.depth_words);
     /* With a shared B, one more buffer set holds it (its A part unused). */
     int sets = (int)parts + share_b;
     gemm_buffers *buffers[GEMM_MAX_PARTS + 1];
@@ -579,6 +619,10 @@ attn_status attn_gemm_blocked(const gemm_kernel_info *info, attn_precision preci
             atomic_init(&b_group_ready[i], 0);
         g.next_b_group = &next_b_group;
         g.b_group_ready = b_group_ready;
+    }
+    if (prepacked_b != NULL) {
+        g.shared_b = (float *)prepacked_b; /* only read: b_prepacked keeps the packers away */
+        g.b_prepacked = 1;
     }
     g.buffers = buffers;
     attn_parallel_for(parts, 1, multiply_parts, &g);

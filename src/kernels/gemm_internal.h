@@ -72,11 +72,23 @@ ATTN_INTERNAL extern const gemm_kernel_info attn_gemm_avx512bf16_kernel;
  * precision ATTN_PRECISION_BF16 rounds both operands to bf16 while packing (every panel is
  * then packed): with a kernel of bf16 pairs that is its own packing; with a float kernel
  * the packed floats are rounded, which emulates the same products on any instruction set.
- * ATTN_PRECISION_FP32 needs a float kernel. */
+ * ATTN_PRECISION_FP32 needs a float kernel. prepacked_b (NULL: none) is op(B) packed by
+ * attn_gemm_pack_b, read instead of b. */
 ATTN_INTERNAL attn_status attn_gemm_blocked(const gemm_kernel_info *info, attn_precision precision,
                                             attn_transpose ta, attn_transpose tb, int64_t m,
                                             int64_t n, int64_t k, float alpha, const float *a,
-                                            int64_t lda, const float *b, int64_t ldb, float beta,
-                                            float *c, int64_t ldc);
+                                            int64_t lda, const float *b, int64_t ldb,
+                                            const float *prepacked_b, float beta, float *c,
+                                            int64_t ldc);
+
+/* op(B) packed whole ahead of the products that use it, in the layout the driver shares
+ * between its threads (k-block by k-block, panel by panel): prepacked_b for
+ * attn_gemm_blocked with the same kernel, precision, k and n, which then packs no B and
+ * gives the bits it gives when it packs B itself. */
+ATTN_INTERNAL size_t attn_gemm_packed_b_floats(const gemm_kernel_info *info,
+                                               attn_precision precision, int64_t k, int64_t n);
+ATTN_INTERNAL void attn_gemm_pack_b(const gemm_kernel_info *info, attn_precision precision,
+                                    attn_transpose tb, int64_t k, int64_t n, const float *b,
+                                    int64_t ldb, float *packed);
 
 #endif /* ATTN_GEMM_INTERNAL_H */

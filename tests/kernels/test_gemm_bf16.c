@@ -309,6 +309,87 @@ static void test_threads_and_rows_do_not_change_bits(void)
     free(c2);
 }
 
+/* A packed op(B) gives the bits of the plain product, in both precisions, for every
+ * transpose, odd sizes, thread counts that cut C into bands or rectangles, and after a
+ * refresh that follows a change of B; a handle packed under one instruction set still
+ * multiplies right under another. */
+static void test_packed_b_equals_the_plain_product(void)
+{
+    static const int64_t sizes[][3] = {
+        {1, 1, 1}, {3, 17, 5}, {40, 33, 515}, {300, 97, 300}, {5, 1100, 64}};
+    static const attn_precision precisions[] = {ATTN_PRECISION_FP32, ATTN_PRECISION_BF16};
+    for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++)
+        for (int combo = 0; combo < 4; combo++)
+            for (size_t pi = 0; pi < 2; pi++) {
+                attn_precision precision = precisions[pi];
+                shape s = make_shape(combo, sizes[z][0], sizes[z][1], sizes[z][2], 1);
+                float *a = test_alloc(a_count(&s) * sizeof(float));
+                float *b = test_alloc(b_count(&s) * sizeof(float));
+                float *c0 = test_alloc(c_count(&s) * sizeof(float));
+                float *want = test_alloc(c_count(&s) * sizeof(float));
+                float *got = test_alloc(c_count(&s) * sizeof(float));
+                test_fill_uniform(a, a_count(&s), -1.0f, 1.0f, 50 + z);
+                test_fill_uniform(b, b_count(&s), -1.0f, 1.0f, 60 + z);
+                test_fill_uniform(c0, c_count(&s), -1.0f, 1.0f, 70 + z);
+                for (size_t i = 0; i < ISA_COUNT; i++) {
+                    if (!attn_isa_supported(all_isas[i]))
+                        continue;
+                    CHECK_OK(attn_set_isa(all_isas[i]));
+                    attn_gemm_packed_b *packed = NULL;
+                    CHECK_OK(
+                        attn_gemm_packed_b_create(precision, s.tb, s.k, s.n, b, s.ldb, &packed));
+                    for (int round = 0; round < 2; round++) {
+                        if (round == 1) { /* B changes: an optimizer step */
+                            for (size_t e = 0; e < b_count(&s); e++)
+                                b[e] *= -0.75f;
+                            CHECK_OK(attn_gemm_packed_b_refresh(packed));
+                        }
+                        for (int threads = 1; threads <= 3; threads++) {
+                            CHECK_OK(attn_set_num_threads(threads));
+                            memcpy(want, c0, c_count(&s) * sizeof(float));
+                            memcpy(got, c0, c_count(&s) * sizeof(float));
+                            CHECK_OK(attn_gemm_precision(precision, s.ta, s.tb, s.m, s.n, s.k, 0.5f,
+                                                         a, s.lda, b, s.ldb, 1.5f, want, s.ldc));
+                            CHECK_OK(attn_gemm_with_packed_b(s.ta, s.m, 0.5f, a, s.lda, packed,
+                                                             1.5f, got, s.ldc));
+                            CHECK(memcmp(want, got, c_count(&s) * sizeof(float)) == 0,
+                                  "%s %s, %d threads, round %d: packed B differs, %c%c "
+                                  "%lldx%lldx%lld",
+                                  attn_isa_name(all_isas[i]), attn_precision_name(precision),
+                                  threads, round, s.ta ? 'T' : 'N', s.tb ? 'T' : 'N',
+                                  (long long)s.m, (long long)s.n, (long long)s.k);
+                        }
+                    }
+                    /* Packed here, multiplied under the portable kernels. */
+                    CHECK_OK(attn_set_isa(ATTN_ISA_PORTABLE));
+                    memcpy(want, c0, c_count(&s) * sizeof(float));
+                    memcpy(got, c0, c_count(&s) * sizeof(float));
+                    CHECK_OK(attn_gemm_precision(precision, s.ta, s.tb, s.m, s.n, s.k, 0.5f, a,
+                                                 s.lda, b, s.ldb, 1.5f, want, s.ldc));
+                    CHECK_OK(attn_gemm_with_packed_b(s.ta, s.m, 0.5f, a, s.lda, packed, 1.5f, got,
+                                                     s.ldc));
+                    CHECK(memcmp(want, got, c_count(&s) * sizeof(float)) == 0,
+                          "packed under %s, multiplied under portable", attn_isa_name(all_isas[i]));
+                    attn_gemm_packed_b_destroy(packed);
+                }
+                CHECK_OK(attn_set_num_threads(0));
+                CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
+                free(a);
+                free(b);
+                free(c0);
+                free(want);
+                free(got);
+            }
+    attn_gemm_packed_b *packed = NULL;
+    float b[4] = {0};
+    CHECK_FAILS(attn_gemm_packed_b_create(ATTN_PRECISION_INT8, ATTN_NO_TRANS, 2, 2, b, 2, &packed),
+                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_gemm_packed_b_create(ATTN_PRECISION_BF16, ATTN_NO_TRANS, 2, 2, b, 1, &packed),
+                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(packed == NULL, "no handle after a failure");
+    attn_gemm_packed_b_destroy(NULL);
+}
+
 static void test_arguments(void)
 {
     float a[4] = {1, 2, 3, 4}, b[4] = {1, 0, 0, 1}, c[4] = {0};
@@ -336,6 +417,7 @@ int main(void)
     RUN_TEST(test_emulated_path_is_the_float_product_of_rounded_operands);
     RUN_TEST(test_accuracy_on_every_isa);
     RUN_TEST(test_threads_and_rows_do_not_change_bits);
+    RUN_TEST(test_packed_b_equals_the_plain_product);
     RUN_TEST(test_arguments);
     return test_summary();
 }
