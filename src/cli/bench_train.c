@@ -3,7 +3,8 @@
  * One step is exactly what the trainer does per update (src/train/loop.c) minus batching,
  * clipping and the schedule: reset the graph, set the dropout seed, zero the gradients,
  * attn_model_forward_loss_counted (the trainer's own loss), attn_graph_backward, one
- * attn_adam_step over the whole parameter buffer. That is also what bench/torch_train.py times
+ * attn_adam_step over the whole parameter buffer (then attn_params_values_changed, so that in
+ * bf16 the weights are repacked once per update, as in the trainer). That is also what bench/torch_train.py times
  * (zero_grad, forward, loss, backward, Adam step), so the two figures compare the same work.
  *
  * FLOP count (2 per multiply-add, matrix products only; the element-wise work is a few
@@ -155,11 +156,13 @@ static attn_status train_step(train_run *run, const attn_model_batch *batch,
     if (status != ATTN_OK)
         return status;
     *loss = (double)loss_var->value.data[0];
-    return attn_adam_step(adam, adam_step, (int64_t)attn_params_buffer_floats(params),
-                          attn_params_buffer(params, ATTN_PARAM_VALUES),
-                          attn_params_buffer(params, ATTN_PARAM_GRADS),
-                          attn_params_buffer(params, ATTN_PARAM_ADAM_M),
-                          attn_params_buffer(params, ATTN_PARAM_ADAM_V));
+    status = attn_adam_step(adam, adam_step, (int64_t)attn_params_buffer_floats(params),
+                            attn_params_buffer(params, ATTN_PARAM_VALUES),
+                            attn_params_buffer(params, ATTN_PARAM_GRADS),
+                            attn_params_buffer(params, ATTN_PARAM_ADAM_M),
+                            attn_params_buffer(params, ATTN_PARAM_ADAM_V));
+    attn_params_values_changed(params);
+    return status;
 }
 
 static int measure(const train_shape *s, attn_precision precision, int steps, train_result *r)

@@ -336,6 +336,7 @@ static attn_status train_step(attn_trainer *t, attn_train_event *event)
                                 attn_params_buffer(store, ATTN_PARAM_VALUES), grads,
                                 attn_params_buffer(store, ATTN_PARAM_ADAM_M),
                                 attn_params_buffer(store, ATTN_PARAM_ADAM_V)));
+        attn_params_values_changed(store);
     }
     t->step++;
     t->last_loss = loss_sum / (double)o->accumulate;
