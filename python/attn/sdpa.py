@@ -39,6 +39,7 @@ class SdpaOptions(ctypes.Structure):
         ("key_padding_mask", c_uint8_p),
         ("attn_mask", c_float_p),
         ("attn_mask_per_head", ctypes.c_int),
+        ("precision", ctypes.c_int),  # attn_precision: 0 fp32, 1 bf16
     ]
 
 
