@@ -175,14 +175,13 @@ static int measure(const train_shape *s, attn_precision precision, int steps, tr
         status = attn_model_init(run.model, 1);
     if (status == ATTN_OK)
         status = attn_graph_create(attn_model_params(run.model), &run.graph);
-    if (status == ATTN_OK)
-        attn_graph_set_precision(run.graph, precision);
     if (status == ATTN_OK && !make_batch(s, &run, &batch))
         status = ATTN_ERR_OUT_OF_MEMORY;
     attn_adam_options adam = attn_adam_default_options(ATTN_ADAM);
     adam.lr = 1e-4;
     adam.beta2 = 0.98;
     adam.eps = 1e-9;
+    attn_graph_set_precision(run.graph, precision);
     int64_t adam_step = 0;
     double wall[MAX_STEPS], cpu[MAX_STEPS];
     size_t arena_after_warmup = 0;

@@ -338,9 +338,9 @@ attn_status train_options_for_new_run(const train_args *a, int64_t width, int64_
     *o = attn_trainer_default_options();
     o->batch_tokens = batch_tokens;
     o->accumulate = a->accumulate;
-    o->precision = (attn_precision)a->precision;
     o->seed = (uint64_t)a->seed;
     o->clip_norm = a->clip_norm;
+    o->precision = (attn_precision)a->precision;
     /* The trainer's betas and epsilon (the paper's), the variant's weight decay. */
     const double beta2 = o->adam.beta2, eps = o->adam.eps;
     o->adam = attn_adam_default_options((attn_adam_variant)a->optimizer);
@@ -385,12 +385,12 @@ void train_options_overlay(const train_args *a, attn_trainer_options *o)
         o->batch_tokens = a->batch_tokens;
     if (train_args_given(a, "--accumulate"))
         o->accumulate = a->accumulate;
-    if (train_args_given(a, "--precision"))
-        o->precision = (attn_precision)a->precision;
     if (train_args_given(a, "--seed"))
         o->seed = (uint64_t)a->seed;
     if (train_args_given(a, "--clip-norm"))
         o->clip_norm = a->clip_norm;
+    if (train_args_given(a, "--precision"))
+        o->precision = (attn_precision)a->precision;
     if (train_args_given(a, "--weight-decay"))
         o->adam.weight_decay = a->weight_decay;
     if (train_args_given(a, "--optimizer"))

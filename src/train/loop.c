@@ -198,7 +198,6 @@ static attn_status create(attn_trainer *t, const attn_trainable *model, const at
         ATTN_TRY(attn_batcher_create(valid, &in_order, &t->valid_batches));
     }
     ATTN_TRY(attn_graph_create(t->params, &t->graph));
-    attn_graph_set_precision(t->graph, options->precision);
     size_t count = attn_params_count(t->params);
     t->tensors = calloc(3 * count + 1, sizeof *t->tensors);
     if (t->tensors == NULL)
@@ -206,6 +205,7 @@ static attn_status create(attn_trainer *t, const attn_trainable *model, const at
     size_t floats = attn_params_buffer_floats(t->params);
     memset(attn_params_buffer(t->params, ATTN_PARAM_ADAM_M), 0, floats * sizeof(float));
     memset(attn_params_buffer(t->params, ATTN_PARAM_ADAM_V), 0, floats * sizeof(float));
+    attn_graph_set_precision(t->graph, options->precision);
     t->data_fingerprint = fingerprint(train);
     t->best_valid_loss = INFINITY;
     t->last_loss = NAN;
