@@ -5,8 +5,9 @@
  * broadcasts one 32-bit word (its two steps). Twice the float kernel's products for the
  * same instructions, and half the bytes of packed panels.
  *
- * The packers round (kernels/bf16.h's rounding, vectorised) and lay pairs of steps into
- * words (gemm_internal.h, gemm_pack_pairs); the driver always packs for this kernel.
+ * The packers round (vcvtne2ps2bf16, kernels/bf16.h's rounding but for subnormals, see
+ * below) and lay pairs of steps into words (gemm_internal.h, gemm_pack_pairs); the driver
+ * always packs for this kernel.
  * vdpbf16ps treats bf16 subnormal operands as zero and flushes subnormal sums, which the
  * emulated path does not; both are far below anything a network computes. */
 #include "kernels/gemm_internal.h"
