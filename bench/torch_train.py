@@ -4,6 +4,7 @@
 Run with Debian's python3-torch:
     /usr/bin/python3 bench/torch_train.py [--config small|base|both] [--threads N] [--json]
     OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 bench/torch_train.py ...
+    /usr/bin/python3 bench/torch_train.py --autocast bf16 ...   # mixed precision (oneDNN)
     /usr/bin/python3 bench/torch_train.py --sweep     # default / PASSIVE x 1 / 2 threads
     /usr/bin/python3 bench/torch_train.py --report ATTN.jsonl TORCH.jsonl [TORCH.jsonl ...]
 
@@ -25,6 +26,9 @@ What limits PyTorch here, printed in the header and the JSON:
     selects its AVX-512 kernels. The header names the BLAS library the process loaded.
   - OMP_WAIT_POLICY (read by the OpenMP runtime at start-up, so set it in the environment):
     PASSIVE makes idle OpenMP threads sleep instead of spinning against other threads.
+  - --autocast bf16 runs the forward and the loss under torch.autocast("cpu",
+    dtype=torch.bfloat16): PyTorch's mixed precision, the peer of attn's --precision bf16
+    (bf16 products through oneDNN where the CPU has AVX512_BF16, fp32 weights and Adam).
 """
 import argparse
 import json
@@ -124,10 +128,11 @@ def blas_library():
     return ", ".join(sorted(paths)) or "none found"
 
 
-def runtime_facts():
+def runtime_facts(autocast):
     """What decides PyTorch's speed here, for the header and every JSON line."""
     return {
         "torch": torch.__version__,
+        "autocast": autocast,
         "threads": torch.get_num_threads(),
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "default"),
         "blas": blas_library(),
@@ -140,7 +145,8 @@ def runtime_facts():
 
 
 def describe(facts):
-    return (f"torch {facts['torch']}; torch threads {facts['threads']} "
+    return (f"torch {facts['torch']}; autocast {facts['autocast']}; "
+            f"torch threads {facts['threads']} "
             f"({facts['cpus_usable']} CPUs usable); OMP_WAIT_POLICY={facts['omp_wait_policy']}; "
             f"BLAS {facts['blas']} (OPENBLAS_CORETYPE={facts['openblas_coretype']}, "
             f"OPENBLAS_NUM_THREADS={facts['openblas_num_threads']}); "
@@ -152,7 +158,7 @@ def peak_rss_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def measure(name, cfg, steps, warmup):
+def measure(name, cfg, steps, warmup, autocast):
     torch.manual_seed(0)
     model = Seq2SeqTransformer(cfg).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
@@ -163,8 +169,9 @@ def measure(name, cfg, steps, warmup):
         src, tgt = random_batch(cfg, generator)
         start, cpu_start = time.perf_counter(), time.process_time()
         optimizer.zero_grad(set_to_none=True)
-        logits = model(src, tgt[:, :-1])
-        loss = loss_fn(logits.reshape(-1, logits.shape[-1]), tgt[:, 1:].reshape(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast == "bf16"):
+            logits = model(src, tgt[:, :-1])
+            loss = loss_fn(logits.reshape(-1, logits.shape[-1]), tgt[:, 1:].reshape(-1))
         loss.backward()
         optimizer.step()
         elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
@@ -188,15 +195,18 @@ def measure(name, cfg, steps, warmup):
 
 def sweep(script, args):
     """Re-run script (with args and --json) under default and PASSIVE OMP_WAIT_POLICY with 1
-    and 2 threads, each in a fresh process (the policy is read when OpenMP starts)."""
+    and 2 threads, without and with bf16 autocast, each in a fresh process (the policy is read
+    when OpenMP starts)."""
     rows = []
-    for policy in ("default", "PASSIVE"):
+    for policy, autocast in (("default", "off"), ("PASSIVE", "off"), ("default", "bf16"),
+                             ("PASSIVE", "bf16")):
         for threads in (1, 2):
             env = dict(os.environ)
             env.pop("OMP_WAIT_POLICY", None)
             if policy != "default":
                 env["OMP_WAIT_POLICY"] = policy
-            command = [sys.executable, script, *args, "--json", "--threads", str(threads)]
+            command = [sys.executable, script, *args, "--json", "--threads", str(threads),
+                       "--autocast", autocast]
             run = subprocess.run(command, env=env, capture_output=True, text=True)
             if run.returncode != 0:
                 sys.exit(f"{' '.join(command)} (OMP_WAIT_POLICY={policy}) failed:\n{run.stderr}")
@@ -217,28 +227,30 @@ def report(attn_path, torch_paths):
     """attn's rows (attn bench train --json) beside the best PyTorch run of each config."""
     attn_rows = read_json_lines(attn_path)
     torch_rows = [row for path in torch_paths for row in read_json_lines(path)]
-    settings = sorted({f"OMP_WAIT_POLICY={r['omp_wait_policy']}, {r['threads']} threads"
-                       for r in torch_rows})
+    settings = sorted({f"OMP_WAIT_POLICY={r['omp_wait_policy']}, {r['threads']} threads, "
+                       f"autocast {r.get('autocast', 'off')}" for r in torch_rows})
     if attn_rows:
         print(f"train: attn {attn_rows[0]['isa']} {attn_rows[0]['threads']} threads; torch "
               f"best of: {'; '.join(settings)}; target tokens/s at the median step, "
               "indicative on a shared machine")
-    print("%-6s %10s %10s %7s %9s %9s %12s %12s" % (
-        "config", "attn tok/s", "torch tok/s", "ratio", "attn GF/s", "torch GF/s",
-        "attn params", "torch params"))
+    print("%-6s %-5s %10s %10s %7s %9s %9s %-14s %12s %12s" % (
+        "config", "attn", "attn tok/s", "torch tok/s", "ratio", "attn GF/s", "torch GF/s",
+        "torch best", "attn params", "torch params"))
     for row in attn_rows:
         matches = [r for r in torch_rows if r["config"] == row["config"]]
         if not matches:
             continue
         best = max(matches, key=lambda r: r["tgt_tokens_per_s"])
         torch_gflops = row["gflop_per_step"] / best["median_step_s"]
-        print("%-6s %10.0f %10.0f %6.2fx %9.1f %9.1f %12d %12d" % (
-            row["config"], row["tgt_tokens_per_s"], best["tgt_tokens_per_s"],
-            row["tgt_tokens_per_s"] / best["tgt_tokens_per_s"], row["gflops"], torch_gflops,
-            row["params"], best["params"]))
+        best_setting = f"{best.get('autocast', 'off')}/{best['omp_wait_policy']}/{best['threads']}"
+        print("%-6s %-5s %10.0f %10.0f %6.2fx %9.1f %9.1f %-14s %12d %12d" % (
+            row["config"], row.get("precision", "fp32"), row["tgt_tokens_per_s"],
+            best["tgt_tokens_per_s"], row["tgt_tokens_per_s"] / best["tgt_tokens_per_s"],
+            row["gflops"], torch_gflops, best_setting, row["params"], best["params"]))
     print("GF/s: attn's FLOP count per step (matrix products, backward = 2x forward) over each "
           "one's median step; attn's parameters include the output bias "
-          "(generator.bias, tgt_vocab floats) that torch's bias-free tied projection lacks")
+          "(generator.bias, tgt_vocab floats) that torch's bias-free tied projection lacks; "
+          "torch best: autocast/OMP_WAIT_POLICY/threads of the fastest PyTorch run")
 
 
 def main():
@@ -248,6 +260,8 @@ def main():
     parser.add_argument("--warmup", type=int, help="untimed steps first (default: 3 small, 2 base)")
     parser.add_argument("--threads", type=int, help="torch.set_num_threads(N); default: torch's own")
     parser.add_argument("--json", action="store_true", help="one JSON line per configuration")
+    parser.add_argument("--autocast", choices=["off", "bf16"], default="off",
+                        help='bf16: forward and loss under torch.autocast("cpu", bfloat16)')
     parser.add_argument("--sweep", action="store_true",
                         help="run default/PASSIVE OMP_WAIT_POLICY x 1/2 threads in subprocesses")
     parser.add_argument("--report", nargs="+", metavar="JSONL",
@@ -274,23 +288,24 @@ def main():
         if args.warmup is not None:
             passed += ["--warmup", str(args.warmup)]
         rows = sweep(os.path.abspath(__file__), passed)
-        print(f"\n{'config':7} {'OMP_WAIT_POLICY':16} {'threads':>7} {'tgt tokens/s':>13} "
-              f"{'CPU s/step':>11}")
+        print(f"\n{'config':7} {'OMP_WAIT_POLICY':16} {'autocast':8} {'threads':>7} "
+              f"{'tgt tokens/s':>13} {'CPU s/step':>11}")
         for row in rows:
-            print(f"{row['config']:7} {row['omp_wait_policy']:16} {row['threads']:7} "
-                  f"{row['tgt_tokens_per_s']:13.0f} {row['median_cpu_s_per_step']:11.3f}")
+            print(f"{row['config']:7} {row['omp_wait_policy']:16} {row['autocast']:8} "
+                  f"{row['threads']:7} {row['tgt_tokens_per_s']:13.0f} "
+                  f"{row['median_cpu_s_per_step']:11.3f}")
         return
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    facts = runtime_facts()
+    facts = runtime_facts(args.autocast)
     if not args.json:
         print(describe(facts))
     for name in names:
         cfg = CONFIGS[name]
         steps = args.steps if args.steps is not None else cfg["steps"]
         warmup = args.warmup if args.warmup is not None else cfg["warmup"]
-        result = measure(name, cfg, steps, warmup)
+        result = measure(name, cfg, steps, warmup, args.autocast)
         if args.json:
             print(json.dumps({**result, **facts}), flush=True)
         else:

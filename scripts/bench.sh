@@ -56,8 +56,11 @@ sys.exit(0 if hasattr(F, 'scaled_dot_product_attention') else 1)"; then
 section_gemm() {
     echo "== gemm"
     "$build/attn" bench gemm --json >"$work/attn_gemm.json"
+    "$build/attn" bench gemm --json --precision bf16 >"$work/attn_gemm_bf16.json"
     "$python" "$root/bench/torch_gemm.py" --json >"$work/torch_gemm.json"
-    "$python" "$root/bench/torch_gemm.py" --report "$work/attn_gemm.json" "$work/torch_gemm.json"
+    "$python" "$root/bench/torch_gemm.py" --json --autocast bf16 >"$work/torch_gemm_bf16.json"
+    "$python" "$root/bench/torch_gemm.py" --report "$work/attn_gemm.json" \
+        "$work/attn_gemm_bf16.json" "$work/torch_gemm.json" "$work/torch_gemm_bf16.json"
 }
 
 # Greedy decoding of the small Transformer (10 tokens, batch 1 and 64) against nn.Transformer
@@ -81,18 +84,25 @@ section_decode() {
 }
 
 # Transformer training steps (forward, backward, Adam) on the issue's SMALL and BASE shapes,
-# PyTorch's nn.Transformer with its default threading and with OMP_WAIT_POLICY=PASSIVE on every
-# core; the ratio is to the better of the two.
+# attn in fp32 and in bf16 (mixed precision), PyTorch's nn.Transformer with its default
+# threading and with OMP_WAIT_POLICY=PASSIVE on every core, each without and with bf16
+# autocast; every attn row's ratio is to the best of the four.
 section_train() {
     echo "== train"
     steps=""
     if [ -n "$quick" ]; then steps="--steps 3"; fi
     "$build/attn" bench train --json $steps >"$work/attn_train.json"
+    "$build/attn" bench train --json $steps --precision bf16 >>"$work/attn_train.json"
     "$python" "$root/bench/torch_train.py" --json $steps >"$work/torch_train_default.json"
     OMP_WAIT_POLICY=PASSIVE "$python" "$root/bench/torch_train.py" --json $steps \
         --threads "$(nproc)" >"$work/torch_train_passive.json"
+    "$python" "$root/bench/torch_train.py" --json $steps --autocast bf16 \
+        >"$work/torch_train_autocast.json"
+    OMP_WAIT_POLICY=PASSIVE "$python" "$root/bench/torch_train.py" --json $steps --autocast bf16 \
+        --threads "$(nproc)" >"$work/torch_train_autocast_passive.json"
     "$python" "$root/bench/torch_train.py" --report "$work/attn_train.json" \
-        "$work/torch_train_default.json" "$work/torch_train_passive.json"
+        "$work/torch_train_default.json" "$work/torch_train_passive.json" \
+        "$work/torch_train_autocast.json" "$work/torch_train_autocast_passive.json"
 }
 
 section_attention

@@ -120,6 +120,13 @@ ATTN_API attn_status attn_params_info(const attn_params *store, attn_param_id id
 ATTN_API float *attn_params_data(const attn_params *store, attn_param_id id,
                                  attn_param_buffer which);
 
+/* Says that the values were written (an optimizer step): the bf16 copies of weights that
+ * products in bf16 pack once per update (see attn_graph_set_precision) are repacked at their
+ * next use. attn_params_init and attn_params_load say it themselves; whoever else writes the
+ * values buffer must call it before the next bf16 product, or that product reads the old
+ * weights. */
+ATTN_API void attn_params_values_changed(attn_params *store);
+
 /* Sets every gradient to zero (one memset). */
 ATTN_API void attn_params_zero_grad(attn_params *store);
 

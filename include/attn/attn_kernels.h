@@ -31,6 +31,42 @@ ATTN_API attn_status attn_gemm(attn_transpose trans_a, attn_transpose trans_b, i
                                int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
                                const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 
+/* attn_gemm with the operands in the given precision, the sums in float32 whatever it is:
+ *  - ATTN_PRECISION_FP32: attn_gemm.
+ *  - ATTN_PRECISION_BF16: A and B are rounded to bfloat16 (to nearest, ties to even; NaN
+ *    stays NaN) as they are read, and the products summed in float32. With AVX512_BF16
+ *    (attn_precision_native) this runs vdpbf16ps at about twice the float32 rate; elsewhere
+ *    the float kernels multiply the rounded operands (same rounding, float speed). The
+ *    reference instruction set sums the rounded operands in double.
+ * The same arguments, checks and guarantees as attn_gemm (bit-identical for any thread count
+ * on one instruction set, a row of C independent of the others). Other precisions fail
+ * with ATTN_ERR_INVALID_ARGUMENT. */
+ATTN_API attn_status attn_gemm_precision(attn_precision precision, attn_transpose trans_a,
+                                         attn_transpose trans_b, int64_t m, int64_t n, int64_t k,
+                                         float alpha, const float *a, int64_t lda,
+                                         const float *b, int64_t ldb, float beta, float *c,
+                                         int64_t ldc);
+
+/* op(B) rounded (bf16) and packed once for many products: a weight between two optimizer
+ * steps, multiplied by every batch's activations (forward op(B) = W^T, backward op(B) = W).
+ * attn_gemm_with_packed_b(ta, m, alpha, a, lda, packed, beta, c, ldc) gives exactly the bits
+ * of attn_gemm_precision(precision, ta, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+ * ldc) without converting or packing B again. The panels are for the instruction set active
+ * at create or refresh; under another one the product reads b itself, so b must stay valid
+ * (and unchanged, or refreshed) for the handle's life. Refresh after b's values change: it
+ * repacks in place (no allocation unless the instruction set changed the size). */
+typedef struct attn_gemm_packed_b attn_gemm_packed_b;
+ATTN_API attn_status attn_gemm_packed_b_create(attn_precision precision, attn_transpose trans_b,
+                                               int64_t k, int64_t n, const float *b, int64_t ldb,
+                                               attn_gemm_packed_b **out);
+ATTN_API attn_status attn_gemm_packed_b_refresh(attn_gemm_packed_b *packed);
+/* NULL is ignored. */
+ATTN_API void attn_gemm_packed_b_destroy(attn_gemm_packed_b *packed);
+ATTN_API attn_status attn_gemm_with_packed_b(attn_transpose trans_a, int64_t m, float alpha,
+                                             const float *a, int64_t lda,
+                                             const attn_gemm_packed_b *b, float beta, float *c,
+                                             int64_t ldc);
+
 /* The GEMM implementation in use: "built-in <isa>" for the instruction set attn_set_isa()
  * selects, or "cblas" when the library was built with ATTN_BLAS=ON (the reference ISA
  * still runs the built-in reference). */

@@ -126,6 +126,12 @@ typedef struct attn_rnn_layer_dims {
     int64_t hidden_size;   /* H */
     int reverse;           /* nonzero: the reverse direction */
     int64_t output_stride; /* 0 = H; else >= H */
+    /* Operands of the products over all positions (the input projection, dx, dW_ih, dW_hh):
+     * fp32 or bf16 (attn_gemm_precision; the sums stay fp32). The per-step recurrent product
+     * h W_hh^T stays fp32: few rows, where rounding the weight each step would cost more
+     * than it saves, and an error there would compound over the steps. The reference
+     * instruction set computes everything in double. */
+    attn_precision precision;
 } attn_rnn_layer_dims;
 
 /* 0 when the dims are invalid. The saved buffer holds, per position, the gates (GRU r, z,

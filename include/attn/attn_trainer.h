@@ -139,6 +139,11 @@ typedef struct attn_trainer_options {
     attn_adam_options adam;
     attn_lr_schedule schedule;
     double clip_norm;           /* clip the global gradient norm to this (0: no clipping) */
+    /* Operands of the model's products (attn_graph_set_precision on the trainer's graph, for
+     * training and validation): fp32, or bf16 for mixed precision (bf16 operands, fp32 sums;
+     * weights, gradients and Adam's moments stay fp32, as do softmax, layer norm and the
+     * loss). int8 is refused: it is a precision for decoding. */
+    attn_precision precision;
     /* ---- stopping rules, evaluation and files: may change on resume ---- */
     int64_t max_epochs;         /* stop after this many epochs (0: no limit) */
     int64_t max_steps;          /* stop at this step (0: no limit) */

@@ -143,13 +143,19 @@ class Model(OwnedHandle):
                 raise ValueError(f"{name}: {array.shape[0]} rows, the batch has {c_batch.size}")
         return c_batch, keep
 
-    def _run(self, batch, loss, training):
+    def _run(self, batch, loss, training, precision):
+        if precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision must be 'fp32' or 'bf16', not {precision!r}")
         c_batch, keep = self._batch(batch)
+        c_precision = ctypes.c_int()
+        check(lib.attn_precision_parse(precision.encode("utf-8"), ctypes.byref(c_precision)),
+              "attn_precision_parse")
         graph = ctypes.c_void_p()
         check(lib.attn_graph_create(self._params, ctypes.byref(graph)), "attn_graph_create")
         try:
             lib.attn_graph_set_recording(graph, 1 if loss else 0)
             lib.attn_graph_set_training(graph, 1 if training else 0)
+            lib.attn_graph_set_precision(graph, c_precision)
             out = ctypes.POINTER(_Var)()
             if loss:
                 lib.attn_params_zero_grad(self._params)
@@ -168,11 +174,14 @@ class Model(OwnedHandle):
             lib.attn_graph_destroy(graph)
             del keep
 
-    def logits(self, batch, training=False):
-        """[B, T - 1, tgt_vocab] (transformer, language model) or [B, classes] (classifier)."""
-        return self._run(batch, loss=False, training=training)
+    def logits(self, batch, training=False, precision="fp32"):
+        """[B, T - 1, tgt_vocab] (transformer, language model) or [B, classes] (classifier).
+        precision: the operands of the products, "fp32" or "bf16" (as attn train
+        --precision)."""
+        return self._run(batch, loss=False, training=training, precision=precision)
 
-    def loss_and_grads(self, batch, training=False):
+    def loss_and_grads(self, batch, training=False, precision="fp32"):
         """The training loss (with the config's label smoothing) and the gradient of every
-        parameter, by name."""
-        return self._run(batch, loss=True, training=training)
+        parameter, by name. precision "bf16" is mixed precision as attn train --precision
+        bf16 computes it: bf16 operands of the products, fp32 sums and gradients."""
+        return self._run(batch, loss=True, training=training, precision=precision)

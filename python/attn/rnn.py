@@ -41,7 +41,7 @@ class _CellDims(ctypes.Structure):
 class _LayerDims(ctypes.Structure):
     _fields_ = [("cell", ctypes.c_int), ("batch", _i64), ("seq_len", _i64),
                 ("input_size", _i64), ("hidden_size", _i64), ("reverse", ctypes.c_int),
-                ("output_stride", _i64)]
+                ("output_stride", _i64), ("precision", ctypes.c_int)]
 
 
 class _Params(ctypes.Structure):

@@ -1,6 +1,7 @@
-/* Multi-head attention: input projections (attn_gemm), attention (attn_sdpa_forward and
- * attn_sdpa_backward over strided views of the projections, so heads are never transposed
- * into place), the output projection, and the backward of all three.
+/* Multi-head attention: input projections (attn_gemm_precision in the options' precision),
+ * attention (attn_sdpa_forward and attn_sdpa_backward over strided views of the
+ * projections, so heads are never transposed into place), the output projection, and the
+ * backward of all three.
  *
  * The arithmetic lives in attn_gemm and attn_sdpa_*, which dispatch on the instruction set
  * themselves (ATTN_ISA_REFERENCE makes the whole of MHA run on scalar references). The
@@ -29,6 +30,7 @@ typedef struct mha_plan {
     int64_t q_offset, k_offset, v_offset; /* into P */
     int64_t q_ld, kv_ld;
     int64_t proj_floats, attn_offset, lse_offset, saved_floats;
+    attn_precision precision; /* of the projections: the options' (the attention's own) */
 } mha_plan;
 
 /* a * b for non-negative sizes, failing instead of overflowing. */
@@ -231,27 +233,27 @@ static void head_average_range(void *ctx, int64_t begin, int64_t end, int thread
 /* ---- projections ---------------------------------------------------------------------- */
 
 /* p[r, 0:cols] = x[r, :] w^T + bias for rows r, w [cols, in_dim], p with leading dim ldp. */
-static attn_status project(int64_t rows, int64_t in_dim, const float *x, const float *w,
-                           int64_t cols, const float *bias, float *p, int64_t ldp)
+static attn_status project(attn_precision precision, int64_t rows, int64_t in_dim, const float *x,
+                           const float *w, int64_t cols, const float *bias, float *p, int64_t ldp)
 {
     if (bias != NULL)
         fill_bias_rows(rows, cols, bias, p, ldp);
-    return attn_gemm(ATTN_NO_TRANS, ATTN_TRANS, rows, cols, in_dim, 1.0f, x, in_dim, w, in_dim,
-                     bias != NULL ? 1.0f : 0.0f, p, ldp);
+    return attn_gemm_precision(precision, ATTN_NO_TRANS, ATTN_TRANS, rows, cols, in_dim, 1.0f, x,
+                               in_dim, w, in_dim, bias != NULL ? 1.0f : 0.0f, p, ldp);
 }
 
 /* The backward of project() for dp (leading dim ldp): dx += dp w, dw += dp^T x,
  * dbias += column sums of dp. Any output may be NULL. */
-static attn_status project_backward(int64_t rows, int64_t in_dim, const float *x, const float *w,
-                                    int64_t cols, const float *dp, int64_t ldp, float *dx,
-                                    float *dw, float *dbias)
+static attn_status project_backward(attn_precision precision, int64_t rows, int64_t in_dim,
+                                    const float *x, const float *w, int64_t cols, const float *dp,
+                                    int64_t ldp, float *dx, float *dw, float *dbias)
 {
     if (dx != NULL)
-        ATTN_TRY(attn_gemm(ATTN_NO_TRANS, ATTN_NO_TRANS, rows, in_dim, cols, 1.0f, dp, ldp, w,
-                           in_dim, 1.0f, dx, in_dim));
+        ATTN_TRY(attn_gemm_precision(precision, ATTN_NO_TRANS, ATTN_NO_TRANS, rows, in_dim, cols,
+                                     1.0f, dp, ldp, w, in_dim, 1.0f, dx, in_dim));
     if (dw != NULL)
-        ATTN_TRY(attn_gemm(ATTN_TRANS, ATTN_NO_TRANS, cols, in_dim, rows, 1.0f, dp, ldp, x, in_dim,
-                           1.0f, dw, in_dim));
+        ATTN_TRY(attn_gemm_precision(precision, ATTN_TRANS, ATTN_NO_TRANS, cols, in_dim, rows, 1.0f,
+                                     dp, ldp, x, in_dim, 1.0f, dw, in_dim));
     if (dbias != NULL)
         add_column_sums(rows, cols, dp, ldp, dbias);
     return ATTN_OK;
@@ -296,15 +298,16 @@ static attn_status project_inputs(const mha_plan *plan, const float *query, cons
     const int64_t e = plan->embed;
     const int64_t rows_q = plan->batch * plan->len_q, rows_k = plan->batch * plan->len_k;
     if (plan->self_fused)
-        return project(rows_q, e, query, plan->w_q, 3 * e, plan->b_q, proj, 3 * e);
-    ATTN_TRY(project(rows_q, e, query, plan->w_q, e, plan->b_q, proj + plan->q_offset, plan->q_ld));
+        return project(plan->precision, rows_q, e, query, plan->w_q, 3 * e, plan->b_q, proj, 3 * e);
+    ATTN_TRY(project(plan->precision, rows_q, e, query, plan->w_q, e, plan->b_q,
+                     proj + plan->q_offset, plan->q_ld));
     if (plan->kv_fused)
-        return project(rows_k, e, key, plan->w_k, 2 * e, plan->b_k, proj + plan->k_offset,
-                       plan->kv_ld);
-    ATTN_TRY(project(rows_k, plan->kdim, key, plan->w_k, e, plan->b_k, proj + plan->k_offset,
-                     plan->kv_ld));
-    return project(rows_k, plan->vdim, value, plan->w_v, e, plan->b_v, proj + plan->v_offset,
-                   plan->kv_ld);
+        return project(plan->precision, rows_k, e, key, plan->w_k, 2 * e, plan->b_k,
+                       proj + plan->k_offset, plan->kv_ld);
+    ATTN_TRY(project(plan->precision, rows_k, plan->kdim, key, plan->w_k, e, plan->b_k,
+                     proj + plan->k_offset, plan->kv_ld));
+    return project(plan->precision, rows_k, plan->vdim, value, plan->w_v, e, plan->b_v,
+                   proj + plan->v_offset, plan->kv_ld);
 }
 
 /* Attention one batch element at a time, so the per-head weights need only [H, Lq, Lk] of
@@ -345,6 +348,7 @@ attn_status attn_mha_forward(const attn_mha_dims *dims, const attn_mha_params *p
     const char *fn = __func__;
     mha_plan plan;
     ATTN_TRY(check_dims(fn, dims, &plan));
+    plan.precision = options != NULL ? options->precision : ATTN_PRECISION_FP32;
     ATTN_TRY(check_params(fn, params, query, key, value, &plan));
     ATTN_CHECK_ARG(average_attn_weights == 0 || average_attn_weights == 1,
                    "%s: average_attn_weights must be 0 or 1, got %d", fn, average_attn_weights);
@@ -371,8 +375,8 @@ attn_status attn_mha_forward(const attn_mha_dims *dims, const attn_mha_params *p
         attn_tensor a = head_view(&plan, saved + plan.attn_offset, plan.batch, plan.len_q, e);
         ATTN_TRY(attn_sdpa_forward(&q, &k, &v, options, &a, saved + plan.lse_offset, weights));
     }
-    return project(plan.batch * plan.len_q, e, saved + plan.attn_offset, params->out_proj_weight,
-                   e, params->out_proj_bias, out, e);
+    return project(plan.precision, plan.batch * plan.len_q, e, saved + plan.attn_offset,
+                   params->out_proj_weight, e, params->out_proj_bias, out, e);
 }
 
 /* ---- backward ------------------------------------------------------------------------- */
@@ -429,17 +433,17 @@ static attn_status project_inputs_backward(const mha_plan *plan, const float *qu
     const int64_t e = plan->embed;
     const int64_t rows_q = plan->batch * plan->len_q, rows_k = plan->batch * plan->len_k;
     if (plan->self_fused && grad_query == grad_key && grad_key == grad_value)
-        return project_backward(rows_q, e, query, plan->w_q, 3 * e, dproj, 3 * e, grad_query,
-                                g->w_q, g->b_q);
-    ATTN_TRY(project_backward(rows_q, e, query, plan->w_q, e, dproj + plan->q_offset, plan->q_ld,
-                              grad_query, g->w_q, g->b_q));
+        return project_backward(plan->precision, rows_q, e, query, plan->w_q, 3 * e, dproj, 3 * e,
+                                grad_query, g->w_q, g->b_q);
+    ATTN_TRY(project_backward(plan->precision, rows_q, e, query, plan->w_q, e,
+                              dproj + plan->q_offset, plan->q_ld, grad_query, g->w_q, g->b_q));
     if (plan->kv_fused && grad_key == grad_value)
-        return project_backward(rows_k, e, key, plan->w_k, 2 * e, dproj + plan->k_offset,
-                                plan->kv_ld, grad_key, g->w_k, g->b_k);
-    ATTN_TRY(project_backward(rows_k, plan->kdim, key, plan->w_k, e, dproj + plan->k_offset,
-                              plan->kv_ld, grad_key, g->w_k, g->b_k));
-    return project_backward(rows_k, plan->vdim, value, plan->w_v, e, dproj + plan->v_offset,
-                            plan->kv_ld, grad_value, g->w_v, g->b_v);
+        return project_backward(plan->precision, rows_k, e, key, plan->w_k, 2 * e,
+                                dproj + plan->k_offset, plan->kv_ld, grad_key, g->w_k, g->b_k);
+    ATTN_TRY(project_backward(plan->precision, rows_k, plan->kdim, key, plan->w_k, e,
+                              dproj + plan->k_offset, plan->kv_ld, grad_key, g->w_k, g->b_k));
+    return project_backward(plan->precision, rows_k, plan->vdim, value, plan->w_v, e,
+                            dproj + plan->v_offset, plan->kv_ld, grad_value, g->w_v, g->b_v);
 }
 
 attn_status attn_mha_backward(const attn_mha_dims *dims, const attn_mha_params *params,
@@ -452,6 +456,7 @@ attn_status attn_mha_backward(const attn_mha_dims *dims, const attn_mha_params *
     mha_plan plan;
     mha_param_grads g;
     ATTN_TRY(check_dims(fn, dims, &plan));
+    plan.precision = options != NULL ? options->precision : ATTN_PRECISION_FP32;
     ATTN_TRY(check_params(fn, params, query, key, value, &plan));
     ATTN_TRY(check_grads(fn, &plan, grads, &g));
     if (plan.batch == 0 || plan.len_q == 0)
@@ -468,8 +473,8 @@ attn_status attn_mha_backward(const attn_mha_dims *dims, const attn_mha_params *
     float *dattn = scratch + plan.proj_floats;
 
     memset(dattn, 0, (size_t)(rows_q * e) * sizeof(float));
-    ATTN_TRY(project_backward(rows_q, e, attn_out, params->out_proj_weight, e, grad_out, e, dattn,
-                              g.w_out, g.b_out));
+    ATTN_TRY(project_backward(plan.precision, rows_q, e, attn_out, params->out_proj_weight, e,
+                              grad_out, e, dattn, g.w_out, g.b_out));
 
     const int need_dproj = grad_query != NULL || grad_key != NULL || grad_value != NULL ||
                            g.w_q != NULL || g.w_k != NULL || g.w_v != NULL || g.b_q != NULL;

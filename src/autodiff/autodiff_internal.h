@@ -19,6 +19,19 @@ ATTN_INTERNAL const char *attn_ad_shape_text(const attn_var *v, char *buf, size_
 ATTN_INTERNAL const float *attn_ad_optional_data(const attn_var *v);
 ATTN_INTERNAL attn_status attn_ad_optional_grad(attn_graph *graph, attn_var *v, float **grad);
 
+/* The precision an operation's GEMMs use: the graph's when it is bf16, else fp32 (int8 is a
+ * precision of stored weights for decoding, not of a graph's products). */
+ATTN_INTERNAL attn_precision attn_ad_product_precision(const attn_graph *graph);
+
+/* A weight (a whole two-dimensional parameter of the store) packed in bf16 as a product's
+ * op(B): trans ATTN_TRANS for W^T (x W^T, a linear layer's forward), ATTN_NO_TRANS for W (dy W,
+ * its backward). Packed at first use and again after attn_params_values_changed, so once per
+ * update and never per product. *out is NULL when weight is not such a parameter (the caller
+ * then multiplies the plain way). */
+ATTN_INTERNAL attn_status attn_ad_packed_weight(attn_params *store, const attn_var *weight,
+                                                attn_transpose trans,
+                                                const attn_gemm_packed_b **out);
+
 /* How every operation ends when a gradient is wanted: copies the n_ctx_bytes at ctx (the
  * inputs and saved buffers its backward reads) into the arena, where they outlive the
  * operation's stack, and pushes the node for its outputs (attn_graph_record_outputs). */

@@ -148,6 +148,12 @@ void attn_graph_set_cancel_flag(attn_graph *graph, const volatile sig_atomic_t *
         graph->cancel_flag = flag;
 }
 
+attn_precision attn_ad_product_precision(const attn_graph *graph)
+{
+    return attn_graph_precision(graph) == ATTN_PRECISION_BF16 ? ATTN_PRECISION_BF16
+                                                              : ATTN_PRECISION_FP32;
+}
+
 void attn_graph_set_dropout_seed(attn_graph *graph, uint64_t seed, uint64_t step)
 {
     if (graph == NULL)

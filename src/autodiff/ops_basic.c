@@ -2,16 +2,35 @@
  * and moving values around (concatenation, stacking a decoder's steps, gathering one
  * position per sentence).
  *
- * The arithmetic is in the kernels (attn_gemm, attn_embedding_*, attn_activation_*,
- * attn_dropout_*), which dispatch on the instruction set themselves. What is left here
- * (broadcasting a bias, adding arrays, summing bias gradients, copying) only streams memory,
- * so portable loops serve every instruction set. */
+ * The arithmetic is in the kernels (attn_gemm_precision in the graph's precision, attn_embedding_*,
+ * attn_activation_*, attn_dropout_*), which dispatch on the instruction set themselves. What is
+ * left here (broadcasting a bias, adding arrays, summing bias gradients, copying) only streams
+ * memory, so portable loops serve every instruction set. */
 #include "autodiff/autodiff_internal.h"
 
 #include <math.h>
 #include <string.h>
 
 /* ---- linear ------------------------------------------------------------------------------ */
+
+/* c = x op(W) + beta c for x [rows, k]: op(W) = W^T (trans) or W. In bf16 a weight of the store
+ * is read from its copy packed once per update (attn_ad_packed_weight). */
+static attn_status times_weight(attn_graph *graph, attn_transpose trans, int64_t rows,
+                                const float *x, int64_t ldx, const attn_var *weight, float beta,
+                                float *c, int64_t ldc)
+{
+    const attn_precision precision = attn_ad_product_precision(graph);
+    const int64_t w_rows = weight->value.shape[0], w_cols = weight->value.shape[1];
+    const attn_gemm_packed_b *packed = NULL;
+    if (precision == ATTN_PRECISION_BF16)
+        ATTN_TRY(attn_ad_packed_weight(attn_graph_params(graph), weight, trans, &packed));
+    if (packed != NULL)
+        return attn_gemm_with_packed_b(ATTN_NO_TRANS, rows, 1.0f, x, ldx, packed, beta, c, ldc);
+    return attn_gemm_precision(precision, ATTN_NO_TRANS, trans, rows,
+                               trans == ATTN_TRANS ? w_rows : w_cols,
+                               trans == ATTN_TRANS ? w_cols : w_rows, 1.0f, x, ldx,
+                               weight->value.data, w_cols, beta, c, ldc);
+}
 
 typedef struct linear_ctx {
     attn_var *x, *weight, *bias;
@@ -23,17 +42,17 @@ static attn_status linear_backward(attn_graph *graph, const attn_var *output, vo
     const int64_t rows = attn_ad_rows(ctx->x), in = attn_ad_last_dim(ctx->x);
     const int64_t out = ctx->weight->value.shape[0];
     const float *dy = output->grad;
+    const attn_precision precision = attn_ad_product_precision(graph);
     float *dx, *dw, *db = NULL;
     ATTN_TRY(attn_graph_grad(graph, ctx->x, &dx));
     ATTN_TRY(attn_graph_grad(graph, ctx->weight, &dw));
     if (ctx->bias != NULL)
         ATTN_TRY(attn_graph_grad(graph, ctx->bias, &db));
     if (dx != NULL)
-        ATTN_TRY(attn_gemm(ATTN_NO_TRANS, ATTN_NO_TRANS, rows, in, out, 1.0f, dy, out,
-                           ctx->weight->value.data, in, 1.0f, dx, in));
+        ATTN_TRY(times_weight(graph, ATTN_NO_TRANS, rows, dy, out, ctx->weight, 1.0f, dx, in));
     if (dw != NULL)
-        ATTN_TRY(attn_gemm(ATTN_TRANS, ATTN_NO_TRANS, out, in, rows, 1.0f, dy, out,
-                           ctx->x->value.data, in, 1.0f, dw, in));
+        ATTN_TRY(attn_gemm_precision(precision, ATTN_TRANS, ATTN_NO_TRANS, out, in, rows, 1.0f, dy,
+                                     out, ctx->x->value.data, in, 1.0f, dw, in));
     if (db != NULL)
         attn_ad_add_column_sums(rows, out, dy, db);
     return ATTN_OK;
@@ -73,9 +92,8 @@ attn_status attn_op_linear(attn_graph *graph, attn_var *x, attn_var *weight, att
     ATTN_TRY(attn_graph_new_var(graph, x->value.ndim, shape, wants, &y));
     if (bias != NULL)
         attn_ad_fill_rows(rows, features, bias->value.data, y->value.data);
-    ATTN_TRY(attn_gemm(ATTN_NO_TRANS, ATTN_TRANS, rows, features, in, 1.0f, x->value.data, in,
-                       weight->value.data, in, bias != NULL ? 1.0f : 0.0f, y->value.data,
-                       features));
+    ATTN_TRY(times_weight(graph, ATTN_TRANS, rows, x->value.data, in, weight,
+                          bias != NULL ? 1.0f : 0.0f, y->value.data, features));
     if (wants) {
         linear_ctx ctx = {x, weight, bias};
         ATTN_TRY(attn_ad_record(graph, 1, &y, linear_backward, &ctx, sizeof ctx, "linear"));

@@ -131,7 +131,8 @@ attn_status attn_op_rnn_layer(attn_graph *graph, attn_rnn_cell cell, const attn_
     }
 
     const int n_directions = reverse != NULL ? 2 : 1;
-    attn_rnn_layer_dims dims = {cell, batch, len, in, hidden, 0, n_directions * hidden};
+    attn_rnn_layer_dims dims = {
+        cell, batch, len, in, hidden, 0, n_directions * hidden, attn_ad_product_precision(graph)};
     attn_var *inputs[9] = {x,
                            forward->weight_ih,
                            forward->weight_hh,

@@ -29,6 +29,13 @@ typedef struct name_set {
     size_t capacity;
 } name_set;
 
+/* A weight's copy packed for bf16 products in one layout, and the values' version it was
+ * packed from. */
+typedef struct packed_weight {
+    attn_gemm_packed_b *packed;
+    uint64_t version;
+} packed_weight;
+
 struct attn_params {
     param_entry *entries;
     size_t count, capacity;
@@ -37,6 +44,10 @@ struct attn_params {
     int64_t numel;
     float *buffers[BUFFER_COUNT];
     name_set names[BUFFER_COUNT];
+    /* Per parameter, its two layouts as a product's op(B) (W^T, then W); NULL until a bf16
+     * product first asks. values_version counts the writes of the values. */
+    packed_weight *packed;
+    uint64_t values_version;
 };
 
 attn_init attn_init_zeros(void)
@@ -76,6 +87,9 @@ void attn_params_destroy(attn_params *store)
     for (size_t i = 0; i < store->count; i++)
         free(store->entries[i].name);
     free(store->entries);
+    for (size_t i = 0; store->packed != NULL && i < 2 * store->count; i++)
+        attn_gemm_packed_b_destroy(store->packed[i].packed);
+    free(store->packed);
     for (int b = 0; b < BUFFER_COUNT; b++) {
         attn_aligned_free(store->buffers[b]);
         free(store->names[b].text);
@@ -260,6 +274,60 @@ attn_status attn_params_init(attn_params *store, uint64_t seed)
     for (size_t i = 0; i < store->count; i++)
         init_values(&store->entries[i], seed,
                     store->buffers[ATTN_PARAM_VALUES] + store->entries[i].offset);
+    attn_params_values_changed(store);
+    return ATTN_OK;
+}
+
+void attn_params_values_changed(attn_params *store)
+{
+    if (store != NULL)
+        store->values_version++;
+}
+
+/* The parameter whose values start at `value` (binary search: offsets grow with the id). */
+static const param_entry *entry_at(const attn_params *store, const float *value, size_t *index)
+{
+    const float *base = store->buffers[ATTN_PARAM_VALUES];
+    if (base == NULL || value < base || value >= base + store->buffer_floats)
+        return NULL;
+    size_t offset = (size_t)(value - base), lo = 0, hi = store->count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (store->entries[mid].offset < offset)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == store->count || store->entries[lo].offset != offset)
+        return NULL;
+    *index = lo;
+    return &store->entries[lo];
+}
+
+attn_status attn_ad_packed_weight(attn_params *store, const attn_var *weight, attn_transpose trans,
+                                  const attn_gemm_packed_b **out)
+{
+    *out = NULL;
+    size_t index = 0;
+    const param_entry *e =
+        store != NULL && store->finalized ? entry_at(store, weight->value.data, &index) : NULL;
+    if (e == NULL || e->ndim != 2)
+        return ATTN_OK;
+    if (store->packed == NULL) {
+        store->packed = calloc(2 * store->count, sizeof *store->packed);
+        if (store->packed == NULL)
+            return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_ad_packed_weight: out of memory");
+    }
+    packed_weight *p = &store->packed[2 * index + (trans == ATTN_TRANS ? 0 : 1)];
+    const int64_t rows = e->shape[0], cols = e->shape[1];
+    if (p->packed == NULL)
+        ATTN_TRY(attn_gemm_packed_b_create(
+            ATTN_PRECISION_BF16, trans, trans == ATTN_TRANS ? cols : rows,
+            trans == ATTN_TRANS ? rows : cols, weight->value.data, cols, &p->packed));
+    else if (p->version != store->values_version)
+        ATTN_TRY(attn_gemm_packed_b_refresh(p->packed));
+    p->version = store->values_version;
+    *out = p->packed;
     return ATTN_OK;
 }
 
@@ -451,5 +519,7 @@ attn_status attn_params_load(attn_params *store, const attn_tensor_file *file,
                                   which);
     }
     free(names);
+    if (which == ATTN_PARAM_VALUES)
+        attn_params_values_changed(store);
     return status;
 }

@@ -1,5 +1,6 @@
-/* attn bench gemm: GFLOP/s of attn_gemm per instruction set on the shapes attention and
- * transformer layers use, as medians of several timed repetitions. */
+/* attn bench gemm: GFLOP/s of attn_gemm_precision per instruction set on the shapes attention
+ * and transformer layers use, as medians of several timed repetitions; in bf16 also the
+ * ratio to fp32 on the fastest instruction set, measured in the same run. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "attn/attn.h"
@@ -55,13 +56,14 @@ typedef struct operands {
     float *a, *b, *c;
 } operands;
 
-static int time_call(const gemm_shape *s, const operands *ops, double *seconds)
+static int time_call(attn_precision precision, const gemm_shape *s, const operands *ops,
+                     double *seconds)
 {
     int64_t lda = s->ta == ATTN_NO_TRANS ? s->k : s->m;
     int64_t ldb = s->tb == ATTN_NO_TRANS ? s->n : s->k;
     double start = seconds_now();
-    attn_status st = attn_gemm(s->ta, s->tb, s->m, s->n, s->k, 1.0f, ops->a, lda, ops->b, ldb, 0.0f,
-                               ops->c, s->n);
+    attn_status st = attn_gemm_precision(precision, s->ta, s->tb, s->m, s->n, s->k, 1.0f, ops->a,
+                                         lda, ops->b, ldb, 0.0f, ops->c, s->n);
     *seconds = seconds_now() - start;
     if (st != ATTN_OK) {
         cli_library_error("bench gemm");
@@ -71,10 +73,12 @@ static int time_call(const gemm_shape *s, const operands *ops, double *seconds)
 }
 
 /* Median GFLOP/s over `reps` repetitions, each long enough (>= 20 ms) to time well. */
-static int measure(const gemm_shape *s, const operands *ops, int reps, double *gflops)
+static int measure(attn_precision precision, const gemm_shape *s, const operands *ops, int reps,
+                   double *gflops)
 {
     double once;
-    if (!time_call(s, ops, &once) || !time_call(s, ops, &once)) /* warm-up, then estimate */
+    if (!time_call(precision, s, ops, &once) ||
+        !time_call(precision, s, ops, &once)) /* warm-up, then estimate */
         return 0;
     int calls = once >= 0.02 ? 1 : (int)(0.02 / (once > 1e-7 ? once : 1e-7)) + 1;
     double rates[64];
@@ -83,7 +87,7 @@ static int measure(const gemm_shape *s, const operands *ops, int reps, double *g
     for (int r = 0; r < reps; r++) {
         double total = 0;
         for (int i = 0; i < calls; i++) {
-            if (!time_call(s, ops, &once))
+            if (!time_call(precision, s, ops, &once))
                 return 0;
             total += once;
         }
@@ -108,12 +112,16 @@ static float *random_floats(int64_t count, uint64_t seed)
 
 typedef struct bench_gemm_args {
     int json, isa; /* isa: an attn_isa, or ATTN_ISA_AUTO for every supported one */
+    int precision;
     int64_t threads, reps;
 } bench_gemm_args;
 
 static const char *const isa_names[] = {"reference", "portable", "avx2", "avx512", NULL};
 static const int isa_values[] = {ATTN_ISA_REFERENCE, ATTN_ISA_PORTABLE, ATTN_ISA_AVX2,
                                  ATTN_ISA_AVX512};
+
+static const char *const precision_names[] = {"fp32", "bf16", NULL};
+static const int precision_values[] = {ATTN_PRECISION_FP32, ATTN_PRECISION_BF16};
 
 static const cli_option bench_gemm_options[] = {
     {CLI_OPTION("--json", CLI_FLAG, offsetof(bench_gemm_args, json), NULL,
@@ -127,15 +135,21 @@ static const cli_option bench_gemm_options[] = {
     {CLI_OPTION("--isa", CLI_CHOICE, offsetof(bench_gemm_args, isa), "NAME",
                 "only this instruction set (one this CPU supports)"),
      .choices = isa_names, .choice_values = isa_values},
+    {CLI_OPTION("--precision", CLI_CHOICE, offsetof(bench_gemm_args, precision), "P",
+                "operands in fp32 or bf16 (sums in fp32); bf16 also times fp32 on the fastest "
+                "instruction set for the ratio"),
+     .choices = precision_names, .choice_values = precision_values, .show_default = 1},
 };
 
 static const cli_command bench_gemm_command = {
     "bench gemm",
-    "attn bench gemm [--json] [--threads N] [--reps N] [--isa NAME]",
+    "attn bench gemm [--json] [--threads N] [--reps N] [--isa NAME] [--precision fp32|bf16]",
     "GFLOP/s (median of N repetitions) of attn_gemm for each instruction set this CPU\n"
     "supports (or only --isa NAME), on square, attention and transformer shapes; the\n"
     "scalar reference runs on a small shape only. The ratio is to the best instruction\n"
-    "set on the same shape.\n",
+    "set on the same shape. With --precision bf16 the operands are rounded to bfloat16\n"
+    "(vdpbf16ps where the CPU has AVX512_BF16, emulated elsewhere) and the last column is\n"
+    "the ratio to fp32 on the fastest instruction set.\n",
     bench_gemm_options,
     sizeof bench_gemm_options / sizeof *bench_gemm_options,
     NULL};
@@ -147,7 +161,7 @@ static int wanted(attn_isa isa, attn_isa only)
 
 int attn_bench_gemm(int argc, char **argv)
 {
-    bench_gemm_args a = {0, ATTN_ISA_AUTO, 0, 5};
+    bench_gemm_args a = {0, ATTN_ISA_AUTO, ATTN_PRECISION_FP32, 0, 5};
     int given[sizeof bench_gemm_options / sizeof *bench_gemm_options] = {0};
     const int code = cli_parse(&bench_gemm_command, argc, argv, &a, given);
     if (code != CLI_GO_ON)
@@ -157,6 +171,8 @@ int attn_bench_gemm(int argc, char **argv)
         return cli_usage_error(&bench_gemm_command, "--isa %s: this CPU does not support it",
                                attn_isa_name(only));
     const int json = a.json, reps = (int)a.reps;
+    const attn_precision precision = (attn_precision)a.precision;
+    const int against_fp32 = precision != ATTN_PRECISION_FP32;
     if (a.threads > 0 && attn_set_num_threads((int)a.threads) != ATTN_OK) {
         cli_library_error("bench gemm");
         return 2;
@@ -164,21 +180,26 @@ int attn_bench_gemm(int argc, char **argv)
     attn_isa chosen = attn_get_isa();
     if (!json)
         printf("attn bench gemm: %d threads, GEMM backend %s; GFLOP/s, median of %d "
-               "(ratio to the best)\n%-12s %-2s %5s %5s %5s",
-               attn_get_num_threads(), attn_gemm_backend(), reps, "shape", "op", "m", "n", "k");
+               "(ratio to the best), operands in %s%s\n%-12s %-2s %5s %5s %5s",
+               attn_get_num_threads(), attn_gemm_backend(), reps, attn_precision_name(precision),
+               precision == ATTN_PRECISION_BF16 && !attn_precision_native(precision)
+                   ? " (emulated: no AVX512_BF16)"
+                   : "",
+               "shape", "op", "m", "n", "k");
     for (size_t i = 0; i < ISA_COUNT && !json; i++)
         if (wanted(isas[i], only))
             printf("  %15s", attn_isa_name(isas[i]));
     if (!json)
-        printf("\n");
+        printf(against_fp32 ? "  %8s\n" : "\n", "x fp32");
 
     int status = 0;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0] && status == 0; si++) {
         const gemm_shape *s = &shapes[si];
         operands ops = {random_floats(s->m * s->k, 1), random_floats(s->k * s->n, 2),
                         random_floats(s->m * s->n, 3)};
-        double gflops[ISA_COUNT] = {0}, best = 0;
+        double gflops[ISA_COUNT] = {0}, best = 0, fp32_gflops = 0;
         int measured[ISA_COUNT] = {0};
+        size_t fastest = ISA_COUNT;
         if (ops.a == NULL || ops.b == NULL || ops.c == NULL) {
             cli_library_error("bench gemm");
             status = 1;
@@ -187,18 +208,29 @@ int attn_bench_gemm(int argc, char **argv)
             if (!wanted(isas[i], only) || (isas[i] == ATTN_ISA_REFERENCE && !s->with_reference))
                 continue;
             attn_set_isa(isas[i]);
-            if (!measure(s, &ops, reps, &gflops[i]))
+            if (!measure(precision, s, &ops, reps, &gflops[i]))
                 status = 1;
             measured[i] = 1;
-            if (gflops[i] > best)
+            if (gflops[i] > best) {
                 best = gflops[i];
+                fastest = i;
+            }
+        }
+        if (status == 0 && against_fp32 && fastest < ISA_COUNT) {
+            attn_set_isa(isas[fastest]);
+            if (!measure(ATTN_PRECISION_FP32, s, &ops, reps, &fp32_gflops))
+                status = 1;
         }
         const char *op = s->tb == ATTN_TRANS ? "NT" : "NN";
         if (status == 0 && json) {
             printf("{\"bench\":\"gemm\",\"shape\":\"%s\",\"op\":\"%s\",\"m\":%lld,\"n\":%lld,"
-                   "\"k\":%lld,\"threads\":%d,\"reps\":%d,\"results\":[",
+                   "\"k\":%lld,\"threads\":%d,\"reps\":%d,\"precision\":\"%s\",",
                    s->name, op, (long long)s->m, (long long)s->n, (long long)s->k,
-                   attn_get_num_threads(), reps);
+                   attn_get_num_threads(), reps, attn_precision_name(precision));
+            if (against_fp32 && fp32_gflops > 0)
+                printf("\"fp32_isa\":\"%s\",\"fp32_gflops\":%.2f,\"ratio_to_fp32\":%.3f,",
+                       attn_isa_name(isas[fastest]), fp32_gflops, best / fp32_gflops);
+            printf("\"results\":[");
             const char *sep = "";
             for (size_t i = 0; i < ISA_COUNT; i++)
                 if (measured[i]) {
@@ -215,6 +247,8 @@ int attn_bench_gemm(int argc, char **argv)
                     printf("  %7.1f (%5.3f)", gflops[i], gflops[i] / best);
                 else if (wanted(isas[i], only))
                     printf("  %15s", "-");
+            if (against_fp32 && fp32_gflops > 0)
+                printf("  %7.2fx", best / fp32_gflops);
             printf("\n");
         }
         fflush(stdout);

@@ -3,7 +3,8 @@
  * One step is exactly what the trainer does per update (src/train/loop.c) minus batching,
  * clipping and the schedule: reset the graph, set the dropout seed, zero the gradients,
  * attn_model_forward_loss_counted (the trainer's own loss), attn_graph_backward, one
- * attn_adam_step over the whole parameter buffer. That is also what bench/torch_train.py times
+ * attn_adam_step over the whole parameter buffer (then attn_params_values_changed, so that in
+ * bf16 the weights are repacked once per update, as in the trainer). That is also what bench/torch_train.py times
  * (zero_grad, forward, loss, backward, Adam step), so the two figures compare the same work.
  *
  * FLOP count (2 per multiply-add, matrix products only; the element-wise work is a few
@@ -155,14 +156,16 @@ static attn_status train_step(train_run *run, const attn_model_batch *batch,
     if (status != ATTN_OK)
         return status;
     *loss = (double)loss_var->value.data[0];
-    return attn_adam_step(adam, adam_step, (int64_t)attn_params_buffer_floats(params),
-                          attn_params_buffer(params, ATTN_PARAM_VALUES),
-                          attn_params_buffer(params, ATTN_PARAM_GRADS),
-                          attn_params_buffer(params, ATTN_PARAM_ADAM_M),
-                          attn_params_buffer(params, ATTN_PARAM_ADAM_V));
+    status = attn_adam_step(adam, adam_step, (int64_t)attn_params_buffer_floats(params),
+                            attn_params_buffer(params, ATTN_PARAM_VALUES),
+                            attn_params_buffer(params, ATTN_PARAM_GRADS),
+                            attn_params_buffer(params, ATTN_PARAM_ADAM_M),
+                            attn_params_buffer(params, ATTN_PARAM_ADAM_V));
+    attn_params_values_changed(params);
+    return status;
 }
 
-static int measure(const train_shape *s, int steps, train_result *r)
+static int measure(const train_shape *s, attn_precision precision, int steps, train_result *r)
 {
     train_run run = {NULL, NULL, NULL};
     attn_model_batch batch;
@@ -178,6 +181,7 @@ static int measure(const train_shape *s, int steps, train_result *r)
     adam.lr = 1e-4;
     adam.beta2 = 0.98;
     adam.eps = 1e-9;
+    attn_graph_set_precision(run.graph, precision);
     int64_t adam_step = 0;
     double wall[MAX_STEPS], cpu[MAX_STEPS];
     size_t arena_after_warmup = 0;
@@ -211,10 +215,13 @@ static int measure(const train_shape *s, int steps, train_result *r)
 
 typedef struct bench_train_args {
     int json, config;       /* config: an index into config_names */
+    int precision;          /* attn_precision: fp32 or bf16 */
     int64_t steps, threads; /* 0: each config's default; ATTN_NUM_THREADS or all cores */
 } bench_train_args;
 
 static const char *const config_names[] = {"small", "base", "both", NULL};
+static const char *const precision_names[] = {"fp32", "bf16", NULL};
+static const int precision_values[] = {ATTN_PRECISION_FP32, ATTN_PRECISION_BF16};
 
 static const cli_option bench_train_options[] = {
     {CLI_OPTION("--config", CLI_CHOICE, offsetof(bench_train_args, config), "small|base|both",
@@ -228,6 +235,9 @@ static const cli_option bench_train_options[] = {
      .min = 1, .max = 1024},
     {CLI_OPTION("--json", CLI_FLAG, offsetof(bench_train_args, json), NULL,
                 "print one JSON object per config")},
+    {CLI_OPTION("--precision", CLI_CHOICE, offsetof(bench_train_args, precision), "fp32|bf16",
+                "operands of the products, as attn train --precision (bf16: mixed precision)"),
+     .choices = precision_names, .choice_values = precision_values, .show_default = 1},
 };
 
 int attn_cmd_bench_train(int argc, char **argv)
@@ -250,17 +260,20 @@ int attn_cmd_bench_train(int argc, char **argv)
              WARMUP_STEPS);
     const cli_command command = {
         "bench train",
-        "attn bench train [--config small|base|both] [--steps N] [--threads N] [--json]",
+        "attn bench train [--config small|base|both] [--steps N] [--threads N] [--json]\n"
+        "                 [--precision fp32|bf16]",
         description,
         bench_train_options,
         sizeof bench_train_options / sizeof *bench_train_options,
         NULL};
-    bench_train_args a = {0, 2, 0, 0};
+    bench_train_args a = {0, 2, ATTN_PRECISION_FP32, 0, 0};
     int given[sizeof bench_train_options / sizeof *bench_train_options] = {0};
     const int code = cli_parse(&command, argc, argv, &a, given);
     if (code != CLI_GO_ON)
         return code;
     const int json = a.json, steps = (int)a.steps;
+    const attn_precision precision = (attn_precision)a.precision;
+    const char *precision_name = attn_precision_name(precision);
     const char *config = config_names[a.config];
     if (a.threads > 0 && attn_set_num_threads((int)a.threads) != ATTN_OK) {
         cli_library_error("bench train");
@@ -269,9 +282,10 @@ int attn_cmd_bench_train(int argc, char **argv)
     const char *isa = attn_isa_name(attn_get_isa());
     const int used_threads = attn_get_num_threads();
     if (!json)
-        printf("attn bench train: %d threads, %s; median step after %d warm-up steps "
-               "(indicative on a shared machine)\n",
-               used_threads, isa, WARMUP_STEPS);
+        printf("attn bench train: %d threads, %s, %s products%s; median step after %d warm-up "
+               "steps (indicative on a shared machine)\n",
+               used_threads, isa, precision_name,
+               attn_precision_native(precision) ? "" : " (emulated: no AVX512_BF16)", WARMUP_STEPS);
     for (size_t c = 0; c < sizeof SHAPES / sizeof SHAPES[0]; c++) {
         const train_shape *s = &SHAPES[c];
         if (strcmp(config, "both") != 0 && strcmp(config, s->name) != 0)
@@ -279,7 +293,7 @@ int attn_cmd_bench_train(int argc, char **argv)
         const int n_steps = steps > 0 ? steps : s->default_steps;
         train_result r;
         memset(&r, 0, sizeof r);
-        if (!measure(s, n_steps, &r))
+        if (!measure(s, precision, n_steps, &r))
             return 1;
         const double tokens = (double)(s->batch * s->tgt_len);
         const double tokens_per_s = tokens / r.step_s;
@@ -289,11 +303,11 @@ int attn_cmd_bench_train(int argc, char **argv)
                    "\"median_cpu_s_per_step\": %.5f, \"gflop_per_step\": %.2f, "
                    "\"gflops\": %.1f, \"steps\": %d, \"warmup_steps\": %d, \"params\": %lld, "
                    "\"final_loss\": %.4f, \"arena_mib\": %.1f, \"arena_stable\": %s, "
-                   "\"threads\": %d, \"isa\": \"%s\"}\n",
+                   "\"threads\": %d, \"isa\": \"%s\", \"precision\": \"%s\"}\n",
                    s->name, tokens_per_s, tokens, r.step_s, r.cpu_s, r.gflop, r.gflop / r.step_s,
                    n_steps, WARMUP_STEPS, (long long)r.params, r.loss,
                    (double)r.arena_bytes / (1024.0 * 1024.0), r.arena_stable ? "true" : "false",
-                   used_threads, isa);
+                   used_threads, isa, precision_name);
         } else {
             printf("%s: %.0f target tokens/s, %.1f GFLOP/s (median step %.1f ms wall, %.1f ms "
                    "CPU over %d steps; %.0f tokens and %.1f GFLOP per step; %.2f M parameters; "

@@ -185,6 +185,11 @@ static void say_plan(const attn_trainer_options *o, double time_limit)
     fprintf(stderr, "; batches of %lld tokens", (long long)o->batch_tokens);
     if (o->accumulate > 1)
         fprintf(stderr, " x %lld", (long long)o->accumulate);
+    if (o->precision != ATTN_PRECISION_FP32)
+        fprintf(stderr, "; %s products%s", attn_precision_name(o->precision),
+                attn_precision_native(o->precision)
+                    ? ""
+                    : " (emulated: no AVX512_BF16 here, so slower)");
     if (o->max_epochs > 0)
         fprintf(stderr, "; stops after %lld epochs", (long long)o->max_epochs);
     if (o->max_steps > 0)

@@ -23,6 +23,7 @@ typedef struct train_args {
     int cell, attention, local; /* attn_rnn_cell, _attention, _local when given */
     int schedule;               /* attn_lr_kind */
     int optimizer;              /* attn_adam_variant */
+    int precision;              /* attn_precision: fp32 or bf16 */
     int64_t window, layers, d_model, heads, ffn, hidden, embedding_dim, attention_dim;
     int bidirectional, no_bidirectional, input_feeding, reverse_source, no_valid;
     double dropout, label_smoothing;

@@ -25,6 +25,8 @@ static const int schedule_values[] = {ATTN_LR_INVERSE_SQRT, ATTN_LR_NOAM, ATTN_L
                                       ATTN_LR_CONSTANT};
 static const char *const optimizer_names[] = {"adam", "adamw", NULL};
 static const int optimizer_values[] = {ATTN_ADAM, ATTN_ADAMW};
+static const char *const precision_names[] = {"fp32", "bf16", NULL};
+static const int precision_values[] = {ATTN_PRECISION_FP32, ATTN_PRECISION_BF16};
 
 static const cli_option train_options[] = {
     {CLI_OPTION("--train", CLI_STRING, FIELD(train), "FILE",
@@ -147,6 +149,11 @@ static const cli_option train_options[] = {
      .group = GROUP_TRAINING},
     {CLI_OPTION("--accumulate", CLI_INT, FIELD(accumulate), "K", "batches per update [1]"),
      .group = GROUP_TRAINING},
+    {CLI_OPTION("--precision", CLI_CHOICE, FIELD(precision), "fp32|bf16",
+                "operands of the model's products: bf16 is mixed precision (bf16 operands, fp32 "
+                "sums, fp32 weights, gradients and optimizer state; fast with AVX512_BF16, "
+                "emulated elsewhere) [fp32]"),
+     .choices = precision_names, .choice_values = precision_values, .group = GROUP_TRAINING},
     {CLI_OPTION("--seed", CLI_INT, FIELD(seed), "N",
                 "seed of the initial weights, batch order and dropout [1]"),
      .min = 0, .max = INFINITY, .group = GROUP_TRAINING},
@@ -249,6 +256,7 @@ static void set_defaults(train_args *a)
     a->tgt_tokens = "char";
     a->schedule = ATTN_LR_COSINE;
     a->optimizer = ATTN_ADAM;
+    a->precision = ATTN_PRECISION_FP32;
     a->cell = a->attention = a->local = -1;
     a->layers = 3;
     a->d_model = 256;
@@ -333,6 +341,7 @@ attn_status train_options_for_new_run(const train_args *a, int64_t width, int64_
     o->accumulate = a->accumulate;
     o->seed = (uint64_t)a->seed;
     o->clip_norm = a->clip_norm;
+    o->precision = (attn_precision)a->precision;
     /* The trainer's betas and epsilon (the paper's), the variant's weight decay. */
     const double beta2 = o->adam.beta2, eps = o->adam.eps;
     o->adam = attn_adam_default_options((attn_adam_variant)a->optimizer);
@@ -381,6 +390,8 @@ void train_options_overlay(const train_args *a, attn_trainer_options *o)
         o->seed = (uint64_t)a->seed;
     if (train_args_given(a, "--clip-norm"))
         o->clip_norm = a->clip_norm;
+    if (train_args_given(a, "--precision"))
+        o->precision = (attn_precision)a->precision;
     if (train_args_given(a, "--weight-decay"))
         o->adam.weight_decay = a->weight_decay;
     if (train_args_given(a, "--optimizer"))

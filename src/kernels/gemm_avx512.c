@@ -4,6 +4,8 @@
  * stores on the column side and skip rows past the edge. */
 #include "kernels/gemm_internal.h"
 
+#include "kernels/gemm_avx512_shared.h"
+
 #include <immintrin.h>
 
 #define AVX512_MR 14
@@ -14,31 +16,7 @@
 /* The B panel comes from L2; fetch it this many k-steps (of 128 bytes) ahead. */
 #define B_PREFETCH_DISTANCE 16
 
-#define FOR_EACH_ROW(X)                                                                   \
-    X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
-
-/* The first `live` of 16 lanes. */
-static inline __mmask16 lane_mask(int live)
-{
-    if (live <= 0)
-        return 0;
-    if (live >= 16)
-        return 0xFFFF;
-    return (__mmask16)((1u << live) - 1u);
-}
-
-static inline void store_row(float *c_row, __m512 sum_lo, __m512 sum_hi, __m512 alpha,
-                             __m512 beta, int read_c, __mmask16 mask_lo, __mmask16 mask_hi)
-{
-    __m512 lo = _mm512_mul_ps(alpha, sum_lo);
-    __m512 hi = _mm512_mul_ps(alpha, sum_hi);
-    if (read_c) {
-        lo = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(mask_lo, c_row), lo);
-        hi = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(mask_hi, c_row + 16), hi);
-    }
-    _mm512_mask_storeu_ps(c_row, mask_lo, lo);
-    _mm512_mask_storeu_ps(c_row + 16, mask_hi, hi);
-}
+#define FOR_EACH_ROW(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
 
 /* One body, instantiated for A with contiguous rows (packed panels, or op(A) = A^T read in
  * place) or contiguous steps (op(A) = A read in place), and for tiles of up to row_count
@@ -46,14 +24,14 @@ static inline void store_row(float *c_row, __m512 sum_lo, __m512 sum_hi, __m512 
  * not pay for 14. */
 static inline __attribute__((always_inline)) void
 avx512_tile(const int row_count, int64_t depth, const float *a, int64_t a_row_stride,
-            int64_t a_step_stride, const float *b, int64_t b_step_stride, float *c,
-            int64_t ldc, float alpha, float beta, int rows, int cols)
+            int64_t a_step_stride, const float *b, int64_t b_step_stride, float *c, int64_t ldc,
+            float alpha, float beta, int rows, int cols)
 {
     /* Start fetching the C tile now: it is needed only after the k loop. */
-#define PREFETCH_ROW(r)                                                                   \
-    if (r < row_count && r < rows) {                                                     \
-        _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);                           \
-        _mm_prefetch((const char *)(c + r * ldc + cols - 1), _MM_HINT_T0);                \
+#define PREFETCH_ROW(r)                                                                            \
+    if (r < row_count && r < rows) {                                                               \
+        _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);                                    \
+        _mm_prefetch((const char *)(c + r * ldc + cols - 1), _MM_HINT_T0);                         \
     }
     FOR_EACH_ROW(PREFETCH_ROW)
 
@@ -68,12 +46,12 @@ avx512_tile(const int row_count, int64_t depth, const float *a, int64_t a_row_st
         __m512 b_lo = _mm512_loadu_ps(b), b_hi = _mm512_loadu_ps(b + 16);
         _mm_prefetch((const char *)(b + b_prefetch), _MM_HINT_T0);
         _mm_prefetch((const char *)(b + b_prefetch + 16), _MM_HINT_T0);
-#define STEP_ROW(r)                                                                       \
-    if (r < row_count) {                                                                  \
-        __m512 a_r = _mm512_set1_ps(r < 7 ? a[r * a_row_stride]                          \
-                                          : a_upper[(r - 7) * a_row_stride]);             \
-        sum##r##_lo = _mm512_fmadd_ps(a_r, b_lo, sum##r##_lo);                            \
-        sum##r##_hi = _mm512_fmadd_ps(a_r, b_hi, sum##r##_hi);                            \
+#define STEP_ROW(r)                                                                                \
+    if (r < row_count) {                                                                           \
+        __m512 a_r =                                                                               \
+            _mm512_set1_ps(r < 7 ? a[r * a_row_stride] : a_upper[(r - 7) * a_row_stride]);         \
+        sum##r##_lo = _mm512_fmadd_ps(a_r, b_lo, sum##r##_lo);                                     \
+        sum##r##_hi = _mm512_fmadd_ps(a_r, b_hi, sum##r##_hi);                                     \
     }
         FOR_EACH_ROW(STEP_ROW)
         a += a_step_stride;
@@ -84,16 +62,15 @@ avx512_tile(const int row_count, int64_t depth, const float *a, int64_t a_row_st
     const __mmask16 mask_lo = lane_mask(cols), mask_hi = lane_mask(cols - 16);
     const __m512 alpha_v = _mm512_set1_ps(alpha), beta_v = _mm512_set1_ps(beta);
     const int read_c = beta != 0.0f;
-#define STORE_ROW(r)                                                                      \
-    if (r < row_count && r < rows)                                                       \
-        store_row(c + r * ldc, sum##r##_lo, sum##r##_hi, alpha_v, beta_v, read_c, mask_lo,  \
-                  mask_hi);
+#define STORE_ROW(r)                                                                               \
+    if (r < row_count && r < rows)                                                                 \
+        store_row(c + r * ldc, sum##r##_lo, sum##r##_hi, alpha_v, beta_v, read_c, mask_lo, mask_hi);
     FOR_EACH_ROW(STORE_ROW)
 }
 
-#define AVX512_TILE(row_count, row_stride, step_stride)                                   \
-    avx512_tile(row_count, depth, t->a, row_stride, step_stride, t->b, t->b_step_stride,    \
-                t->c, t->ldc, alpha, beta, t->rows, t->cols)
+#define AVX512_TILE(row_count, row_stride, step_stride)                                            \
+    avx512_tile(row_count, depth, t->a, row_stride, step_stride, t->b, t->b_step_stride, t->c,     \
+                t->ldc, alpha, beta, t->rows, t->cols)
 
 static void avx512_micro_kernel(int64_t depth, const gemm_tile *t, float alpha, float beta)
 {
@@ -115,43 +92,6 @@ static void avx512_micro_kernel(int64_t depth, const gemm_tile *t, float alpha, 
 }
 
 /* ---- packing rows stored along k: 16 x 16 transposes in registers ---------------------- */
-
-/* Afterwards r[j] holds what was column j of the 16 rows r[0..15]. */
-static inline __attribute__((always_inline)) void transpose_16x16(__m512 r[16])
-{
-    __m512 t[16];
-    /* Interleave pairs of rows, then pairs of pairs: r[4g + j] then holds, in its 128-bit
-     * lane L, column 4L + j of rows 4g .. 4g+3. */
-#pragma GCC unroll 8
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < 16; i += 4) {
-        __m512d lo_a = _mm512_castps_pd(t[i]), hi_a = _mm512_castps_pd(t[i + 1]);
-        __m512d lo_b = _mm512_castps_pd(t[i + 2]), hi_b = _mm512_castps_pd(t[i + 3]);
-        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(lo_a, lo_b));
-        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(lo_a, lo_b));
-        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(hi_a, hi_b));
-        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(hi_a, hi_b));
-    }
-    /* Column 4L + j is lane L of r[j], r[4 + j], r[8 + j], r[12 + j]. */
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; j++) {
-        __m512 rows01_lo = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x44);
-        __m512 rows01_hi = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xEE);
-        __m512 rows23_lo = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x44);
-        __m512 rows23_hi = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xEE);
-        t[j] = _mm512_shuffle_f32x4(rows01_lo, rows23_lo, 0x88);
-        t[4 + j] = _mm512_shuffle_f32x4(rows01_lo, rows23_lo, 0xDD);
-        t[8 + j] = _mm512_shuffle_f32x4(rows01_hi, rows23_hi, 0x88);
-        t[12 + j] = _mm512_shuffle_f32x4(rows01_hi, rows23_hi, 0xDD);
-    }
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; i++)
-        r[i] = t[i];
-}
 
 /* The scalar transposing copy costs about 3 cycles a float, as much as the multiply
  * itself when k is small (attention scores, k = 64); this does 16 x 16 blocks. */

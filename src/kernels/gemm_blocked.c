@@ -33,6 +33,8 @@
  */
 #include "kernels/gemm_internal.h"
 
+#include "kernels/bf16.h"
+
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -122,14 +124,36 @@ static void pack_panels(const gemm_kernel_info *info, const float *src, int64_t 
         return;
     }
     switch (panel) {
-    case 4: pack_panels_fixed(src, w_stride, p_stride, width, depth, 4, dst); break;
-    case 6: pack_panels_fixed(src, w_stride, p_stride, width, depth, 6, dst); break;
-    case 8: pack_panels_fixed(src, w_stride, p_stride, width, depth, 8, dst); break;
-    case 14: pack_panels_fixed(src, w_stride, p_stride, width, depth, 14, dst); break;
-    case 16: pack_panels_fixed(src, w_stride, p_stride, width, depth, 16, dst); break;
-    case 32: pack_panels_fixed(src, w_stride, p_stride, width, depth, 32, dst); break;
-    default: pack_panels_fixed(src, w_stride, p_stride, width, depth, panel, dst); break;
+    case 4:
+        pack_panels_fixed(src, w_stride, p_stride, width, depth, 4, dst);
+        break;
+    case 6:
+        pack_panels_fixed(src, w_stride, p_stride, width, depth, 6, dst);
+        break;
+    case 8:
+        pack_panels_fixed(src, w_stride, p_stride, width, depth, 8, dst);
+        break;
+    case 14:
+        pack_panels_fixed(src, w_stride, p_stride, width, depth, 14, dst);
+        break;
+    case 16:
+        pack_panels_fixed(src, w_stride, p_stride, width, depth, 16, dst);
+        break;
+    case 32:
+        pack_panels_fixed(src, w_stride, p_stride, width, depth, 32, dst);
+        break;
+    default:
+        pack_panels_fixed(src, w_stride, p_stride, width, depth, panel, dst);
+        break;
     }
+}
+
+/* Rounds packed floats to bf16 in place: the emulated bf16 product rounds after an ordinary
+ * packing copy, so every float kernel and its fast transposing packer serve unchanged. */
+static void round_packed_to_bf16(float *packed, int64_t count)
+{
+    for (int64_t i = 0; i < count; i++)
+        packed[i] = attn_bf16_round(packed[i]);
 }
 
 /* ---- reusable packing buffers --------------------------------------------------------- */
@@ -231,9 +255,15 @@ void attn_gemm_release_buffers(void)
 
 /* ---- blocking and partition ------------------------------------------------------------- */
 
-static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t ceil_div(int64_t a, int64_t b)
+{
+    return (a + b - 1) / b;
+}
 
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
 
 /* Splits `length` into the fewest blocks of at most `limit`, as equal as possible, each a
  * multiple of `unit` (except where the length ends). Returns the block size. */
@@ -245,16 +275,18 @@ static int64_t balanced_block(int64_t length, int64_t limit, int64_t unit)
 
 typedef struct gemm_plan {
     const gemm_kernel_info *info;
+    attn_precision precision;
     attn_transpose ta, tb;
     int64_t m, n, k;
     float alpha, beta;
     const float *a, *b;
     float *c;
     int64_t lda, ldb, ldc;
-    int64_t depth;          /* k-block length */
-    int64_t max_mc;         /* rows of the packed A block */
-    int64_t max_nc;         /* columns of the packed B block */
-    int64_t row_parts;      /* the rectangles: row_parts x col_parts */
+    int64_t depth;       /* k-block length */
+    int64_t depth_words; /* packed words per row of a full k-block (depth, or depth / 2) */
+    int64_t max_mc;      /* rows of the packed A block */
+    int64_t max_nc;      /* columns of the packed B block */
+    int64_t row_parts;   /* the rectangles: row_parts x col_parts */
     int64_t col_parts;
     int a_in_place;         /* full A panels are read from the caller's A, not packed */
     int b_in_place;         /* likewise for B (only when op(B) = B: rows contiguous) */
@@ -262,16 +294,42 @@ typedef struct gemm_plan {
     /* Shared B (NULL when each thread packs its own): op(B) packed whole, k-block kb's
      * panel jp at shared_b + kb * depth * b_panels * NR + jp * NR * kc. */
     float *shared_b;
-    int64_t b_panels;            /* column panels of op(B) */
-    int64_t b_groups_per_block;  /* claims per k-block: GEMM_SHARED_B_GROUP panels each */
-    int64_t b_groups;            /* claims in all */
+    int b_prepacked;  /* shared_b was packed before the call: nothing to pack or wait for */
+    int64_t b_panels; /* column panels of op(B) */
+    int64_t b_groups_per_block; /* claims per k-block: GEMM_SHARED_B_GROUP panels each */
+    int64_t b_groups;           /* claims in all */
     atomic_int_fast64_t *next_b_group;
     atomic_int *b_group_ready;
 } gemm_plan;
 
+/* Packed words of a k-block of kc steps: one per step, or one per pair of steps. */
+static int64_t packed_steps(const gemm_plan *g, int64_t kc)
+{
+    return g->info->pack_pairs != NULL ? (kc + 1) / 2 : kc;
+}
+
+/* Packs a slab into panels in the kernel's format, rounding when the precision asks. */
+static void pack_operand(const gemm_plan *g, const float *src, int64_t w_stride, int64_t p_stride,
+                         int64_t width, int64_t depth, int panel, float *dst)
+{
+    if (g->info->pack_pairs != NULL) {
+        g->info->pack_pairs(src, w_stride, p_stride, width, depth, panel, dst);
+        return;
+    }
+    pack_panels(g->info, src, w_stride, p_stride, width, depth, panel, dst);
+    if (g->precision == ATTN_PRECISION_BF16)
+        round_packed_to_bf16(dst, (width + panel - 1) / panel * panel * depth);
+}
+
 /* op(B)[p, j] = b[p * b_row + j * b_col]. */
-static int64_t b_row_stride(const gemm_plan *g) { return g->tb == ATTN_NO_TRANS ? g->ldb : 1; }
-static int64_t b_col_stride(const gemm_plan *g) { return g->tb == ATTN_NO_TRANS ? 1 : g->ldb; }
+static int64_t b_row_stride(const gemm_plan *g)
+{
+    return g->tb == ATTN_NO_TRANS ? g->ldb : 1;
+}
+static int64_t b_col_stride(const gemm_plan *g)
+{
+    return g->tb == ATTN_NO_TRANS ? 1 : g->ldb;
+}
 
 /* Packs one claim of the shared B: GEMM_SHARED_B_GROUP panels of one k-block. */
 static void pack_shared_group(const gemm_plan *g, int64_t group)
@@ -281,9 +339,10 @@ static void pack_shared_group(const gemm_plan *g, int64_t group)
     int64_t first = group % g->b_groups_per_block * GEMM_SHARED_B_GROUP;
     int64_t p0 = kb * g->depth, kc = min64(g->depth, g->k - p0);
     int64_t j0 = first * nr, width = min64((int64_t)GEMM_SHARED_B_GROUP * nr, g->n - j0);
-    float *dst = g->shared_b + kb * g->depth * g->b_panels * nr + first * nr * kc;
-    pack_panels(g->info, g->b + p0 * b_row_stride(g) + j0 * b_col_stride(g), b_col_stride(g),
-                b_row_stride(g), width, kc, nr, dst);
+    float *dst =
+        g->shared_b + kb * g->depth_words * g->b_panels * nr + first * nr * packed_steps(g, kc);
+    pack_operand(g, g->b + p0 * b_row_stride(g) + j0 * b_col_stride(g), b_col_stride(g),
+                 b_row_stride(g), width, kc, nr, dst);
 }
 
 /* Claims and packs groups of the shared B until none is left. */
@@ -303,8 +362,8 @@ static void pack_shared_b(const gemm_plan *g)
 static void wait_for_shared_panel(const gemm_plan *g, int64_t kb, int64_t jp)
 {
     int64_t group = kb * g->b_groups_per_block + jp / GEMM_SHARED_B_GROUP;
-    for (int spin = 0;
-         !atomic_load_explicit(&g->b_group_ready[group], memory_order_acquire); spin++) {
+    for (int spin = 0; !atomic_load_explicit(&g->b_group_ready[group], memory_order_acquire);
+         spin++) {
         if (spin < 4096)
             CPU_RELAX();
         else
@@ -313,8 +372,8 @@ static void wait_for_shared_panel(const gemm_plan *g, int64_t kb, int64_t jp)
 }
 
 /* One rectangle of C: rows [r0, r1), columns [c0, c1). */
-static void multiply_rectangle(const gemm_plan *g, int64_t r0, int64_t r1, int64_t c0,
-                               int64_t c1, gemm_buffers *buf)
+static void multiply_rectangle(const gemm_plan *g, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                               gemm_buffers *buf)
 {
     const int mr = g->info->mr, nr = g->info->nr;
     const gemm_micro_kernel kernel = g->info->kernel;
@@ -330,14 +389,14 @@ static void multiply_rectangle(const gemm_plan *g, int64_t r0, int64_t r1, int64
     for (int64_t i0 = r0; i0 < r1; i0 += mc) {
         int64_t mb = min64(mc, r1 - i0);
         for (int64_t p0 = 0; p0 < g->k; p0 += g->depth) {
-            int64_t kc = min64(g->depth, g->k - p0);
+            int64_t kc = min64(g->depth, g->k - p0), kc_words = packed_steps(g, kc);
             float beta = p0 == 0 ? g->beta : 1.0f;
             /* Panels [0, a_direct) come from A itself; the rest (all, or the ragged last
              * one) are packed. */
             const float *a_block = g->a + i0 * a_row + p0 * a_col;
             int64_t a_direct = g->a_in_place ? mb / mr * mr : 0;
-            pack_panels(g->info, a_block + a_direct * a_row, a_row, a_col, mb - a_direct, kc, mr,
-                        buf->a);
+            pack_operand(g, a_block + a_direct * a_row, a_row, a_col, mb - a_direct, kc, mr,
+                         buf->a);
             for (int64_t j0 = c0; j0 < c1; j0 += nc) {
                 int64_t nb = min64(nc, c1 - j0);
                 const float *b_block = g->b + p0 * b_row + j0 * b_col;
@@ -345,13 +404,14 @@ static void multiply_rectangle(const gemm_plan *g, int64_t r0, int64_t r1, int64
                 const float *b_packed = buf->b;
                 if (g->shared_b != NULL) {
                     int64_t kb = p0 / g->depth;
-                    for (int64_t jp = j0 / nr; jp < ceil_div(j0 + nb, nr);
+                    for (int64_t jp = j0 / nr; !g->b_prepacked && jp < ceil_div(j0 + nb, nr);
                          jp += GEMM_SHARED_B_GROUP - jp % GEMM_SHARED_B_GROUP)
                         wait_for_shared_panel(g, kb, jp);
-                    b_packed = g->shared_b + kb * g->depth * g->b_panels * nr + j0 / nr * nr * kc;
+                    b_packed = g->shared_b + kb * g->depth_words * g->b_panels * nr +
+                               j0 / nr * nr * kc_words;
                 } else {
-                    pack_panels(g->info, b_block + b_direct * b_col, b_col, b_row, nb - b_direct,
-                                kc, nr, buf->b);
+                    pack_operand(g, b_block + b_direct * b_col, b_col, b_row, nb - b_direct, kc, nr,
+                                 buf->b);
                 }
                 for (int64_t i = 0; i < mb; i += mr) {
                     if (i < a_direct) {
@@ -359,7 +419,7 @@ static void multiply_rectangle(const gemm_plan *g, int64_t r0, int64_t r1, int64
                         tile.a_row_stride = a_row;
                         tile.a_step_stride = a_col;
                     } else {
-                        tile.a = buf->a + (i - a_direct) * kc;
+                        tile.a = buf->a + (i - a_direct) * kc_words;
                         tile.a_row_stride = 1;
                         tile.a_step_stride = mr;
                     }
@@ -369,7 +429,7 @@ static void multiply_rectangle(const gemm_plan *g, int64_t r0, int64_t r1, int64
                             tile.b = b_block + j;
                             tile.b_step_stride = b_row;
                         } else {
-                            tile.b = b_packed + (j - b_direct) * kc;
+                            tile.b = b_packed + (j - b_direct) * kc_words;
                             tile.b_step_stride = nr;
                         }
                         tile.c = g->c + (i0 + i) * g->ldc + j0 + j;
@@ -393,7 +453,7 @@ static void multiply_parts(void *ctx, int64_t begin, int64_t end, int thread_ind
         int64_t r1 = min64(row_panels * (pr + 1) / g->row_parts * g->info->mr, g->m);
         int64_t c0 = col_panels * pc / g->col_parts * g->info->nr;
         int64_t c1 = min64(col_panels * (pc + 1) / g->col_parts * g->info->nr, g->n);
-        if (g->shared_b != NULL)
+        if (g->shared_b != NULL && !g->b_prepacked)
             pack_shared_b(g);
         if (r0 < r1 && c0 < c1)
             multiply_rectangle(g, r0, r1, c0, c1, g->buffers[thread_index]);
@@ -426,22 +486,76 @@ static void choose_partition(gemm_plan *g, int64_t parts)
     }
 }
 
-attn_status attn_gemm_blocked(const gemm_kernel_info *info, attn_transpose ta,
-                              attn_transpose tb, int64_t m, int64_t n, int64_t k, float alpha,
-                              const float *a, int64_t lda, const float *b, int64_t ldb,
-                              float beta, float *c, int64_t ldc)
+/* The k-blocks, cache blocks and panels of op(B) of a product: what a prepacked op(B) must
+ * agree with, so they depend only on the kernel, the precision and the sizes. */
+static void plan_blocks(gemm_plan *g)
 {
-    gemm_plan g = {.info = info, .ta = ta, .tb = tb, .m = m, .n = n, .k = k,
-                   .alpha = alpha, .beta = beta, .a = a, .b = b, .c = c,
-                   .lda = lda, .ldb = ldb, .ldc = ldc};
-    g.depth = balanced_block(k, info->max_depth, 1);
-    int64_t depth_bytes = g.depth * (int64_t)sizeof(float);
-    g.max_nc = (int64_t)GEMM_B_BLOCK_BYTES / depth_bytes / info->nr * info->nr;
-    g.max_mc = (int64_t)GEMM_A_BLOCK_BYTES / depth_bytes / info->mr * info->mr;
-    if (g.max_nc < info->nr)
-        g.max_nc = info->nr;
-    if (g.max_mc < info->mr)
-        g.max_mc = info->mr;
+    const gemm_kernel_info *info = g->info;
+    g->depth = balanced_block(g->k, info->max_depth, info->pack_pairs != NULL ? 2 : 1);
+    g->depth_words = packed_steps(g, g->depth);
+    int64_t depth_bytes = g->depth_words * (int64_t)sizeof(float);
+    g->max_nc = (int64_t)GEMM_B_BLOCK_BYTES / depth_bytes / info->nr * info->nr;
+    g->max_mc = (int64_t)GEMM_A_BLOCK_BYTES / depth_bytes / info->mr * info->mr;
+    if (g->max_nc < info->nr)
+        g->max_nc = info->nr;
+    if (g->max_mc < info->mr)
+        g->max_mc = info->mr;
+    g->b_panels = ceil_div(g->n, info->nr);
+    g->b_groups_per_block = ceil_div(g->b_panels, GEMM_SHARED_B_GROUP);
+    g->b_groups = ceil_div(g->k, g->depth) * g->b_groups_per_block;
+}
+
+static void pack_groups(void *ctx, int64_t begin, int64_t end, int thread_index)
+{
+    (void)thread_index;
+    for (int64_t group = begin; group < end; group++)
+        pack_shared_group(ctx, group);
+}
+
+size_t attn_gemm_packed_b_floats(const gemm_kernel_info *info, attn_precision precision, int64_t k,
+                                 int64_t n)
+{
+    gemm_plan g = {.info = info, .precision = precision, .k = k, .n = n};
+    plan_blocks(&g);
+    return (size_t)(ceil_div(k, g.depth) * g.depth_words * g.b_panels * info->nr);
+}
+
+void attn_gemm_pack_b(const gemm_kernel_info *info, attn_precision precision, attn_transpose tb,
+                      int64_t k, int64_t n, const float *b, int64_t ldb, float *packed)
+{
+    gemm_plan g = {.info = info,
+                   .precision = precision,
+                   .tb = tb,
+                   .k = k,
+                   .n = n,
+                   .b = b,
+                   .ldb = ldb,
+                   .shared_b = packed};
+    plan_blocks(&g);
+    attn_parallel_for(g.b_groups, 1, pack_groups, &g);
+}
+
+attn_status attn_gemm_blocked(const gemm_kernel_info *info, attn_precision precision,
+                              attn_transpose ta, attn_transpose tb, int64_t m, int64_t n, int64_t k,
+                              float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                              const float *prepacked_b, float beta, float *c, int64_t ldc)
+{
+    gemm_plan g = {.info = info,
+                   .precision = precision,
+                   .ta = ta,
+                   .tb = tb,
+                   .m = m,
+                   .n = n,
+                   .k = k,
+                   .alpha = alpha,
+                   .beta = beta,
+                   .a = a,
+                   .b = b,
+                   .c = c,
+                   .lda = lda,
+                   .ldb = ldb,
+                   .ldc = ldc};
+    plan_blocks(&g);
 
     double flops = 2.0 * (double)m * (double)n * (double)k;
     int64_t parts = attn_parallel_threads();
@@ -453,17 +567,15 @@ attn_status attn_gemm_blocked(const gemm_kernel_info *info, attn_transpose ta,
         parts = 1;
     /* Row bands with a shared op(B) pack nothing twice; otherwise the cheaper cut. */
     const int64_t row_panels = ceil_div(m, info->mr);
-    const int64_t k_blocks = ceil_div(k, g.depth);
-    g.b_panels = ceil_div(n, info->nr);
-    g.b_groups_per_block = ceil_div(g.b_panels, GEMM_SHARED_B_GROUP);
-    g.b_groups = k_blocks * g.b_groups_per_block;
-    int64_t shared_floats = k_blocks * g.depth * g.b_panels * info->nr;
-    int share_b = parts > 1 && row_panels >= parts &&
-                  !(tb == ATTN_NO_TRANS &&
+    int64_t shared_floats = ceil_div(k, g.depth) * g.depth_words * g.b_panels * info->nr;
+    /* Operands rounded to bf16 exist only packed. */
+    const int may_read_in_place = precision == ATTN_PRECISION_FP32;
+    int share_b = prepacked_b == NULL && parts > 1 && row_panels >= parts &&
+                  !(may_read_in_place && tb == ATTN_NO_TRANS &&
                     ceil_div(row_panels, parts) <= GEMM_B_IN_PLACE_MAX_USES) &&
                   shared_floats <= GEMM_SHARED_B_MAX_FLOATS &&
                   g.b_groups <= GEMM_SHARED_B_MAX_GROUPS;
-    if (share_b) {
+    if (share_b || (prepacked_b != NULL && row_panels >= parts)) {
         g.row_parts = parts;
         g.col_parts = 1;
     } else {
@@ -476,11 +588,15 @@ attn_status attn_gemm_blocked(const gemm_kernel_info *info, attn_transpose ta,
     int64_t rect_cols = ceil_div(ceil_div(n, info->nr), g.col_parts) * info->nr;
     /* A packed panel repays its copy only if enough tiles use it: an A panel is used by
      * every column panel of the rectangle, a B panel by every row panel. */
-    g.a_in_place = rect_cols / info->nr <= GEMM_A_IN_PLACE_MAX_USES;
-    g.b_in_place = tb == ATTN_NO_TRANS && rect_rows / info->mr <= GEMM_B_IN_PLACE_MAX_USES;
-    size_t a_floats = (size_t)((g.a_in_place ? info->mr : min64(rect_rows, g.max_mc)) * g.depth);
-    size_t b_floats = (size_t)((g.b_in_place || share_b ? info->nr : min64(rect_cols, g.max_nc)) *
-                               g.depth);
+    g.a_in_place = may_read_in_place && rect_cols / info->nr <= GEMM_A_IN_PLACE_MAX_USES;
+    g.b_in_place = may_read_in_place && prepacked_b == NULL && tb == ATTN_NO_TRANS &&
+                   rect_rows / info->mr <= GEMM_B_IN_PLACE_MAX_USES;
+    size_t a_floats =
+        (size_t)((g.a_in_place ? info->mr : min64(rect_rows, g.max_mc)) * g.depth_words);
+    size_t b_floats =
+        (size_t)((g.b_in_place || share_b || prepacked_b != NULL ? info->nr
+                                                                 : min64(rect_cols, g.max_nc)) *
+                 g.depth_words);
     /* With a shared B, one more buffer set holds it (its A part unused). */
     int sets = (int)parts + share_b;
     gemm_buffers *buffers[GEMM_MAX_PARTS + 1];
@@ -494,7 +610,8 @@ attn_status attn_gemm_blocked(const gemm_kernel_info *info, attn_transpose ta,
             pool_release(buffers, sets);
             return attn_fail(ATTN_ERR_OUT_OF_MEMORY,
                              "attn_gemm: out of memory for the shared packing buffer "
-                             "(%lld floats)", (long long)shared_floats);
+                             "(%lld floats)",
+                             (long long)shared_floats);
         }
         g.shared_b = shared->b;
         atomic_init(&next_b_group, 0);
@@ -502,6 +619,10 @@ attn_status attn_gemm_blocked(const gemm_kernel_info *info, attn_transpose ta,
             atomic_init(&b_group_ready[i], 0);
         g.next_b_group = &next_b_group;
         g.b_group_ready = b_group_ready;
+    }
+    if (prepacked_b != NULL) {
+        g.shared_b = (float *)prepacked_b; /* only read: b_prepacked keeps the packers away */
+        g.b_prepacked = 1;
     }
     g.buffers = buffers;
     attn_parallel_for(parts, 1, multiply_parts, &g);

@@ -38,7 +38,8 @@ static int make_layout(const attn_rnn_layer_dims *d, attn_rnn_layout *l)
 {
     if (d == NULL || (d->cell != ATTN_RNN_GRU && d->cell != ATTN_RNN_LSTM) || d->batch < 0 ||
         d->seq_len < 0 || d->input_size < 1 || d->hidden_size < 1 ||
-        (d->output_stride != 0 && d->output_stride < d->hidden_size))
+        (d->output_stride != 0 && d->output_stride < d->hidden_size) ||
+        (d->precision != ATTN_PRECISION_FP32 && d->precision != ATTN_PRECISION_BF16))
         return 0;
     int64_t B = d->batch, T = d->seq_len, I = d->input_size, H = d->hidden_size;
     int64_t stride = d->output_stride != 0 ? d->output_stride : H;
@@ -57,6 +58,7 @@ static int make_layout(const attn_rnn_layer_dims *d, attn_rnn_layout *l)
     l->gate_stride = (lstm ? 5 : 4) * H;
     l->grad_stride = 4 * H;
     l->output_stride = stride;
+    l->precision = d->precision;
 
     size_t positions = (size_t)B * (size_t)T, h = (size_t)H;
     l->saved_h = round16(positions * (size_t)l->gate_stride);
@@ -73,7 +75,8 @@ static int make_layout(const attn_rnn_layer_dims *d, attn_rnn_layout *l)
 
 static attn_rnn_layer_dims layer_of_cell(const attn_rnn_cell_dims *d)
 {
-    attn_rnn_layer_dims layer = {d->cell, d->batch, 1, d->input_size, d->hidden_size, 0, 0};
+    attn_rnn_layer_dims layer = {d->cell,        d->batch, 1, d->input_size,
+                                 d->hidden_size, 0,        0, ATTN_PRECISION_FP32};
     return layer;
 }
 
@@ -120,12 +123,12 @@ static attn_status check_layer_dims(const char *fn, const attn_rnn_layer_dims *d
     if (!make_layout(dims, l))
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
                          "%s: bad dims cell=%d batch=%lld seq_len=%lld input_size=%lld "
-                         "hidden_size=%lld output_stride=%lld (cell GRU or LSTM, batch and "
-                         "seq_len >= 0, sizes >= 1, output_stride 0 or >= hidden_size, "
-                         "products below 2^60)",
+                         "hidden_size=%lld output_stride=%lld precision=%s (cell GRU or LSTM, "
+                         "batch and seq_len >= 0, sizes >= 1, output_stride 0 or >= "
+                         "hidden_size, precision fp32 or bf16, products below 2^60)",
                          fn, (int)dims->cell, (long long)dims->batch, (long long)dims->seq_len,
                          (long long)dims->input_size, (long long)dims->hidden_size,
-                         (long long)dims->output_stride);
+                         (long long)dims->output_stride, attn_precision_name(dims->precision));
     return ATTN_OK;
 }
 
@@ -284,8 +287,9 @@ static attn_status fast_forward(const attn_rnn_forward_args *a)
     /* Biases are preloaded so that the GEMMs add them in their own precision. */
     if (pr->bias_ih != NULL)
         fill_rows(a->saved, B * T, G, l->gate_stride, pr->bias_ih);
-    ATTN_TRY(attn_gemm(ATTN_NO_TRANS, ATTN_TRANS, B * T, G, I, 1.0f, a->x, I, pr->weight_ih, I,
-                       pr->bias_ih != NULL ? 1.0f : 0.0f, a->saved, l->gate_stride));
+    ATTN_TRY(attn_gemm_precision(l->precision, ATTN_NO_TRANS, ATTN_TRANS, B * T, G, I, 1.0f, a->x,
+                                 I, pr->weight_ih, I, pr->bias_ih != NULL ? 1.0f : 0.0f, a->saved,
+                                 l->gate_stride));
 
     for (int64_t k = 0; k < B; k++) {
         int64_t b = order_at(order, k);
@@ -440,22 +444,23 @@ static attn_status fast_backward(const attn_rnn_backward_args *a)
     int64_t positions = B * T;
     const float *hs = a->saved + l->saved_h;
     if (a->dx != NULL)
-        ATTN_TRY(attn_gemm(ATTN_NO_TRANS, ATTN_NO_TRANS, positions, I, G, 1.0f, job.dgates, GW,
-                           pr->weight_ih, I, 1.0f, a->dx, I));
+        ATTN_TRY(attn_gemm_precision(l->precision, ATTN_NO_TRANS, ATTN_NO_TRANS, positions, I, G,
+                                     1.0f, job.dgates, GW, pr->weight_ih, I, 1.0f, a->dx, I));
     if (g->weight_ih != NULL)
-        ATTN_TRY(attn_gemm(ATTN_TRANS, ATTN_NO_TRANS, G, I, positions, 1.0f, job.dgates, GW, a->x,
-                           I, 1.0f, g->weight_ih, I));
+        ATTN_TRY(attn_gemm_precision(l->precision, ATTN_TRANS, ATTN_NO_TRANS, G, I, positions, 1.0f,
+                                     job.dgates, GW, a->x, I, 1.0f, g->weight_ih, I));
     if (g->bias_ih != NULL)
         sum_columns(positions, G, job.dgates, GW, g->bias_ih);
     /* The gradient fed to W_hh is dgates itself for LSTM; for GRU its n rows take r * dn,
      * kept in the fourth block. */
     int64_t shared = lstm ? G : 2 * H;
     if (g->weight_hh != NULL) {
-        ATTN_TRY(attn_gemm(ATTN_TRANS, ATTN_NO_TRANS, shared, H, positions, 1.0f, job.dgates, GW,
-                           hs, H, 1.0f, g->weight_hh, H));
+        ATTN_TRY(attn_gemm_precision(l->precision, ATTN_TRANS, ATTN_NO_TRANS, shared, H, positions,
+                                     1.0f, job.dgates, GW, hs, H, 1.0f, g->weight_hh, H));
         if (!lstm)
-            ATTN_TRY(attn_gemm(ATTN_TRANS, ATTN_NO_TRANS, H, H, positions, 1.0f, job.dgates + 3 * H,
-                               GW, hs, H, 1.0f, g->weight_hh + 2 * H * H, H));
+            ATTN_TRY(attn_gemm_precision(l->precision, ATTN_TRANS, ATTN_NO_TRANS, H, H, positions,
+                                         1.0f, job.dgates + 3 * H, GW, hs, H, 1.0f,
+                                         g->weight_hh + 2 * H * H, H));
     }
     if (g->bias_hh != NULL) {
         sum_columns(positions, shared, job.dgates, GW, g->bias_hh);

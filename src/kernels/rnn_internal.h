@@ -23,10 +23,11 @@ typedef struct attn_rnn_layout {
     attn_rnn_cell cell;
     int reverse;
     int64_t batch, seq_len, input_size, hidden_size;
-    int64_t gate_rows;     /* G*H: rows of W_ih and W_hh */
-    int64_t gate_stride;   /* 4H GRU, 5H LSTM */
-    int64_t grad_stride;   /* 4H */
-    int64_t output_stride; /* resolved: >= H */
+    int64_t gate_rows;        /* G*H: rows of W_ih and W_hh */
+    int64_t gate_stride;      /* 4H GRU, 5H LSTM */
+    int64_t grad_stride;      /* 4H */
+    int64_t output_stride;    /* resolved: >= H */
+    attn_precision precision; /* of the products over all positions */
     size_t saved_h, saved_c, saved_floats;
     size_t work_state_h, work_state_c, work_rows, work_dgates, workspace_floats;
 } attn_rnn_layout;

@@ -58,6 +58,7 @@ static int add_options(cJSON *object, const attn_trainer *t)
     ok = ok && add_u64(object, "seed", o->seed, 0);
     ok = ok && add_number(object, "accumulate", (double)o->accumulate);
     ok = ok && add_number(object, "clip_norm", o->clip_norm);
+    ok = ok && add_string(object, "precision", attn_precision_name(o->precision));
     ok = ok && add_string(adam, "variant", variant_names[o->adam.variant]);
     ok = ok && add_number(adam, "beta1", o->adam.beta1);
     ok = ok && add_number(adam, "beta2", o->adam.beta2);
@@ -303,6 +304,26 @@ static attn_status read_object(const json_reader *r, const cJSON *object, const 
     return ATTN_OK;
 }
 
+/* Checkpoints from before mixed precision have no "precision": their runs were fp32. */
+static attn_status read_precision(const json_reader *r, const cJSON *options,
+                                  attn_precision *precision)
+{
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(options, "precision");
+    if (item == NULL) {
+        *precision = ATTN_PRECISION_FP32;
+        return ATTN_OK;
+    }
+    if (!cJSON_IsString(item) || attn_precision_parse(item->valuestring, precision) != ATTN_OK ||
+        *precision == ATTN_PRECISION_INT8) {
+        attn_clear_error();
+        return attn_fail(ATTN_ERR_FORMAT,
+                         "%s: %s: training state field \"precision\" must be \"fp32\" or "
+                         "\"bf16\"",
+                         r->fn, r->path);
+    }
+    return ATTN_OK;
+}
+
 /* The curve-shaping options, and how decay exemptions were chosen. */
 static attn_status read_options(const json_reader *r, const cJSON *root, attn_trainer_options *o,
                                 const char **exemption)
@@ -320,6 +341,7 @@ static attn_status read_options(const json_reader *r, const cJSON *root, attn_tr
     ATTN_TRY(read_u64(r, options, "seed", 0, &o->seed));
     ATTN_TRY(read_int(r, options, "accumulate", 1, &o->accumulate));
     ATTN_TRY(read_number(r, options, "clip_norm", &o->clip_norm));
+    ATTN_TRY(read_precision(r, options, &o->precision));
     ATTN_TRY(read_object(r, options, "optimizer", &adam));
     int variant = 0, kind = 0;
     ATTN_TRY(read_name(r, adam, "variant", variant_names, COUNT(variant_names), &variant));
@@ -436,6 +458,9 @@ static attn_status compare_options(const json_reader *r, const attn_trainer *t,
     }
     ATTN_TRY(compare_number(r, "accumulate", (double)s->accumulate, (double)o->accumulate));
     ATTN_TRY(compare_number(r, "clip_norm", s->clip_norm, o->clip_norm));
+    if (s->precision != o->precision)
+        return differs(r, "the precision", attn_precision_name(s->precision),
+                       attn_precision_name(o->precision));
     if (s->adam.variant != o->adam.variant)
         return differs(r, "the optimizer", variant_names[s->adam.variant],
                        variant_names[o->adam.variant]);

@@ -62,6 +62,9 @@ static attn_status check_options(const attn_trainer_options *o)
                    (long long)o->batch_tokens);
     ATTN_CHECK_ARG(o->accumulate >= 1, "%s: accumulate must be >= 1, got %lld", fn,
                    (long long)o->accumulate);
+    ATTN_CHECK_ARG(o->precision == ATTN_PRECISION_FP32 || o->precision == ATTN_PRECISION_BF16,
+                   "%s: precision must be fp32 or bf16 for training, got %s", fn,
+                   attn_precision_name(o->precision));
     ATTN_CHECK_ARG(o->clip_norm >= 0.0 && isfinite(o->clip_norm),
                    "%s: clip_norm must be finite and >= 0, got %g", fn, o->clip_norm);
     ATTN_CHECK_ARG(o->max_epochs >= 0 && o->max_steps >= 0,
@@ -202,6 +205,7 @@ static attn_status create(attn_trainer *t, const attn_trainable *model, const at
     size_t floats = attn_params_buffer_floats(t->params);
     memset(attn_params_buffer(t->params, ATTN_PARAM_ADAM_M), 0, floats * sizeof(float));
     memset(attn_params_buffer(t->params, ATTN_PARAM_ADAM_V), 0, floats * sizeof(float));
+    attn_graph_set_precision(t->graph, options->precision);
     t->data_fingerprint = fingerprint(train);
     t->best_valid_loss = INFINITY;
     t->last_loss = NAN;
@@ -351,6 +355,7 @@ static attn_status train_step(attn_trainer *t, attn_train_event *event)
                                 attn_params_buffer(store, ATTN_PARAM_VALUES), grads,
                                 attn_params_buffer(store, ATTN_PARAM_ADAM_M),
                                 attn_params_buffer(store, ATTN_PARAM_ADAM_V)));
+        attn_params_values_changed(store);
     }
     t->step++;
     t->last_loss = loss_sum / (double)o->accumulate;

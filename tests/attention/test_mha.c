@@ -93,9 +93,13 @@ static void free_masks(masks *m)
     free(m->attn_mask);
 }
 
+/* The precision run_library multiplies in (the bf16 test switches it). */
+static attn_precision run_precision = ATTN_PRECISION_FP32;
+
 static attn_sdpa_options make_options(const mha_case *c, const masks *m)
 {
     attn_sdpa_options o = attn_sdpa_default_options();
+    o.precision = run_precision;
     o.causal = c->causal;
     o.window = c->window;
     o.key_padding_mask = m->padding;
@@ -669,6 +673,40 @@ static void test_fused_self_attention_equals_copies(void)
 }
 
 /* Same inputs, same thread count: identical bits, forward and backward, twice over. */
+/* options.precision bf16 reaches the projections (and the attention): outputs and every
+ * gradient move from fp32's, by no more than bf16's 8 significant bits allow. */
+static void test_bf16_stays_close_to_fp32(void)
+{
+    for (size_t i = 1; i < sizeof library_cases / sizeof library_cases[0]; i++) {
+        const mha_case *c = &library_cases[i];
+        masks m = make_masks(c, 11);
+        layout l = make_layout(c);
+        double *t = make_theta(c, &l, 12);
+        float *tf = to_float(t, l.total);
+        const int64_t n_out = c->batch * c->len_q * c->embed;
+        float *grad_out = test_alloc((size_t)n_out * sizeof(float));
+        test_fill_uniform(grad_out, (size_t)n_out, -1.0f, 1.0f, 13);
+        float_run fp32 = run_library(c, &l, tf, &m, grad_out);
+        run_precision = ATTN_PRECISION_BF16;
+        float_run bf16 = run_library(c, &l, tf, &m, grad_out);
+        run_precision = ATTN_PRECISION_FP32;
+        double out_scale = fmax(1.0, test_max_abs(fp32.out, (size_t)n_out));
+        double grad_scale = fmax(1.0, test_max_abs(fp32.grads, (size_t)l.total));
+        double out_gap = test_max_abs_diff(fp32.out, bf16.out, (size_t)n_out);
+        double grad_gap = test_max_abs_diff(fp32.grads, bf16.grads, (size_t)l.total);
+        CHECK(out_gap > 0 && grad_gap > 0, "%s: bf16 changes the results", c->name);
+        CHECK(out_gap <= 3e-2 * out_scale && grad_gap <= 3e-2 * grad_scale,
+              "%s: bf16 within 3%% of fp32 (output %.3g of %.3g, gradients %.3g of %.3g)", c->name,
+              out_gap, out_scale, grad_gap, grad_scale);
+        free_run(&fp32);
+        free_run(&bf16);
+        free(grad_out);
+        free(tf);
+        free(t);
+        free_masks(&m);
+    }
+}
+
 static void test_deterministic(void)
 {
     const mha_case c = {"determinism", 2, 33, 33, 32, 4, 32, 32, 1, ALIAS_SELF, 1, 1, 1, -1,
@@ -949,6 +987,7 @@ int main(void)
 {
     RUN_TEST(test_reference_matches_finite_differences);
     RUN_TEST(test_library_matches_reference);
+    RUN_TEST(test_bf16_stays_close_to_fp32);
     RUN_TEST(test_fused_self_attention_equals_copies);
     RUN_TEST(test_deterministic);
     RUN_TEST(test_backward_accumulates);

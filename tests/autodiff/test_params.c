@@ -325,6 +325,53 @@ static void test_load_refuses_values_no_run_writes(void)
     attn_params_destroy(store);
 }
 
+/* In bf16 a linear layer multiplies by its weight packed once per update: its forward and
+ * its input gradient equal the plain bf16 products bit for bit, and after the values change
+ * (an optimizer step) and attn_params_values_changed says so, they follow the new weights. */
+static void test_bf16_linear_reads_the_weight_packed_once_per_update(void)
+{
+    static const char *const names[] = {"w"};
+    static const int64_t shapes[][2] = {{37, 45}};
+    static const int ndims[] = {2};
+    const attn_init inits[] = {attn_init_uniform(0.5f)};
+    attn_params *store = store_of(1, names, shapes, ndims, inits);
+    CHECK_OK(attn_params_init(store, 3));
+    attn_graph *graph = NULL;
+    CHECK_OK(attn_graph_create(store, &graph));
+    attn_graph_set_precision(graph, ATTN_PRECISION_BF16);
+    enum { ROWS = 30, IN = 45, OUT = 37 };
+    float x[ROWS * IN], dy[ROWS * OUT], want[ROWS * IN];
+    test_fill_uniform(x, ROWS * IN, -1.0f, 1.0f, 4);
+    test_fill_uniform(dy, ROWS * OUT, -1.0f, 1.0f, 5);
+    float *w = attn_params_buffer(store, ATTN_PARAM_VALUES);
+    for (int update = 0; update < 2; update++) {
+        if (update == 1) {
+            for (int i = 0; i < OUT * IN; i++)
+                w[i] = w[i] * -1.5f + 0.01f;
+            attn_params_values_changed(store);
+        }
+        attn_graph_reset(graph);
+        attn_var *weight, *input, *y;
+        const int64_t x_shape[2] = {ROWS, IN};
+        CHECK_OK(attn_graph_param(graph, 0, &weight));
+        CHECK_OK(attn_graph_input(graph, 2, x_shape, x, 1, &input));
+        CHECK_OK(attn_op_linear(graph, input, weight, NULL, &y));
+        CHECK_OK(attn_graph_backward_from(graph, y, dy));
+        float plain[ROWS * OUT];
+        CHECK_OK(attn_gemm_precision(ATTN_PRECISION_BF16, ATTN_NO_TRANS, ATTN_TRANS, ROWS, OUT, IN,
+                                     1.0f, x, IN, w, IN, 0.0f, plain, OUT));
+        CHECK(memcmp(plain, y->value.data, sizeof plain) == 0,
+              "update %d: the forward is the plain bf16 product", update);
+        memset(want, 0, sizeof want);
+        CHECK_OK(attn_gemm_precision(ATTN_PRECISION_BF16, ATTN_NO_TRANS, ATTN_NO_TRANS, ROWS, IN,
+                                     OUT, 1.0f, dy, OUT, w, IN, 1.0f, want, IN));
+        CHECK(memcmp(want, input->grad, sizeof want) == 0,
+              "update %d: the input gradient is the plain bf16 product", update);
+    }
+    attn_graph_destroy(graph);
+    attn_params_destroy(store);
+}
+
 int main(void)
 {
     RUN_TEST(test_layout_is_one_aligned_buffer_per_kind);
@@ -332,5 +379,6 @@ int main(void)
     RUN_TEST(test_bad_registrations);
     RUN_TEST(test_save_and_load_by_name);
     RUN_TEST(test_load_refuses_values_no_run_writes);
+    RUN_TEST(test_bf16_linear_reads_the_weight_packed_once_per_update);
     return test_summary();
 }

@@ -351,9 +351,12 @@ static float *floats_or_null(const double *x, size_t n)
     return x ? to_floats(x, n) : NULL;
 }
 
+/* The precision run_layer multiplies in (the bf16 test switches it). */
+static attn_precision layer_precision = ATTN_PRECISION_FP32;
+
 static attn_rnn_layer_dims layer_dims(const problem *p, int64_t stride)
 {
-    attn_rnn_layer_dims d = {p->cell, p->B, p->T, p->I, p->H, p->reverse, stride};
+    attn_rnn_layer_dims d = {p->cell, p->B, p->T, p->I, p->H, p->reverse, stride, layer_precision};
     return d;
 }
 
@@ -772,6 +775,43 @@ static void test_runs_are_bit_identical(void)
     }
 }
 
+/* bf16 products over all positions: the outputs and the weight gradients move from fp32's,
+ * by no more than bf16's 8 significant bits allow, on every optimized instruction set. */
+static void test_bf16_products_stay_close_to_fp32(void)
+{
+    for (int cell = ATTN_RNN_GRU; cell <= ATTN_RNN_LSTM; cell++) {
+        problem p = make_problem((attn_rnn_cell)cell, 9, 5, 24, 16,
+                                 WITH_BIAS | WITH_H0 | WITH_LENGTHS, 1.0, 9100);
+        attn_isa isas[4];
+        int n_isas = supported_isas(isas);
+        for (int i = 0; i < n_isas; i++) {
+            if (isas[i] == ATTN_ISA_REFERENCE)
+                continue; /* the reference computes in double whatever the precision */
+            CHECK_OK(attn_set_isa(isas[i]));
+            library_run fp32 = prepare_run(&p, p.H, 5), bf16 = prepare_run(&p, p.H, 5);
+            run_layer(&p, &fp32);
+            layer_precision = ATTN_PRECISION_BF16;
+            run_layer(&p, &bf16);
+            layer_precision = ATTN_PRECISION_FP32;
+            size_t outs = (size_t)(p.B * p.T * p.H), w = (size_t)n_wih(&p);
+            double out_gap = test_max_abs_diff(fp32.out, bf16.out, outs);
+            double grad_gap = test_max_abs_diff(fp32.dw_ih, bf16.dw_ih, w);
+            double out_scale = test_max_abs(fp32.out, outs),
+                   grad_scale = test_max_abs(fp32.dw_ih, w);
+            CHECK(out_gap > 0 && grad_gap > 0, "%s %s: bf16 changes the results",
+                  cell ? "lstm" : "gru", attn_isa_name(isas[i]));
+            CHECK(out_gap <= 3e-2 * out_scale && grad_gap <= 3e-2 * grad_scale,
+                  "%s %s: bf16 within 3%% of fp32 (output %.3g of %.3g, dW_ih %.3g of %.3g)",
+                  cell ? "lstm" : "gru", attn_isa_name(isas[i]), out_gap, out_scale, grad_gap,
+                  grad_scale);
+            free_run(&fp32);
+            free_run(&bf16);
+        }
+        CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
+        free_problem(&p);
+    }
+}
+
 /* ---- bad input ----------------------------------------------------------------------- */
 
 static void test_bad_input(void)
@@ -779,7 +819,7 @@ static void test_bad_input(void)
     enum { B = 2, T = 3, I = 4, H = 5 };
     static float buf[4096];
     int64_t lengths[B] = {3, 1};
-    attn_rnn_layer_dims dims = {ATTN_RNN_LSTM, B, T, I, H, 0, 0};
+    attn_rnn_layer_dims dims = {ATTN_RNN_LSTM, B, T, I, H, 0, 0, ATTN_PRECISION_FP32};
     attn_rnn_params params = {buf, buf, NULL, NULL};
     attn_rnn_params no_hh = {buf, NULL, NULL, NULL};
     CHECK(attn_rnn_layer_saved_floats(&dims) > 0 && attn_rnn_layer_workspace_floats(&dims) > 0 &&
@@ -791,6 +831,13 @@ static void test_bad_input(void)
     CHECK_FAILS(
         attn_rnn_layer_forward(NULL, &params, buf, lengths, NULL, NULL, buf, NULL, NULL, buf, buf),
         ATTN_ERR_INVALID_ARGUMENT);
+    attn_rnn_layer_dims int8 = dims;
+    int8.precision = ATTN_PRECISION_INT8;
+    CHECK_FAILS(attn_rnn_layer_forward(&int8, &params, buf, lengths, NULL, NULL, out, NULL, NULL,
+                                       buf + 1024, buf + 2048),
+                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(attn_last_error(), "precision=int8") != NULL, "the message names it: %s",
+          attn_last_error());
     CHECK_FAILS(
         attn_rnn_layer_forward(&dims, NULL, buf, lengths, NULL, NULL, buf, NULL, NULL, buf, buf),
         ATTN_ERR_INVALID_ARGUMENT);
@@ -878,7 +925,7 @@ static void test_bad_input(void)
     CHECK(attn_rnn_cell_workspace_floats(&bad_cell) == 0, "no size for bad cell dims");
 
     /* An empty batch is a valid no-op, even without buffers. */
-    attn_rnn_layer_dims empty = {ATTN_RNN_GRU, 0, T, I, H, 0, 0};
+    attn_rnn_layer_dims empty = {ATTN_RNN_GRU, 0, T, I, H, 0, 0, ATTN_PRECISION_FP32};
     CHECK_OK(
         attn_rnn_layer_forward(&empty, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL));
     CHECK_OK(attn_rnn_layer_backward(&empty, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
@@ -897,6 +944,7 @@ int main(void)
     RUN_TEST(test_bidirectional_shared_buffer);
     RUN_TEST(test_final_states_and_empty_sentences);
     RUN_TEST(test_runs_are_bit_identical);
+    RUN_TEST(test_bf16_products_stay_close_to_fp32);
     RUN_TEST(test_bad_input);
     return test_summary();
 }

@@ -63,6 +63,16 @@ def test_small_json_describes_the_torch_model_and_its_flops():
     assert row["params"] == torch_params + cfg["tgt_vocab"]
 
 
+def test_bf16_json_names_its_precision_and_keeps_the_arena_stable():
+    result = run("--config", "small", "--steps", "1", "--threads", "2", "--json",
+                 "--precision", "bf16")
+    assert result.returncode == 0, result.stderr
+    row = json.loads(result.stdout.splitlines()[0])
+    assert row["precision"] == "bf16"
+    assert row["arena_stable"] is True
+    assert 0 < row["final_loss"] < 10
+
+
 def test_text_output_names_the_config():
     result = run("--config", "small", "--steps", "1", "--threads", "1")
     assert result.returncode == 0, result.stderr
@@ -76,6 +86,7 @@ def test_text_output_names_the_config():
     (["--threads", "x"], "--threads expects an integer"),
     (["--steps"], "--steps needs a value"),
     (["--frobnicate"], "unknown option --frobnicate"),
+    (["--precision", "int8"], "--precision expects fp32 or bf16, got 'int8'"),
 ])
 def test_bad_flags_exit_2_with_a_message(args, message):
     result = run(*args)

@@ -286,6 +286,36 @@ def test_resume_refuses_changed_settings(tmp_path, reverse_data):
     assert model_flag.returncode == 2 and b"--d-model" in model_flag.stderr
 
 
+def test_bf16_run_resumes_in_bf16_and_refuses_fp32(tmp_path, reverse_data):
+    """--precision bf16 is stored in the checkpoint: a resumed run keeps it (and reproduces
+    the curve), and asking for fp32 on resume is refused, naming both precisions."""
+    train, _ = reverse_data
+    common = ["train", "--train", train, *TINY, "--schedule", "inverse-sqrt",
+              "--precision", "bf16", "--log-every", "1"]
+    whole, parts = tmp_path / "whole.jsonl", tmp_path / "parts.jsonl"
+    result = run(*common, "--out", tmp_path / "whole.safetensors", "--max-steps", 8,
+                 "--log", whole)
+    assert result.returncode == 0, result.stderr.decode()
+    assert b"bf16 products" in result.stderr
+    assert train_state(tmp_path / "whole.last.safetensors")["options"]["precision"] == "bf16"
+    first = run(*common, "--out", tmp_path / "parts.safetensors", "--max-steps", 4,
+                "--log", parts)
+    assert first.returncode == 0, first.stderr.decode()
+    checkpoint = tmp_path / "parts.last.safetensors"
+    refused = run("train", "--train", train, "--resume", checkpoint, "--precision", "fp32",
+                  "--out", tmp_path / "parts.safetensors", "--max-steps", 8)
+    assert refused.returncode == 1
+    assert b"precision is bf16 in the checkpoint but fp32 here" in refused.stderr
+    second = run("train", "--train", train, "--threads", "1", "--resume", checkpoint,
+                 "--out", tmp_path / "parts.safetensors", "--max-steps", 8, "--log", parts)
+    assert second.returncode == 0, second.stderr.decode()
+    expected = [(e["step"], e["train_loss"]) for e in log_lines(whole, "step")]
+    assert [(e["step"], e["train_loss"]) for e in log_lines(parts, "step")] == expected
+    bad = run("train", "--train", train, *TINY, "--out", tmp_path / "x.safetensors",
+              "--precision", "int8", "--max-steps", 1)
+    assert bad.returncode == 2 and b"--precision" in bad.stderr
+
+
 # ---- a cosine over the time limit ---------------------------------------------------------
 
 

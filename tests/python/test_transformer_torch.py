@@ -69,6 +69,19 @@ def test_loss_and_gradients_match(case, assert_close):
         assert_close(grads[name], parameter.grad.numpy(), name, rtol=1e-5)
 
 
+def test_bf16_products_stay_close_to_fp32(case):
+    _, model, batch = case
+    loss32, grads32 = model.loss_and_grads(batch)
+    loss16, grads16 = model.loss_and_grads(batch, precision="bf16")
+    # The operands did change (bf16 keeps 8 significant bits), and only by that much.
+    assert loss16 != loss32
+    assert abs(loss16 - loss32) <= 1e-2 * abs(loss32)
+    for name, g32 in grads32.items():
+        assert np.max(np.abs(grads16[name] - g32)) <= 0.05 * np.max(np.abs(g32)) + 1e-6, name
+    with pytest.raises(ValueError, match="precision"):
+        model.loss_and_grads(batch, precision="int8")
+
+
 # The trainer's optimizer ("Attention Is All You Need"): betas (0.9, 0.98), eps 1e-9, at a
 # peak rate; Adam without weight decay, or AdamW with decay on the matrices only.
 LR, BETAS, EPS = 1e-3, (0.9, 0.98), 1e-9

@@ -27,6 +27,8 @@ typedef struct fixture {
 
 static fixture fx;
 static char scratch[64];
+/* The precision busy_options() trains in (the bf16 tests switch it). */
+static attn_precision fx_precision = ATTN_PRECISION_FP32;
 
 static void make_fixture(void)
 {
@@ -106,6 +108,7 @@ static attn_trainer_options busy_options(void)
     o.schedule.warmup_steps = 4;
     o.schedule.total_steps = 40;
     o.clip_norm = 0.5;
+    o.precision = fx_precision;
     o.max_epochs = 0;
     o.max_steps = MAX_STEPS;
     o.eval_every = 5;
@@ -279,6 +282,53 @@ static void test_rnn_resume_reproduces_the_curve(void)
     check_resume(2, 13);
     attn_set_num_threads(1);
     fx.config = saved;
+}
+
+/* Mixed precision keeps every promise of fp32 training: exact resume at a fixed thread
+ * count (the Transformer, and the RNN whose layers multiply in bf16 too). */
+static void test_bf16_resume_reproduces_the_curve(void)
+{
+    fx_precision = ATTN_PRECISION_BF16;
+    check_resume(1, 7);
+    check_resume(2, 13);
+    attn_model_config saved = fx.config;
+    fx.config = tiny_rnn_config();
+    check_resume(2, 13);
+    fx.config = saved;
+    fx_precision = ATTN_PRECISION_FP32;
+    attn_set_num_threads(1);
+}
+
+/* A bf16 run is deterministic, its products really are rounded (the curve is not fp32's to
+ * the bit), and its loss curve stays within a few percent of fp32's. */
+static void test_bf16_curve_follows_fp32(void)
+{
+    static recording fp32, bf16, again;
+    memset(&fp32, 0, sizeof fp32);
+    memset(&bf16, 0, sizeof bf16);
+    memset(&again, 0, sizeof again);
+    attn_trainer_options o = busy_options();
+    float *v32 = run_once(o, &fp32, 3);
+    o.precision = ATTN_PRECISION_BF16;
+    float *v16 = run_once(o, &bf16, 3), *v16_again = run_once(o, &again, 3);
+    attn_model *m = new_model(&fx.config, 3, MODEL_OWN_INIT);
+    size_t floats = attn_params_buffer_floats(attn_model_params(m));
+    CHECK(memcmp(bf16.loss, again.loss, sizeof bf16.loss) == 0 &&
+              memcmp(v16, v16_again, floats * sizeof(float)) == 0,
+          "two bf16 runs give the same losses and parameters");
+    CHECK(memcmp(v16, v32, floats * sizeof(float)) != 0, "bf16 parameters differ from fp32's");
+    double worst = 0;
+    for (int s = 1; s <= MAX_STEPS; s++) {
+        double gap = fabs(bf16.loss[s] - fp32.loss[s]) / fp32.loss[s];
+        worst = gap > worst ? gap : worst;
+    }
+    CHECK(worst <= 0.03, "bf16 losses within 3%% of fp32's at every step (worst %.4f)", worst);
+    CHECK(bf16.loss[MAX_STEPS] < bf16.loss[1], "the bf16 loss falls (%.4f -> %.4f)", bf16.loss[1],
+          bf16.loss[MAX_STEPS]);
+    attn_model_destroy(m);
+    free(v32);
+    free(v16);
+    free(v16_again);
 }
 
 static void test_runs_are_deterministic(void)
@@ -824,6 +874,13 @@ static void test_resume_refuses_another_run(void)
     CHECK_FAILS(attn_trainer_resume(t, checkpoint), ATTN_ERR_INVALID_ARGUMENT);
     attn_trainer_destroy(t);
     other = o;
+    other.precision = ATTN_PRECISION_BF16;
+    CHECK_OK(attn_trainer_create(&model, fx.train, fx.valid, &other, &t));
+    CHECK_FAILS(attn_trainer_resume(t, checkpoint), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(attn_last_error(), "precision is fp32 in the checkpoint but bf16 here") != NULL,
+          "the message names the precisions: %s", attn_last_error());
+    attn_trainer_destroy(t);
+    other = o;
     other.adam.variant = ATTN_ADAM;
     CHECK_OK(attn_trainer_create(&model, fx.train, fx.valid, &other, &t));
     CHECK_FAILS(attn_trainer_resume(t, checkpoint), ATTN_ERR_INVALID_ARGUMENT);
@@ -1001,6 +1058,11 @@ static void test_bad_arguments(void)
     bad = o;
     bad.clip_norm = -1.0;
     CHECK_FAILS(attn_trainer_create(&model, fx.train, NULL, &bad, &t), ATTN_ERR_INVALID_ARGUMENT);
+    bad = o;
+    bad.precision = ATTN_PRECISION_INT8;
+    CHECK_FAILS(attn_trainer_create(&model, fx.train, NULL, &bad, &t), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(attn_last_error(), "int8") != NULL, "the message names the precision: %s",
+          attn_last_error());
     bad = o;
     bad.max_steps = -1;
     CHECK_FAILS(attn_trainer_create(&model, fx.train, NULL, &bad, &t), ATTN_ERR_INVALID_ARGUMENT);
@@ -1223,6 +1285,8 @@ int main(void)
     make_fixture();
     RUN_TEST(test_resume_reproduces_the_curve);
     RUN_TEST(test_rnn_resume_reproduces_the_curve);
+    RUN_TEST(test_bf16_resume_reproduces_the_curve);
+    RUN_TEST(test_bf16_curve_follows_fp32);
     RUN_TEST(test_runs_are_deterministic);
     RUN_TEST(test_step_matches_hand_made_update);
     RUN_TEST(test_files);
