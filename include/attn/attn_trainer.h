@@ -119,7 +119,8 @@ typedef struct attn_train_event {
     double elapsed;          /* seconds since attn_trainer_run started */
     double tokens_per_second;/* training target tokens per second in this run */
     const char *stop_reason; /* DONE: "epochs", "max_steps", "time_limit", "early_stopping",
-                                "stopped" (the callback asked) */
+                                "stopped" (the callback asked), "cancelled" (the cancel flag,
+                                attn_trainer_set_cancel_flag) */
 } attn_train_event;
 
 /* Called after each event; return nonzero to stop the run (a checkpoint is still written).

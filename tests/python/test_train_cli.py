@@ -377,7 +377,8 @@ def test_resumed_cosine_over_the_time_limit_goes_on_where_it_stopped(tmp_path, r
     # An interrupted run exits 128 + SIGINT after writing its checkpoint, so scripts can tell.
     assert process.wait(timeout=60) == 128 + signal.SIGINT, stderr
     before = log_lines(log, "step")
-    assert log_lines(log, "done")[-1]["reason"] == "stopped"
+    # "stopped" when the signal came between updates, "cancelled" when it cut one short.
+    assert log_lines(log, "done")[-1]["reason"] in ("stopped", "cancelled")
     stored = train_state(tmp_path / "c.last.safetensors")["train_seconds"]
     assert 0 < stored < 30
 
