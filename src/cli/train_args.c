@@ -145,7 +145,8 @@ static const cli_option train_options[] = {
                 "padded source + target tokens per batch [the training tokens / 100 (about 100 "
                 "batches an epoch), rounded down to a multiple of 256, within 512-4096]"),
      .group = GROUP_TRAINING},
-    {CLI_OPTION("--accumulate", CLI_INT, FIELD(accumulate), "K", "batches per update [1]"),
+    {CLI_OPTION("--accumulate", CLI_INT, FIELD(accumulate), "K",
+                "batches per update, per process under mpirun [1]"),
      .group = GROUP_TRAINING},
     {CLI_OPTION("--seed", CLI_INT, FIELD(seed), "N",
                 "seed of the initial weights, batch order and dropout [1]"),
@@ -260,6 +261,7 @@ static void set_defaults(train_args *a)
     a->clip_norm = 1.0;
     a->batch_tokens = 0; /* chosen from the corpus: train_default_batch_tokens */
     a->accumulate = 1;
+    a->ranks = 1;
     a->epochs = 10;
     a->seed = 1;
     a->log_every = 50;
@@ -329,7 +331,7 @@ attn_status train_options_for_new_run(const train_args *a, int64_t width, int64_
 {
     *o = attn_trainer_default_options();
     o->batch_tokens = batch_tokens;
-    o->accumulate = a->accumulate;
+    o->accumulate = a->accumulate * a->ranks;
     o->seed = (uint64_t)a->seed;
     o->clip_norm = a->clip_norm;
     /* The trainer's betas and epsilon (the paper's), the variant's weight decay. */
@@ -355,7 +357,7 @@ attn_status train_options_for_new_run(const train_args *a, int64_t width, int64_
     plan.epochs = a->epochs;
     plan.batches_per_epoch = batches_per_epoch;
     /* The trainer refuses a bad --accumulate, naming it; the plan only needs a count. */
-    plan.accumulate = a->accumulate > 0 ? a->accumulate : 1;
+    plan.accumulate = a->accumulate > 0 ? a->accumulate * a->ranks : 1;
     plan.time_limit = a->time_limit;
     const attn_status status = attn_lr_schedule_plan(&plan, &o->schedule);
     if (status != ATTN_OK)
@@ -375,7 +377,7 @@ void train_options_overlay(const train_args *a, attn_trainer_options *o)
     if (train_args_given(a, "--batch-tokens"))
         o->batch_tokens = a->batch_tokens;
     if (train_args_given(a, "--accumulate"))
-        o->accumulate = a->accumulate;
+        o->accumulate = a->accumulate * a->ranks;
     if (train_args_given(a, "--seed"))
         o->seed = (uint64_t)a->seed;
     if (train_args_given(a, "--clip-norm"))
