@@ -40,8 +40,8 @@ extern "C" {
 typedef enum attn_init_kind {
     ATTN_INIT_ZEROS = 0,
     ATTN_INIT_ONES = 1,
-    ATTN_INIT_NORMAL = 2,  /* N(0, scale^2) */
-    ATTN_INIT_UNIFORM = 3, /* U(-scale, scale) */
+    ATTN_INIT_NORMAL = 2,        /* N(0, scale^2) */
+    ATTN_INIT_UNIFORM = 3,       /* U(-scale, scale) */
     /* U(-a, a), a = scale * sqrt(6 / (fan_in + fan_out)) (scale is the gain), fans as
      * torch.nn.init: fan_out = shape[0] * r, fan_in = shape[1] * r, r = product of the
      * remaining dimensions; needs at least 2 dimensions. */
@@ -194,8 +194,8 @@ ATTN_API void attn_graph_set_dropout_seed(attn_graph *graph, uint64_t seed, uint
 typedef attn_status (*attn_attention_observer)(void *ctx, int64_t index, const float *weights,
                                                int64_t batch, int64_t heads, int64_t len_q,
                                                int64_t len_k);
-ATTN_API void attn_graph_set_attention_observer(attn_graph *graph, attn_attention_observer observer,
-                                                void *ctx);
+ATTN_API void attn_graph_set_attention_observer(attn_graph *graph,
+                                                attn_attention_observer observer, void *ctx);
 
 /* Watching the backward, so that data-parallel training can start summing a gradient over
  * processes while the backward still runs. While an observer is set, attn_graph_backward calls
@@ -264,8 +264,9 @@ ATTN_API attn_status attn_graph_record(attn_graph *graph, attn_var *output,
  * gradient reached any of them, with outputs[0] as its output argument; the backward finds
  * the others in its context, and an output whose grad is still NULL had zero gradient. */
 ATTN_API attn_status attn_graph_record_outputs(attn_graph *graph, int n_outputs,
-                                               attn_var *const *outputs, attn_backward_fn backward,
-                                               void *ctx, const char *name);
+                                               attn_var *const *outputs,
+                                               attn_backward_fn backward, void *ctx,
+                                               const char *name);
 /* The variable's gradient buffer, allocated and zeroed on first use; *grad = NULL when the
  * variable requires no gradient. */
 ATTN_API attn_status attn_graph_grad(attn_graph *graph, attn_var *var, float **grad);
@@ -294,8 +295,9 @@ ATTN_API attn_status attn_op_embedding(attn_graph *graph, attn_var *table, int64
 ATTN_API attn_status attn_op_add(attn_graph *graph, attn_var *a, attn_var *b, attn_var **out);
 /* out[b, t, :] = x[b, t, :] + table[t, :] for x [B, T, D] and a constant table of at least
  * T rows of D (e.g. sinusoidal positions; it must outlive the graph's step). */
-ATTN_API attn_status attn_op_add_position_table(attn_graph *graph, attn_var *x, const float *table,
-                                                int64_t table_rows, attn_var **out);
+ATTN_API attn_status attn_op_add_position_table(attn_graph *graph, attn_var *x,
+                                                const float *table, int64_t table_rows,
+                                                attn_var **out);
 /* Layer norm over the last dimension; gamma and beta [D], or both NULL. */
 ATTN_API attn_status attn_op_layer_norm(attn_graph *graph, attn_var *x, attn_var *gamma,
                                         attn_var *beta, float eps, attn_var **out);
@@ -333,8 +335,9 @@ typedef struct attn_attention_mask {
  * fused QKV projection) and as key and value for cross-attention (one fused KV projection).
  * mask may be NULL. No dropout on the attention weights. */
 ATTN_API attn_status attn_op_multi_head_attention(attn_graph *graph, const attn_mha_vars *params,
-                                                  int64_t num_heads, attn_var *query, attn_var *key,
-                                                  attn_var *value, const attn_attention_mask *mask,
+                                                  int64_t num_heads, attn_var *query,
+                                                  attn_var *key, attn_var *value,
+                                                  const attn_attention_mask *mask,
                                                   attn_var **out);
 
 /* The mean over non-ignored rows of the cross-entropy of logits [..., V] against targets
@@ -406,10 +409,11 @@ typedef struct attn_additive_vars {
  * [B, S, da], values [B, S, dv] (may be the same variable as keys when the sizes agree);
  * key_lengths [B] in [0, S] (NULL: all S) hide positions j >= key_lengths[b]. context
  * [B, dv]; weights [B, S] (pass NULL if not wanted). */
-ATTN_API attn_status attn_op_additive_attention(attn_graph *graph, const attn_additive_vars *params,
-                                                attn_var *query, attn_var *keys, attn_var *values,
-                                                const int32_t *key_lengths, attn_var **context,
-                                                attn_var **weights);
+ATTN_API attn_status attn_op_additive_attention(attn_graph *graph,
+                                                const attn_additive_vars *params,
+                                                attn_var *query, attn_var *keys,
+                                                attn_var *values, const int32_t *key_lengths,
+                                                attn_var **context, attn_var **weights);
 
 /* Luong attention parameters (attn_luong_params), those of the score and alignment in use:
  * w (general [ds, dk]; concat [da, ds + dk]), v [da] (concat), w_p [dp, ds] and v_p [dp]
