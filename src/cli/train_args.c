@@ -179,6 +179,10 @@ static const cli_option train_options[] = {
                 "stop with an error after N updates in a row skipped for non-finite gradients, "
                 "writing no file after them (0: never) [20]"),
      .min = 0, .max = INFINITY, .group = GROUP_RUN},
+    {CLI_OPTION("--check-every", CLI_INT, FIELD(check_every), "N",
+                "under mpirun, compare a checksum of the parameters on every process every N "
+                "updates and stop with an error if they differ (0: never) [100]"),
+     .min = 0, .max = INFINITY, .group = GROUP_RUN},
     {CLI_OPTION("--resume", CLI_STRING, FIELD(resume), "CKPT",
                 "continue the run a checkpoint holds (same data; the model, tokenizers and "
                 "curve-shaping options come from it; stopping rules may change)"),
@@ -267,6 +271,7 @@ static void set_defaults(train_args *a)
     a->log_every = 50;
     a->max_len = 256;
     a->max_skipped = attn_trainer_default_options().max_skipped_updates;
+    a->check_every = attn_trainer_default_options().check_every;
 }
 
 /* What the options allow together. Returns 0 or the usage exit code after a message. */
@@ -410,6 +415,7 @@ void train_options_for_this_run(const train_args *a, const char *checkpoint,
     o->patience = a->patience;
     o->checkpoint_every = a->checkpoint_every;
     o->max_skipped_updates = a->max_skipped;
+    o->check_every = a->check_every;
     o->best_path = a->out;
     o->checkpoint_path = checkpoint;
 }

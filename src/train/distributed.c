@@ -44,6 +44,12 @@ struct attn_dist {
 #ifdef ATTN_HAVE_MPI
     MPI_Comm comm;         /* MPI_COMM_NULL: one process */
     MPI_Request *requests; /* one per bucket */
+    /* From four ranks on, a copy of each bucket is what the all-reduce sends: Open MPI's
+     * non-blocking all-reduce (libnbc) sums an in-place buffer over a binomial tree, which
+     * moves 2 log2(N) times the bucket through a link, and a separate send buffer of 64 KiB
+     * or more by reduce-scatter + all-gather, 2 (N - 1) / N times (docs/distributed.md).
+     * Below four ranks it takes the binomial tree either way. NULL then. */
+    float *send;
 #endif
 };
 
@@ -229,6 +235,12 @@ attn_status attn_dist_open(int use_mpi, attn_params *store, attn_dist **out)
                 status = attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_trainer_create: out of memory");
             for (int64_t b = 0; status == ATTN_OK && b < dist->n_buckets; b++)
                 dist->requests[b] = MPI_REQUEST_NULL;
+            if (status == ATTN_OK && dist->size >= 4) {
+                dist->send = malloc((size_t)(dist->floats > 0 ? dist->floats : 1) * sizeof(float));
+                if (dist->send == NULL)
+                    status =
+                        attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_trainer_create: out of memory");
+            }
         }
 #else
         status = attn_fail(ATTN_ERR_UNSUPPORTED,
@@ -254,6 +266,7 @@ void attn_dist_close(attn_dist *dist)
     if (dist->comm != MPI_COMM_NULL && !finalised)
         MPI_Comm_free(&dist->comm);
     free(dist->requests);
+    free(dist->send);
 #endif
     free(dist->buckets);
     free(dist);
@@ -282,11 +295,17 @@ static attn_status start_bucket(attn_dist *dist, int64_t b)
         for (int64_t i = k->begin; i < k->end; i++)
             g[i] = dist->local_sum[i] + g[i];
 #ifdef ATTN_HAVE_MPI
-    if (is_distributed(dist))
+    if (is_distributed(dist)) {
+        const void *send = MPI_IN_PLACE;
+        if (dist->send != NULL) {
+            memcpy(dist->send + k->begin, g + k->begin, (size_t)(k->end - k->begin) * sizeof *g);
+            send = dist->send + k->begin;
+        }
         MPI_TRY(dist,
-                MPI_Iallreduce(MPI_IN_PLACE, g + k->begin, (int)(k->end - k->begin), MPI_FLOAT,
-                               MPI_SUM, dist->comm, &dist->requests[b]),
+                MPI_Iallreduce(send, g + k->begin, (int)(k->end - k->begin), MPI_FLOAT, MPI_SUM,
+                               dist->comm, &dist->requests[b]),
                 "MPI_Iallreduce of a gradient bucket");
+    }
 #endif
     return ATTN_OK;
 }

@@ -114,18 +114,27 @@ def test_two_ranks_equal_one_process_accumulating_two(tmp_path, reverse_tsv, mod
 
 
 @needs_mpi
-def test_three_ranks_come_close_to_one_process_accumulating_three(tmp_path, reverse_tsv):
-    """Three gradients are summed in the order Open MPI's all-reduce picks (docs/
-    distributed.md), not necessarily one process's ((g0 + g1) + g2): close, maybe not equal."""
+@pytest.mark.parametrize("ranks", [3, 4])
+def test_more_ranks_come_close_to_one_process_accumulating_as_many(tmp_path, reverse_tsv, ranks):
+    """N gradients are summed in the order Open MPI's all-reduce picks (docs/distributed.md),
+    not necessarily one process's ((g0 + g1) + g2) + ...: a few ulps apart in a sum, which
+    Adam can turn into steps of up to about the learning rate where a gradient is near zero.
+    So the weights agree to a few learning rates, and the losses closely."""
     shared, alone = tmp_path / "shared.safetensors", tmp_path / "alone.safetensors"
-    three = mpirun(3, *common(reverse_tsv, shared), *TRANSFORMER)
-    assert three.returncode == 0, three.stderr.decode()
-    one = run(*common(reverse_tsv, alone), *TRANSFORMER, "--accumulate", 3)
+    logs = tmp_path / "shared.jsonl", tmp_path / "alone.jsonl"
+    lr = 1e-3
+    flags = [*TRANSFORMER, "--lr", lr]
+    many = mpirun(ranks, *common(reverse_tsv, shared), *flags, "--log", logs[0])
+    assert many.returncode == 0, many.stderr.decode()
+    one = run(*common(reverse_tsv, alone), *flags, "--accumulate", ranks, "--log", logs[1])
     assert one.returncode == 0, one.stderr.decode()
     a, b = tensors(shared), tensors(alone)
     for name in a:
-        assert np.allclose(a[name], b[name], rtol=1e-3, atol=1e-4), \
+        assert np.abs(a[name] - b[name]).max() <= 5 * lr, \
             (name, float(np.abs(a[name] - b[name]).max()))
+    losses = [[entry["train_loss"] for entry in map(json.loads, log.read_text().splitlines())
+               if entry["event"] == "step"] for log in logs]
+    assert np.allclose(losses[0], losses[1], rtol=1e-2)
 
 
 def rank_processes(launcher_pid):
