@@ -8,8 +8,11 @@
  * another model plugs in by filling the same three functions.
  *
  * One step: for each of `accumulate` batches, reset the graph, set the dropout seed from
- * (seed, micro-batch number), forward, backward (gradients add up in the store); scale the
- * gradients by 1 / accumulate, take the global norm (and clip it), set the rate from the
+ * (seed, micro-batch number), forward, and backward with d(loss) = the batch's share of the
+ * update's target tokens, each batch's gradient from zero and then added to the sum of those
+ * before it (so the loss is the mean over every target token of the update, and the sums are
+ * the ones an all-reduce over processes makes: see "Data parallelism" below); take the global
+ * norm (and clip it), set the rate from the
  * schedule (attn_lr_at_time for Adam's next step after the training time so far, below), and
  * make one Adam/AdamW update of the whole buffer. A non-finite gradient norm
  * skips the update (reported in the event); max_skipped_updates skipped in a row end the run
@@ -107,7 +110,7 @@ typedef struct attn_train_event {
     int64_t epoch_batches;   /* batches in the current epoch */
     int64_t planned_steps;   /* the step the run will stop at, by epochs and max_steps (0: no
                                 bound) */
-    double loss;             /* STEP: mean training loss of the update's batches;
+    double loss;             /* STEP: training loss per target token of the update's batches;
                                 EVAL: validation cross-entropy per token */
     double accuracy;         /* STEP: token accuracy of the update's batches; EVAL: validation */
     int64_t tokens;          /* target tokens scored */
@@ -131,7 +134,7 @@ typedef struct attn_trainer_options {
     int64_t batch_tokens;       /* padded source + target tokens per batch (attn_batcher) */
     int shuffle;                /* shuffle batches each epoch (from seed and epoch) */
     uint64_t seed;              /* batches and dropout masks */
-    int64_t accumulate;         /* batches per update (>= 1) */
+    int64_t accumulate;         /* batches per update (>= 1), over all ranks together */
     /* The optimizer; lr is replaced by the schedule's rate at each step. With weight decay
      * and no_decay NULL, every 1-dimensional parameter (biases, layer-norm gains) is exempt
      * from decay, as is usual for Transformers; ranges the caller gives must outlive the
