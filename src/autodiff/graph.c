@@ -386,6 +386,18 @@ attn_status attn_graph_grad(attn_graph *graph, attn_var *var, float **grad)
     return ATTN_OK;
 }
 
+static attn_status observe_backward(attn_backward_observer observer, void *ctx, size_t remaining)
+{
+    attn_clear_error();
+    attn_status status = observer(ctx, remaining);
+    if (status == ATTN_OK)
+        return ATTN_OK;
+    char inner[512];
+    snprintf(inner, sizeof inner, "%s",
+             attn_last_error()[0] ? attn_last_error() : attn_status_name(status));
+    return attn_fail(status, "attn_graph_backward: the backward observer failed: %s", inner);
+}
+
 static attn_status run_tape(attn_graph *graph)
 {
     graph->backward_done = 1;
@@ -393,7 +405,7 @@ static attn_status run_tape(attn_graph *graph)
     void *observer_ctx = graph->backward_observer_ctx;
     size_t remaining = graph->nodes;
     if (observer != NULL)
-        ATTN_TRY(observer(observer_ctx, remaining));
+        ATTN_TRY(observe_backward(observer, observer_ctx, remaining));
     for (tape_node *node = graph->last; node != NULL; node = node->prev) {
         remaining--;
         int reached = 0;
@@ -408,7 +420,7 @@ static attn_status run_tape(attn_graph *graph)
             }
         }
         if (observer != NULL)
-            ATTN_TRY(observer(observer_ctx, remaining));
+            ATTN_TRY(observe_backward(observer, observer_ctx, remaining));
     }
     return ATTN_OK;
 }
