@@ -413,6 +413,7 @@ static void test_backward_observer_and_first_reads(void)
     attn_graph_reset(g);
     CHECK(attn_graph_param_first_node(g, first) == SIZE_MAX, "a reset forgets the reads");
     watch.answer = ATTN_ERR_IO;
+    CHECK_OK(attn_graph_input(g, 2, shape, x_data, 0, &x));
     CHECK_OK(attn_graph_param(g, first, &w1));
     CHECK_OK(attn_op_linear(g, x, w1, NULL, &h));
     CHECK_OK(attn_op_activation(g, h, ATTN_ACT_TANH, &t));
