@@ -31,12 +31,13 @@ demo: build
 bench: build
 	./scripts/bench.sh $(BUILD)
 
-# The C tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
+# The C tests again under AddressSanitizer and UndefinedBehaviorSanitizer, and the hostile
+# inputs (tests/python/test_hostile_cli.py) against the sanitized attn program.
 sanitize-test:
-	@$(ENSURE) build
+	@$(ENSURE) build test
 	cmake -S . -B $(BUILD)-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTN_SANITIZE=ON
 	cmake --build $(BUILD)-sanitize -j $(JOBS)
-	cd $(BUILD)-sanitize && ctest --output-on-failure -j $(JOBS) -L c
+	cd $(BUILD)-sanitize && ctest --output-on-failure -j $(JOBS) -L '^(c|hostile)$$'
 
 # The C tests under valgrind memcheck. Valgrind does not emulate AVX-512, so the library's
 # run-time dispatch picks the AVX2 kernels there by itself. The learnability tests (label

@@ -31,6 +31,8 @@
 #include "attn/attn_rnn.h"
 #include "attn/attn_tensor_file.h"
 
+#include <signal.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -178,6 +180,10 @@ ATTN_API int attn_graph_is_training(const attn_graph *graph);
  * graph is created); attn_graph_reset keeps it. The operations read it when they run. */
 ATTN_API void attn_graph_set_precision(attn_graph *graph, attn_precision precision);
 ATTN_API attn_precision attn_graph_precision(const attn_graph *graph);
+/* While *flag is non-zero (a signal handler may set it), every operation and every step of
+ * the backward fails with ATTN_ERR_CANCELLED, so a long step ends within one operation.
+ * NULL (the default) removes it; attn_graph_reset keeps it. */
+ATTN_API void attn_graph_set_cancel_flag(attn_graph *graph, const volatile sig_atomic_t *flag);
 /* The k-th dropout operation after a reset draws its mask from (seed, step, k) only, so a
  * training run that sets the step before each step draws the same masks when resumed. */
 ATTN_API void attn_graph_set_dropout_seed(attn_graph *graph, uint64_t seed, uint64_t step);

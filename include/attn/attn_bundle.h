@@ -55,6 +55,8 @@ ATTN_API const attn_model_config *attn_bundle_config(const attn_bundle *bundle);
 ATTN_API const attn_tokenizer *attn_bundle_tokenizer(const attn_bundle *bundle,
                                                      attn_bundle_side side);
 ATTN_API attn_graph *attn_bundle_graph(const attn_bundle *bundle);
+/* The name messages give the file (its path, or attn_bundle_from_file's name). */
+ATTN_API const char *attn_bundle_name(const attn_bundle *bundle);
 
 /* ATTN_OK when the model translates (an encoder-decoder: arch transformer or rnn), else
  * ATTN_ERR_INVALID_ARGUMENT with a message naming the file and its arch. */
@@ -74,6 +76,34 @@ ATTN_API attn_status attn_bundle_encode(const attn_bundle *bundle, const char *t
 ATTN_API attn_status attn_bundle_decode(attn_bundle *bundle, int64_t n, const int32_t *const *ids,
                                         const int64_t *counts, const attn_decode_options *options,
                                         attn_decode_result **out);
+
+/* ---- ensembles and averaging ------------------------------------------------------------ */
+
+/* ATTN_OK when count >= 1 bundles can decode as one ensemble: each is an encoder-decoder and
+ * has the first one's source and target tokenizers (kind, vocabulary, BPE merges); their
+ * architectures may differ. Else ATTN_ERR_INVALID_ARGUMENT with a message naming both files
+ * and what differs (e.g. the first id whose token differs). */
+ATTN_API attn_status attn_bundle_check_ensemble(attn_bundle *const *bundles, int64_t count);
+/* attn_bundle_decode with the ensemble of count >= 1 bundles (attn_decode_ensemble: the mean
+ * of the models' log-probabilities, renormalised; alignments from the first model). ids are
+ * source ids from any of them (attn_bundle_encode of the first: the tokenizers agree, which
+ * this checks with attn_bundle_check_ensemble). Texts of the hypotheses: attn_bundle_text of
+ * any of them. count 1 is attn_bundle_decode. */
+ATTN_API attn_status attn_bundle_decode_ensemble(attn_bundle *const *bundles, int64_t count,
+                                                 int64_t n, const int32_t *const *ids,
+                                                 const int64_t *counts,
+                                                 const attn_decode_options *options,
+                                                 attn_decode_result **out);
+
+/* Writes to out_path (atomically, as every model file) the element-wise mean of the weights
+ * of count >= 1 model files or checkpoints (fairseq's average_checkpoints), accumulated in
+ * double, with the first file's config and tokenizers. The files must have the same config
+ * and tokenizers (attn_bundle_check_ensemble's rules), hence the same tensor names and
+ * shapes; else ATTN_ERR_INVALID_ARGUMENT naming both files and what differs. A checkpoint's
+ * optimizer moments and training state are not carried over: the output is a model file.
+ * out_path may be one of the inputs (all are read before it is written). */
+ATTN_API attn_status attn_bundle_average(const char *const *paths, int64_t count,
+                                         const char *out_path);
 
 /* The text of a hypothesis (malloc'ed): its tokens through the target tokenizer. */
 ATTN_API attn_status attn_bundle_text(const attn_bundle *bundle, const attn_hypothesis *hypothesis,

@@ -36,7 +36,8 @@ typedef enum attn_status {
     ATTN_ERR_FORMAT = 4,           /* a file or string is malformed */
     ATTN_ERR_UNSUPPORTED = 5,      /* valid request this build or CPU cannot do */
     ATTN_ERR_INTERNAL = 6,
-    ATTN_ERR_DIVERGED = 7          /* training gave up: the gradients stayed non-finite */
+    ATTN_ERR_DIVERGED = 7,         /* training gave up: the gradients stayed non-finite */
+    ATTN_ERR_CANCELLED = 8         /* a cancel flag the caller set stopped the work */
 } attn_status;
 
 /* The message of the most recent failure on this thread ("" if none). */

@@ -112,6 +112,19 @@ typedef struct attn_decode_result {
 ATTN_API attn_status attn_decode(attn_model *model, attn_graph *graph, int64_t size,
                                  int64_t src_len, const int32_t *src, const int32_t *src_lengths,
                                  const attn_decode_options *options, attn_decode_result **out);
+/* attn_decode with an ensemble of count >= 1 models (models[m] on graphs[m], one graph per
+ * model): every model reads the same source ids with its own encoder, and each step's
+ * distribution is the mean of the models' log-probabilities, renormalised
+ * (attn_model_step_ensemble). The models may differ in architecture but must share the
+ * vocabularies (their sizes are checked here; that the tokens agree is the caller's to
+ * check, as attn_bundle_check_ensemble does). Alignments are the first model's cross maps
+ * (the result's cross_* are its layout). The maximum output length is bounded by the
+ * smallest max_len. count 1 is attn_decode. */
+ATTN_API attn_status attn_decode_ensemble(attn_model *const *models, attn_graph *const *graphs,
+                                          int64_t count, int64_t size, int64_t src_len,
+                                          const int32_t *src, const int32_t *src_lengths,
+                                          const attn_decode_options *options,
+                                          attn_decode_result **out);
 /* NULL is ignored. */
 ATTN_API void attn_decode_result_destroy(attn_decode_result *result);
 

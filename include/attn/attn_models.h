@@ -314,6 +314,17 @@ ATTN_API int64_t attn_model_step_cross_maps(const attn_step_decoder *decoder);
 /* Frees the decoder; NULL is ignored. */
 ATTN_API void attn_model_step_destroy(attn_step_decoder *decoder);
 
+/* An ensemble: one step decoder over count >= 1 members started on the same sources (the
+ * models may differ in architecture; each member's model read the source with its own
+ * encoder). The members must agree on the target vocabulary size, rows, steps and src_len.
+ * Each step steps every member; the returned logits are the mean of the members' logits,
+ * whose log-softmax is the mean of the members' log-probabilities renormalised (a product of
+ * experts; see ensemble_step.c). cross is the first member's maps (cross_maps is its).
+ * select reorders every member alike. On success the ensemble owns the members
+ * (attn_model_step_destroy frees them); on failure the caller still does. */
+ATTN_API attn_status attn_model_step_ensemble(attn_step_decoder *const *members, int64_t count,
+                                              attn_step_decoder **out);
+
 /* ---- RNN encoder-decoders (arch "rnn") ------------------------------------------------ *
  *
  * Encoder: source embeddings (embedding_dim), dropout, `layers` recurrent layers (GRU or

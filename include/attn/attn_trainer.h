@@ -207,6 +207,16 @@ ATTN_API attn_status attn_trainer_resume_from_file(attn_trainer *trainer,
  * rules already hold stops at once. */
 ATTN_API attn_status attn_trainer_run(attn_trainer *trainer);
 
+/* A stop that cannot wait for the end of an update (a signal handler sets *flag). While it is
+ * non-zero, attn_trainer_run stops within one operation of the model: an update in progress
+ * is dropped whole (the weights, optimizer state and batch position stay those of the last
+ * finished update, so a resumed run makes that update first and matches an uninterrupted
+ * one), an evaluation in progress is abandoned, then the checkpoint (and the model file when
+ * there is no validation corpus) is written and the run returns ATTN_OK with the stop reason
+ * "cancelled". NULL removes it. */
+ATTN_API void attn_trainer_set_cancel_flag(attn_trainer *trainer,
+                                           const volatile sig_atomic_t *flag);
+
 /* Scores the validation corpus: plain cross-entropy per target token and token accuracy,
  * with dropout off. Fails without a validation corpus. */
 ATTN_API attn_status attn_trainer_evaluate(attn_trainer *trainer, double *loss,

@@ -39,6 +39,14 @@ for _name, _restype, _argtypes in [
          [ctypes.c_void_p, ctypes.c_int64, ctypes.POINTER(c_int32_p),
           ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(_Options),
           ctypes.POINTER(ctypes.POINTER(_Result))]),
+        ("attn_bundle_check_ensemble", ctypes.c_int,
+         [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int64]),
+        ("attn_bundle_decode_ensemble", ctypes.c_int,
+         [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int64, ctypes.c_int64,
+          ctypes.POINTER(c_int32_p), ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(_Options),
+          ctypes.POINTER(ctypes.POINTER(_Result))]),
+        ("attn_bundle_average", ctypes.c_int,
+         [ctypes.POINTER(ctypes.c_char_p), ctypes.c_int64, ctypes.c_char_p]),
         ("attn_bundle_text", ctypes.c_int,
          [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]),
         ("attn_decode_default_options", _Options, []),
@@ -112,36 +120,16 @@ class Tokenizer:
         return self._handle
 
 
-class Bundle(OwnedHandle):
-    """A model file's model, config and tokenizers, read once (attn_bundle_load)."""
-
-    _destroy = "attn_bundle_destroy"
-
-    def __init__(self, path):
-        self._open("attn_bundle_load", os.fsencode(path))
-        self.source_tokenizer = Tokenizer(self, _SOURCE)
-        self.target_tokenizer = Tokenizer(self, _TARGET)
-
-    def _live(self):
-        if not self._handle:
-            raise ValueError("the bundle is closed")
-        return self._handle
-
-    @property
-    def config(self):
-        """The model's config as a dict (the JSON stored in the file)."""
-        text = ctypes.c_void_p()
-        check(lib.attn_model_config_to_json(lib.attn_bundle_config(self._live()),
-                                            ctypes.byref(text)), "attn_model_config_to_json")
-        return json.loads(_take_string(text))
+class _Translator:
+    """translate, shared by a Bundle and an Ensemble: the first model's handle encodes and
+    writes the texts (the tokenizers agree), _decode searches."""
 
     def translate(self, texts, beam=5, nbest=1, alpha=0.6, max_len_ratio=1.5, max_len_offset=10,
                   max_len=0):
         """Translations of texts (a list of strings): see the module's documentation."""
         if isinstance(texts, str):
             raise ValueError("texts: expected a list of strings, got one string")
-        handle = self._live()
-        check(lib.attn_bundle_check_encoder_decoder(handle), "translate")
+        handle = self._first_handle()
         options = lib.attn_decode_default_options()
         options.beam_size, options.nbest = beam, nbest
         options.length_penalty, options.max_len_ratio = alpha, max_len_ratio
@@ -170,9 +158,7 @@ class Bundle(OwnedHandle):
         counts = (ctypes.c_int64 * len(rows))(*[len(ids) for ids in sources])
         result = ctypes.POINTER(_Result)()
         try:
-            check(lib.attn_bundle_decode(handle, len(rows), row_pointers, counts,
-                                         ctypes.byref(options), ctypes.byref(result)),
-                  "attn_bundle_decode")
+            self._decode(len(rows), row_pointers, counts, options, result)
             out = []
             for i in range(result.contents.size):
                 sentence = result.contents.sentences[i]
@@ -193,3 +179,94 @@ class Bundle(OwnedHandle):
         check(lib.attn_bundle_text(handle, ctypes.byref(hypothesis), ctypes.byref(text)),
               "attn_bundle_text")
         return _take_string(text)
+
+
+class Bundle(OwnedHandle, _Translator):
+    """A model file's model, config and tokenizers, read once (attn_bundle_load)."""
+
+    _destroy = "attn_bundle_destroy"
+
+    def __init__(self, path):
+        self._open("attn_bundle_load", os.fsencode(path))
+        self.source_tokenizer = Tokenizer(self, _SOURCE)
+        self.target_tokenizer = Tokenizer(self, _TARGET)
+
+    def _live(self):
+        if not self._handle:
+            raise ValueError("the bundle is closed")
+        return self._handle
+
+    @property
+    def config(self):
+        """The model's config as a dict (the JSON stored in the file)."""
+        text = ctypes.c_void_p()
+        check(lib.attn_model_config_to_json(lib.attn_bundle_config(self._live()),
+                                            ctypes.byref(text)), "attn_model_config_to_json")
+        return json.loads(_take_string(text))
+
+    def _first_handle(self):
+        handle = self._live()
+        check(lib.attn_bundle_check_encoder_decoder(handle), "translate")
+        return handle
+
+    def _decode(self, n, rows, counts, options, result):
+        check(lib.attn_bundle_decode(self._live(), n, rows, counts, ctypes.byref(options),
+                                     ctypes.byref(result)), "attn_bundle_decode")
+
+
+class Ensemble(_Translator):
+    """Several model files translating as one (attn_bundle_decode_ensemble): the mean of the
+    models' log-probabilities at each step, renormalised. The models may differ in
+    architecture but must share their tokenizers. `bundles` are the members, the first's
+    tokenizers are the ensemble's."""
+
+    def __init__(self, paths):
+        if isinstance(paths, (str, bytes, os.PathLike)):
+            raise ValueError("paths: expected a list of model files, got one path")
+        self.bundles = []
+        try:
+            for path in paths:
+                self.bundles.append(Bundle(path))
+            if not self.bundles:
+                raise ValueError("paths: expected at least one model file")
+            check(lib.attn_bundle_check_ensemble(self._handles(), len(self.bundles)), "Ensemble")
+        except BaseException:
+            self.close()
+            raise
+        self.source_tokenizer = self.bundles[0].source_tokenizer
+        self.target_tokenizer = self.bundles[0].target_tokenizer
+
+    def _handles(self):
+        return (ctypes.c_void_p * len(self.bundles))(*[b._live() for b in self.bundles])
+
+    def _first_handle(self):
+        if not self.bundles:
+            raise ValueError("the ensemble is closed")
+        return self.bundles[0]._live()
+
+    def _decode(self, n, rows, counts, options, result):
+        check(lib.attn_bundle_decode_ensemble(self._handles(), len(self.bundles), n, rows, counts,
+                                              ctypes.byref(options), ctypes.byref(result)),
+              "attn_bundle_decode_ensemble")
+
+    def close(self):
+        for bundle in self.bundles:
+            bundle.close()
+        self.bundles = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def average(out, paths):
+    """Writes to out the element-wise mean of the weights of the model files (or checkpoints)
+    at paths, with the first's config and tokenizers (attn_bundle_average, as `attn average`).
+    Files of another config or other tokenizers raise ValueError naming both files."""
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        raise ValueError("paths: expected a list of model files, got one path")
+    encoded = [os.fsencode(p) for p in paths]
+    array = (ctypes.c_char_p * len(encoded))(*encoded)
+    check(lib.attn_bundle_average(array, len(encoded), os.fsencode(out)), "average")

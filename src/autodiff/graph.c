@@ -20,6 +20,7 @@ struct attn_graph {
     attn_params *store;
     int recording, training;
     attn_precision precision;
+    const volatile sig_atomic_t *cancel_flag;
     int backward_done;
     uint64_t dropout_seed, dropout_step, dropout_count;
     tape_node *last;
@@ -183,6 +184,11 @@ attn_precision attn_graph_precision(const attn_graph *graph)
 {
     return graph != NULL ? graph->precision : ATTN_PRECISION_FP32;
 }
+void attn_graph_set_cancel_flag(attn_graph *graph, const volatile sig_atomic_t *flag)
+{
+    if (graph != NULL)
+        graph->cancel_flag = flag;
+}
 
 void attn_graph_set_dropout_seed(attn_graph *graph, uint64_t seed, uint64_t step)
 {
@@ -254,12 +260,22 @@ static attn_status check_shape(const char *fn, int ndim, const int64_t *shape, i
     return ATTN_OK;
 }
 
+static attn_status check_cancel(const char *fn, const attn_graph *graph)
+{
+    if (graph->cancel_flag != NULL && *graph->cancel_flag != 0)
+        return attn_fail(ATTN_ERR_CANCELLED, "%s: cancelled (the graph's cancel flag is set)", fn);
+    return ATTN_OK;
+}
+
 static attn_status new_var(const char *fn, attn_graph *graph, int ndim, const int64_t *shape,
                            int requires_grad, attn_var **out)
 {
     ATTN_CHECK_ARG(graph != NULL, "%s: graph must not be NULL", fn);
     ATTN_CHECK_ARG(out != NULL, "%s: out must not be NULL", fn);
     *out = NULL;
+    /* Every operation makes its output here first, so a set flag stops a forward pass within
+     * one operation, recording or not. */
+    ATTN_TRY(check_cancel(fn, graph));
     ATTN_CHECK_ARG(requires_grad == 0 || requires_grad == 1,
                    "%s: requires_grad must be 0 or 1, got %d", fn, requires_grad);
     int64_t numel = 0;
@@ -412,6 +428,7 @@ static attn_status run_tape(attn_graph *graph)
         for (int i = 0; i < node->n_outputs; i++)
             reached |= node->outputs[i]->grad != NULL;
         if (reached) {
+            ATTN_TRY(check_cancel("attn_graph_backward", graph));
             attn_status status = node->backward(graph, node->outputs[0], node->ctx);
             if (status != ATTN_OK) {
                 char inner[512];

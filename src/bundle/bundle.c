@@ -134,6 +134,11 @@ attn_graph *attn_bundle_graph(const attn_bundle *bundle)
     return bundle != NULL ? bundle->graph : NULL;
 }
 
+const char *attn_bundle_name(const attn_bundle *bundle)
+{
+    return bundle != NULL ? bundle->name : NULL;
+}
+
 /* Search needs an encoder to read the source and a decoder to step. */
 static attn_status require_encoder_decoder(const attn_bundle *bundle, const char *fn)
 {
@@ -182,42 +187,10 @@ attn_status attn_bundle_decode(attn_bundle *bundle, int64_t n, const int32_t *co
                                const int64_t *counts, const attn_decode_options *options,
                                attn_decode_result **out)
 {
-    static const char fn[] = "attn_bundle_decode";
     ATTN_CHECK_NOT_NULL(out);
     *out = NULL;
     ATTN_CHECK_NOT_NULL(bundle);
-    ATTN_CHECK_NOT_NULL(ids);
-    ATTN_CHECK_NOT_NULL(counts);
-    ATTN_CHECK_ARG(n >= 1, "%s: n is %lld, expected at least one sentence", fn, (long long)n);
-    ATTN_TRY(require_encoder_decoder(bundle, fn));
-    int64_t longest = 1;
-    for (int64_t i = 0; i < n; i++) {
-        ATTN_CHECK_ARG(ids[i] != NULL && counts[i] >= 1,
-                       "%s: sentence %lld has no ids (counts[%lld] = %lld)", fn, (long long)i,
-                       (long long)i, (long long)counts[i]);
-        longest = counts[i] > longest ? counts[i] : longest;
-    }
-    ATTN_CHECK_ARG(
-        longest <= INT32_MAX && (uint64_t)n <= SIZE_MAX / sizeof(int32_t) / (uint64_t)longest,
-        "%s: %lld sentences of up to %lld ids are too many", fn, (long long)n, (long long)longest);
-    const attn_decode_options defaults = attn_decode_default_options();
-    /* One padded [n, longest] batch, as attn_decode takes it: padding is never read. */
-    int32_t *src = calloc((size_t)n * (size_t)longest, sizeof *src);
-    int32_t *lengths = calloc((size_t)n, sizeof *lengths);
-    attn_status status;
-    if (src == NULL || lengths == NULL) {
-        status = attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-    } else {
-        for (int64_t i = 0; i < n; i++) {
-            memcpy(src + i * longest, ids[i], (size_t)counts[i] * sizeof *src);
-            lengths[i] = (int32_t)counts[i];
-        }
-        status = attn_decode(bundle->model, bundle->graph, n, longest, src, lengths,
-                             options != NULL ? options : &defaults, out);
-    }
-    free(src);
-    free(lengths);
-    return status;
+    return attn_bundle_decode_ensemble(&bundle, 1, n, ids, counts, options, out);
 }
 
 attn_status attn_bundle_text(const attn_bundle *bundle, const attn_hypothesis *hypothesis,

@@ -13,12 +13,13 @@ typedef struct {
 } command;
 
 static const command commands[] = {
+    {"average", attn_cmd_average, "average the weights of model files or checkpoints"},
     {"bench", attn_cmd_bench, "measure kernels against references (attn bench attention)"},
     {"eval", attn_cmd_eval, "score output against references: BLEU, chrF, WER, G2P PER"},
     {"info", attn_cmd_info, "print the build: version, threading, instruction sets"},
     {"serve", attn_cmd_serve, "serve a model over HTTP: JSON API, batched across clients"},
     {"train", attn_cmd_train, "train a sequence-to-sequence model on sentence pairs"},
-    {"translate", attn_cmd_translate, "translate lines with a trained model (beam search)"},
+    {"translate", attn_cmd_translate, "translate lines with a trained model or an ensemble (beam search)"},
     {"viz", attn_cmd_viz, "draw attention heat maps and loss curves (SVG, PNG, terminal)"},
 };
 

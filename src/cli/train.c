@@ -432,6 +432,10 @@ int attn_cmd_train(int argc, char **argv)
                 (long long)(o.accumulate + ranks.size - 1) / ranks.size);
     say_plan(&o, a.time_limit);
     train_progress_catch_interrupts(speaks());
+    /* Under mpirun, Ctrl-C and SIGTERM go to mpirun, which ends every rank: a rank that
+     * dropped its update alone would leave the others waiting in the all-reduce. */
+    if (ranks.size == 1)
+        attn_trainer_set_cancel_flag(trainer, train_progress_interrupt_flag());
     TRY(attn_trainer_run(trainer));
     run_ended = 1;
     train_progress_catch_interrupts(0);

@@ -120,11 +120,14 @@ void train_progress_init(train_progress *p, int64_t log_every, double time_limit
  * to the JSON log, and asks the trainer to stop after Ctrl-C or SIGTERM. */
 int train_progress_on_event(const attn_train_event *e, void *user);
 
-/* While on, the first Ctrl-C or SIGTERM stops the run after the current update (a second one
- * ends the program at once). */
+/* While on, the first Ctrl-C or SIGTERM stops the run within one operation of the model,
+ * dropping the unfinished update (a second one ends the program at once). */
 void train_progress_catch_interrupts(int on);
 
 /* The signal (SIGINT, SIGTERM) that stopped the run, or 0. */
 int train_progress_interrupted_by(void);
+/* Set by the first Ctrl-C or SIGTERM: the trainer's cancel flag, so a long update or
+ * validation stops within one operation rather than at its end. */
+const volatile sig_atomic_t *train_progress_interrupt_flag(void);
 
 #endif

@@ -177,6 +177,11 @@ int train_progress_interrupted_by(void)
     return (int)interrupted;
 }
 
+const volatile sig_atomic_t *train_progress_interrupt_flag(void)
+{
+    return &interrupted;
+}
+
 void train_progress_catch_interrupts(int on)
 {
     signal(SIGINT, on ? on_interrupt : SIG_DFL);

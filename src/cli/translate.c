@@ -43,8 +43,11 @@ typedef struct translate_args {
 #define FIELD(name) offsetof(translate_args, name)
 
 static const cli_option translate_options[] = {
-    {CLI_OPTION("--model", CLI_STRING, FIELD(model), "FILE",
-                "the model: weights, config and tokenizers")},
+    {CLI_OPTION("--model", CLI_STRING, FIELD(model), "FILE[,FILE...]",
+                "the model: weights, config and tokenizers; several, comma-separated, decode as "
+                "an ensemble: each step's log-probabilities are the mean of the models' "
+                "(renormalised), alignments are the first model's. The models may differ in "
+                "architecture but must share their tokenizers")},
     {CLI_OPTION("--input", CLI_STRING, FIELD(input), "FILE", "read the lines from FILE [stdin]")},
     {CLI_OPTION("--output", CLI_STRING, FIELD(output), "FILE",
                 "write the translations to FILE [stdout]")},
@@ -102,14 +105,15 @@ static const cli_option translate_options[] = {
 static const cli_command translate_command = {
     "translate",
     "attn translate --model MODEL.safetensors [options] < input > output\n"
-    "       attn translate --model MODEL.safetensors --input FILE --output FILE [options]",
+    "       attn translate --model MODEL.safetensors --input FILE --output FILE [options]\n"
+    "       attn translate --model A.safetensors,B.safetensors [options] (an ensemble)",
     "Translates each line of stdin or --input (UTF-8) with beam search and writes one line\n"
     "per input line to stdout or --output, in order. Lines are read in batches of up to\n"
     "--batch, or fewer when no more input is waiting, and each batch is written (and\n"
     "flushed) as soon as it is decoded, so translate works in a pipe that stays open. An\n"
     "empty line gives an empty line. A token outside the model's source vocabulary is read\n"
     "as <unk> (one warning on stderr). MODEL is a file 'attn train' wrote (the model or its\n"
-    "checkpoint).\n",
+    "checkpoint); several, comma-separated, translate as one ensemble.\n",
     translate_options,
     N_TRANSLATE_OPTIONS,
     NULL};
@@ -553,7 +557,7 @@ int attn_cmd_translate(int argc, char **argv)
         cli_translator_free(&t);
         return 1;
     }
-    const int64_t model_max_len = attn_bundle_config(t.bundle)->max_len;
+    const int64_t model_max_len = cli_translator_max_len(&t);
     if (a.decode.max_len > model_max_len) {
         fprintf(stderr, "attn translate: --max-len %lld is above the model's max_len %lld\n",
                 (long long)a.decode.max_len, (long long)model_max_len);

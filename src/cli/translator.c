@@ -6,21 +6,63 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cli_translator_load(cli_translator *t, const char *command, const char *path)
+int cli_translator_load(cli_translator *t, const char *command, const char *paths)
 {
     memset(t, 0, sizeof *t);
     t->command = command;
-    if (attn_bundle_load(path, &t->bundle) != ATTN_OK ||
-        attn_bundle_check_encoder_decoder(t->bundle) != ATTN_OK) {
-        cli_library_error(command);
+    int64_t count = 1;
+    for (const char *p = paths; *p != '\0'; p++)
+        count += *p == ',';
+    t->bundles = calloc((size_t)count, sizeof *t->bundles);
+    char *list = malloc(strlen(paths) + 1);
+    if (t->bundles == NULL || list == NULL) {
+        free(list);
+        fprintf(stderr, "attn %s: out of memory\n", command);
         return 1;
     }
-    return 0;
+    strcpy(list, paths);
+    int code = 0;
+    char *path = list;
+    for (int64_t m = 0; m < count && code == 0; m++) {
+        char *comma = strchr(path, ',');
+        if (comma != NULL)
+            *comma = '\0';
+        if (*path == '\0') {
+            fprintf(stderr, "attn %s: --model %s: model %lld of the list is empty\n", command,
+                    paths, (long long)(m + 1));
+            code = 1;
+        } else if (attn_bundle_load(path, &t->bundles[m]) != ATTN_OK) {
+            cli_library_error(command);
+            code = 1;
+        } else {
+            t->count = m + 1;
+        }
+        path = comma != NULL ? comma + 1 : path;
+    }
+    free(list);
+    t->bundle = t->bundles[0];
+    if (code == 0 && attn_bundle_check_ensemble(t->bundles, t->count) != ATTN_OK) {
+        cli_library_error(command);
+        code = 1;
+    }
+    return code;
+}
+
+int64_t cli_translator_max_len(const cli_translator *t)
+{
+    int64_t max_len = attn_bundle_config(t->bundle)->max_len;
+    for (int64_t m = 1; m < t->count; m++) {
+        const int64_t other = attn_bundle_config(t->bundles[m])->max_len;
+        max_len = other < max_len ? other : max_len;
+    }
+    return max_len;
 }
 
 void cli_translator_free(cli_translator *t)
 {
-    attn_bundle_destroy(t->bundle);
+    for (int64_t m = 0; m < t->count; m++)
+        attn_bundle_destroy(t->bundles[m]);
+    free(t->bundles);
     memset(t, 0, sizeof *t);
 }
 
@@ -30,6 +72,15 @@ int cli_translator_encode(cli_translator *t, const char *where, const char *text
     int64_t unknown = 0;
     if (attn_bundle_encode(t->bundle, text, ids, count, &unknown) != ATTN_OK) {
         cli_library_error_in(t->command, "%s", where);
+        return 1;
+    }
+    const int64_t max_len = cli_translator_max_len(t);
+    if (*count > max_len) {
+        fprintf(stderr, "attn %s: %s: %lld tokens, above the ensemble's smallest max_len %lld\n",
+                t->command, where, (long long)*count, (long long)max_len);
+        free(*ids);
+        *ids = NULL;
+        *count = 0;
         return 1;
     }
     if (unknown > 0 && !t->warned_unknown) {
@@ -45,8 +96,8 @@ int cli_translator_encode(cli_translator *t, const char *where, const char *text
 int cli_translator_decode(cli_translator *t, int64_t n, int32_t *const *ids, const int64_t *counts,
                           const attn_decode_options *options, attn_decode_result **result)
 {
-    if (attn_bundle_decode(t->bundle, n, (const int32_t *const *)ids, counts, options, result) !=
-        ATTN_OK) {
+    if (attn_bundle_decode_ensemble(t->bundles, t->count, n, (const int32_t *const *)ids, counts,
+                                    options, result) != ATTN_OK) {
         cli_library_error(t->command);
         return 1;
     }

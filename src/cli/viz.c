@@ -476,6 +476,13 @@ static int draw_model(const viz_args *a)
     int64_t count = 0;
     attn_decode_result *result = NULL;
     char *output = NULL;
+    if (strchr(a->model, ',') != NULL) {
+        fprintf(stderr,
+                "attn viz: --model %s: an ensemble has no one set of attention maps; draw "
+                "one of its models\n",
+                a->model);
+        return 2;
+    }
     int code = cli_translator_load(&t, "viz", a->model);
     if (code == 0)
         code = cli_translator_encode(&t, "--text", a->source_text, &src, &count);

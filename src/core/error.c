@@ -44,6 +44,8 @@ const char *attn_status_name(attn_status status)
         return "internal error";
     case ATTN_ERR_DIVERGED:
         return "training diverged";
+    case ATTN_ERR_CANCELLED:
+        return "cancelled";
     }
     return "unknown status";
 }

@@ -131,24 +131,52 @@ static attn_status check_batch(const attn_model_config *config, int64_t size, in
     return ATTN_OK;
 }
 
-static attn_status decode_batch(attn_model *model, attn_graph *graph, int64_t size, int64_t src_len,
-                                const int32_t *src, const int32_t *src_lengths,
-                                const attn_decode_options *options, const int64_t *max_lengths,
-                                attn_decode_result *result)
+/* Encodes the batch with each model and starts its step decoder; several models are joined
+ * into one ensemble decoder (attn_model_step_ensemble), one is used as it is. */
+static attn_status start_decoder(attn_model *const *models, attn_graph *const *graphs,
+                                 int64_t count, int64_t size, int64_t src_len, const int32_t *src,
+                                 const int32_t *src_lengths, int64_t max_rows, int64_t max_steps,
+                                 attn_step_decoder **out)
+{
+    attn_step_decoder **members = calloc((size_t)count, sizeof *members);
+    if (members == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_decode: out of memory");
+    attn_status status = ATTN_OK;
+    for (int64_t m = 0; m < count && status == ATTN_OK; m++) {
+        attn_graph *graph = graphs[m];
+        attn_graph_reset(graph);
+        attn_graph_set_recording(graph, 0);
+        attn_graph_set_training(graph, 0);
+        attn_var *memory;
+        status = attn_model_encode(models[m], graph, size, src_len, src, src_lengths, &memory);
+        if (status == ATTN_OK)
+            status = attn_model_step_start(models[m], graph, memory, src_lengths, max_rows,
+                                           max_steps, &members[m]);
+        /* The step decoder holds what it needs from the encoder. */
+        attn_graph_reset(graph);
+    }
+    if (status == ATTN_OK && count == 1)
+        *out = members[0];
+    else if (status == ATTN_OK)
+        status = attn_model_step_ensemble(members, count, out);
+    if (status != ATTN_OK)
+        for (int64_t m = 0; m < count; m++)
+            attn_model_step_destroy(members[m]);
+    free(members);
+    return status;
+}
+
+static attn_status decode_batch(attn_model *const *models, attn_graph *const *graphs, int64_t count,
+                                int64_t size, int64_t src_len, const int32_t *src,
+                                const int32_t *src_lengths, const attn_decode_options *options,
+                                const int64_t *max_lengths, attn_decode_result *result)
 {
     int64_t longest = 1;
     for (int64_t b = 0; b < size; b++)
         longest = max_lengths[b] > longest ? max_lengths[b] : longest;
-    attn_graph_reset(graph);
-    attn_graph_set_recording(graph, 0);
-    attn_graph_set_training(graph, 0);
-    attn_var *memory;
-    ATTN_TRY(attn_model_encode(model, graph, size, src_len, src, src_lengths, &memory));
     attn_step_decoder *decoder = NULL;
-    ATTN_TRY(attn_model_step_start(model, graph, memory, src_lengths, size * options->beam_size,
-                                   longest, &decoder));
-    /* The step decoder holds what it needs from the encoder. */
-    attn_graph_reset(graph);
+    ATTN_TRY(start_decoder(models, graphs, count, size, src_len, src, src_lengths,
+                           size * options->beam_size, longest, &decoder));
     if (options->alignments) {
         result->cross_maps = decoder->cross_maps;
         result->cross_layers = decoder->cross_layers;
@@ -159,27 +187,62 @@ static attn_status decode_batch(attn_model *model, attn_graph *graph, int64_t si
     return status;
 }
 
+/* Each model translates (an encoder-decoder on its own graph), reads the batch's source ids,
+ * and agrees with the first on the target vocabulary. */
+static attn_status check_models(attn_model *const *models, attn_graph *const *graphs, int64_t count,
+                                int64_t size, int64_t src_len, const int32_t *src,
+                                const int32_t *src_lengths)
+{
+    static const char fn[] = "attn_decode";
+    ATTN_CHECK_NOT_NULL(models);
+    ATTN_CHECK_NOT_NULL(graphs);
+    ATTN_CHECK_ARG(count >= 1, "%s: %lld models, expected at least one", fn, (long long)count);
+    for (int64_t m = 0; m < count; m++) {
+        ATTN_CHECK_ARG(models[m] != NULL && graphs[m] != NULL,
+                       "%s: models[%lld] or graphs[%lld] is NULL", fn, (long long)m, (long long)m);
+        const attn_model_config *config = attn_model_get_config(models[m]);
+        ATTN_CHECK_ARG(config->arch == ATTN_ARCH_TRANSFORMER || config->arch == ATTN_ARCH_RNN,
+                       "%s: the model is not an encoder-decoder (arch transformer or rnn)", fn);
+        ATTN_CHECK_ARG(attn_graph_params(graphs[m]) == attn_model_params(models[m]),
+                       "%s: graph is not a graph of the model's parameters", fn);
+        const int64_t first_vocab = attn_model_get_config(models[0])->tgt_vocab;
+        ATTN_CHECK_ARG(config->tgt_vocab == first_vocab,
+                       "%s: models[%lld] has a target vocabulary of %lld, models[0] of %lld", fn,
+                       (long long)m, (long long)config->tgt_vocab, (long long)first_vocab);
+        for (int64_t k = 0; k < m; k++)
+            ATTN_CHECK_ARG(graphs[k] != graphs[m], "%s: models %lld and %lld share a graph", fn,
+                           (long long)k, (long long)m);
+        if (size > 0)
+            ATTN_TRY(check_batch(config, size, src_len, src, src_lengths));
+    }
+    return ATTN_OK;
+}
+
 attn_status attn_decode(attn_model *model, attn_graph *graph, int64_t size, int64_t src_len,
                         const int32_t *src, const int32_t *src_lengths,
                         const attn_decode_options *options, attn_decode_result **out)
 {
-    static const char fn[] = "attn_decode";
     ATTN_CHECK_NOT_NULL(out);
     *out = NULL;
     ATTN_CHECK_NOT_NULL(model);
     ATTN_CHECK_NOT_NULL(graph);
+    return attn_decode_ensemble(&model, &graph, 1, size, src_len, src, src_lengths, options, out);
+}
+
+attn_status attn_decode_ensemble(attn_model *const *models, attn_graph *const *graphs,
+                                 int64_t count, int64_t size, int64_t src_len, const int32_t *src,
+                                 const int32_t *src_lengths, const attn_decode_options *options,
+                                 attn_decode_result **out)
+{
+    static const char fn[] = "attn_decode";
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
     ATTN_CHECK_NOT_NULL(options);
     ATTN_TRY(attn_decode_options_validate(options));
-    const attn_model_config *config = attn_model_get_config(model);
-    ATTN_CHECK_ARG(config->arch == ATTN_ARCH_TRANSFORMER || config->arch == ATTN_ARCH_RNN,
-                   "%s: the model is not an encoder-decoder (arch transformer or rnn)", fn);
-    ATTN_CHECK_ARG(attn_graph_params(graph) == attn_model_params(model),
-                   "%s: graph is not a graph of the model's parameters", fn);
     ATTN_CHECK_ARG(size >= 0, "%s: negative batch size %lld", fn, (long long)size);
     ATTN_CHECK_ARG(size <= INT64_MAX / ATTN_DECODE_MAX_BEAM, "%s: batch size %lld is too large", fn,
                    (long long)size);
-    if (size > 0)
-        ATTN_TRY(check_batch(config, size, src_len, src, src_lengths));
+    ATTN_TRY(check_models(models, graphs, count, size, src_len, src, src_lengths));
 
     attn_decode_result *result = calloc(1, sizeof *result);
     int64_t *max_lengths = malloc((size_t)(size > 0 ? size : 1) * sizeof *max_lengths);
@@ -188,13 +251,19 @@ attn_status attn_decode(attn_model *model, attn_graph *graph, int64_t size, int6
         free(max_lengths);
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
+    /* Every member must cover the output's positions. */
+    int64_t model_max_len = attn_model_get_config(models[0])->max_len;
+    for (int64_t m = 1; m < count; m++) {
+        const int64_t max_len = attn_model_get_config(models[m])->max_len;
+        model_max_len = max_len < model_max_len ? max_len : model_max_len;
+    }
     result->size = size;
     for (int64_t b = 0; b < size; b++)
-        max_lengths[b] = attn_decode_max_output_length(options, src_lengths[b], config->max_len);
+        max_lengths[b] = attn_decode_max_output_length(options, src_lengths[b], model_max_len);
     attn_status status = ATTN_OK;
     if (size > 0)
-        status = decode_batch(model, graph, size, src_len, src, src_lengths, options, max_lengths,
-                              result);
+        status = decode_batch(models, graphs, count, size, src_len, src, src_lengths, options,
+                              max_lengths, result);
     free(max_lengths);
     if (status != ATTN_OK) {
         attn_decode_result_destroy(result);

@@ -332,12 +332,14 @@ static attn_status update_tokens(attn_trainer *t, int64_t *tokens)
     return attn_batcher_seek(t->train_batches, epoch, index);
 }
 
-/* One update. The loss is the mean over the target tokens of all the update's batches: batch
- * j's gradient is computed from zero with d(loss_j) = its share of the tokens, and the batches'
- * gradients are added one to the next on a rank, then summed over the ranks; for two ranks
- * that is g0 + g1 whichever way, so two ranks equal one process with accumulate 2 to the bit.
- * With one batch per update the share is 1 and the step is the plain backward. */
-static attn_status train_step(attn_trainer *t, attn_train_event *event)
+/* The update's gradient, summed over the ranks. The loss is the mean over the target tokens of
+ * all the update's batches: batch j's gradient is computed from zero with d(loss_j) = its
+ * share of the tokens, and the batches' gradients are added one to the next on a rank, then
+ * summed over the ranks; for two ranks that is g0 + g1 whichever way, so two ranks equal one
+ * process with accumulate 2 to the bit. With one batch per update the share is 1 and this is
+ * the plain backward. */
+static attn_status compute_gradients(attn_trainer *t, double *loss_sum, int64_t *tokens,
+                                     int64_t *correct)
 {
     const attn_trainer_options *o = &t->options;
     attn_params *store = t->params;
@@ -350,9 +352,6 @@ static attn_status train_step(attn_trainer *t, attn_train_event *event)
     int64_t all_tokens = 0;
     if (batches > 1)
         ATTN_TRY(update_tokens(t, &all_tokens));
-    attn_params_zero_grad(store);
-    double loss_sum = 0.0;
-    int64_t tokens = 0, correct = 0;
     for (int64_t micro = 0; micro < batches; micro++) {
         const attn_batch *batch;
         ATTN_TRY(attn_batcher_next(t->train_batches, &batch));
@@ -386,19 +385,44 @@ static attn_status train_step(attn_trainer *t, attn_train_event *event)
             /* The last batch: its buckets are summed over the ranks as the backward ends them. */
             ATTN_TRY(attn_dist_backward_and_sum(t->dist, graph, loss, seed, earlier));
         }
-        loss_sum += share * (double)loss->value.data[0];
-        tokens += batch_tokens;
-        correct += batch_correct;
+        *loss_sum += share * (double)loss->value.data[0];
+        *tokens += batch_tokens;
+        *correct += batch_correct;
     }
     if (first == end) /* no batch for this rank in this update: it adds zeros */
         ATTN_TRY(attn_dist_backward_and_sum(t->dist, NULL, NULL, 1.0f, NULL));
     if (ranks > 1) {
-        double figures[3] = {loss_sum, (double)tokens, (double)correct};
+        double figures[3] = {*loss_sum, (double)*tokens, (double)*correct};
         ATTN_TRY(attn_dist_sum_doubles(t->dist, figures, 3));
-        loss_sum = figures[0];
-        tokens = (int64_t)figures[1];
-        correct = (int64_t)figures[2];
+        *loss_sum = figures[0];
+        *tokens = (int64_t)figures[1];
+        *correct = (int64_t)figures[2];
     }
+    return ATTN_OK;
+}
+
+static attn_status train_step(attn_trainer *t, attn_train_event *event)
+{
+    const attn_trainer_options *o = &t->options;
+    attn_params *store = t->params;
+    attn_params_zero_grad(store);
+    double loss_sum = 0.0;
+    int64_t tokens = 0, correct = 0;
+    int64_t epoch_before, batch_before;
+    attn_batcher_position(t->train_batches, &epoch_before, &batch_before);
+    attn_status status = compute_gradients(t, &loss_sum, &tokens, &correct);
+    if (status == ATTN_ERR_CANCELLED) {
+        /* Drop the unfinished update whole: the weights are untouched, and the batches go back
+         * so that a resumed run makes exactly this update first. */
+        attn_params_zero_grad(store);
+        attn_graph_reset(t->graph);
+        ATTN_TRY(attn_batcher_seek(t->train_batches, epoch_before, batch_before));
+        return status;
+    }
+    ATTN_TRY(status);
+    const int64_t n = (int64_t)attn_params_buffer_floats(store);
+    float *grads = attn_params_buffer(store, ATTN_PARAM_GRADS);
+    const int64_t ranks = attn_dist_size(t->dist);
     double norm;
     if (o->clip_norm > 0.0)
         ATTN_TRY(attn_clip_grad_norm(n, grads, o->clip_norm, &norm));
@@ -598,6 +622,28 @@ static attn_status save_checkpoint_if_set(attn_trainer *t)
     return attn_trainer_save_checkpoint(t, t->checkpoint_path);
 }
 
+static int cancelled(const attn_trainer *t)
+{
+    return t->cancel_flag != NULL && *t->cancel_flag != 0;
+}
+
+/* A cancelled run keeps what it finished: the checkpoint of the last whole update, and the
+ * model file when there is no validation to choose it. */
+static attn_status finish_cancelled(attn_trainer *t, run_clock *clock)
+{
+    attn_graph_reset(t->graph);
+    if (t->valid_batches == NULL && t->best_path != NULL && t->step > 0)
+        ATTN_TRY(attn_trainer_write_model_file(t, t->best_path));
+    ATTN_TRY(save_checkpoint_if_set(t));
+    attn_train_event event;
+    memset(&event, 0, sizeof event);
+    event.kind = ATTN_TRAIN_EVENT_DONE;
+    event.loss = t->last_loss;
+    event.stop_reason = "cancelled";
+    report(t, clock, &event);
+    return ATTN_OK;
+}
+
 static const char *const STOP_REASONS[] = {"epochs", "max_steps", "early_stopping", "time_limit",
                                            "stopped"};
 enum { STOPPED_BY_CALLBACK = 4 };
@@ -630,14 +676,19 @@ static attn_status agree_on_stop(attn_trainer *t, const run_clock *clock, int st
 
 /* What rank 0 does when the run stops: score the final parameters too (so the model file is
  * the best of all of them), write the model without validation, and the checkpoint. */
-static attn_status write_final_files(attn_trainer *t, const run_clock *clock)
+static attn_status write_final_files(attn_trainer *t, run_clock *clock)
 {
     if (!writes_files(t))
         return ATTN_OK;
     attn_train_event event;
-    if (t->valid_batches != NULL && t->last_eval_step != t->step && t->step > 0) {
+    if (t->valid_batches != NULL && t->last_eval_step != t->step && t->step > 0 && !cancelled(t)) {
         memset(&event, 0, sizeof event);
-        ATTN_TRY(evaluate_and_keep_best(t, &event));
+        attn_status eval_status = evaluate_and_keep_best(t, &event);
+        if (eval_status == ATTN_ERR_CANCELLED) {
+            ATTN_TRY(finish_cancelled(t, clock));
+            return ATTN_ERR_CANCELLED; /* finished: the run reported it */
+        }
+        ATTN_TRY(eval_status);
         report(t, clock, &event);
     }
     if (t->valid_batches == NULL && t->best_path != NULL)
@@ -655,7 +706,10 @@ static attn_status run(attn_trainer *t)
         attn_batcher_position(t->train_batches, &epoch_before, NULL);
         attn_train_event event;
         memset(&event, 0, sizeof event);
-        ATTN_TRY(train_step(t, &event));
+        attn_status step_status = train_step(t, &event);
+        if (step_status == ATTN_ERR_CANCELLED)
+            return finish_cancelled(t, &clock);
+        ATTN_TRY(step_status);
         if (attn_dist_size(t->dist) > 1 && t->options.check_every > 0 &&
             t->step % t->options.check_every == 0)
             ATTN_TRY(attn_dist_check_same(t->dist, parameter_checksum(t->params), t->step));
@@ -673,7 +727,10 @@ static attn_status run(attn_trainer *t)
         int wrote_checkpoint = 0;
         if (evaluation_due(t, epoch_before)) {
             memset(&event, 0, sizeof event);
-            ATTN_TRY(evaluate_and_keep_best(t, &event));
+            attn_status eval_status = evaluate_and_keep_best(t, &event);
+            if (eval_status == ATTN_ERR_CANCELLED)
+                return finish_cancelled(t, &clock);
+            ATTN_TRY(eval_status);
             stop |= report(t, &clock, &event);
             /* Not over the last good checkpoint while the updates are being skipped. */
             if (t->skipped_in_a_row == 0)
@@ -686,6 +743,8 @@ static attn_status run(attn_trainer *t)
         ATTN_TRY(agree_on_stop(t, &clock, stop, &reason));
     }
     attn_status written = write_final_files(t, &clock);
+    if (written == ATTN_ERR_CANCELLED)
+        return ATTN_OK;
     if (attn_dist_size(t->dist) > 1) {
         /* The other ranks wait for rank 0's files, and fail with it. */
         double failed = written != ATTN_OK ? 1.0 : 0.0;
@@ -707,6 +766,14 @@ static attn_status run(attn_trainer *t)
     event.stop_reason = reason;
     report(t, &clock, &event);
     return ATTN_OK;
+}
+
+void attn_trainer_set_cancel_flag(attn_trainer *trainer, const volatile sig_atomic_t *flag)
+{
+    if (trainer == NULL)
+        return;
+    trainer->cancel_flag = flag;
+    attn_graph_set_cancel_flag(trainer->graph, flag);
 }
 
 attn_status attn_trainer_run(attn_trainer *trainer)

@@ -32,6 +32,7 @@ struct attn_trainer {
     double best_valid_loss;
     int64_t best_step, evals_since_best;
     int64_t last_eval_step; /* -1: none yet */
+    const volatile sig_atomic_t *cancel_flag;
     /* Training time of the finished runs, those before the checkpoint included: with the
      * current run's time, the clock of a cosine annealed over total_seconds. */
     double train_seconds;

@@ -9,7 +9,7 @@ from attn_program import ATTN
 
 
 COMMANDS = [["train"], ["translate"], ["viz"], ["eval"], ["info"], ["bench", "attention"],
-            ["bench", "gemm"], ["bench", "decode"], ["bench", "train"]]
+            ["bench", "gemm"], ["bench", "decode"], ["bench", "train"], ["average"]]
 
 
 def run(*args, stdin=b""):
@@ -71,6 +71,7 @@ def test_attn_and_bench_help():
     (["bench", "gemm"], "--thread", "--threads"),
     (["bench", "attention"], "--quik", "--quick"),
     (["bench", "train"], "--step", "--steps"),
+    (["average"], "--outt", "--out"),
 ])
 def test_unknown_option_names_the_nearest(args, typo, meant):
     message = usage_error(run(*args, typo, "1"))

@@ -223,3 +223,39 @@ def test_a_run_that_keeps_no_model_says_so_and_its_log_stays_json(trained, tmp_p
     evals = [r for r in records if r["event"] == "eval"]
     assert evals and all(r["valid_loss"] is None for r in evals), evals
     assert any(r["event"] == "step" and r["train_loss"] is None for r in records)
+
+
+def test_sigterm_ends_a_long_update_within_seconds(tmp_path):
+    """One update of this model takes several seconds (long sentences, a wide model, one large
+    batch); SIGTERM a second into it must not wait for its end: the update is dropped, the
+    checkpoint holds step 0, and a resumed run starts there."""
+    rng = random.Random(1)
+    lines = ["".join(rng.choice("abcdefgh") for _ in range(240)) for _ in range(120)]
+    train = tmp_path / "long.tsv"
+    train.write_text("".join(f"{w}\t{w[::-1]}\n" for w in lines), encoding="utf-8")
+    out = tmp_path / "m.safetensors"
+    run_args = ["train", "--train", str(train), "--out", str(out), "--no-valid", "--layers", "2",
+                "--d-model", "512", "--heads", "8", "--ffn", "2048", "--batch-tokens", "6000",
+                "--max-steps", "1", "--threads", "2"]
+    process = subprocess.Popen([ATTN, *run_args], stderr=subprocess.PIPE)
+    try:
+        seen = b""
+        while b"starting at step 0" not in seen:
+            line = process.stderr.readline()
+            assert line, seen.decode()
+            seen += line
+        time.sleep(1.0)
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+        waited = time.monotonic() - started
+    finally:
+        if process.poll() is None:
+            process.kill()
+    message = (seen + err).decode()
+    assert process.returncode == 128 + signal.SIGTERM, message
+    assert waited < 10, f"SIGTERM took {waited:.1f} s to end the run"
+    checkpoint = (tmp_path / "m.last.safetensors").read_bytes()
+    header_len = struct.unpack("<Q", checkpoint[:8])[0]
+    state = json.loads(json.loads(checkpoint[8:8 + header_len])["__metadata__"]["attn_train_state"])
+    assert state["step"] == 0 and state["batch_index"] == 0, state

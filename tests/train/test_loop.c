@@ -45,8 +45,8 @@ static void make_fixture(void)
         tgt[i] = fx.targets[i];
     }
     CHECK_OK(attn_corpus_from_strings(src, tgt, TRAIN_PAIRS, &fx.train));
-    CHECK_OK(attn_corpus_from_strings(src + TRAIN_PAIRS, tgt + TRAIN_PAIRS, VALID_PAIRS,
-                                      &fx.valid));
+    CHECK_OK(
+        attn_corpus_from_strings(src + TRAIN_PAIRS, tgt + TRAIN_PAIRS, VALID_PAIRS, &fx.valid));
     attn_tokenizer_config chars;
     CHECK_OK(attn_tokenizer_config_parse("char", &chars));
     CHECK_OK(attn_tokenizer_train(&chars, src, TRAIN_PAIRS, &fx.src_tok));
@@ -116,12 +116,12 @@ static attn_trainer_options busy_options(void)
 
 /* Everything the callback saw. */
 typedef struct recording {
-    double loss[4 * MAX_STEPS + 1];    /* by step */
+    double loss[4 * MAX_STEPS + 1]; /* by step */
     double grad_norm[4 * MAX_STEPS + 1];
     int steps_seen, evals_seen, skipped_seen;
     int64_t last_step, last_epoch;
     char stop_reason[32];
-    int64_t stop_at;                   /* ask to stop at this step (0: never) */
+    int64_t stop_at; /* ask to stop at this step (0: never) */
     double best_valid_loss;
 } recording;
 
@@ -189,8 +189,8 @@ static void check_resume(int threads, int64_t stop)
     memset(&second, 0, sizeof second);
     float *whole_values = run_once(o, &whole, 1);
     CHECK(whole.last_step == MAX_STEPS && strcmp(whole.stop_reason, "max_steps") == 0,
-          "the uninterrupted run makes %d steps (%lld, %s)", MAX_STEPS,
-          (long long)whole.last_step, whole.stop_reason);
+          "the uninterrupted run makes %d steps (%lld, %s)", MAX_STEPS, (long long)whole.last_step,
+          whole.stop_reason);
     CHECK(whole.last_epoch >= 2, "the run crosses epoch boundaries (%lld epochs)",
           (long long)whole.last_epoch);
 
@@ -224,8 +224,10 @@ static void check_resume(int threads, int64_t stop)
             same_losses = 0;
         }
     }
-    CHECK(same_losses, "%d threads, stop at %lld: the resumed run's losses equal the "
-          "uninterrupted run's, bit for bit", threads, (long long)stop);
+    CHECK(same_losses,
+          "%d threads, stop at %lld: the resumed run's losses equal the "
+          "uninterrupted run's, bit for bit",
+          threads, (long long)stop);
     float *resumed_values = copy_values(m);
     size_t n = attn_params_buffer_floats(attn_model_params(m));
     CHECK(memcmp(whole_values, resumed_values, n * sizeof(float)) == 0,
@@ -419,10 +421,12 @@ static void test_files(void)
     const char *value = NULL;
     CHECK_OK(attn_tensor_file_metadata(file, ATTN_SRC_TOKENIZER_KEY, &value));
     CHECK(value != NULL && strcmp(value, fx.src_json) == 0, "the model file has the source "
-          "tokenizer");
+                                                            "tokenizer");
     CHECK_OK(attn_tensor_file_metadata(file, ATTN_TRAIN_SUMMARY_KEY, &value));
-    CHECK(value != NULL && strstr(value, "\"valid_loss\"") != NULL, "a summary with the "
-          "validation loss: %s", value ? value : "");
+    CHECK(value != NULL && strstr(value, "\"valid_loss\"") != NULL,
+          "a summary with the "
+          "validation loss: %s",
+          value ? value : "");
     CHECK(!attn_tensor_file_contains(file, "optimizer.exp_avg.generator.bias"),
           "the model file holds no optimizer state");
     attn_tensor_file_close(file);
@@ -476,8 +480,7 @@ static void test_model_file_without_validation(void)
     CHECK_OK(attn_model_load(best, &loaded));
     size_t n = attn_params_buffer_floats(attn_model_params(m));
     CHECK(loaded != NULL && memcmp(attn_params_buffer(attn_model_params(m), ATTN_PARAM_VALUES),
-                                   attn_params_buffer(attn_model_params(loaded),
-                                                      ATTN_PARAM_VALUES),
+                                   attn_params_buffer(attn_model_params(loaded), ATTN_PARAM_VALUES),
                                    n * sizeof(float)) == 0,
           "the model file holds the final parameters");
     attn_model_destroy(loaded);
@@ -521,7 +524,8 @@ static void test_stopping_rules(void)
     free(run_once(o, &r, 2));
     CHECK(strcmp(r.stop_reason, "early_stopping") == 0 && r.last_step == 6 && r.evals_seen == 3,
           "early stopping after 2 evaluations without a new best (%s at step %lld, %d "
-          "evaluations)", r.stop_reason, (long long)r.last_step, r.evals_seen);
+          "evaluations)",
+          r.stop_reason, (long long)r.last_step, r.evals_seen);
 
     /* The callback asks to stop. */
     memset(&r, 0, sizeof r);
@@ -720,7 +724,8 @@ static void test_cosine_over_a_time_budget(void)
     CHECK(c.rising == 0, "after the warm-up the rate never rises (%d rises)", c.rising);
     CHECK(c.outside_bracket == 0,
           "each rate is the schedule's at a time between the step before and the step (%d "
-          "not)", c.outside_bracket);
+          "not)",
+          c.outside_bracket);
     CHECK(c.at_min_after_budget == c.after_budget,
           "once the budget is spent the rate is min_lr (%d of %d steps)", c.at_min_after_budget,
           c.after_budget);
@@ -765,15 +770,16 @@ static void test_cosine_over_a_time_budget_resumes(void)
     const double stored = state != NULL ? state_number(state, "train_seconds") : NAN;
     CHECK(stored > 0.0 && stored >= first.last_elapsed && stored <= seconds,
           "the checkpoint stores the training time when it was written (%.6f s; last step at "
-          "%.6f s, run over at %.6f s)", stored, first.last_elapsed, seconds);
+          "%.6f s, run over at %.6f s)",
+          stored, first.last_elapsed, seconds);
     CHECK(state != NULL && state_number(state, "total_seconds") == 30.0,
           "the checkpoint stores the budget: %s", state != NULL ? state : "");
     attn_trainer_options read = attn_trainer_default_options();
     CHECK_OK(attn_trainer_options_from_checkpoint(file, &read));
     CHECK(read.schedule.kind == ATTN_LR_COSINE && read.schedule.total_seconds == 30.0 &&
               read.schedule.total_steps == 0,
-          "the budget comes back with the options (%g s, %lld steps)",
-          read.schedule.total_seconds, (long long)read.schedule.total_steps);
+          "the budget comes back with the options (%g s, %lld steps)", read.schedule.total_seconds,
+          (long long)read.schedule.total_steps);
     attn_tensor_file_close(file);
 
     m = new_model(&fx.config, 999, MODEL_OWN_INIT);
@@ -781,13 +787,14 @@ static void test_cosine_over_a_time_budget_resumes(void)
     o.checkpoint_path = NULL;
     run_checking_rates(m, o, checkpoint, &second);
     CHECK(second.seconds_before == stored,
-          "the resumed trainer starts from the stored time (%.17g vs %.17g)",
-          second.seconds_before, stored);
+          "the resumed trainer starts from the stored time (%.17g vs %.17g)", second.seconds_before,
+          stored);
     CHECK(second.steps == 6 && strcmp(second.stop_reason, "max_steps") == 0,
           "the resumed run makes the 6 steps left (%d, %s)", second.steps, second.stop_reason);
     CHECK(second.first_lr <= first.last_lr && second.last_lr <= second.first_lr,
           "no resumed rate above the last before the checkpoint (%.17g, then %.17g; before "
-          "%.17g)", second.first_lr, second.last_lr, first.last_lr);
+          "%.17g)",
+          second.first_lr, second.last_lr, first.last_lr);
     CHECK(second.outside_bracket == 0 && second.rising == 0 && second.out_of_range == 0,
           "the resumed rates follow the clock from the stored time (%d not, %d rises)",
           second.outside_bracket, second.rising);
@@ -800,8 +807,8 @@ static void test_cosine_over_a_time_budget_resumes(void)
     attn_trainer *t = NULL;
     CHECK_OK(attn_trainer_create(&model, fx.train, NULL, &other, &t));
     CHECK_FAILS(attn_trainer_resume(t, checkpoint), ATTN_ERR_INVALID_ARGUMENT);
-    CHECK(strstr(attn_last_error(), "total_seconds") != NULL,
-          "the message names total_seconds: %s", attn_last_error());
+    CHECK(strstr(attn_last_error(), "total_seconds") != NULL, "the message names total_seconds: %s",
+          attn_last_error());
     attn_trainer_destroy(t);
     attn_model_destroy(m);
     remove(checkpoint);
@@ -894,8 +901,8 @@ static int32_t argmax(const float *row, int64_t n)
 /* Greedy decoding of one source alone, the plain way: run the whole decoder over <s> y1 .. yt
  * (attn_model_decode) for every t and take the arg-max of the last position. Returns the
  * number of tokens before </s> (max_len if none came). */
-static int64_t greedy_by_prefix(attn_model *m, const int32_t *src, int32_t src_len,
-                                int64_t max_len, int32_t *tokens)
+static int64_t greedy_by_prefix(attn_model *m, const int32_t *src, int32_t src_len, int64_t max_len,
+                                int32_t *tokens)
 {
     attn_graph *g = NULL;
     CHECK_OK(attn_graph_create(attn_model_params(m), &g));
@@ -999,10 +1006,8 @@ static void test_bad_arguments(void)
     attn_trainer *t = NULL;
     CHECK_FAILS(attn_trainer_create(NULL, fx.train, NULL, &o, &t), ATTN_ERR_INVALID_ARGUMENT);
     CHECK_FAILS(attn_trainer_create(&model, NULL, NULL, &o, &t), ATTN_ERR_INVALID_ARGUMENT);
-    CHECK_FAILS(attn_trainer_create(&model, fx.train, NULL, NULL, &t),
-                ATTN_ERR_INVALID_ARGUMENT);
-    CHECK_FAILS(attn_trainer_create(&model, fx.train, NULL, &o, NULL),
-                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_trainer_create(&model, fx.train, NULL, NULL, &t), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_trainer_create(&model, fx.train, NULL, &o, NULL), ATTN_ERR_INVALID_ARGUMENT);
     attn_trainable broken = model;
     broken.forward_loss = NULL;
     CHECK_FAILS(attn_trainer_create(&broken, fx.train, NULL, &o, &t), ATTN_ERR_INVALID_ARGUMENT);
@@ -1059,8 +1064,7 @@ static void test_bad_arguments(void)
     CHECK_OK(attn_trainer_create(&model, fx.train, fx.valid, &o, &t));
     CHECK_FAILS(attn_trainer_resume(t, NULL), ATTN_ERR_INVALID_ARGUMENT);
     CHECK_FAILS(attn_trainer_save_checkpoint(t, NULL), ATTN_ERR_INVALID_ARGUMENT);
-    CHECK_FAILS(attn_trainer_save_checkpoint(t, "/nonexistent-folder/x.safetensors"),
-                ATTN_ERR_IO);
+    CHECK_FAILS(attn_trainer_save_checkpoint(t, "/nonexistent-folder/x.safetensors"), ATTN_ERR_IO);
     double loss;
     CHECK_FAILS(attn_trainer_evaluate(t, NULL, &loss), ATTN_ERR_INVALID_ARGUMENT);
     CHECK_FAILS(attn_trainer_options_from_checkpoint(NULL, &o), ATTN_ERR_INVALID_ARGUMENT);
@@ -1088,8 +1092,7 @@ static void test_bad_arguments(void)
     int64_t out_lengths[2];
     int32_t ok_lengths[2] = {2, 1};
     CHECK_OK(attn_greedy_decode(m, g, 2, 2, src, ok_lengths, 5, out, out_lengths));
-    CHECK(out_lengths[0] >= 0 && out_lengths[0] <= 5 && out_lengths[1] >= 0 &&
-              out_lengths[1] <= 5,
+    CHECK(out_lengths[0] >= 0 && out_lengths[0] <= 5 && out_lengths[1] >= 0 && out_lengths[1] <= 5,
           "decoded lengths within max_len (%lld, %lld)", (long long)out_lengths[0],
           (long long)out_lengths[1]);
     int32_t long_lengths[2] = {3, 1};
@@ -1117,6 +1120,123 @@ static void test_bad_arguments(void)
     attn_model_destroy(m);
 }
 
+/* ---- cancelling a run mid-update ----------------------------------------------------------- */
+
+/* A model that raises the cancel flag at a chosen call of its loss: before the forward (so the
+ * forward's first operation fails), after it (so the backward fails), or in a validation pass. */
+typedef enum cancel_point {
+    CANCEL_IN_FORWARD,
+    CANCEL_IN_BACKWARD,
+    CANCEL_IN_VALIDATION
+} cancel_point;
+
+typedef struct cancelling_model {
+    attn_trainable inner;
+    cancel_point point;
+    int64_t calls, cancel_at_call; /* counted over training calls, or validation calls */
+    volatile sig_atomic_t flag;
+} cancelling_model;
+
+static attn_params *cancelling_params(void *self)
+{
+    cancelling_model *c = self;
+    return c->inner.params(c->inner.self);
+}
+
+static attn_status cancelling_config(void *self, char **json)
+{
+    cancelling_model *c = self;
+    return c->inner.config_json(c->inner.self, json);
+}
+
+static attn_status cancelling_forward(void *self, attn_graph *graph, const attn_model_batch *batch,
+                                      int smoothed, attn_var **loss, int64_t *tokens,
+                                      int64_t *correct)
+{
+    cancelling_model *c = self;
+    const int counted = c->point == CANCEL_IN_VALIDATION ? !smoothed : smoothed;
+    const int now = counted && ++c->calls == c->cancel_at_call;
+    if (now && c->point != CANCEL_IN_BACKWARD)
+        c->flag = 1;
+    attn_status status =
+        c->inner.forward_loss(c->inner.self, graph, batch, smoothed, loss, tokens, correct);
+    if (now && c->point == CANCEL_IN_BACKWARD)
+        c->flag = 1;
+    return status;
+}
+
+/* The run stops at the update (or validation) where the flag went up, keeps the checkpoint of
+ * the last finished update, and a resumed run ends with the uninterrupted run's bits. */
+static void check_cancel(cancel_point point, int64_t cancel_at_call, int64_t expected_step)
+{
+    attn_set_num_threads(1);
+    attn_trainer_options o = busy_options();
+    static recording whole, first, second;
+    memset(&whole, 0, sizeof whole);
+    memset(&first, 0, sizeof first);
+    memset(&second, 0, sizeof second);
+    float *whole_values = run_once(o, &whole, 1);
+
+    const char *checkpoint = scratch_path(0, "cancel.ckpt.safetensors");
+    remove(checkpoint);
+    o.checkpoint_path = checkpoint;
+    o.callback = record_event;
+    o.callback_user = &first;
+    attn_model *m = new_model(&fx.config, 1, MODEL_OWN_INIT);
+    cancelling_model c;
+    memset(&c, 0, sizeof c);
+    CHECK_OK(attn_trainable_from_model(m, &c.inner));
+    c.point = point;
+    c.cancel_at_call = cancel_at_call;
+    attn_trainable wrapped = {&c, cancelling_params, cancelling_forward, cancelling_config};
+    attn_trainer *t = NULL;
+    CHECK_OK(attn_trainer_create(&wrapped, fx.train, fx.valid, &o, &t));
+    attn_trainer_set_cancel_flag(t, &c.flag);
+    CHECK_OK(attn_trainer_run(t));
+    attn_trainer_status status;
+    CHECK_OK(attn_trainer_get_status(t, &status));
+    CHECK(strcmp(first.stop_reason, "cancelled") == 0 && status.step == expected_step,
+          "point %d: the run stops cancelled at step %lld (%s, step %lld)", (int)point,
+          (long long)expected_step, first.stop_reason, (long long)status.step);
+    CHECK(first.last_step == expected_step, "no event for the dropped update (last %lld)",
+          (long long)first.last_step);
+    attn_trainer_destroy(t);
+    attn_model_destroy(m);
+
+    attn_model *resumed = new_model(&fx.config, 999, MODEL_OWN_INIT);
+    attn_trainable model;
+    CHECK_OK(attn_trainable_from_model(resumed, &model));
+    o.callback_user = &second;
+    CHECK_OK(attn_trainer_create(&model, fx.train, fx.valid, &o, &t));
+    CHECK_OK(attn_trainer_resume(t, checkpoint));
+    CHECK_OK(attn_trainer_get_status(t, &status));
+    CHECK(status.step == expected_step, "the checkpoint holds step %lld (%lld)",
+          (long long)expected_step, (long long)status.step);
+    CHECK_OK(attn_trainer_run(t));
+    int same = 1;
+    for (int64_t s = expected_step + 1; s <= MAX_STEPS; s++)
+        same &= memcmp(&whole.loss[s], &second.loss[s], sizeof(double)) == 0;
+    CHECK(same, "point %d: the resumed losses equal the uninterrupted run's", (int)point);
+    float *resumed_values = copy_values(resumed);
+    size_t n = attn_params_buffer_floats(attn_model_params(resumed));
+    CHECK(memcmp(whole_values, resumed_values, n * sizeof(float)) == 0,
+          "point %d: the final parameters are the same bits", (int)point);
+    free(whole_values);
+    free(resumed_values);
+    attn_trainer_destroy(t);
+    attn_model_destroy(resumed);
+}
+
+static void test_cancel_flag_drops_the_unfinished_update(void)
+{
+    /* busy_options accumulates 2 batches per update: call 16 is update 8's second batch, after
+     * its first batch's backward already added into the gradients. */
+    check_cancel(CANCEL_IN_FORWARD, 16, 7);
+    check_cancel(CANCEL_IN_BACKWARD, 15, 7);
+    /* the second batch of the first validation (after update 5) */
+    check_cancel(CANCEL_IN_VALIDATION, 2, 5);
+}
+
 int main(void)
 {
     attn_set_num_threads(1);
@@ -1135,10 +1255,10 @@ int main(void)
     RUN_TEST(test_resume_refuses_another_run);
     RUN_TEST(test_greedy_decoding_matches_prefix_decoding);
     RUN_TEST(test_bad_arguments);
+    RUN_TEST(test_cancel_flag_drops_the_unfinished_update);
     free_fixture();
-    const char *names[] = {"resume.ckpt.safetensors", "model.safetensors",
-                           "model.last.safetensors", "last-only.safetensors",
-                           "other.ckpt.safetensors"};
+    const char *names[] = {"resume.ckpt.safetensors", "model.safetensors", "model.last.safetensors",
+                           "last-only.safetensors", "other.ckpt.safetensors"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         remove(scratch_path(0, names[i]));
     rmdir(scratch);

@@ -1,0 +1,15 @@
+/* What the bundle layer's files share. */
+#ifndef ATTN_BUNDLE_INTERNAL_H
+#define ATTN_BUNDLE_INTERNAL_H
+
+#include "attn/attn_bundle.h"
+#include "core/internal.h"
+
+/* ATTN_OK when other has first's source and target tokenizers (kind, every vocabulary token,
+ * BPE merges), else ATTN_ERR_INVALID_ARGUMENT with fn, both files' names and the first
+ * difference. */
+ATTN_INTERNAL attn_status attn_bundle_check_same_tokenizers(const attn_bundle *first,
+                                                            const attn_bundle *other,
+                                                            const char *fn);
+
+#endif /* ATTN_BUNDLE_INTERNAL_H */
