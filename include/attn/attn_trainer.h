@@ -258,7 +258,10 @@ ATTN_API attn_status attn_trainer_get_status(const attn_trainer *trainer,
  * process with accumulate N (docs/distributed.md: the order of the sums for N > 2). Rank 0 alone
  * validates, reports EVAL events, and writes the model file and the checkpoint; the stopping
  * decision (its clock, patience, any rank's callback asking to stop) is agreed after every
- * update. A checkpoint resumes on any number of ranks. */
+ * update. A checkpoint resumes on any number of ranks. The cancel flag
+ * (attn_trainer_set_cancel_flag) is for one process: a rank that dropped its update alone would
+ * leave the others waiting; end a run of several ranks with attn_distributed_abort, or let
+ * mpirun end it. */
 
 /* 1 when this build of the library has MPI. */
 ATTN_API int attn_distributed_built(void);

@@ -182,8 +182,8 @@ static int measure(const train_shape *s, int steps, train_result *r)
     if (status == ATTN_OK)
         status = attn_graph_create(attn_model_params(run.model), &run.graph);
     if (status == ATTN_OK)
-        status =
-            attn_dist_open(attn_distributed_launched(), attn_model_params(run.model), &run.dist);
+        status = attn_dist_open(attn_distributed_launched() && attn_distributed_built(),
+                                attn_model_params(run.model), &run.dist);
     if (status == ATTN_OK && !make_batch(s, &run, &batch))
         status = ATTN_ERR_OUT_OF_MEMORY;
     attn_adam_options adam = attn_adam_default_options(ATTN_ADAM);
