@@ -1,17 +1,23 @@
 #!/usr/bin/python3
 """PyTorch's unfused attention on the shapes of `attn bench attention`, and the comparison.
 
-    torch_attention.py [--quick] [--reps N] [--threads N]   time PyTorch, print JSON
-    torch_attention.py --report ATTN.json TORCH.json [TORCH.json ...]
-                                                   print attn and the best PyTorch run side by side
+    torch_attention.py [--quick] [--reps N] [--threads N] [--autocast bf16]
+                                                   time PyTorch, print JSON
+    torch_attention.py --report ATTN.json [ATTN.json ...] TORCH.json [TORCH.json ...]
+                                                   print each attn run (fp32, bf16) beside the
+                                                   best PyTorch run of every row
 
 The timed path is the textbook one: bmm(q, k^T) * scale -> (causal: masked_fill -inf) ->
 softmax -> bmm(p, v), forward under no_grad, and forward plus backward with autograd.
 FLOPs are counted exactly as attn counts them: 4*B*H*n*n*d for the forward, 3x that for
-forward+backward, causal runs not halved. Times are medians of --reps runs after a warm-up,
-except that a run longer than LONG_RUN_S is taken as the measurement on its own (with
-Debian's reference BLAS behind torch.bmm, n=4096 takes minutes per run); each row records
-how many runs it used. Run it with /usr/bin/python3 (Debian's python3-torch).
+forward+backward, causal runs not halved. --autocast bf16 runs the same code under
+torch.autocast("cpu", dtype=torch.bfloat16) (bmm in bf16 through oneDNN, softmax in float32),
+PyTorch's own mixed precision, the peer of `attn bench attention --precision bf16`; PyTorch
+1.13 has no fused torch.nn.functional.scaled_dot_product_attention (it arrived in 2.0), so when
+a newer torch has it, it is timed as one more setting (--fused). Times are medians of --reps
+runs after a warm-up, except that a run longer than LONG_RUN_S is taken as the measurement on
+its own (with Debian's reference BLAS behind torch.bmm, n=4096 takes minutes per run); each row
+records how many runs it used. Run it with /usr/bin/python3 (Debian's python3-torch).
 """
 import argparse
 import json
@@ -52,23 +58,41 @@ def median_seconds(fn, reps):
     return statistics.median(times), reps
 
 
-def measure(n, causal, reps):
+def fused_attention(q, k, v, scale, causal_mask):
+    """torch.nn.functional.scaled_dot_product_attention (torch >= 2.0); scale is 1/sqrt(d)."""
+    return torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, is_causal=causal_mask is not None)
+
+
+def has_fused():
+    return hasattr(torch.nn.functional, "scaled_dot_product_attention")
+
+
+def measure(n, causal, reps, autocast, fused):
     torch.manual_seed(0)
     shape = (BATCH * HEADS, n, DIM)
     q, k, v = (torch.rand(shape) * 2 - 1 for _ in range(3))
     grad_out = torch.rand(shape) * 2 - 1
     scale = 1.0 / math.sqrt(DIM)
     mask = torch.ones(n, n, dtype=torch.bool).triu(1) if causal else None
+    run = fused_attention if fused else attention
+    dtype = torch.bfloat16 if autocast else torch.float32
+    # The gradient arrives in the output's dtype, as it would from the layers above.
+    grad_out = grad_out.to(dtype)
+
+    def context():
+        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast)
 
     def forward():
-        with torch.no_grad():
-            attention(q, k, v, scale, mask)
+        with torch.no_grad(), context():
+            run(q, k, v, scale, mask)
 
     qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
 
     def forward_backward():
-        out = attention(qg, kg, vg, scale, mask)
-        out.backward(grad_out)
+        with context():
+            out = run(qg, kg, vg, scale, mask)
+        out.backward(grad_out.to(out.dtype))
         for t in (qg, kg, vg):
             t.grad = None
 
@@ -103,27 +127,56 @@ def run(args):
         torch.set_num_threads(args.threads)
     lengths = LENGTHS[:3] if args.quick else LENGTHS
     reps = args.reps or (3 if args.quick else 5)
-    results = [measure(n, causal, reps) for n in lengths for causal in (0, 1)]
+    autocast = args.autocast == "bf16"
+    if args.fused and not has_fused():
+        sys.exit(f"torch {torch.__version__} has no scaled_dot_product_attention (--fused)")
+    results = [measure(n, causal, reps, autocast, args.fused)
+               for n in lengths for causal in (0, 1)]
     print(json.dumps({
         "benchmark": "attention", "implementation": "torch " + torch.__version__,
         "batch": BATCH, "heads": HEADS, "dim": DIM, "reps": reps,
         "threads": torch.get_num_threads(),
-        "setting": "OMP_WAIT_POLICY=%s, %d threads" % (
+        "setting": "%s%s, OMP_WAIT_POLICY=%s, %d threads" % (
+            "fused sdpa" if args.fused else "bmm-softmax-bmm",
+            ", bf16 autocast" if autocast else ", fp32",
             os.environ.get("OMP_WAIT_POLICY", "default"), torch.get_num_threads()),
+        "autocast": args.autocast,
         "blas": loaded_blas(),
         "causal_flops_halved": False, "results": results,
     }))
 
 
-def report(attn_path, torch_paths):
-    with open(attn_path) as f:
-        attn = json.load(f)
-    runs = []
-    for path in torch_paths:
+def report(paths):
+    """attn's JSON files (told apart from PyTorch's by their "isa") and PyTorch's, any order."""
+    attn_runs, runs = [], []
+    for path in paths:
         with open(path) as f:
-            runs.append(json.load(f))
+            data = json.load(f)
+        (attn_runs if "isa" in data else runs).append(data)
+    if not attn_runs or not runs:
+        sys.exit("--report needs at least one attn JSON and one PyTorch JSON")
+    for attn in attn_runs:
+        report_one(attn, runs)
+    by_precision = {a.get("precision", "fp32"): a for a in attn_runs}
+    if "fp32" in by_precision and "bf16" in by_precision:
+        fp32 = {(r["n"], r["causal"]): r for r in by_precision["fp32"]["results"]}
+        print("attn bf16 / attn fp32 (time ratio inverted: > 1 means bf16 is faster)")
+        print("%6s %6s %8s %8s" % ("n", "causal", "fwd", "f+b"))
+        for row in by_precision["bf16"]["results"]:
+            base = fp32.get((row["n"], row["causal"]))
+            if base:
+                print("%6d %6s %7.2fx %7.2fx" % (
+                    row["n"], "yes" if row["causal"] else "no",
+                    base["forward_ms"] / row["forward_ms"],
+                    base["forward_backward_ms"] / row["forward_backward_ms"]))
+
+
+def report_one(attn, runs):
+    precision = attn.get("precision", "fp32")
+    native = "" if precision == "fp32" else (
+        " (native)" if attn.get("native") else " (EMULATED: no AVX512_BF16)")
     print(f"attention: B={attn['batch']} H={attn['heads']} d={attn['dim']}, attn {attn['isa']} "
-          f"{attn['threads']} threads; {runs[0]['implementation']} "
+          f"{precision}{native} {attn['threads']} threads; {runs[0]['implementation']} "
           f"(BLAS {runs[0]['blas']}), best per row of: {'; '.join(r['setting'] for r in runs)}")
     print("GFLOP/s count 4*B*H*n*n*d forward, 3x forward+backward; causal NOT halved; "
           "medians, indicative on a shared machine")
@@ -164,13 +217,18 @@ def main():
     parser.add_argument("--reps", type=int, default=0, help="runs per measurement")
     parser.add_argument("--threads", type=int, default=0,
                         help="torch.set_num_threads (default: PyTorch's own choice)")
+    parser.add_argument("--autocast", choices=["off", "bf16"], default="off",
+                        help='run under torch.autocast("cpu", dtype=torch.bfloat16)')
+    parser.add_argument("--fused", action="store_true",
+                        help="time torch.nn.functional.scaled_dot_product_attention "
+                             "(torch >= 2.0) instead of bmm-softmax-bmm")
     parser.add_argument("--report", nargs="+", metavar="JSON",
-                        help="attn's JSON then one or more PyTorch JSON files")
+                        help="attn's JSON files and PyTorch's JSON files, in any order")
     args = parser.parse_args()
     if args.report:
         if len(args.report) < 2:
             parser.error("--report needs attn's JSON and at least one PyTorch JSON")
-        report(args.report[0], args.report[1:])
+        report(args.report)
         return 0
     run(args)
     return 0

@@ -3,7 +3,8 @@
 
 Run with Debian's python3-torch:
     /usr/bin/python3 bench/torch_decode.py [--batch 1|64|both] [--threads N] [--json]
-    /usr/bin/python3 bench/torch_decode.py --sweep     # default / PASSIVE x 1 / 2 threads
+    /usr/bin/python3 bench/torch_decode.py --precision bf16   # under bf16 autocast
+    /usr/bin/python3 bench/torch_decode.py --sweep     # default / PASSIVE x 1 / 2 threads x fp32 / bf16
     /usr/bin/python3 bench/torch_decode.py --report ATTN.json TORCH.json [TORCH.json ...]
         # attn bench decode --json beside the best PyTorch run per batch size
 
@@ -13,6 +14,9 @@ keeps no key/value cache) and appends the arg-max of the last position. Weights 
 (seeded) and generation is forced to --tokens tokens (10) whatever the model emits, so every
 run does the same work. Inference mode: model.eval() under torch.no_grad(), which lets
 PyTorch 1.13 take its fused "fast path" for the encoder layers where it applies.
+--precision bf16 runs the decoding under torch.autocast("cpu", dtype=torch.bfloat16) (oneDNN's
+bf16 products), PyTorch's own low-precision setting, the peer of attn bench decode --precision
+bf16 and int8.
 The model, the runtime facts (threads, BLAS, OMP_WAIT_POLICY) and --sweep are those of
 bench/torch_train.py.
 """
@@ -31,7 +35,12 @@ from torch_train import (BOS_ID, CONFIGS, FIRST_WORD_ID, Seq2SeqTransformer, des
 
 @torch.no_grad()
 def greedy_decode(model, src, tokens):
-    memory, src_padding = model.encode(src)
+    # PyTorch 1.13's encoder fast path (torch._transformer_encoder_layer_fwd) fails under
+    # autocast ("expected scalar type BFloat16 but found Float"); it is skipped when gradients
+    # are enabled, so the bf16 encoder runs the layers' ordinary (autocast) path.
+    with torch.set_grad_enabled(torch.is_autocast_cpu_enabled()):
+        memory, src_padding = model.encode(src)
+    memory = memory.detach()
     ys = torch.full((src.shape[0], 1), BOS_ID, dtype=torch.long)
     for _ in range(tokens):
         logits = model.decode(ys, memory, src_padding)
@@ -39,19 +48,22 @@ def greedy_decode(model, src, tokens):
     return ys[:, 1:]
 
 
-def measure(batch, tokens, reps, min_seconds):
+def measure(batch, tokens, reps, min_seconds, precision):
     cfg = CONFIGS["small"]
     torch.manual_seed(0)
     model = Seq2SeqTransformer(cfg).eval()
     generator = torch.Generator().manual_seed(1)
     src = torch.randint(FIRST_WORD_ID, cfg["src_vocab"], (batch, cfg["src_len"]), generator=generator)
-    out = greedy_decode(model, src, tokens)  # warm-up
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
+    with autocast:
+        out = greedy_decode(model, src, tokens)  # warm-up
     assert out.shape == (batch, tokens)
     rates = []
     for _ in range(reps):
         calls, start = 0, time.perf_counter()
         while True:
-            greedy_decode(model, src, tokens)
+            with autocast:
+                greedy_decode(model, src, tokens)
             calls += 1
             elapsed = time.perf_counter() - start
             if elapsed >= min_seconds:
@@ -59,7 +71,7 @@ def measure(batch, tokens, reps, min_seconds):
         rates.append(batch * calls / elapsed)
     return {"bench": "torch_decode", "config": "small", "batch": batch,
             "seqs_per_s": round(statistics.median(rates), 2), "tokens": tokens,
-            "src_len": cfg["src_len"], "reps": reps}
+            "src_len": cfg["src_len"], "reps": reps, "precision": precision}
 
 
 def read_lines(path):
@@ -68,7 +80,8 @@ def read_lines(path):
 
 
 def report(attn_path, torch_paths):
-    """attn's rate beside the best PyTorch rate of each batch size, and their ratio."""
+    """attn's rate (each precision it was run at) beside the best PyTorch rate of each batch
+    size, their ratio, and the ratio to attn's own fp32 rate."""
     attn = read_lines(attn_path)
     runs = [row for path in torch_paths for row in read_lines(path)]
     if attn:
@@ -76,16 +89,22 @@ def report(attn_path, torch_paths):
               f"source tokens; attn {attn[0]['isa']} {attn[0]['threads']} threads; PyTorch best "
               f"of {len(torch_paths)} settings; sentences/s, medians, indicative on a shared "
               f"machine")
-    print("%5s %10s %10s %-22s %7s" % ("batch", "attn", "torch", "(torch setting)", "ratio"))
+    print("%5s %9s %10s %10s %-28s %7s %8s" % ("batch", "precision", "attn", "torch",
+                                                "(torch setting)", "ratio", "vs fp32"))
+    fp32 = {row["batch"]: row["seqs_per_s"] for row in attn
+            if row.get("precision", "fp32") == "fp32"}
     for row in attn:
         matches = [r for r in runs if r["batch"] == row["batch"]]
         if not matches:
             continue
         best = max(matches, key=lambda r: r["seqs_per_s"])
-        setting = f"{best['omp_wait_policy']}, {best['threads']} thr"
-        print("%5d %10.1f %10.1f %-22s %6.1fx" % (row["batch"], row["seqs_per_s"],
-                                                  best["seqs_per_s"], f"({setting})",
-                                                  row["seqs_per_s"] / best["seqs_per_s"]))
+        setting = (f"{best.get('precision', 'fp32')}, {best['omp_wait_policy']}, "
+                   f"{best['threads']} thr")
+        own = (f"{row['seqs_per_s'] / fp32[row['batch']]:7.2f}x" if row["batch"] in fp32
+               else "")
+        print("%5d %9s %10.1f %10.1f %-28s %6.1fx %8s" % (
+            row["batch"], row.get("precision", "fp32"), row["seqs_per_s"], best["seqs_per_s"],
+            f"({setting})", row["seqs_per_s"] / best["seqs_per_s"], own))
 
 
 def main():
@@ -100,6 +119,8 @@ def main():
                         help="each repetition decodes batches for at least this long")
     parser.add_argument("--threads", type=int, help="torch.set_num_threads(N); default: torch's own")
     parser.add_argument("--json", action="store_true", help="one JSON line per batch size")
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                        help="bf16: decode under torch.autocast(\"cpu\", dtype=torch.bfloat16)")
     parser.add_argument("--sweep", action="store_true",
                         help="run default/PASSIVE OMP_WAIT_POLICY x 1/2 threads in subprocesses")
     parser.add_argument("--report", nargs="+", metavar="JSON",
@@ -116,13 +137,16 @@ def main():
         parser.error("--threads must be at least 1")
 
     if args.sweep:
-        rows = sweep(os.path.abspath(__file__),
-                     ["--batch", args.batch, "--tokens", str(args.tokens), "--reps", str(args.reps),
-                      "--min-seconds", str(args.min_seconds)])
-        print(f"\n{'batch':>5} {'OMP_WAIT_POLICY':16} {'threads':>7} {'sentences/s':>12}")
+        rows = [row for precision in ("fp32", "bf16")
+                for row in sweep(os.path.abspath(__file__),
+                                 ["--batch", args.batch, "--tokens", str(args.tokens),
+                                  "--reps", str(args.reps), "--min-seconds", str(args.min_seconds),
+                                  "--precision", precision])]
+        print(f"\n{'batch':>5} {'precision':9} {'OMP_WAIT_POLICY':16} {'threads':>7} "
+              f"{'sentences/s':>12}")
         for row in rows:
-            print(f"{row['batch']:5} {row['omp_wait_policy']:16} {row['threads']:7} "
-                  f"{row['seqs_per_s']:12.1f}")
+            print(f"{row['batch']:5} {row['precision']:9} {row['omp_wait_policy']:16} "
+                  f"{row['threads']:7} {row['seqs_per_s']:12.1f}")
         return
 
     if args.threads is not None:
@@ -131,11 +155,11 @@ def main():
     if not args.json:
         print(describe(facts))
     for batch in ([1, 64] if args.batch == "both" else [int(args.batch)]):
-        result = measure(batch, args.tokens, args.reps, args.min_seconds)
+        result = measure(batch, args.tokens, args.reps, args.min_seconds, args.precision)
         if args.json:
             print(json.dumps({**result, **facts}), flush=True)
         else:
-            print(f"small, batch {batch}: {result['seqs_per_s']:.1f} sentences/s "
+            print(f"small, batch {batch}, {args.precision}: {result['seqs_per_s']:.1f} sentences/s "
                   f"({args.tokens} tokens each, median of {args.reps})", flush=True)
 
 

@@ -23,17 +23,33 @@ if ! ls /usr/lib/x86_64-linux-gnu/libopenblas*.so* /usr/lib/x86_64-linux-gnu/ope
     echo "bench: ratio below flatters attn; apt-get install libopenblas0-pthread for a fair race."
 fi
 
-# Scaled dot-product attention against PyTorch's bmm -> softmax -> bmm. PyTorch runs twice:
-# with its default threading, and with OMP_WAIT_POLICY=PASSIVE on every core (its default
-# here can be a single thread); the better of the two counts for each row.
+# Scaled dot-product attention against PyTorch's bmm -> softmax -> bmm, attn in fp32 and in bf16.
+# PyTorch runs in three settings: its default threading, OMP_WAIT_POLICY=PASSIVE on every core
+# (its default here can be a single thread), and bf16 autocast (plus its fused
+# scaled_dot_product_attention in both precisions when the torch has it, >= 2.0); each row is
+# compared with the best of them.
 section_attention() {
     echo "== attention"
     "$build/attn" bench attention --json $quick >"$work/attn_attention.json"
+    "$build/attn" bench attention --json $quick --precision bf16 >"$work/attn_attention_bf16.json"
     "$python" "$root/bench/torch_attention.py" $quick >"$work/torch_attention_default.json"
     OMP_WAIT_POLICY=PASSIVE "$python" "$root/bench/torch_attention.py" $quick \
         --threads "$(nproc)" >"$work/torch_attention_passive.json"
+    "$python" "$root/bench/torch_attention.py" $quick --autocast bf16 \
+        >"$work/torch_attention_autocast.json"
+    torch_runs="$work/torch_attention_default.json $work/torch_attention_passive.json"
+    torch_runs="$torch_runs $work/torch_attention_autocast.json"
+    if "$python" -c "import sys, torch.nn.functional as F
+sys.exit(0 if hasattr(F, 'scaled_dot_product_attention') else 1)"; then
+        for autocast in off bf16; do
+            "$python" "$root/bench/torch_attention.py" $quick --fused --autocast $autocast \
+                >"$work/torch_attention_fused_$autocast.json"
+            torch_runs="$torch_runs $work/torch_attention_fused_$autocast.json"
+        done
+    fi
+    # shellcheck disable=SC2086 # the list of files splits on purpose
     "$python" "$root/bench/torch_attention.py" --report "$work/attn_attention.json" \
-        "$work/torch_attention_default.json" "$work/torch_attention_passive.json"
+        "$work/attn_attention_bf16.json" $torch_runs
 }
 
 # Matrix multiplication: attn's GEMM (best ISA) against torch.mm (better threading setting).
@@ -45,17 +61,23 @@ section_gemm() {
 }
 
 # Greedy decoding of the small Transformer (10 tokens, batch 1 and 64) against nn.Transformer
-# re-running its decoder over the prefix, PyTorch again with both threading settings.
+# re-running its decoder over the prefix, PyTorch again with both threading settings and bf16
+# autocast; attn in fp32, bf16 and int8.
 section_decode() {
     echo "== decode"
     torch_quick=""
     if [ -n "$quick" ]; then torch_quick="--reps 3 --min-seconds 0.2"; fi
-    "$build/attn" bench decode --json $quick >"$work/attn_decode.json"
+    for precision in fp32 bf16 int8; do
+        "$build/attn" bench decode --json $quick --precision $precision
+    done >"$work/attn_decode.json"
     "$python" "$root/bench/torch_decode.py" --json $torch_quick >"$work/torch_decode_default.json"
     OMP_WAIT_POLICY=PASSIVE "$python" "$root/bench/torch_decode.py" --json $torch_quick \
         --threads "$(nproc)" >"$work/torch_decode_passive.json"
+    "$python" "$root/bench/torch_decode.py" --json $torch_quick --precision bf16 \
+        >"$work/torch_decode_bf16.json"
     "$python" "$root/bench/torch_decode.py" --report "$work/attn_decode.json" \
-        "$work/torch_decode_default.json" "$work/torch_decode_passive.json"
+        "$work/torch_decode_default.json" "$work/torch_decode_passive.json" \
+        "$work/torch_decode_bf16.json"
 }
 
 # Transformer training steps (forward, backward, Adam) on the issue's SMALL and BASE shapes,

@@ -35,9 +35,11 @@ extern "C" {
  * (about 64 (d + dv + 67) floats per thread in the forward, 64 (2 d + 2 dv + 128) + Lq in
  * the backward, which also keeps per-thread partial dq sums, up to threads * B * H * Lq * d
  * floats, when fewer than 4 heads per thread do not divide evenly among the threads),
- * never anything proportional to Lq * Lk; tiles of K and V stream past a
- * tile of Q with an online softmax, and tiles that the causal or window mask excludes
- * entirely are skipped. ATTN_ERR_OUT_OF_MEMORY if that small allocation fails.
+ * never anything proportional to Lq * Lk. In bf16 each thread also keeps the head it works on
+ * packed as bf16: about (Lk + 1) (d + dv + 1) / 2 floats in the forward and Lq (d + dv + 2)
+ * in the backward (4 and 8 MiB per thread at n = 16384, d = dv = 64). Tiles of K and V
+ * stream past a tile of Q with an online softmax, and tiles that the causal or window mask
+ * excludes entirely are skipped. ATTN_ERR_OUT_OF_MEMORY if that small allocation fails.
  * Outputs must not overlap the inputs or each other: threads write them concurrently.
  * Results are bit-identical from run to run at a fixed thread count. */
 typedef struct attn_sdpa_options {
@@ -47,6 +49,13 @@ typedef struct attn_sdpa_options {
     const uint8_t *key_padding_mask; /* [B, Lk] or NULL */
     const float *attn_mask;          /* [Lq, Lk], or [B, H, Lq, Lk], or NULL */
     int attn_mask_per_head;          /* 0 or 1; 1 requires attn_mask */
+    /* Operands of the products. FP32 (0, the default). BF16: Q, K, V, dO, the probabilities
+     * and the score gradients are rounded to bfloat16 (to nearest even) as operands of Q K^T,
+     * P V and the backward's dO V^T, P^T dO, dS^T Q, dS K; products accumulate in float32,
+     * and the softmax statistics (running max, sum, lse) stay float32. AVX512_BF16's
+     * vdpbf16ps runs them where attn_precision_native(ATTN_PRECISION_BF16); other
+     * instruction sets emulate the same rounding. INT8 is rejected. */
+    attn_precision precision;
 } attn_sdpa_options;
 
 /* Options with no mask and the default scale. Passing options = NULL means the same. */
@@ -139,9 +148,8 @@ ATTN_API attn_status attn_mha_sizes(const attn_mha_dims *dims, attn_mha_buffer_s
  * out must not overlap the inputs or the buffers. */
 ATTN_API attn_status attn_mha_forward(const attn_mha_dims *dims, const attn_mha_params *params,
                                       const float *query, const float *key, const float *value,
-                                      const attn_sdpa_options *options, float *out,
-                                      float *weights, int average_attn_weights, float *saved,
-                                      float *scratch);
+                                      const attn_sdpa_options *options, float *out, float *weights,
+                                      int average_attn_weights, float *saved, float *scratch);
 
 /* Given grad_out [B, Lq, E], accumulates the gradients of the inputs (each may be NULL) and
  * of the parameters. Call with the same dims, params, inputs, options and saved buffer as
@@ -150,8 +158,8 @@ ATTN_API attn_status attn_mha_forward(const attn_mha_dims *dims, const attn_mha_
 ATTN_API attn_status attn_mha_backward(const attn_mha_dims *dims, const attn_mha_params *params,
                                        const float *query, const float *key, const float *value,
                                        const attn_sdpa_options *options, const float *saved,
-                                       const float *grad_out, float *scratch,
-                                       float *grad_query, float *grad_key, float *grad_value,
+                                       const float *grad_out, float *scratch, float *grad_query,
+                                       float *grad_key, float *grad_value,
                                        const attn_mha_grads *grads);
 
 /* ---- attention for RNN encoder-decoders: shared conventions ------------------------- */
@@ -229,16 +237,15 @@ ATTN_API attn_status attn_additive_project_keys_backward(const attn_additive_dim
 /* The raw scores [B, Lk] (no mask applied), e.g. for hard attention; saved is used as by
  * the forward. */
 ATTN_API attn_status attn_additive_scores(const attn_additive_dims *dims,
-                                          const attn_additive_params *params,
-                                          const float *query, const float *keys,
-                                          float *scores, float *saved);
+                                          const attn_additive_params *params, const float *query,
+                                          const float *keys, float *scores, float *saved);
 
 /* One decoder step: context [B, dv] and weights [B, Lk], both required. */
 ATTN_API attn_status attn_additive_forward(const attn_additive_dims *dims,
-                                           const attn_additive_params *params,
-                                           const float *query, const float *keys,
-                                           const float *values, const uint8_t *mask,
-                                           float *context, float *weights, float *saved);
+                                           const attn_additive_params *params, const float *query,
+                                           const float *keys, const float *values,
+                                           const uint8_t *mask, float *context, float *weights,
+                                           float *saved);
 
 /* Backward of one step from dcontext [B, dv] and, optionally, dweights [B, Lk] (a loss on
  * the weights themselves; NULL for none). Accumulates dquery [B, ds], dkeys [B, Lk, da]
@@ -247,8 +254,8 @@ ATTN_API attn_status attn_additive_forward(const attn_additive_dims *dims,
 ATTN_API attn_status attn_additive_backward(
     const attn_additive_dims *dims, const attn_additive_params *params, const float *query,
     const float *keys, const float *values, const uint8_t *mask, const float *weights,
-    const float *saved, const float *dcontext, const float *dweights, float *dquery,
-    float *dkeys, float *dvalues, const attn_additive_grads *grads, float *workspace);
+    const float *saved, const float *dcontext, const float *dweights, float *dquery, float *dkeys,
+    float *dvalues, const attn_additive_grads *grads, float *workspace);
 
 /* ---- multiplicative attention (Luong, Pham and Manning 2015) ----------------------- */
 
@@ -313,8 +320,7 @@ ATTN_API size_t attn_luong_workspace_floats(const attn_luong_config *config);
 /* Concat only, once per sentence: keys[b, j] = W_2 annotations[b, j], annotations
  * [B, Lk, dk], keys [B, Lk, da], w the full [da, ds + dk] matrix. */
 ATTN_API attn_status attn_luong_project_keys(const attn_luong_config *config,
-                                             const float *annotations, const float *w,
-                                             float *keys);
+                                             const float *annotations, const float *w, float *keys);
 /* dannotations += dkeys W_2, dw[:, ds:] += dkeys^T annotations; either may be NULL. */
 ATTN_API attn_status attn_luong_project_keys_backward(const attn_luong_config *config,
                                                       const float *annotations, const float *w,
@@ -332,9 +338,9 @@ ATTN_API attn_status attn_luong_scores(const attn_luong_config *config,
  * attn_luong_saved_floats is 0 (dot scores with no local-p). */
 ATTN_API attn_status attn_luong_forward(const attn_luong_config *config,
                                         const attn_luong_params *params, int64_t position,
-                                        const float *query, const float *keys,
-                                        const float *values, const uint8_t *mask,
-                                        float *context, float *weights, float *saved);
+                                        const float *query, const float *keys, const float *values,
+                                        const uint8_t *mask, float *context, float *weights,
+                                        float *saved);
 
 /* As attn_additive_backward; for dot and general scores dkeys has the keys' shape
  * [B, Lk, dk], for concat [B, Lk, da] (see attn_luong_project_keys_backward). */
@@ -342,8 +348,7 @@ ATTN_API attn_status attn_luong_backward(
     const attn_luong_config *config, const attn_luong_params *params, int64_t position,
     const float *query, const float *keys, const float *values, const uint8_t *mask,
     const float *weights, const float *saved, const float *dcontext, const float *dweights,
-    float *dquery, float *dkeys, float *dvalues, const attn_luong_grads *grads,
-    float *workspace);
+    float *dquery, float *dkeys, float *dvalues, const attn_luong_grads *grads, float *workspace);
 
 /* ---- hard attention ---------------------------------------------------------------- */
 
@@ -362,9 +367,8 @@ typedef enum attn_hard_mode {
  * REINFORCE-style estimators, which are out of scope here. */
 ATTN_API attn_status attn_hard_attention(int64_t batch, int64_t src_len, int64_t value_dim,
                                          const float *scores, const uint8_t *mask,
-                                         const float *values, attn_hard_mode mode,
-                                         attn_rng *rng, int64_t *chosen, float *weights,
-                                         float *context);
+                                         const float *values, attn_hard_mode mode, attn_rng *rng,
+                                         int64_t *chosen, float *weights, float *context);
 
 /* ---- sinusoidal positional encoding ------------------------------------------------- */
 

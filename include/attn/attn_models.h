@@ -146,9 +146,16 @@ ATTN_API attn_params *attn_model_params(attn_model *model);
 /* The metadata key under which a saved model keeps its config JSON. */
 #define ATTN_MODEL_CONFIG_KEY "attn_config"
 
+/* The metadata key of a model file whose matrices are stored in bf16 or int8 (value
+ * "bf16" or "int8"); absent from fp32 files. An int8 matrix "<name>" (I8, [out, in]) has its
+ * per-row scales beside it as "<name>" ATTN_MODEL_SCALE_SUFFIX (F32, [out]). */
+#define ATTN_MODEL_PRECISION_KEY "attn_precision"
+#define ATTN_MODEL_SCALE_SUFFIX ".scale"
+
 /* Writes every parameter value and the config JSON (under ATTN_MODEL_CONFIG_KEY) as one
  * safetensors file, atomically. extra metadata (e.g. the tokenizers' JSON) may be NULL;
- * its keys must differ from ATTN_MODEL_CONFIG_KEY. */
+ * its keys must differ from ATTN_MODEL_CONFIG_KEY and ATTN_MODEL_PRECISION_KEY. A model set
+ * to bf16 or int8 (attn_model_set_precision) writes its matrices in that precision. */
 ATTN_API attn_status attn_model_save(attn_model *model, const char *path,
                                      const attn_metadata_entry *extra, size_t n_extra);
 /* Rebuilds a model from a file written by attn_model_save (or by another tool that stores
@@ -159,8 +166,21 @@ ATTN_API attn_status attn_model_load(const char *path, attn_model **out);
  * file (its path; NULL: "the file"). */
 ATTN_API attn_status attn_model_from_file(const attn_tensor_file *file, const char *name,
                                           attn_model **out);
-/* Reads every parameter of the model from an open file by name (see attn_params_load). */
+/* Reads every parameter of the model from an open file by name (see attn_params_load); an
+ * fp32 model only. */
 ATTN_API attn_status attn_model_load_weights(attn_model *model, const attn_tensor_file *file);
+
+/* Inference in a lower precision: every matrix of the model (projections, embeddings, the
+ * output layer) is rounded to bf16 or quantized to int8 per output row (symmetric, an fp32
+ * scale per row), and the model's fp32 values become those stored values, so the encoder
+ * and every other path read the same weights. The step decoder then multiplies with the
+ * stored matrices (AVX512_BF16 / AVX512_VNNI, emulated on CPUs without: the same results,
+ * slower). Biases and layer norms stay fp32. Lowering is one way: a bf16 or int8 model
+ * refuses a higher precision (ATTN_ERR_INVALID_ARGUMENT), as its fp32 weights are gone.
+ * A model read from a bf16 or int8 file (attn quantize) already has that precision. */
+ATTN_API attn_status attn_model_set_precision(attn_model *model, attn_precision precision);
+/* fp32 unless set or read from a bf16 or int8 file. */
+ATTN_API attn_precision attn_model_precision(const attn_model *model);
 
 /* ---- running a model ------------------------------------------------------------------- */
 
@@ -221,7 +241,6 @@ ATTN_API attn_status attn_model_decode(attn_model *model, attn_graph *graph, att
                                        const int32_t *src_lengths, int64_t size, int64_t len,
                                        const int32_t *ids, int64_t ids_stride,
                                        const int32_t *lengths, attn_var **logits);
-
 
 /* ---- Looking at attention ------------------------------------------------------------- */
 

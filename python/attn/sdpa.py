@@ -39,6 +39,7 @@ class SdpaOptions(ctypes.Structure):
         ("key_padding_mask", c_uint8_p),
         ("attn_mask", c_float_p),
         ("attn_mask_per_head", ctypes.c_int),
+        ("precision", ctypes.c_int),  # attn_precision: 0 fp32, 1 bf16
     ]
 
 
@@ -76,12 +77,19 @@ def additive_mask(name, attn_mask, shapes, true_means_keep):
     return a
 
 
+# attn_precision values the attention accepts.
+_PRECISIONS = {"fp32": 0, "bf16": 1}
+
+
 class _Options:
     """SdpaOptions plus the arrays its pointers refer to (kept alive with it)."""
 
     def __init__(self, batch, heads, len_q, len_k, attn_mask, key_padding_mask, is_causal,
-                 window, scale):
+                 window, scale, precision):
         self.struct = SdpaOptions()
+        if precision not in _PRECISIONS:
+            raise ValueError(f"precision must be one of {sorted(_PRECISIONS)}, got {precision!r}")
+        self.struct.precision = _PRECISIONS[precision]
         self.struct.scale = 0.0 if scale is None else float(scale)
         self.struct.causal = 1 if is_causal else 0
         self.struct.window = -1 if window is None else as_int64("window", window, 0)
@@ -98,13 +106,13 @@ class _Options:
             self.struct.attn_mask_per_head = 1 if self.mask.ndim == 4 else 0
 
 
-def _prepare(q, k, v, attn_mask, key_padding_mask, is_causal, window, scale):
+def _prepare(q, k, v, attn_mask, key_padding_mask, is_causal, window, scale, precision):
     q = as_float32("q", q, 4)
     k = as_float32("k", k, 4)
     v = as_float32("v", v, 4)
     batch, heads, len_q, _ = q.shape
     options = _Options(batch, heads, len_q, k.shape[2], attn_mask, key_padding_mask, is_causal,
-                       window, scale)
+                       window, scale, precision)
     return q, k, v, options
 
 
@@ -124,23 +132,27 @@ def _forward(q, k, v, options, need_weights):
 
 
 def scaled_dot_product_attention(q, k, v, attn_mask=None, key_padding_mask=None,
-                                 is_causal=False, window=None, scale=None, need_weights=False):
+                                 is_causal=False, window=None, scale=None, need_weights=False,
+                                 precision="fp32"):
     """softmax(q k^T * scale + mask) v for q [B,H,Lq,d], k [B,H,Lk,d], v [B,H,Lk,dv].
 
     scale None (or 0) means 1/sqrt(d). Returns out [B,H,Lq,dv], or (out, weights) with
     weights [B,H,Lq,Lk] when need_weights. See the module docstring for the masks.
+    precision "bf16" rounds the operands of the products to bfloat16 (float32 accumulation).
     """
-    q, k, v, options = _prepare(q, k, v, attn_mask, key_padding_mask, is_causal, window, scale)
+    q, k, v, options = _prepare(q, k, v, attn_mask, key_padding_mask, is_causal, window, scale,
+                                precision)
     out, _, weights = _forward(q, k, v, options, need_weights)
     return (out, weights) if need_weights else out
 
 
 def scaled_dot_product_attention_backward(q, k, v, grad_out, attn_mask=None,
                                           key_padding_mask=None, is_causal=False, window=None,
-                                          scale=None):
+                                          scale=None, precision="fp32"):
     """Gradients (dq, dk, dv) of sum(out * grad_out), with the options of the forward
     (which this runs again to get the output and log-sum-exp the backward reads)."""
-    q, k, v, options = _prepare(q, k, v, attn_mask, key_padding_mask, is_causal, window, scale)
+    q, k, v, options = _prepare(q, k, v, attn_mask, key_padding_mask, is_causal, window, scale,
+                                precision)
     grad_out = as_float32("grad_out", grad_out, 4)
     out, lse, _ = _forward(q, k, v, options, False)
     dq, dk, dv = np.zeros_like(q), np.zeros_like(k), np.zeros_like(v)

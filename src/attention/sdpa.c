@@ -16,10 +16,17 @@ attn_sdpa_options attn_sdpa_default_options(void)
     attn_sdpa_options options;
     memset(&options, 0, sizeof options);
     options.window = -1;
+    options.precision = ATTN_PRECISION_FP32;
     return options;
 }
 
 /* ---- double-precision reference ------------------------------------------------------- */
+
+/* x as an operand of a product: rounded to bfloat16 in the bf16 precision. */
+static double operand(const sdpa_problem *p, double x)
+{
+    return p->precision == ATTN_PRECISION_BF16 ? (double)sdpa_bf16_round((float)x) : x;
+}
 
 /* Fills scores[0..Lk) with the scaled, masked scores of query row i (-INFINITY where a mask
  * excludes the pair) and returns their maximum. */
@@ -38,12 +45,31 @@ static double reference_score_row(const sdpa_problem *p, int64_t b, int64_t h, i
             continue;
         double dot = 0;
         for (int64_t x = 0; x < p->dim; x++)
-            dot += q_row[x] * k_head[j * p->dim + x];
+            dot += operand(p, q_row[x]) * operand(p, k_head[j * p->dim + x]);
         scores[j] = dot * (double)p->scale + (mask_row != NULL ? (double)mask_row[j] : 0.0);
         if (scores[j] > max)
             max = scores[j];
     }
     return max;
+}
+
+/* out_row [dv] = sum_j softmax(scores)_j v_j for a row whose maximum score is max > -inf.
+ * In bf16 the unnormalised probabilities exp(s - max) are rounded as operands of P V and
+ * the sum divides afterwards, as the tiled kernels do. */
+static void reference_output_row(const sdpa_problem *p, const double *scores, double max,
+                                 const double *v_head, double *out_row)
+{
+    double sum = 0;
+    for (int64_t x = 0; x < p->dim_v; x++)
+        out_row[x] = 0;
+    for (int64_t j = 0; j < p->len_k; j++) {
+        const double weight = exp(scores[j] - max);
+        sum += weight;
+        for (int64_t x = 0; x < p->dim_v; x++)
+            out_row[x] += operand(p, weight) * operand(p, v_head[j * p->dim_v + x]);
+    }
+    for (int64_t x = 0; x < p->dim_v; x++)
+        out_row[x] /= sum;
 }
 
 /* Turns the scores of one row into probabilities in place; returns the log-sum-exp. */
@@ -92,6 +118,11 @@ attn_status attn_sdpa_reference_forward_f64(const sdpa_problem *p, const double 
                         probs[j] = 0;
                     if (lse != NULL)
                         lse[row] = -INFINITY;
+                } else if (p->precision == ATTN_PRECISION_BF16) {
+                    reference_output_row(p, probs, max, v_head, out_row);
+                    double row_lse = reference_softmax_row(probs, p->len_k, max);
+                    if (lse != NULL)
+                        lse[row] = row_lse;
                 } else {
                     double row_lse = reference_softmax_row(probs, p->len_k, max);
                     if (lse != NULL)
@@ -115,9 +146,11 @@ attn_status attn_sdpa_reference_backward_f64(const sdpa_problem *p, const double
 {
     double *probs = alloc_doubles(p->len_k);
     double *grad_probs = alloc_doubles(p->len_k);
-    if (probs == NULL || grad_probs == NULL) {
+    double *out_row = alloc_doubles(p->dim_v);
+    if (probs == NULL || grad_probs == NULL || out_row == NULL) {
         free(probs);
         free(grad_probs);
+        free(out_row);
         return ATTN_ERR_OUT_OF_MEMORY;
     }
     const double scale = (double)p->scale;
@@ -136,31 +169,43 @@ attn_status attn_sdpa_reference_backward_f64(const sdpa_problem *p, const double
                 double max = reference_score_row(p, b, h, i, q_row, k_head, probs);
                 if (max == -INFINITY)
                     continue; /* a fully masked row has zero output whatever the inputs */
+                const int bf16 = p->precision == ATTN_PRECISION_BF16;
+                if (bf16)
+                    reference_output_row(p, probs, max, v_head, out_row);
                 reference_softmax_row(probs, p->len_k, max);
-                /* dP = dO V^T; the softmax Jacobian gives dS = P * (dP - sum_j P dP). */
+                /* dP = dO V^T; the softmax Jacobian gives dS = P * (dP - sum_j P dP). In bf16,
+                 * sum_j P dP is taken as dO . O (what the kernels compute from the forward's
+                 * output), which differs from it by the rounding of the operands. */
                 double weighted = 0;
                 for (int64_t j = 0; j < p->len_k; j++) {
                     double dot = 0;
                     for (int64_t x = 0; x < p->dim_v; x++)
-                        dot += grad_row[x] * v_head[j * p->dim_v + x];
+                        dot += operand(p, grad_row[x]) * operand(p, v_head[j * p->dim_v + x]);
                     grad_probs[j] = dot;
                     weighted += probs[j] * dot;
+                }
+                if (bf16) {
+                    weighted = 0;
+                    for (int64_t x = 0; x < p->dim_v; x++)
+                        weighted += grad_row[x] * out_row[x];
                 }
                 for (int64_t j = 0; j < p->len_k; j++) {
                     if (probs[j] == 0)
                         continue;
-                    double grad_score = probs[j] * (grad_probs[j] - weighted) * scale;
+                    double grad_score = operand(p, probs[j] * (grad_probs[j] - weighted) * scale);
+                    double prob = operand(p, probs[j]);
                     for (int64_t x = 0; x < p->dim; x++) {
-                        dq_row[x] += grad_score * k_head[j * p->dim + x];
-                        dk_head[j * p->dim + x] += grad_score * q_row[x];
+                        dq_row[x] += grad_score * operand(p, k_head[j * p->dim + x]);
+                        dk_head[j * p->dim + x] += grad_score * operand(p, q_row[x]);
                     }
                     for (int64_t x = 0; x < p->dim_v; x++)
-                        dv_head[j * p->dim_v + x] += probs[j] * grad_row[x];
+                        dv_head[j * p->dim_v + x] += prob * operand(p, grad_row[x]);
                 }
             }
         }
     free(probs);
     free(grad_probs);
+    free(out_row);
     return ATTN_OK;
 }
 
@@ -342,6 +387,11 @@ static attn_status check_common(const char *fn, const attn_tensor *q, const attn
     p->key_padding_mask = options->key_padding_mask;
     p->attn_mask = options->attn_mask;
     p->attn_mask_per_head = options->attn_mask_per_head;
+    ATTN_CHECK_ARG(options->precision == ATTN_PRECISION_FP32 ||
+                       options->precision == ATTN_PRECISION_BF16,
+                   "%s: options->precision must be fp32 or bf16, got %s (%d)", fn,
+                   attn_precision_name(options->precision), (int)options->precision);
+    p->precision = options->precision;
     return ATTN_OK;
 }
 

@@ -6,6 +6,8 @@
 #include "core/internal.h"
 #include "attn/attn_attention.h"
 
+#include <string.h>
+
 /* A [B, H, L, x] view with a contiguous last dimension: element (b, h, l, x) lives at
  * data[b * batch_stride + h * head_stride + l * row_stride + x]. */
 typedef struct sdpa_view {
@@ -23,6 +25,7 @@ typedef struct sdpa_problem {
     const uint8_t *key_padding_mask; /* [B, Lk] or NULL */
     const float *attn_mask;          /* [Lq, Lk], [B, H, Lq, Lk] or NULL */
     int attn_mask_per_head;
+    attn_precision precision; /* FP32 or BF16 */
     sdpa_view q, k, v, out;
     /* forward outputs (may be NULL); the backward reads lse */
     float *lse, *weights;
@@ -59,9 +62,10 @@ static inline int sdpa_pair_allowed(const sdpa_problem *p, const uint8_t *paddin
 
 /* How a tile product combines with what C already holds. */
 typedef enum sdpa_gemm_mode {
-    SDPA_GEMM_STORE,        /* C = A B */
-    SDPA_GEMM_ADD,          /* C += A B */
-    SDPA_GEMM_SCALE_COLUMNS /* C = C * column_scale[n] + A B (the online-softmax rescale) */
+    SDPA_GEMM_STORE,         /* C = A B */
+    SDPA_GEMM_ADD,           /* C += A B */
+    SDPA_GEMM_SCALE_COLUMNS, /* C = C * column_scale[n] + A B (the online-softmax rescale) */
+    SDPA_GEMM_SCALE_ROWS     /* C = C * row_scale[m] + A B (bf16 kernels only) */
 } sdpa_gemm_mode;
 
 /* The instruction-set specific pieces of the tiled algorithm (sdpa_tiled.c drives them).
@@ -95,6 +99,88 @@ typedef struct sdpa_kernels {
     void (*softmax_grad_rows)(float *scores, float *grad, int64_t rows, int64_t cols, int64_t ld,
                               const float *lse, const float *delta, float scale);
 } sdpa_kernels;
+
+/* ---- bfloat16 operands ------------------------------------------------------------------ */
+
+/* A bf16 pair: two bfloat16 values in one 32-bit word, the first in the low half. The bf16
+ * products run over pairs along their inner dimension, as AVX512_BF16's vdpbf16ps does
+ * (each float lane adds the two products of a pair), so every operand is packed with
+ * consecutive inner indices in one word and an odd inner length is padded with a zero. */
+typedef uint32_t sdpa_bf16_pair;
+
+/* float to bfloat16 bits, rounding to nearest even (NaN stays NaN). */
+static inline uint16_t sdpa_bf16_bits(float x)
+{
+    uint32_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    if ((bits & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((bits >> 16) | 0x40u);
+    bits += 0x7fffu + ((bits >> 16) & 1u);
+    return (uint16_t)(bits >> 16);
+}
+
+static inline float sdpa_bf16_to_float(uint32_t bits16)
+{
+    uint32_t bits = bits16 << 16;
+    float x;
+    memcpy(&x, &bits, sizeof x);
+    return x;
+}
+
+/* x rounded to the nearest bfloat16, as a float. */
+static inline float sdpa_bf16_round(float x)
+{
+    return sdpa_bf16_to_float(sdpa_bf16_bits(x));
+}
+
+/* The products of the bf16 tiled algorithm. Operands are pairs; C is float. */
+typedef struct sdpa_bf16_kernels {
+    /* C [m x n] (ldc) combined per mode (STORE, ADD or SCALE_ROWS with row_scale) with
+     * alpha * sum_p A(r, p) . B [p, :], where A(r, p) is the pair a[r * a_row_stride +
+     * p * a_inner_stride], B holds `pairs` rows of n pairs with row stride ldb, and a . b is
+     * lo(a) lo(b) + hi(a) hi(b), accumulated in float. */
+    void (*gemm)(int64_t m, int64_t n, int64_t pairs, const sdpa_bf16_pair *a, int64_t a_row_stride,
+                 int64_t a_inner_stride, const sdpa_bf16_pair *b, int64_t ldb, float *c,
+                 int64_t ldc, float alpha, sdpa_gemm_mode mode, const float *row_scale);
+    /* Rounds and packs: dst [r * dst_row_stride + p * dst_pair_stride] = the pair
+     * (X(r, 2p), X(r, 2p + 1)) for r < rows, p < (cols + 1) / 2, where X(r, x) =
+     * src[r * row_stride + x * col_stride] and X(r, cols) = 0 pads an odd cols. */
+    void (*pack)(const float *src, int64_t row_stride, int64_t col_stride, int64_t rows,
+                 int64_t cols, sdpa_bf16_pair *dst, int64_t dst_row_stride,
+                 int64_t dst_pair_stride);
+    /* sdpa_kernels.softmax_columns over scores in base 2 (2^s replaces e^s; running_max too),
+     * writing the probabilities as pairs of rows, prob_pairs [(r / 2) * ld + c] = (P(r, c),
+     * P(r + 1, c)) with P(rows, c) = 0, instead of over the scores. */
+    void (*softmax_columns)(const float *scores, int64_t rows, int64_t cols, int64_t ld,
+                            float *running_max, float *running_sum, float *rescale,
+                            sdpa_bf16_pair *prob_pairs);
+    /* sdpa_kernels.softmax_grad_rows over base-2 scores and a base-2 lse: P = 2^(S - lse),
+     * dS = P (dP - delta) scale, written as pairs of rows (prob_pairs, grad_pairs, as above)
+     * and as rows of pairs, grad_rows [r * grad_rows_stride + c / 2] = (dS(r, c),
+     * dS(r, c + 1)) with dS(r, cols) = 0. cols <= 64 (one key tile). */
+    void (*softmax_grad_rows)(const float *scores, const float *grad, int64_t rows, int64_t cols,
+                              int64_t ld, const float *lse, const float *delta, float scale,
+                              sdpa_bf16_pair *prob_pairs, sdpa_bf16_pair *grad_pairs,
+                              sdpa_bf16_pair *grad_rows, int64_t grad_rows_stride);
+} sdpa_bf16_kernels;
+
+/* log2(e) and ln(2) in float: the bf16 kernels' scores are in base 2. */
+#define SDPA_LOG2E 1.44269504088896341f
+#define SDPA_LN2 0.693147180559945309f
+
+/* The same rounding in plain C (correct on every CPU; also compiled for AVX2 and AVX-512)
+ * and with AVX512_BF16. */
+ATTN_INTERNAL extern const sdpa_bf16_kernels attn_sdpa_bf16_kernels_emulated;
+#if defined(__x86_64__) || defined(__i386__)
+ATTN_INTERNAL extern const sdpa_bf16_kernels attn_sdpa_bf16_kernels_emulated_avx2;
+ATTN_INTERNAL extern const sdpa_bf16_kernels attn_sdpa_bf16_kernels_emulated_avx512;
+ATTN_INTERNAL extern const sdpa_bf16_kernels attn_sdpa_bf16_kernels_avx512bf16;
+#endif
+
+/* The bf16 kernels the tiled algorithm runs on the selected instruction set: vdpbf16ps where
+ * attn_precision_native(ATTN_PRECISION_BF16), the emulation compiled for the instruction set
+ * otherwise. */
+ATTN_INTERNAL const sdpa_bf16_kernels *attn_sdpa_bf16_kernels_for(attn_isa isa);
 
 ATTN_INTERNAL extern const sdpa_kernels attn_sdpa_kernels_portable;
 #if defined(__x86_64__) || defined(__i386__)

@@ -11,9 +11,9 @@ enum { BLOCK_ROWS = 4, BLOCK_COLS = 8 };
 
 /* A block of up to BLOCK_ROWS x BLOCK_COLS of C; full blocks take the fixed-size loops the
  * compiler unrolls and vectorises. */
-static void gemm_block(int64_t rows, int64_t width, int64_t k, const float *a,
-                       int64_t a_row_stride, int64_t a_inner_stride, const float *b, int64_t ldb,
-                       float *c, int64_t ldc, sdpa_gemm_mode mode, const float *column_scale)
+static void gemm_block(int64_t rows, int64_t width, int64_t k, const float *a, int64_t a_row_stride,
+                       int64_t a_inner_stride, const float *b, int64_t ldb, float *c, int64_t ldc,
+                       sdpa_gemm_mode mode, const float *column_scale)
 {
     float acc[BLOCK_ROWS][BLOCK_COLS] = {{0}};
     if (rows == BLOCK_ROWS && width == BLOCK_COLS) {
@@ -51,9 +51,8 @@ static void portable_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64
     for (int64_t n0 = 0; n0 < n; n0 += BLOCK_COLS) {
         const int64_t width = n - n0 < BLOCK_COLS ? n - n0 : BLOCK_COLS;
         for (int64_t r0 = 0; r0 < m; r0 += BLOCK_ROWS)
-            gemm_block(m - r0 < BLOCK_ROWS ? m - r0 : BLOCK_ROWS, width, k,
-                       a + r0 * a_row_stride, a_row_stride, a_inner_stride, b + n0, ldb,
-                       c + r0 * ldc + n0, ldc, mode,
+            gemm_block(m - r0 < BLOCK_ROWS ? m - r0 : BLOCK_ROWS, width, k, a + r0 * a_row_stride,
+                       a_row_stride, a_inner_stride, b + n0, ldb, c + r0 * ldc + n0, ldc, mode,
                        column_scale != NULL ? column_scale + n0 : NULL);
     }
 }

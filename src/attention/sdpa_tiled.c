@@ -20,7 +20,8 @@
  * Memory (scratch_per_thread): the forward uses 64 (d + dv + 67) floats per thread, the
  * backward 64 (2 d + 2 dv + 128) + Lq, plus groups * B * H * Lq * d partial dq floats when
  * heads are split into key groups; nothing grows with Lq * Lk except the optional weights
- * output. */
+ * output. bf16 adds the packed head: about (Lk + 1) (d + dv + 1) / 2 floats in the forward,
+ * Lq (d + dv + 2) in the backward. */
 #include "attention/sdpa_internal.h"
 
 #include <math.h>
@@ -59,6 +60,33 @@ const sdpa_kernels *attn_sdpa_kernels_for(attn_isa isa)
     default:
         return NULL;
     }
+}
+
+const sdpa_bf16_kernels *attn_sdpa_bf16_kernels_for(attn_isa isa)
+{
+#ifdef ATTN_SDPA_HAVE_X86
+    if (isa == ATTN_ISA_AVX512 && attn_precision_native(ATTN_PRECISION_BF16))
+        return &attn_sdpa_bf16_kernels_avx512bf16;
+    if (isa == ATTN_ISA_AVX512)
+        return &attn_sdpa_bf16_kernels_emulated_avx512;
+    if (isa == ATTN_ISA_AVX2)
+        return &attn_sdpa_bf16_kernels_emulated_avx2;
+#endif
+    (void)isa;
+    return &attn_sdpa_bf16_kernels_emulated;
+}
+
+static int64_t pairs_of(int64_t n)
+{
+    return (n + 1) / 2;
+}
+
+/* The first of a tile range moved down to an even index, so that tiles start on a pair of
+ * the operands packed once per head; the extra row is excluded by the masks, as
+ * tile_needs_masks sees. */
+static int64_t even_start(int64_t begin, int64_t end)
+{
+    return begin < end ? begin & ~(int64_t)1 : begin;
 }
 
 /* ---- mask geometry --------------------------------------------------------------------- */
@@ -117,10 +145,12 @@ static void fill(float *x, int64_t n, float value)
 }
 
 /* Masks a score tile laid out [keys x queries] (the forward): row jj is key j0 + jj,
- * column ii is query i0 + ii. */
+ * column ii is query i0 + ii. The additive mask is multiplied by mask_scale (log2(e) for
+ * the bf16 kernels' base-2 scores, 1 otherwise). */
 static void mask_tile_keys_by_queries(const sdpa_problem *p, int64_t b, int64_t h,
                                       const uint8_t *padding_row, float *tile, int64_t ld,
-                                      int64_t i0, int64_t nq, int64_t j0, int64_t nk)
+                                      int64_t i0, int64_t nq, int64_t j0, int64_t nk,
+                                      float mask_scale)
 {
     for (int64_t jj = 0; jj < nk; jj++) {
         int64_t j = j0 + jj;
@@ -145,7 +175,7 @@ static void mask_tile_keys_by_queries(const sdpa_problem *p, int64_t b, int64_t 
         if (p->attn_mask != NULL) {
             const float *mask = sdpa_attn_mask_row(p, b, h, i0) + j;
             for (int64_t ii = lo; ii < hi; ii++)
-                row[ii] += mask[ii * p->len_k];
+                row[ii] += mask[ii * p->len_k] * mask_scale;
         }
     }
 }
@@ -153,7 +183,8 @@ static void mask_tile_keys_by_queries(const sdpa_problem *p, int64_t b, int64_t 
 /* Masks a score tile laid out [queries x keys] (the backward). */
 static void mask_tile_queries_by_keys(const sdpa_problem *p, int64_t b, int64_t h,
                                       const uint8_t *padding_row, float *tile, int64_t ld,
-                                      int64_t i0, int64_t nq, int64_t j0, int64_t nk)
+                                      int64_t i0, int64_t nq, int64_t j0, int64_t nk,
+                                      float mask_scale)
 {
     for (int64_t ii = 0; ii < nq; ii++) {
         int64_t i = i0 + ii;
@@ -177,7 +208,7 @@ static void mask_tile_queries_by_keys(const sdpa_problem *p, int64_t b, int64_t 
         if (p->attn_mask != NULL) {
             const float *mask = sdpa_attn_mask_row(p, b, h, i) + j0;
             for (int64_t jj = lo; jj < hi; jj++)
-                row[jj] += mask[jj];
+                row[jj] += mask[jj] * mask_scale;
         }
     }
 }
@@ -207,6 +238,37 @@ static int scratch_floats(const int64_t (*terms)[2], int count, size_t *floats)
  * backward_item. */
 static int scratch_per_thread(const sdpa_problem *p, int backward, size_t *floats)
 {
+    const int64_t d2 = pairs_of(p->dim), dv2 = pairs_of(p->dim_v);
+    if (p->precision == ATTN_PRECISION_BF16 && !backward) {
+        const int64_t terms[][2] = {{pairs_of(p->len_k) * 2, d2},
+                                    {pairs_of(p->len_k), p->dim_v},
+                                    {d2, FORWARD_Q_TILE},
+                                    {FORWARD_Q_TILE, p->dim_v},
+                                    {FORWARD_K_TILE, FORWARD_Q_TILE},
+                                    {FORWARD_K_TILE / 2, FORWARD_Q_TILE},
+                                    {3, FORWARD_Q_TILE}};
+        return scratch_floats(terms, 7, floats);
+    }
+    if (p->precision == ATTN_PRECISION_BF16) {
+        const int64_t q2 = pairs_of(p->len_q);
+        const int64_t terms[][2] = {{p->len_q, d2},
+                                    {p->len_q, dv2},
+                                    {q2, p->dim},
+                                    {q2, p->dim_v},
+                                    {d2, BACKWARD_K_TILE},
+                                    {dv2, BACKWARD_K_TILE},
+                                    {BACKWARD_K_TILE / 2, p->dim},
+                                    {BACKWARD_K_TILE, p->dim},
+                                    {BACKWARD_K_TILE, p->dim_v},
+                                    {BACKWARD_Q_TILE, BACKWARD_K_TILE},
+                                    {BACKWARD_Q_TILE, BACKWARD_K_TILE},
+                                    {BACKWARD_Q_TILE / 2, BACKWARD_K_TILE},
+                                    {BACKWARD_Q_TILE / 2, BACKWARD_K_TILE},
+                                    {BACKWARD_Q_TILE, BACKWARD_K_TILE / 2},
+                                    {p->len_q, 1},
+                                    {p->len_q, 1}};
+        return scratch_floats(terms, 16, floats);
+    }
     if (!backward) {
         const int64_t terms[][2] = {{p->dim, FORWARD_Q_TILE},
                                     {p->dim_v, FORWARD_Q_TILE},
@@ -246,11 +308,18 @@ static float *take(float **cursor, int64_t count)
     return start;
 }
 
+/* Pairs are 32-bit words, so they share the float scratch one for one. */
+static sdpa_bf16_pair *take_pairs(float **cursor, int64_t count)
+{
+    return (sdpa_bf16_pair *)(void *)take(cursor, count);
+}
+
 /* ---- forward --------------------------------------------------------------------------- */
 
 typedef struct forward_job {
     const sdpa_problem *p;
     const sdpa_kernels *kern;
+    const sdpa_bf16_kernels *bf16; /* NULL in float32 */
     int64_t q_tiles;
     float *scratch;
     size_t scratch_per_thread;
@@ -288,7 +357,7 @@ static void forward_tile(const forward_job *job, int64_t b, int64_t h, int64_t i
         kern->gemm(nk, nq, p->dim, k_head + j0 * p->k.row_stride, p->k.row_stride, 1, q_t, ld, s_t,
                    ld, SDPA_GEMM_STORE, NULL);
         if (tile_needs_masks(p, padding_row, i0, i0 + nq, j0, j0 + nk))
-            mask_tile_keys_by_queries(p, b, h, padding_row, s_t, ld, i0, nq, j0, nk);
+            mask_tile_keys_by_queries(p, b, h, padding_row, s_t, ld, i0, nq, j0, nk, 1.0f);
         kern->softmax_columns(s_t, nk, nq, ld, run_max, run_sum, rescale);
         kern->gemm(p->dim_v, nq, nk, v_head + j0 * p->v.row_stride, 1, p->v.row_stride, s_t, ld,
                    o_t, ld, SDPA_GEMM_SCALE_COLUMNS, rescale);
@@ -324,7 +393,98 @@ static void forward_tile(const forward_job *job, int64_t b, int64_t h, int64_t i
         kern->gemm(nk, nq, p->dim, k_head + j0 * p->k.row_stride, p->k.row_stride, 1, q_t, ld, s_t,
                    ld, SDPA_GEMM_STORE, NULL);
         if (tile_needs_masks(p, padding_row, i0, i0 + nq, j0, j0 + nk))
-            mask_tile_keys_by_queries(p, b, h, padding_row, s_t, ld, i0, nq, j0, nk);
+            mask_tile_keys_by_queries(p, b, h, padding_row, s_t, ld, i0, nq, j0, nk, 1.0f);
+        kern->exp_columns(s_t, nk, nq, ld, lse);
+        kern->transpose(s_t, ld, nk, nq, weights + j0, p->len_k, NULL, 1.0f);
+    }
+}
+
+/* The head's keys and values as bf16 operands, packed once per thread and head rather than
+ * once per tile of queries: K as rows of pairs along d (for S^T = K Q^T), V as pairs along
+ * the keys, [Lk/2][dv] (for O = P V). They open the thread's scratch and outlive a tile. */
+static void forward_pack_head_bf16(const forward_job *job, int64_t b, int64_t h, float *scratch)
+{
+    const sdpa_problem *p = job->p;
+    const int64_t d2 = pairs_of(p->dim);
+    float *cursor = scratch;
+    sdpa_bf16_pair *k_rows = take_pairs(&cursor, pairs_of(p->len_k) * 2 * d2);
+    sdpa_bf16_pair *v_pairs = take_pairs(&cursor, pairs_of(p->len_k) * p->dim_v);
+    job->bf16->pack(view_at(&p->k, b, h, 0), p->k.row_stride, 1, p->len_k, p->dim, k_rows, d2, 1);
+    job->bf16->pack(view_at(&p->v, b, h, 0), 1, p->v.row_stride, p->dim_v, p->len_k, v_pairs, 1,
+                    p->dim_v);
+}
+
+/* forward_tile with bf16 operands. Scores keep the [keys x queries] layout (queries along
+ * the lanes for the softmax statistics); the output accumulates as O [queries x dv] =
+ * O * rescale + P V with P packed in pairs along the keys by the softmax itself. Scores are
+ * kept in base 2 (S log2(e), the factor folded into the product's scale, which multiplies
+ * the float product), so the softmax's exponential is a cheaper 2^x and the backward
+ * recomputes the same scores bit for bit. The weights, an output, use natural scores. */
+static void forward_tile_bf16(const forward_job *job, int64_t b, int64_t h, int64_t i0,
+                              float *scratch)
+{
+    const sdpa_problem *p = job->p;
+    const sdpa_kernels *kern = job->kern;
+    const sdpa_bf16_kernels *bf16 = job->bf16;
+    const int64_t nq = min64(FORWARD_Q_TILE, p->len_q - i0), ld = FORWARD_Q_TILE;
+    const int64_t d2 = pairs_of(p->dim), dv = p->dim_v;
+    float *cursor = scratch;
+    const sdpa_bf16_pair *k_rows = take_pairs(&cursor, pairs_of(p->len_k) * 2 * d2);
+    const sdpa_bf16_pair *v_pairs = take_pairs(&cursor, pairs_of(p->len_k) * dv);
+    sdpa_bf16_pair *q_pairs = take_pairs(&cursor, d2 * ld);
+    float *o = take(&cursor, FORWARD_Q_TILE * dv), *s_t = take(&cursor, FORWARD_K_TILE * ld);
+    sdpa_bf16_pair *p_pairs = take_pairs(&cursor, FORWARD_K_TILE / 2 * ld);
+    float *run_max = take(&cursor, ld), *run_sum = take(&cursor, ld);
+    float *rescale = take(&cursor, ld);
+
+    bf16->pack(view_at(&p->q, b, h, i0), p->q.row_stride, 1, nq, p->dim, q_pairs, 1, ld);
+    fill(o, nq * dv, 0.0f);
+    fill(run_max, nq, -INFINITY);
+    fill(run_sum, nq, 0.0f);
+
+    const uint8_t *padding_row =
+        p->key_padding_mask != NULL ? p->key_padding_mask + b * p->len_k : NULL;
+    int64_t j_begin, j_end;
+    keys_for_queries(p, i0, i0 + nq, &j_begin, &j_end);
+    j_begin = even_start(j_begin, j_end);
+    const float scale_log2 = p->scale * SDPA_LOG2E;
+    for (int64_t j0 = j_begin; j0 < j_end; j0 += FORWARD_K_TILE) {
+        const int64_t nk = min64(FORWARD_K_TILE, j_end - j0);
+        bf16->gemm(nk, nq, d2, k_rows + j0 * d2, d2, 1, q_pairs, ld, s_t, ld, scale_log2,
+                   SDPA_GEMM_STORE, NULL);
+        if (tile_needs_masks(p, padding_row, i0, i0 + nq, j0, j0 + nk))
+            mask_tile_keys_by_queries(p, b, h, padding_row, s_t, ld, i0, nq, j0, nk, SDPA_LOG2E);
+        bf16->softmax_columns(s_t, nk, nq, ld, run_max, run_sum, rescale, p_pairs);
+        bf16->gemm(nq, dv, pairs_of(nk), p_pairs, 1, ld, v_pairs + j0 / 2 * dv, dv, o, dv, 1.0f,
+                   SDPA_GEMM_SCALE_ROWS, rescale);
+    }
+
+    float *lse = rescale;
+    int64_t row0 = (b * p->heads + h) * p->len_q + i0;
+    for (int64_t ii = 0; ii < nq; ii++) {
+        float *out = view_at(&p->out, b, h, i0 + ii);
+        const int masked = run_sum[ii] == 0.0f;
+        lse[ii] = masked ? -INFINITY : (run_max[ii] + log2f(run_sum[ii])) * SDPA_LN2;
+        const float inverse_sum = masked ? 0.0f : 1.0f / run_sum[ii];
+        for (int64_t y = 0; y < dv; y++) /* exactly zero when masked, even if V holds inf */
+            out[y] = masked ? 0.0f : o[ii * dv + y] * inverse_sum;
+    }
+    if (p->lse != NULL)
+        memcpy(p->lse + row0, lse, (size_t)nq * sizeof(float));
+    if (p->weights == NULL)
+        return;
+
+    float *weights = p->weights + row0 * p->len_k;
+    for (int64_t ii = 0; ii < nq; ii++) {
+        fill(weights + ii * p->len_k, j_begin, 0.0f);
+        fill(weights + ii * p->len_k + j_end, p->len_k - j_end, 0.0f);
+    }
+    for (int64_t j0 = j_begin; j0 < j_end; j0 += FORWARD_K_TILE) {
+        const int64_t nk = min64(FORWARD_K_TILE, j_end - j0);
+        bf16->gemm(nk, nq, d2, k_rows + j0 * d2, d2, 1, q_pairs, ld, s_t, ld, p->scale,
+                   SDPA_GEMM_STORE, NULL);
+        if (tile_needs_masks(p, padding_row, i0, i0 + nq, j0, j0 + nk))
+            mask_tile_keys_by_queries(p, b, h, padding_row, s_t, ld, i0, nq, j0, nk, 1.0f);
         kern->exp_columns(s_t, nk, nq, ld, lse);
         kern->transpose(s_t, ld, nk, nq, weights + j0, p->len_k, NULL, 1.0f);
     }
@@ -334,19 +494,33 @@ static void forward_items(void *ctx, int64_t begin, int64_t end, int thread_inde
 {
     const forward_job *job = ctx;
     float *scratch = job->scratch + (size_t)thread_index * job->scratch_per_thread;
+    int64_t packed_head = -1;
     for (int64_t item = begin; item < end; item++) {
         int64_t head = item / job->q_tiles, r = item % job->q_tiles;
         /* Alternate first and last tiles so that each thread's contiguous share of a head
          * gets as many long (late, under a causal mask) tiles as short ones. */
         int64_t tile = r % 2 == 0 ? r / 2 : job->q_tiles - 1 - r / 2;
-        forward_tile(job, head / job->p->heads, head % job->p->heads, tile * FORWARD_Q_TILE,
-                     scratch);
+        int64_t b = head / job->p->heads, h = head % job->p->heads;
+        if (job->bf16 == NULL) {
+            forward_tile(job, b, h, tile * FORWARD_Q_TILE, scratch);
+            continue;
+        }
+        if (head != packed_head)
+            forward_pack_head_bf16(job, b, h, scratch);
+        packed_head = head;
+        forward_tile_bf16(job, b, h, tile * FORWARD_Q_TILE, scratch);
     }
 }
 
 attn_status attn_sdpa_tiled_forward(const sdpa_problem *p, const sdpa_kernels *kern)
 {
-    forward_job job = {p, kern, (p->len_q + FORWARD_Q_TILE - 1) / FORWARD_Q_TILE, NULL, 0};
+    forward_job job = {
+        p,
+        kern,
+        p->precision == ATTN_PRECISION_BF16 ? attn_sdpa_bf16_kernels_for(attn_active_isa()) : NULL,
+        (p->len_q + FORWARD_Q_TILE - 1) / FORWARD_Q_TILE,
+        NULL,
+        0};
     if (!scratch_per_thread(p, 0, &job.scratch_per_thread))
         return ATTN_ERR_OUT_OF_MEMORY;
     int threads = attn_parallel_threads();
@@ -370,6 +544,7 @@ attn_status attn_sdpa_tiled_forward(const sdpa_problem *p, const sdpa_kernels *k
 typedef struct backward_job {
     const sdpa_problem *p;
     const sdpa_kernels *kern;
+    const sdpa_bf16_kernels *bf16; /* NULL in float32 */
     int64_t groups, key_tiles;
     float *dq_partial; /* [groups, B*H, Lq, d] when groups > 1 */
     float *scratch;
@@ -455,7 +630,7 @@ static void backward_item(const backward_job *job, int64_t head, int64_t group, 
             const int64_t nq = min64(BACKWARD_Q_TILE, i_end - i0);
             kern->gemm(nq, nk, d, q + i0 * qs, qs, 1, k_t, ld, probs, ld, SDPA_GEMM_STORE, NULL);
             if (tile_needs_masks(p, padding_row, i0, i0 + nq, j0, j0 + nk))
-                mask_tile_queries_by_keys(p, b, h, padding_row, probs, ld, i0, nq, j0, nk);
+                mask_tile_queries_by_keys(p, b, h, padding_row, probs, ld, i0, nq, j0, nk, 1.0f);
             kern->gemm(nq, nk, dv, grad_out + i0 * gs, gs, 1, v_t, ld, grad, ld, SDPA_GEMM_STORE,
                        NULL);
             kern->softmax_grad_rows(probs, grad, nq, nk, ld, lse + i0, delta + i0, p->scale);
@@ -471,12 +646,112 @@ static void backward_item(const backward_job *job, int64_t head, int64_t group, 
     }
 }
 
+/* backward_item with bf16 operands. Q and dO are packed once per work item in the two
+ * layouts their products read (rows of pairs along the features for S = Q K^T and
+ * dP = dO V^T; pairs along the queries for dK += dS^T Q and dV += P^T dO), K and V once per
+ * key tile; P and dS are rounded as they are packed after the float softmax gradient. */
+static void backward_item_bf16(const backward_job *job, int64_t head, int64_t group, float *scratch)
+{
+    const sdpa_problem *p = job->p;
+    const sdpa_bf16_kernels *bf16 = job->bf16;
+    const int64_t b = head / p->heads, h = head % p->heads;
+    const int64_t d = p->dim, dv = p->dim_v, ld = BACKWARD_K_TILE;
+    const int64_t d2 = pairs_of(d), dv2 = pairs_of(dv), q2 = pairs_of(p->len_q);
+    const int64_t ld2 = BACKWARD_K_TILE / 2;
+    float *cursor = scratch;
+    sdpa_bf16_pair *q_rows = take_pairs(&cursor, p->len_q * d2);
+    sdpa_bf16_pair *grad_out_rows = take_pairs(&cursor, p->len_q * dv2);
+    sdpa_bf16_pair *q_pairs = take_pairs(&cursor, q2 * d);
+    sdpa_bf16_pair *grad_out_pairs = take_pairs(&cursor, q2 * dv);
+    sdpa_bf16_pair *k_t = take_pairs(&cursor, d2 * ld), *v_t = take_pairs(&cursor, dv2 * ld);
+    sdpa_bf16_pair *k_pairs = take_pairs(&cursor, BACKWARD_K_TILE / 2 * d);
+    float *dk_acc = take(&cursor, BACKWARD_K_TILE * d);
+    float *dv_acc = take(&cursor, BACKWARD_K_TILE * dv);
+    float *probs = take(&cursor, BACKWARD_Q_TILE * ld), *grad = take(&cursor, BACKWARD_Q_TILE * ld);
+    sdpa_bf16_pair *prob_pairs = take_pairs(&cursor, BACKWARD_Q_TILE / 2 * ld);
+    sdpa_bf16_pair *grad_pairs = take_pairs(&cursor, BACKWARD_Q_TILE / 2 * ld);
+    sdpa_bf16_pair *grad_rows = take_pairs(&cursor, BACKWARD_Q_TILE * ld2);
+    float *delta = take(&cursor, p->len_q), *lse_log2 = take(&cursor, p->len_q);
+
+    const float *q = view_at(&p->q, b, h, 0), *k = view_at(&p->k, b, h, 0);
+    const float *v = view_at(&p->v, b, h, 0), *out = view_at(&p->out, b, h, 0);
+    const float *grad_out = view_at(&p->grad_out, b, h, 0);
+    float *dk = view_at(&p->dk, b, h, 0), *dvals = view_at(&p->dv, b, h, 0);
+    float *dq = view_at(&p->dq, b, h, 0);
+    int64_t dq_stride = p->dq.row_stride;
+    if (job->groups > 1) {
+        dq = job->dq_partial + (group * p->batch * p->heads + head) * p->len_q * d;
+        dq_stride = d;
+        fill(dq, p->len_q * d, 0.0f);
+    }
+    const float *lse = p->saved_lse + head * p->len_q;
+    const uint8_t *padding_row =
+        p->key_padding_mask != NULL ? p->key_padding_mask + b * p->len_k : NULL;
+    const int64_t qs = p->q.row_stride, ks = p->k.row_stride, vs = p->v.row_stride;
+    const int64_t gs = p->grad_out.row_stride;
+    const float scale_log2 = p->scale * SDPA_LOG2E;
+
+    for (int64_t i = 0; i < p->len_q; i++) {
+        float sum = 0;
+        for (int64_t y = 0; y < dv; y++)
+            sum += grad_out[i * gs + y] * out[i * p->out.row_stride + y];
+        delta[i] = sum;
+        lse_log2[i] = lse[i] * SDPA_LOG2E;
+    }
+    bf16->pack(q, qs, 1, p->len_q, d, q_rows, d2, 1);
+    bf16->pack(grad_out, gs, 1, p->len_q, dv, grad_out_rows, dv2, 1);
+    bf16->pack(q, 1, qs, d, p->len_q, q_pairs, 1, d);
+    bf16->pack(grad_out, 1, gs, dv, p->len_q, grad_out_pairs, 1, dv);
+
+    const int64_t first = group * job->key_tiles / job->groups;
+    const int64_t last = (group + 1) * job->key_tiles / job->groups;
+    for (int64_t position = first; position < last; position++) {
+        const int64_t j0 = backward_key_tile(job, position) * BACKWARD_K_TILE;
+        const int64_t nk = min64(BACKWARD_K_TILE, p->len_k - j0);
+        int64_t i_begin, i_end;
+        queries_for_keys(p, j0, j0 + nk, &i_begin, &i_end);
+        if (i_begin >= i_end)
+            continue;
+        i_begin = even_start(i_begin, i_end);
+        bf16->pack(k + j0 * ks, ks, 1, nk, d, k_t, 1, ld);
+        bf16->pack(v + j0 * vs, vs, 1, nk, dv, v_t, 1, ld);
+        bf16->pack(k + j0 * ks, 1, ks, d, nk, k_pairs, 1, d);
+        fill(dk_acc, nk * d, 0.0f);
+        fill(dv_acc, nk * dv, 0.0f);
+        for (int64_t i0 = i_begin; i0 < i_end; i0 += BACKWARD_Q_TILE) {
+            const int64_t nq = min64(BACKWARD_Q_TILE, i_end - i0);
+            bf16->gemm(nq, nk, d2, q_rows + i0 * d2, d2, 1, k_t, ld, probs, ld, scale_log2,
+                       SDPA_GEMM_STORE, NULL);
+            if (tile_needs_masks(p, padding_row, i0, i0 + nq, j0, j0 + nk))
+                mask_tile_queries_by_keys(p, b, h, padding_row, probs, ld, i0, nq, j0, nk,
+                                          SDPA_LOG2E);
+            bf16->gemm(nq, nk, dv2, grad_out_rows + i0 * dv2, dv2, 1, v_t, ld, grad, ld, 1.0f,
+                       SDPA_GEMM_STORE, NULL);
+            bf16->softmax_grad_rows(probs, grad, nq, nk, ld, lse_log2 + i0, delta + i0, p->scale,
+                                    prob_pairs, grad_pairs, grad_rows, ld2);
+            /* dV += P^T dO, dK += dS^T Q: pairs along the queries on both sides. */
+            bf16->gemm(nk, dv, pairs_of(nq), prob_pairs, 1, ld, grad_out_pairs + i0 / 2 * dv, dv,
+                       dv_acc, dv, 1.0f, SDPA_GEMM_ADD, NULL);
+            bf16->gemm(nk, d, pairs_of(nq), grad_pairs, 1, ld, q_pairs + i0 / 2 * d, d, dk_acc, d,
+                       1.0f, SDPA_GEMM_ADD, NULL);
+            bf16->gemm(nq, d, pairs_of(nk), grad_rows, ld2, 1, k_pairs, d, dq + i0 * dq_stride,
+                       dq_stride, 1.0f, SDPA_GEMM_ADD, NULL);
+        }
+        add_rows(dk + j0 * p->dk.row_stride, p->dk.row_stride, dk_acc, nk, d);
+        add_rows(dvals + j0 * p->dv.row_stride, p->dv.row_stride, dv_acc, nk, dv);
+    }
+}
+
 static void backward_items(void *ctx, int64_t begin, int64_t end, int thread_index)
 {
     const backward_job *job = ctx;
     float *scratch = job->scratch + (size_t)thread_index * job->scratch_per_thread;
-    for (int64_t item = begin; item < end; item++)
-        backward_item(job, item / job->groups, item % job->groups, scratch);
+    for (int64_t item = begin; item < end; item++) {
+        if (job->bf16 != NULL)
+            backward_item_bf16(job, item / job->groups, item % job->groups, scratch);
+        else
+            backward_item(job, item / job->groups, item % job->groups, scratch);
+    }
 }
 
 /* dq += the groups' partial sums, added in group order; work item = one query row. */
@@ -501,13 +776,15 @@ static void reduce_dq_rows(void *ctx, int64_t begin, int64_t end, int thread_ind
 attn_status attn_sdpa_tiled_backward(const sdpa_problem *p, const sdpa_kernels *kern)
 {
     const int threads = attn_parallel_threads();
-    backward_job job = {p,
-                        kern,
-                        backward_groups(p, threads),
-                        (p->len_k + BACKWARD_K_TILE - 1) / BACKWARD_K_TILE,
-                        NULL,
-                        NULL,
-                        0};
+    backward_job job = {
+        p,
+        kern,
+        p->precision == ATTN_PRECISION_BF16 ? attn_sdpa_bf16_kernels_for(attn_active_isa()) : NULL,
+        backward_groups(p, threads),
+        (p->len_k + BACKWARD_K_TILE - 1) / BACKWARD_K_TILE,
+        NULL,
+        NULL,
+        0};
     if (!scratch_per_thread(p, 1, &job.scratch_per_thread))
         return ATTN_ERR_OUT_OF_MEMORY;
     job.scratch = alloc_scratch(job.scratch_per_thread, threads);

@@ -144,6 +144,9 @@ attn_status attn_op_multi_head_attention(attn_graph *graph, const attn_mha_vars 
     ATTN_TRY(check_params(fn, params, embed));
 
     attn_sdpa_options options = attn_sdpa_default_options();
+    /* int8 quantizes weights; attention multiplies activations, which stay float there. */
+    options.precision = attn_graph_precision(graph) == ATTN_PRECISION_BF16 ? ATTN_PRECISION_BF16
+                                                                           : ATTN_PRECISION_FP32;
     if (mask != NULL) {
         ATTN_CHECK_ARG(mask->causal == 0 || mask->causal == 1,
                        "%s: mask->causal must be 0 or 1, got %d", fn, mask->causal);

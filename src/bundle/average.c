@@ -62,6 +62,17 @@ static attn_status check_same_model(const attn_bundle *first, const char *first_
     return attn_bundle_check_same_tokenizers(first, other, FN);
 }
 
+/* A bf16 or int8 file's fp32 weights are gone, and saving would write its stored matrices. */
+static attn_status check_fp32(const attn_bundle *bundle)
+{
+    const attn_precision precision = attn_model_precision(attn_bundle_model(bundle));
+    ATTN_CHECK_ARG(precision == ATTN_PRECISION_FP32,
+                   "%s: %s holds %s weights (attn quantize's output): average the fp32 files, "
+                   "then quantize the average",
+                   FN, attn_bundle_name(bundle), attn_precision_name(precision));
+    return ATTN_OK;
+}
+
 static void add_values(double *sum, const attn_bundle *bundle, size_t floats)
 {
     const float *values =
@@ -87,6 +98,8 @@ attn_status attn_bundle_average(const char *const *paths, int64_t count, const c
                                      : attn_fail(ATTN_ERR_OUT_OF_MEMORY,
                                                  "%s: out of memory for %zu weights", FN, floats);
     if (status == ATTN_OK)
+        status = check_fp32(first);
+    if (status == ATTN_OK)
         status = attn_model_config_to_json(attn_bundle_config(first), &first_json);
     if (status == ATTN_OK)
         add_values(sum, first, floats);
@@ -94,6 +107,8 @@ attn_status attn_bundle_average(const char *const *paths, int64_t count, const c
     for (int64_t i = 1; i < count && status == ATTN_OK; i++) {
         attn_bundle *other = NULL;
         status = attn_bundle_load(paths[i], &other);
+        if (status == ATTN_OK)
+            status = check_fp32(other);
         if (status == ATTN_OK)
             status = check_same_model(first, first_json, other);
         if (status == ATTN_OK)

@@ -99,10 +99,12 @@ static attn_status run_backward(attention_buffers *buf, const attn_sdpa_options 
 
 /* The scratch the tiled kernels allocate for this shape (forward or backward, whichever is
  * larger), at the current thread count. */
-static size_t scratch_bytes(int64_t batch, int64_t heads, int64_t len, int64_t dim)
+static size_t scratch_bytes(int64_t batch, int64_t heads, int64_t len, int64_t dim,
+                            attn_precision precision)
 {
     sdpa_problem p;
     memset(&p, 0, sizeof p);
+    p.precision = precision;
     p.batch = batch;
     p.heads = heads;
     p.len_q = p.len_k = len;
@@ -129,7 +131,7 @@ typedef struct result {
     size_t scratch;
 } result;
 
-static int measure(int64_t len, int causal, int reps, result *r)
+static int measure(int64_t len, int causal, attn_precision precision, int reps, result *r)
 {
     attention_buffers buf;
     if (!alloc_buffers(&buf, BATCH, HEADS, len, DIM)) {
@@ -138,6 +140,7 @@ static int measure(int64_t len, int causal, int reps, result *r)
     }
     attn_sdpa_options options = attn_sdpa_default_options();
     options.causal = causal;
+    options.precision = precision;
     double forward[64], both[64];
     /* The forward is timed on its own, back to back, as bench/torch_attention.py times
      * PyTorch's, then forward+backward pairs: a forward timed right after a backward would
@@ -167,7 +170,7 @@ static int measure(int64_t len, int causal, int reps, result *r)
     r->both_s = median(both, reps);
     r->forward_gflops = flops / r->forward_s * 1e-9;
     r->both_gflops = 3.0 * flops / r->both_s * 1e-9;
-    r->scratch = scratch_bytes(BATCH, HEADS, len, DIM);
+    r->scratch = scratch_bytes(BATCH, HEADS, len, DIM, precision);
     return 1;
 }
 
@@ -176,7 +179,7 @@ typedef struct memory_result {
 } memory_result;
 
 /* Forward + backward at B=1, H=8, d=64, n=16384: what it needs beyond its tensors. */
-static int measure_memory(memory_result *m)
+static int measure_memory(attn_precision precision, memory_result *m)
 {
     attention_buffers buf;
     if (!alloc_buffers(&buf, 1, MEMORY_HEADS, MEMORY_LEN, DIM)) {
@@ -184,6 +187,7 @@ static int measure_memory(memory_result *m)
         return 0;
     }
     attn_sdpa_options options = attn_sdpa_default_options();
+    options.precision = precision;
     long before = peak_rss_kib();
     double t0 = now_seconds();
     attn_status status = run_forward(&buf, &options);
@@ -199,7 +203,7 @@ static int measure_memory(memory_result *m)
     double tensor_bytes = 8.0 * MEMORY_HEADS * MEMORY_LEN * DIM * sizeof(float) +
                           (double)MEMORY_HEADS * MEMORY_LEN * sizeof(float);
     m->tensors_mib = tensor_bytes / (1024.0 * 1024.0);
-    m->scratch_kib = (double)scratch_bytes(1, MEMORY_HEADS, MEMORY_LEN, DIM) / 1024.0;
+    m->scratch_kib = (double)scratch_bytes(1, MEMORY_HEADS, MEMORY_LEN, DIM, precision) / 1024.0;
     m->peak_rss_growth_mib = (double)(after - before) / 1024.0;
     return 1;
 }
@@ -207,7 +211,11 @@ static int measure_memory(memory_result *m)
 typedef struct bench_attention_args {
     int json, quick;
     int64_t reps; /* 0: 7, or 3 with --quick */
+    int precision;
 } bench_attention_args;
+
+static const char *const precision_names[] = {"fp32", "bf16", NULL};
+static const int precision_values[] = {ATTN_PRECISION_FP32, ATTN_PRECISION_BF16};
 
 static const cli_option bench_attention_options[] = {
     {CLI_OPTION("--json", CLI_FLAG, offsetof(bench_attention_args, json), NULL,
@@ -217,6 +225,9 @@ static const cli_option bench_attention_options[] = {
     {CLI_OPTION("--reps", CLI_INT, offsetof(bench_attention_args, reps), "N",
                 "runs per case, of which the median is reported [7; --quick: 3]"),
      .min = 1, .max = 64},
+    {CLI_OPTION("--precision", CLI_CHOICE, offsetof(bench_attention_args, precision), "fp32|bf16",
+                "operands of the products (attn_sdpa_options.precision)"),
+     .choices = precision_names, .choice_values = precision_values, .show_default = 1},
 };
 
 int attn_cmd_bench_attention(int argc, char **argv)
@@ -228,24 +239,30 @@ int attn_cmd_bench_attention(int argc, char **argv)
              "then forward+backward at B=1, H=%d, d=%d, n=%d for memory.\n"
              "GFLOP/s count 4*B*H*n*n*d for the forward and 3x that for forward+backward;\n"
              "causal runs are not halved.\n"
+             "bf16 runs vdpbf16ps where the CPU has AVX512_BF16 and the instruction set is\n"
+             "avx512; elsewhere it emulates the rounding (slower: \"native\" says which).\n"
              "Threads: ATTN_NUM_THREADS; instruction set: ATTN_ISA.\n",
              BATCH, HEADS, DIM, MEMORY_HEADS, DIM, MEMORY_LEN);
     const cli_command command = {"bench attention",
-                                 "attn bench attention [--json] [--quick] [--reps N]",
+                                 "attn bench attention [--json] [--quick] [--reps N] "
+                                 "[--precision fp32|bf16]",
                                  description,
                                  bench_attention_options,
                                  sizeof bench_attention_options / sizeof *bench_attention_options,
                                  NULL};
-    bench_attention_args a = {0, 0, 0};
+    bench_attention_args a = {0, 0, 0, ATTN_PRECISION_FP32};
     int given[sizeof bench_attention_options / sizeof *bench_attention_options] = {0};
     const int code = cli_parse(&command, argc, argv, &a, given);
     if (code != CLI_GO_ON)
         return code;
     const int json = a.json, quick = a.quick;
     const int reps = a.reps > 0 ? (int)a.reps : quick ? 3 : 7;
+    const attn_precision precision = (attn_precision)a.precision;
+    const char *precision_name = attn_precision_name(precision);
+    const int native = attn_precision_native(precision);
 
     memory_result memory = {0, 0, 0, 0};
-    if (!quick && !measure_memory(&memory))
+    if (!quick && !measure_memory(precision, &memory))
         return 1;
     static const int64_t lengths[] = {128, 512, 1024, 2048, 4096};
     int n_lengths = quick ? 3 : 5;
@@ -253,16 +270,17 @@ int attn_cmd_bench_attention(int argc, char **argv)
     int n_results = 0;
     for (int l = 0; l < n_lengths; l++)
         for (int causal = 0; causal <= 1; causal++)
-            if (!measure(lengths[l], causal, reps, &results[n_results++]))
+            if (!measure(lengths[l], causal, precision, reps, &results[n_results++]))
                 return 1;
 
     const char *isa = attn_isa_name(attn_get_isa());
     int threads = attn_get_num_threads();
     if (json) {
         printf("{\"benchmark\": \"attention\", \"batch\": %d, \"heads\": %d, \"dim\": %d, "
-               "\"threads\": %d, \"isa\": \"%s\", \"reps\": %d, \"causal_flops_halved\": false,\n"
+               "\"threads\": %d, \"isa\": \"%s\", \"precision\": \"%s\", \"native\": %s, "
+               "\"reps\": %d, \"causal_flops_halved\": false,\n"
                " \"results\": [\n",
-               BATCH, HEADS, DIM, threads, isa, reps);
+               BATCH, HEADS, DIM, threads, isa, precision_name, native ? "true" : "false", reps);
         for (int r = 0; r < n_results; r++)
             printf(
                 "  {\"n\": %lld, \"causal\": %s, \"forward_ms\": %.3f, \"forward_gflops\": %.1f, "
@@ -281,8 +299,8 @@ int attn_cmd_bench_attention(int argc, char **argv)
         printf("}\n");
         return 0;
     }
-    printf("attn bench attention: B=%d H=%d d=%d, %d threads, %s, median of %d runs\n", BATCH,
-           HEADS, DIM, threads, isa, reps);
+    printf("attn bench attention: B=%d H=%d d=%d, %d threads, %s, %s (%s), median of %d runs\n",
+           BATCH, HEADS, DIM, threads, isa, precision_name, native ? "native" : "emulated", reps);
     printf("GFLOP/s: forward 4*B*H*n*n*d, forward+backward 3x; causal NOT halved\n");
     printf("%6s %6s %10s %10s %12s %12s %12s\n", "n", "causal", "fwd ms", "fwd GF/s", "fwd+bwd ms",
            "fwd+bwd GF/s", "scratch KiB");

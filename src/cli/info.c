@@ -28,5 +28,9 @@ int attn_cmd_info(int argc, char **argv)
     for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_AVX512; isa++)
         printf("  %-9s %s\n", attn_isa_name((attn_isa)isa),
                attn_isa_supported((attn_isa)isa) ? "supported" : "not supported");
+    static const attn_precision low[] = {ATTN_PRECISION_BF16, ATTN_PRECISION_INT8};
+    for (int i = 0; i < 2; i++)
+        printf("%s: %s\n", attn_precision_name(low[i]),
+               attn_precision_native(low[i]) ? "native" : "emulated (same results, slower)");
     return 0;
 }

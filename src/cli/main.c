@@ -17,6 +17,7 @@ static const command commands[] = {
     {"bench", attn_cmd_bench, "measure kernels against references (attn bench attention)"},
     {"eval", attn_cmd_eval, "score output against references: BLEU, chrF, WER, G2P PER"},
     {"info", attn_cmd_info, "print the build: version, threading, instruction sets"},
+    {"quantize", attn_cmd_quantize, "write a bf16 or int8 model file for faster inference"},
     {"serve", attn_cmd_serve, "serve a model over HTTP: JSON API, batched across clients"},
     {"train", attn_cmd_train, "train a sequence-to-sequence model on sentence pairs"},
     {"translate", attn_cmd_translate, "translate lines with a trained model or an ensemble (beam search)"},

@@ -34,7 +34,7 @@ typedef enum alignment_format { ALIGNMENT_JSON, ALIGNMENT_MOSES } alignment_form
 static const char *const alignment_format_names[] = {"json", "moses", NULL};
 
 typedef struct translate_args {
-    const char *model, *alignment, *input, *output;
+    const char *model, *alignment, *input, *output, *precision;
     int64_t batch, threads, alignment_layer, alignment_head;
     int format, alignment_format;
     attn_decode_options decode;
@@ -99,6 +99,9 @@ static const cli_option translate_options[] = {
     {CLI_OPTION("--threads", CLI_INT, FIELD(threads), "N",
                 "threads (0: ATTN_NUM_THREADS or all cores)"),
      .min = 0, .max = 1 << 16, .show_default = 1},
+    {CLI_OPTION("--precision", CLI_STRING, FIELD(precision), "fp32|bf16|int8",
+                "the products' precision: an fp32 model is quantized at load; a file from "
+                "attn quantize runs at its own [the file's]")},
 };
 #define N_TRANSLATE_OPTIONS (sizeof translate_options / sizeof translate_options[0])
 
@@ -553,7 +556,8 @@ int attn_cmd_translate(int argc, char **argv)
         return 2;
     }
     cli_translator t;
-    if (cli_translator_load(&t, "translate", a.model) != 0) {
+    if (cli_translator_load(&t, "translate", a.model) != 0 ||
+        cli_translator_set_precision(&t, a.precision) != 0) {
         cli_translator_free(&t);
         return 1;
     }

@@ -6,6 +6,7 @@
  * per layer, no encoder). */
 #include "attn/attn_models.h"
 #include "core/internal.h"
+#include "models/models_internal.h"
 
 #include <string.h>
 
@@ -137,7 +138,9 @@ attn_status attn_model_attention_weights(attn_model *model, attn_graph *graph, c
     attn_graph_set_recording(graph, 0);
     attn_graph_set_training(graph, 0);
     attn_graph_set_attention_observer(graph, keep_wanted, &w);
+    model->watched = 1; /* a bf16 or int8 encoder then runs the graph's operations too */
     attn_status status = run(model, graph, c, src, src_len, tgt, tgt_len, kind);
+    model->watched = 0;
     attn_graph_set_attention_observer(graph, NULL, NULL);
     attn_graph_reset(graph);
     attn_graph_set_recording(graph, recording);

@@ -117,6 +117,7 @@ void attn_model_destroy(attn_model *model)
 {
     if (model == NULL)
         return;
+    attn_model_free_quantized(model);
     attn_params_destroy(model->params);
     attn_nn_positional_free(&model->positions);
     attn_rnn_model_free(model->rnn);
@@ -150,13 +151,14 @@ attn_status attn_model_save(attn_model *model, const char *path, const attn_meta
     ATTN_CHECK_NOT_NULL(path);
     ATTN_CHECK_ARG(n_extra == 0 || extra != NULL, "%s: extra must not be NULL", fn);
     for (size_t i = 0; i < n_extra; i++)
-        ATTN_CHECK_ARG(extra[i].key == NULL || strcmp(extra[i].key, ATTN_MODEL_CONFIG_KEY) != 0,
-                       "%s: extra metadata must not use the key \"%s\"", fn,
-                       ATTN_MODEL_CONFIG_KEY);
+        ATTN_CHECK_ARG(extra[i].key == NULL ||
+                           (strcmp(extra[i].key, ATTN_MODEL_CONFIG_KEY) != 0 &&
+                            strcmp(extra[i].key, ATTN_MODEL_PRECISION_KEY) != 0),
+                       "%s: extra metadata must not use the key \"%s\"", fn, extra[i].key);
     ATTN_CHECK_ARG(n_extra < 1024, "%s: too many metadata entries (%zu)", fn, n_extra);
     char *json = NULL;
     ATTN_TRY(attn_model_config_to_json(&model->config, &json));
-    attn_metadata_entry *metadata = malloc((n_extra + 1) * sizeof *metadata);
+    attn_metadata_entry *metadata = malloc((n_extra + 2) * sizeof *metadata);
     if (metadata == NULL) {
         free(json);
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
@@ -165,7 +167,14 @@ attn_status attn_model_save(attn_model *model, const char *path, const attn_meta
     metadata[0].value = json;
     for (size_t i = 0; i < n_extra; i++)
         metadata[i + 1] = extra[i];
-    attn_status status = attn_params_save(model->params, path, metadata, n_extra + 1);
+    attn_status status;
+    if (model->precision == ATTN_PRECISION_FP32) {
+        status = attn_params_save(model->params, path, metadata, n_extra + 1);
+    } else {
+        metadata[n_extra + 1].key = ATTN_MODEL_PRECISION_KEY;
+        metadata[n_extra + 1].value = attn_precision_name(model->precision);
+        status = attn_model_save_quantized(model, path, metadata, n_extra + 2);
+    }
     free(metadata);
     free(json);
     return status;
@@ -174,6 +183,10 @@ attn_status attn_model_save(attn_model *model, const char *path, const attn_meta
 attn_status attn_model_load_weights(attn_model *model, const attn_tensor_file *file)
 {
     ATTN_CHECK_NOT_NULL(model);
+    ATTN_CHECK_ARG(model->precision == ATTN_PRECISION_FP32,
+                   "attn_model_load_weights: the model runs in %s; load fp32 weights into an fp32 "
+                   "model (its stored %s matrices would no longer match)",
+                   attn_precision_name(model->precision), attn_precision_name(model->precision));
     return attn_params_load(model->params, file, ATTN_PARAM_VALUES, NULL);
 }
 
@@ -194,6 +207,24 @@ static attn_status find_config(const attn_tensor_file *file, const char *fn, con
                      fn, name, ATTN_MODEL_CONFIG_KEY);
 }
 
+/* fp32 without the precision key. */
+static attn_status stored_precision(const attn_tensor_file *file, const char *fn, const char *name,
+                                    attn_precision *precision)
+{
+    for (size_t i = 0; i < attn_tensor_file_metadata_count(file); i++) {
+        const char *key, *value;
+        ATTN_TRY(attn_tensor_file_metadata_at(file, i, &key, &value));
+        if (strcmp(key, ATTN_MODEL_PRECISION_KEY) != 0)
+            continue;
+        if (attn_precision_parse(value, precision) != ATTN_OK || *precision == ATTN_PRECISION_FP32)
+            return attn_fail(ATTN_ERR_FORMAT, "%s: %s: metadata '%s' is \"%s\", not bf16 or int8",
+                             fn, name, ATTN_MODEL_PRECISION_KEY, value);
+        return ATTN_OK;
+    }
+    *precision = ATTN_PRECISION_FP32;
+    return ATTN_OK;
+}
+
 /* The model of an open file; messages start with fn and name the file. */
 static attn_status model_from_file(const attn_tensor_file *file, const char *fn, const char *name,
                                    attn_model **out)
@@ -212,8 +243,13 @@ static attn_status model_from_file(const attn_tensor_file *file, const char *fn,
     }
     if (status == ATTN_OK)
         status = attn_model_create(&config, &model);
+    attn_precision precision = ATTN_PRECISION_FP32;
     if (status == ATTN_OK)
-        status = attn_model_load_weights(model, file);
+        status = stored_precision(file, fn, name, &precision);
+    if (status == ATTN_OK)
+        status = precision == ATTN_PRECISION_FP32
+                     ? attn_model_load_weights(model, file)
+                     : attn_model_load_quantized(model, file, precision);
     if (status != ATTN_OK) {
         attn_model_destroy(model);
         return status;
@@ -298,6 +334,8 @@ static attn_status encode(const char *fn, attn_model *model, attn_graph *graph, 
     if (model->rnn != NULL)
         return attn_rnn_model_encode(fn, model->rnn, graph, size, src_len, src, src_lengths,
                                      memory);
+    if (attn_quantized_encoder_applies(model, graph))
+        return attn_quantized_encode(fn, model, graph, size, src_len, src, src_lengths, memory);
     attn_var *x;
     ATTN_TRY(embed(model, &model->src_embed, graph, size, src_len, src, src_len, &x));
     attn_attention_mask mask = {src_lengths, 0};

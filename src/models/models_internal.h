@@ -5,6 +5,7 @@
 
 #include "core/internal.h"
 #include "attn/attn_models.h"
+#include "kernels/quantized_rows.h"
 
 typedef struct attn_rnn_model attn_rnn_model;
 
@@ -25,7 +26,34 @@ struct attn_model {
     int has_encoder_norm, has_decoder_norm;
     attn_nn_linear generator, classifier;
     attn_rnn_model *rnn; /* arch "rnn": its modules (rnn_model.c); NULL otherwise */
+    /* bf16 / int8 (quantized.c): the stored matrix of each parameter id (packed NULL for the
+     * parameters kept in fp32); NULL in an fp32 model. */
+    attn_precision precision;
+    attn_quantized_matrix *quantized;
+    /* [n_decoder_layers]: rows [0, E) and [E, 3E) of multihead_attn's in_proj_weight */
+    attn_quantized_matrix *cross_q, *cross_kv;
+    int watched; /* attn_model_attention_weights is running: take the graph's operations */
 };
+
+/* quantized_encoder.c: whether encode takes attn_quantized_encode (a bf16 or int8
+ * Transformer, a graph that neither records nor trains, no attention watched), which has
+ * encode's contract (arguments checked by the caller). */
+ATTN_INTERNAL int attn_quantized_encoder_applies(const attn_model *m, const attn_graph *graph);
+ATTN_INTERNAL attn_status attn_quantized_encode(const char *fn, attn_model *m, attn_graph *graph,
+                                                int64_t size, int64_t len, const int32_t *src,
+                                                const int32_t *src_lengths, attn_var **memory);
+
+/* quantized.c: the stored matrix of a parameter, NULL when it is fp32. */
+ATTN_INTERNAL const attn_quantized_matrix *attn_model_quantized(const attn_model *model,
+                                                                attn_param_id id);
+ATTN_INTERNAL void attn_model_free_quantized(attn_model *model);
+/* attn_model_save and attn_model_from_file for a bf16 or int8 model; metadata includes the
+ * config and the precision. */
+ATTN_INTERNAL attn_status attn_model_save_quantized(attn_model *model, const char *path,
+                                                    const attn_metadata_entry *metadata,
+                                                    size_t n_metadata);
+ATTN_INTERNAL attn_status attn_model_load_quantized(attn_model *model, const attn_tensor_file *file,
+                                                    attn_precision precision);
 
 /* model.c: what the embeddings are multiplied by (sqrt(d_model) or 1). */
 ATTN_INTERNAL float attn_model_embedding_scale(const attn_model_config *c);

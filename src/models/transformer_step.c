@@ -12,7 +12,9 @@
  * reading the weights, which attn_step_linear does once per step straight from PyTorch's
  * [out, in] layout; a larger one is compute-bound and multiplies with attn_gemm on copies of
  * the weights transposed once at the start (attn_gemm reads a [k, n] operand in place, but
- * would repack [out, in] at every call).
+ * would repack [out, in] at every call). A bf16 or int8 model (quantized.c) multiplies every
+ * row count with its stored matrices instead (attn_quantized_linear), the cross-attention's
+ * keys and values of the memory included.
  *
  * Rows reach their cache through a slab index. Selecting rows mostly moves indices: a row
  * kept once keeps its slab, only a duplicated row's history is copied into a free slab, and
@@ -32,6 +34,7 @@ typedef struct linear_weights {
     const float *w, *b; /* b may be NULL */
     int64_t in, out;
     const float *w_t; /* W^T [in, out], the decoder's copy (see transpose_weights), or NULL */
+    const attn_quantized_matrix *q; /* the model's bf16 or int8 W, or NULL (fp32) */
 } linear_weights;
 
 /* Sublayers of a decoder layer, in order; the language model's blocks have no cross. */
@@ -71,7 +74,8 @@ typedef struct transformer_step_decoder {
     int32_t *src_length_of_row, *src_length_spare; /* [max_rows] */
     /* Per-step scratch for max_rows rows. */
     float *x, *normed, *sub, *qkv, *ctx, *hidden, *probs;
-    int64_t probs_len; /* max(max_steps, src_len) per row and head */
+    void *quantized_scratch; /* the activations of a bf16 or int8 product (NULL in fp32) */
+    int64_t probs_len;       /* max(max_steps, src_len) per row and head */
 } transformer_step_decoder;
 
 /* ---- the Transformer step ------------------------------------------------------------------ */
@@ -98,6 +102,12 @@ static attn_status gemm_linear(const linear_weights *l, int64_t rows, const floa
 static attn_status linear(const transformer_step_decoder *d, const linear_weights *l,
                           const float *x, int64_t ldx, float *y, int64_t ldy)
 {
+    if (l->q != NULL) {
+        const quantized_linear_args args = {d->base.size, x, ldx, l->q,
+                                            l->b,         y, ldy, d->quantized_scratch};
+        attn_quantized_linear(&args);
+        return ATTN_OK;
+    }
     if (d->base.max_rows > STEP_LINEAR_MAX_ROWS)
         return gemm_linear(l, d->base.size, x, ldx, y, ldy);
     const step_linear_args args = {d->base.size, l->in, l->out, x, ldx, l->w, l->b, y, ldy};
@@ -251,8 +261,12 @@ static const float *param(const attn_model *m, attn_param_id id)
 
 static linear_weights linear_of(const attn_model *m, const attn_nn_linear *l)
 {
-    return (linear_weights){param(m, l->weight), param(m, l->bias), l->in_features, l->out_features,
-                            NULL};
+    return (linear_weights){param(m, l->weight),
+                            param(m, l->bias),
+                            l->in_features,
+                            l->out_features,
+                            NULL,
+                            attn_model_quantized(m, l->weight)};
 }
 
 static void set_norm(const attn_model *m, layer_weights *w, int which,
@@ -267,10 +281,18 @@ static void attention_weights(const attn_model *m, const attn_nn_mha *mha, linea
                               linear_weights *out)
 {
     const int64_t E = mha->embed_dim;
-    *qkv = (linear_weights){param(m, mha->in_proj_weight), param(m, mha->in_proj_bias), E, 3 * E,
-                            NULL};
-    *out =
-        (linear_weights){param(m, mha->out_proj_weight), param(m, mha->out_proj_bias), E, E, NULL};
+    *qkv = (linear_weights){param(m, mha->in_proj_weight),
+                            param(m, mha->in_proj_bias),
+                            E,
+                            3 * E,
+                            NULL,
+                            attn_model_quantized(m, mha->in_proj_weight)};
+    *out = (linear_weights){param(m, mha->out_proj_weight),
+                            param(m, mha->out_proj_bias),
+                            E,
+                            E,
+                            NULL,
+                            attn_model_quantized(m, mha->out_proj_weight)};
 }
 
 static void gather_weights(transformer_step_decoder *d, const attn_model *m)
@@ -284,8 +306,10 @@ static void gather_weights(transformer_step_decoder *d, const attn_model *m)
             linear_weights packed;
             attention_weights(m, &layer->multihead_attn, &packed, &w->cross_out);
             /* The packed [3E, E] projection: Q's rows first, then K's and V's. */
-            w->cross_q = (linear_weights){packed.w, packed.b, E, E, NULL};
-            w->cross_kv = (linear_weights){packed.w + E * E, packed.b + E, E, 2 * E, NULL};
+            w->cross_q = (linear_weights){
+                packed.w, packed.b, E, E, NULL, m->cross_q != NULL ? &m->cross_q[l] : NULL};
+            w->cross_kv = (linear_weights){packed.w + E * E, packed.b + E, E,    2 * E,
+                                           NULL,             m->cross_kv != NULL ? &m->cross_kv[l] : NULL};
             w->ff1 = linear_of(m, &layer->ff.linear1);
             w->ff2 = linear_of(m, &layer->ff.linear2);
             set_norm(m, w, SELF_ATTENTION, &layer->norm1);
@@ -340,8 +364,9 @@ static attn_status transpose_weights(const char *fn, transformer_step_decoder *d
     const int n = step_linears(d, all);
     size_t total = 0;
     for (int i = 0; i < n; i++)
-        total += (size_t)(all[i]->in * all[i]->out);
-    d->transposed = attn_aligned_alloc(total * sizeof(float));
+        if (all[i]->q == NULL)
+            total += (size_t)(all[i]->in * all[i]->out);
+    d->transposed = attn_aligned_alloc((total > 0 ? total : 1) * sizeof(float));
     if (d->transposed == NULL) {
         free(all);
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu floats of weights", fn,
@@ -353,6 +378,8 @@ static attn_status transpose_weights(const char *fn, transformer_step_decoder *d
      * power-of-two strides of these matrices). */
     enum { BLOCK = 16 };
     for (int i = 0; i < n; i++) {
+        if (all[i]->q != NULL)
+            continue;
         const int64_t in = all[i]->in, out = all[i]->out;
         const float *w = all[i]->w;
         for (int64_t o0 = 0; o0 < out; o0 += BLOCK) {
@@ -430,11 +457,23 @@ static attn_status project_memory(const char *fn, transformer_step_decoder *d, c
         return ATTN_OK;
     int fits = 1;
     float *kv = alloc_floats(tokens, 2 * E, &fits);
-    if (!fits)
+    const attn_quantized_matrix *q = d->layers[0].cross_kv.q;
+    void *scratch = q != NULL ? attn_aligned_alloc(attn_quantized_linear_scratch_bytes(tokens, q))
+                              : NULL;
+    if (!fits || (q != NULL && scratch == NULL)) {
+        attn_aligned_free(kv);
+        attn_aligned_free(scratch);
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
     attn_status status = ATTN_OK;
     for (int64_t l = 0; l < d->n_layers && status == ATTN_OK; l++) {
-        status = gemm_linear(&d->layers[l].cross_kv, tokens, memory, E, kv, 2 * E);
+        const linear_weights *w = &d->layers[l].cross_kv;
+        if (w->q != NULL) {
+            const quantized_linear_args args = {tokens, memory, E, w->q, w->b, kv, 2 * E, scratch};
+            attn_quantized_linear(&args);
+        } else {
+            status = gemm_linear(w, tokens, memory, E, kv, 2 * E);
+        }
         const kv_cache_view view = cross_cache_view(d, l);
         for (int64_t b = 0; b < sentences && status == ATTN_OK; b++)
             for (int64_t h = 0; h < H; h++)
@@ -446,8 +485,32 @@ static attn_status project_memory(const char *fn, transformer_step_decoder *d, c
                     memcpy(key + view.value_offset, row + E + h * dh, (size_t)dh * sizeof(float));
                 }
     }
+    attn_aligned_free(scratch);
     attn_aligned_free(kv);
     return status;
+}
+
+/* Room for the converted activations of the widest bf16 or int8 product. */
+static attn_status allocate_quantized_scratch(const char *fn, transformer_step_decoder *d)
+{
+    linear_weights **all = malloc((size_t)(6 * d->n_layers + 1) * sizeof *all);
+    if (all == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    const int n = step_linears(d, all);
+    size_t bytes = 0;
+    for (int i = 0; i < n; i++)
+        if (all[i]->q != NULL) {
+            const size_t need = attn_quantized_linear_scratch_bytes(d->base.max_rows, all[i]->q);
+            bytes = need > bytes ? need : bytes;
+        }
+    free(all);
+    if (bytes == 0)
+        return ATTN_OK;
+    d->quantized_scratch = attn_aligned_alloc(bytes);
+    if (d->quantized_scratch == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu bytes of activations",
+                         fn, bytes);
+    return ATTN_OK;
 }
 
 static attn_status check_memory(const char *fn, const attn_model *m, const attn_var *memory,
@@ -507,6 +570,7 @@ static attn_status transformer_start(const char *fn, transformer_step_decoder *d
     d->attn_scale = (float)(1.0 / sqrt((double)d->d_head));
     ATTN_TRY(allocate(fn, d, sentences));
     gather_weights(d, m);
+    ATTN_TRY(allocate_quantized_scratch(fn, d));
     if (d->base.max_rows > STEP_LINEAR_MAX_ROWS)
         ATTN_TRY(transpose_weights(fn, d));
     for (int64_t r = 0; r < d->base.size; r++) {
@@ -574,6 +638,7 @@ static void transformer_destroy(attn_step_decoder *decoder)
 {
     transformer_step_decoder *d = (transformer_step_decoder *)decoder;
     attn_aligned_free(d->transposed);
+    attn_aligned_free(d->quantized_scratch);
     attn_aligned_free(d->self_pool);
     attn_aligned_free(d->cross_pool);
     attn_aligned_free(d->x);

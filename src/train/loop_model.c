@@ -28,6 +28,11 @@ attn_status attn_trainable_from_model(attn_model *model, attn_trainable *out)
                        arch == ATTN_ARCH_RNN,
                    "attn_trainable_from_model: the trainer takes sequence-to-sequence models "
                    "and language models, not the classifier");
+    ATTN_CHECK_ARG(attn_model_precision(model) == ATTN_PRECISION_FP32,
+                   "attn_trainable_from_model: the model holds %s weights (attn quantize's "
+                   "output), which are for inference only: train or fine-tune from the fp32 "
+                   "model file",
+                   attn_precision_name(attn_model_precision(model)));
     out->self = model;
     out->params = model_params;
     out->forward_loss = model_forward_loss;

@@ -571,21 +571,25 @@ static void test_every_isa_matches_reference_for_every_mask(void)
 static void test_results_are_deterministic(void)
 {
     const mask_spec *spec = &mask_kinds[7];
-    for (int threads = 1; threads <= 2; threads++) {
+    for (int run = 0; run < 4; run++) {
+        const int threads = 1 + run % 2;
         CHECK_OK(attn_set_num_threads(threads));
         sdpa_case c = case_make(1, 3, 150, 140, 40, 24, spec, 11); /* key groups at 2 threads */
+        c.options.precision = run < 2 ? ATTN_PRECISION_FP32 : ATTN_PRECISION_BF16;
         double *q = random_float_values(q_count(&c), 1, 2.0);
         double *k = random_float_values(k_count(&c), 2, 2.0);
         double *v = random_float_values(v_count(&c), 3, 1.0);
         double *g = random_float_values(o_count(&c), 4, 1.0);
         run_result first, second;
+        memset(&first, 0, sizeof first);
+        memset(&second, 0, sizeof second);
         int ok = run_api(&c, q, k, v, g, 1, &first) && run_api(&c, q, k, v, g, 1, &second);
         CHECK(ok && memcmp(first.out, second.out, o_count(&c) * sizeof(float)) == 0 &&
                   memcmp(first.lse, second.lse, rows(&c) * sizeof(float)) == 0 &&
                   memcmp(first.dq, second.dq, q_count(&c) * sizeof(float)) == 0 &&
                   memcmp(first.dk, second.dk, k_count(&c) * sizeof(float)) == 0 &&
                   memcmp(first.dv, second.dv, v_count(&c) * sizeof(float)) == 0,
-              "%d threads: identical bits", threads);
+              "%d threads, %s: identical bits", threads, attn_precision_name(c.options.precision));
         run_result_free(&first);
         run_result_free(&second);
         free(q), free(k), free(v), free(g);
@@ -598,11 +602,13 @@ static void test_results_are_deterministic(void)
 static void test_fully_masked_rows_give_zeros(void)
 {
     const mask_spec none = {"all keys padded", 0, -1, 0, ADDITIVE_NONE, 0};
-    for (int s = 0; s < 4; s++) {
+    for (int run = 0; run < 8; run++) {
+        const int s = run % 4;
         if (!attn_isa_supported(all_isas[s]))
             continue;
         CHECK_OK(attn_set_isa(all_isas[s]));
         sdpa_case c = case_make(2, 2, 20, 70, 8, 8, &none, 5);
+        c.options.precision = run < 4 ? ATTN_PRECISION_FP32 : ATTN_PRECISION_BF16;
         c.padding = test_alloc((size_t)(2 * 70));
         for (int64_t j = 0; j < 70; j++)
             c.padding[70 + j] = 1;
@@ -705,6 +711,248 @@ static void test_kernel_transpose(void)
     }
 }
 
+/* ---- bf16 operands --------------------------------------------------------------------- */
+
+/* The largest |a - exact| over n values; -inf lse entries must match exactly (else inf). */
+static double max_error(const float *a, const double *exact, size_t n)
+{
+    double worst = 0;
+    for (size_t e = 0; e < n; e++) {
+        if (exact[e] == -INFINITY) {
+            worst = a[e] == -INFINITY ? worst : INFINITY;
+            continue;
+        }
+        double err = fabs((double)a[e] - exact[e]);
+        worst = err > worst || isnan(err) ? err : worst;
+    }
+    return worst;
+}
+
+static double max_error_double(const double *a, const double *exact, size_t n)
+{
+    double worst = 0;
+    for (size_t e = 0; e < n; e++)
+        if (exact[e] != -INFINITY) {
+            double err = fabs(a[e] - exact[e]);
+            worst = err > worst ? err : worst;
+        }
+    return worst;
+}
+
+/* The double reference (fp32: exact; bf16: the naive computation with the kernels'
+ * rounding of the operands) of one case: out, lse, dq, dk, dv. */
+typedef struct reference_run {
+    double *out, *lse, *weights, *dq, *dk, *dv;
+} reference_run;
+
+static reference_run reference_run_make(sdpa_case *c, attn_precision precision, const double *q,
+                                        const double *k, const double *v, const double *grad_out)
+{
+    reference_run r;
+    r.out = test_alloc(o_count(c) * sizeof(double));
+    r.lse = test_alloc(rows(c) * sizeof(double));
+    r.weights = test_alloc(rows(c) * (size_t)c->len_k * sizeof(double) + sizeof(double));
+    r.dq = calloc(q_count(c) + 1, sizeof(double));
+    r.dk = calloc(k_count(c) + 1, sizeof(double));
+    r.dv = calloc(v_count(c) + 1, sizeof(double));
+    c->problem.precision = precision;
+    CHECK_OK(attn_sdpa_reference_forward_f64(&c->problem, q, k, v, r.out, r.lse, r.weights));
+    CHECK_OK(attn_sdpa_reference_backward_f64(&c->problem, q, k, v, grad_out, r.dq, r.dk, r.dv));
+    c->problem.precision = ATTN_PRECISION_FP32;
+    return r;
+}
+
+static void reference_run_free(reference_run *r)
+{
+    free(r->out), free(r->lse), free(r->weights), free(r->dq), free(r->dk), free(r->dv);
+}
+
+/* FlashAttention's rule on the current instruction set: the bf16 kernels' largest error
+ * against float64 is at most twice that of the naive computation with the same rounding of
+ * the operands, for the output, lse, weights and all three gradients. */
+static void check_bf16_rule(int64_t batch, int64_t heads, int64_t len_q, int64_t len_k, int64_t dim,
+                            int64_t dim_v, const mask_spec *spec, int interleaved, uint64_t seed)
+{
+    sdpa_case c = case_make(batch, heads, len_q, len_k, dim, dim_v, spec, seed);
+    c.options.precision = ATTN_PRECISION_BF16;
+    double *q = random_float_values(q_count(&c), seed + 1, 2.0);
+    double *k = random_float_values(k_count(&c), seed + 2, 2.0);
+    double *v = random_float_values(v_count(&c), seed + 3, 1.0);
+    double *grad_out = random_float_values(o_count(&c), seed + 4, 1.0);
+    reference_run exact = reference_run_make(&c, ATTN_PRECISION_FP32, q, k, v, grad_out);
+    reference_run naive = reference_run_make(&c, ATTN_PRECISION_BF16, q, k, v, grad_out);
+    run_result r;
+    if (run_api(&c, q, k, v, grad_out, interleaved, &r)) {
+        const char *names[] = {"out", "lse", "weights", "dq", "dk", "dv"};
+        const float *kernel[] = {r.out, r.lse, r.weights, r.dq, r.dk, r.dv};
+        const double *exact_values[] = {exact.out, exact.lse, exact.weights,
+                                        exact.dq,  exact.dk,  exact.dv};
+        const double *naive_values[] = {naive.out, naive.lse, naive.weights,
+                                        naive.dq,  naive.dk,  naive.dv};
+        const size_t counts[] = {o_count(&c), rows(&c),    rows(&c) * (size_t)len_k,
+                                 q_count(&c), k_count(&c), v_count(&c)};
+        for (int t = 0; t < 6; t++) {
+            double kernel_error = max_error(kernel[t], exact_values[t], counts[t]);
+            double naive_error = max_error_double(naive_values[t], exact_values[t], counts[t]);
+            /* The floor covers results the rounding leaves exact (fully masked rows). */
+            CHECK(kernel_error <= 2 * naive_error + 1e-6,
+                  "%s bf16 %s Lq=%lld Lk=%lld d=%lld dv=%lld%s: %s error %.3g, naive bf16 %.3g",
+                  attn_isa_name(attn_get_isa()), spec->name, (long long)len_q, (long long)len_k,
+                  (long long)dim, (long long)dim_v, interleaved ? " strided" : "", names[t],
+                  kernel_error, naive_error);
+        }
+        CHECK(all_finite(r.out, o_count(&c)) && all_finite(r.dq, q_count(&c)) &&
+                  all_finite(r.dk, k_count(&c)) && all_finite(r.dv, v_count(&c)),
+              "%s bf16 %s: no NaN or inf", attn_isa_name(attn_get_isa()), spec->name);
+    }
+    run_result_free(&r);
+    reference_run_free(&exact);
+    reference_run_free(&naive);
+    free(q), free(k), free(v), free(grad_out);
+    case_free(&c);
+}
+
+/* Every instruction set: the reference, the emulated rounding (portable, AVX2, and AVX-512
+ * on CPUs without AVX512_BF16) and vdpbf16ps where the CPU has it. */
+static void test_bf16_meets_flash_attention_rule(void)
+{
+    CHECK_OK(attn_set_num_threads(2));
+    for (int s = 0; s < 4; s++) {
+        if (!attn_isa_supported(all_isas[s]))
+            continue;
+        CHECK_OK(attn_set_isa(all_isas[s]));
+        for (int m = 0; m < MASK_KINDS; m++) {
+            /* Partial tiles, odd lengths and dims (padded pairs), cross attention both ways,
+             * dv != d, key groups (3 heads and 1 head on 2 threads), strided heads. */
+            check_bf16_rule(1, 3, 70, 70, 16, 16, &mask_kinds[m], 1, 900 + (uint64_t)m);
+            check_bf16_rule(1, 2, 131, 67, 24, 40, &mask_kinds[m], 0, 1000 + (uint64_t)m);
+            check_bf16_rule(1, 1, 19, 151, 33, 9, &mask_kinds[m], 1, 1100 + (uint64_t)m);
+            check_bf16_rule(2, 2, 129, 129, 64, 64, &mask_kinds[m], m % 2, 1200 + (uint64_t)m);
+        }
+        check_bf16_rule(1, 2, 1, 1, 1, 1, &mask_kinds[0], 0, 1300);
+        check_bf16_rule(1, 2, 3, 5, 7, 3, &mask_kinds[2], 1, 1301);
+    }
+    CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
+    CHECK_OK(attn_set_num_threads(0));
+}
+
+/* One bf16 kernel table against the portable emulation on the same operands: packing
+ * rounds to the same bits (normal numbers), products and softmax agree to float rounding. */
+static void compare_bf16_kernels(const char *name, const sdpa_bf16_kernels *fast)
+{
+    enum { ROWS = 37, COLS = 45, STRIDE = 53, PAIRS = (COLS + 1) / 2, LD = 70 };
+    static float src[ROWS * STRIDE], b_src[COLS * LD], c_fast[ROWS * LD], c_slow[ROWS * LD];
+    static float scale[LD], stats_fast[3][LD], stats_slow[3][LD];
+    static sdpa_bf16_pair fast_pairs[3][ROWS * LD], slow_pairs[3][ROWS * LD];
+    const sdpa_bf16_kernels *slow = &attn_sdpa_bf16_kernels_emulated;
+    test_fill_uniform(src, ROWS * STRIDE, -3.0f, 3.0f, 17);
+    test_fill_uniform(scale, LD, 0.0f, 1.0f, 18);
+    test_fill_uniform(b_src, COLS * LD, -3.0f, 3.0f, 20);
+    /* Rows of pairs, pairs across contiguous rows, rows into columns, and the generic case. */
+    const int64_t layouts[4][4] = {
+        {STRIDE, 1, PAIRS, 1}, {1, STRIDE, 1, COLS}, {STRIDE, 1, 1, ROWS}, {1, STRIDE, PAIRS, 1}};
+    for (int l = 0; l < 4; l++) {
+        const int64_t *x = layouts[l];
+        int64_t rows = x[0] == 1 ? COLS : ROWS, cols = x[0] == 1 ? ROWS : COLS;
+        memset(fast_pairs, 0, sizeof fast_pairs);
+        memset(slow_pairs, 0, sizeof slow_pairs);
+        fast->pack(src, x[0], x[1], rows, cols, fast_pairs[0], x[2], x[3]);
+        slow->pack(src, x[0], x[1], rows, cols, slow_pairs[0], x[2], x[3]);
+        CHECK(memcmp(fast_pairs, slow_pairs, sizeof fast_pairs) == 0,
+              "%s pack layout %d: same bits", name, l);
+    }
+    /* A [ROWS x PAIRS] rows of pairs times B [PAIRS x n] for n over the panel widths. */
+    slow->pack(src, STRIDE, 1, ROWS, COLS, slow_pairs[0], PAIRS, 1);
+    slow->pack(b_src, 1, LD, LD, COLS, slow_pairs[1], 1, LD);
+    static const int64_t widths[] = {1, 16, 23, 48, 64, 46};
+    const sdpa_gemm_mode modes[] = {SDPA_GEMM_STORE, SDPA_GEMM_ADD, SDPA_GEMM_SCALE_ROWS};
+    for (int w = 0; w < 6; w++)
+        for (int mode = 0; mode < 3; mode++) {
+            test_fill_uniform(c_fast, ROWS * LD, -1.0f, 1.0f, 19);
+            memcpy(c_slow, c_fast, sizeof c_fast);
+            fast->gemm(ROWS, widths[w], PAIRS, slow_pairs[0], PAIRS, 1, slow_pairs[1], LD, c_fast,
+                       LD, 0.5f, modes[mode], scale);
+            slow->gemm(ROWS, widths[w], PAIRS, slow_pairs[0], PAIRS, 1, slow_pairs[1], LD, c_slow,
+                       LD, 0.5f, modes[mode], scale);
+            CHECK(test_max_abs_diff(c_fast, c_slow, ROWS * LD) <= 1e-4,
+                  "%s gemm n=%lld mode %d: %.3g from the emulation", name, (long long)widths[w],
+                  mode, test_max_abs_diff(c_fast, c_slow, ROWS * LD));
+        }
+    /* Base-2 softmax over scores [ROWS x 64] (an odd row count pads a pair), with one column
+     * fully masked and running statistics from an earlier tile. */
+    for (int64_t e = 0; e < ROWS * LD; e++)
+        c_fast[e] = e % LD == 5 ? -INFINITY : src[e % (ROWS * STRIDE)];
+    for (int64_t c = 0; c < LD; c++) {
+        stats_fast[0][c] = stats_slow[0][c] = c == 5 ? -INFINITY : scale[c];
+        stats_fast[1][c] = stats_slow[1][c] = c == 5 ? 0.0f : 1.0f + scale[c];
+    }
+    memset(fast_pairs, 0, sizeof fast_pairs);
+    memset(slow_pairs, 0, sizeof slow_pairs);
+    fast->softmax_columns(c_fast, ROWS, 64, LD, stats_fast[0], stats_fast[1], stats_fast[2],
+                          fast_pairs[0]);
+    slow->softmax_columns(c_fast, ROWS, 64, LD, stats_slow[0], stats_slow[1], stats_slow[2],
+                          slow_pairs[0]);
+    double worst = 0;
+    for (int t = 0; t < 3; t++)
+        for (int64_t c = 0; c < 64; c++) {
+            double diff = fabs((double)stats_fast[t][c] - (double)stats_slow[t][c]);
+            worst = stats_fast[t][c] == stats_slow[t][c] ? worst : diff > worst ? diff : worst;
+        }
+    int close_pairs = 1;
+    for (int64_t e = 0; e < (ROWS + 1) / 2 * LD; e++) {
+        if (e % LD >= 64)
+            continue;
+        for (int half = 0; half < 2; half++) {
+            float a = sdpa_bf16_to_float(fast_pairs[0][e] >> (16 * half) & 0xffffu);
+            float b = sdpa_bf16_to_float(slow_pairs[0][e] >> (16 * half) & 0xffffu);
+            close_pairs &= fabsf(a - b) <= 1e-2f * fabsf(b) + 1e-30f;
+        }
+    }
+    CHECK(worst <= 1e-5 && close_pairs, "%s softmax: statistics %.3g apart, pairs close %d", name,
+          worst, close_pairs);
+    /* Softmax gradient: rows [ROWS x 64] of base-2 scores and dP, one row fully masked. */
+    float lse[ROWS], delta[ROWS];
+    for (int64_t r = 0; r < ROWS; r++) {
+        lse[r] = r == 3 ? -INFINITY : 4.0f + scale[r];
+        delta[r] = scale[r + 1] - 0.5f;
+    }
+    memset(fast_pairs, 0, sizeof fast_pairs);
+    memset(slow_pairs, 0, sizeof slow_pairs);
+    fast->softmax_grad_rows(c_fast, b_src, ROWS, 64, LD, lse, delta, 0.3f, fast_pairs[0],
+                            fast_pairs[1], fast_pairs[2], 32);
+    slow->softmax_grad_rows(c_fast, b_src, ROWS, 64, LD, lse, delta, 0.3f, slow_pairs[0],
+                            slow_pairs[1], slow_pairs[2], 32);
+    close_pairs = 1;
+    for (int t = 0; t < 3; t++)
+        for (int64_t e = 0; e < ROWS * LD; e++)
+            for (int half = 0; half < 2; half++) {
+                float a = sdpa_bf16_to_float(fast_pairs[t][e] >> (16 * half) & 0xffffu);
+                float b = sdpa_bf16_to_float(slow_pairs[t][e] >> (16 * half) & 0xffffu);
+                close_pairs &= fabsf(a - b) <= 1e-2f * fabsf(b) + 1e-30f;
+            }
+    CHECK(close_pairs, "%s softmax gradient: pairs within a bf16 step", name);
+}
+
+static void test_bf16_kernels_match_the_emulation(void)
+{
+#ifdef ATTN_SDPA_HAVE_X86
+    if (attn_isa_supported(ATTN_ISA_AVX2))
+        compare_bf16_kernels("emulated avx2", &attn_sdpa_bf16_kernels_emulated_avx2);
+    if (attn_isa_supported(ATTN_ISA_AVX512))
+        compare_bf16_kernels("emulated avx512", &attn_sdpa_bf16_kernels_emulated_avx512);
+    int native = 0;
+    if (attn_isa_supported(ATTN_ISA_AVX512)) {
+        CHECK_OK(attn_set_isa(ATTN_ISA_AVX512));
+        native = attn_precision_native(ATTN_PRECISION_BF16);
+    }
+    if (native)
+        compare_bf16_kernels("avx512bf16", &attn_sdpa_bf16_kernels_avx512bf16);
+    else
+        printf("  (no AVX512_BF16 on this CPU: the emulated path runs everywhere)\n");
+    CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
+#endif
+}
+
 /* ---- bad input ------------------------------------------------------------------------ */
 
 static void test_bad_input_is_rejected(void)
@@ -717,6 +965,16 @@ static void test_bad_input_is_rejected(void)
     attn_sdpa_options o = attn_sdpa_default_options();
     CHECK_OK(attn_sdpa_forward(&q, &k, &v, &o, &out, lse, NULL));
     CHECK_OK(attn_sdpa_forward(&q, &k, &v, NULL, &out, NULL, NULL));
+    CHECK_FAILS(attn_sdpa_forward(NULL, &k, &v, &o, &out, lse, NULL), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(attn_last_error(), "attn_sdpa_forward") && strstr(attn_last_error(), "q"),
+          "message names the function and argument: %s", attn_last_error());
+    o.precision = ATTN_PRECISION_INT8; /* no int8 attention */
+    CHECK_FAILS(attn_sdpa_forward(&q, &k, &v, &o, &out, lse, NULL), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(attn_last_error(), "precision") && strstr(attn_last_error(), "int8"),
+          "message names the precision: %s", attn_last_error());
+    o.precision = ATTN_PRECISION_BF16;
+    CHECK_OK(attn_sdpa_forward(&q, &k, &v, &o, &out, lse, NULL));
+    o.precision = ATTN_PRECISION_FP32;
     CHECK_FAILS(attn_sdpa_forward(NULL, &k, &v, &o, &out, lse, NULL), ATTN_ERR_INVALID_ARGUMENT);
     CHECK(strstr(attn_last_error(), "attn_sdpa_forward") && strstr(attn_last_error(), "q"),
           "message names the function and argument: %s", attn_last_error());
@@ -834,6 +1092,8 @@ int main(void)
     RUN_TEST(test_every_isa_matches_reference_for_every_mask);
     RUN_TEST(test_results_are_deterministic);
     RUN_TEST(test_fully_masked_rows_give_zeros);
+    RUN_TEST(test_bf16_meets_flash_attention_rule);
+    RUN_TEST(test_bf16_kernels_match_the_emulation);
     RUN_TEST(test_bad_input_is_rejected);
     RUN_TEST(test_empty_sizes);
     return test_summary();

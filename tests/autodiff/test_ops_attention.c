@@ -245,6 +245,54 @@ static void test_every_isa_matches_the_reference_and_repeats_exactly(void)
     ad_check_cases_across_isas(cases, make_large_cases(cases), 850, 5e-5);
 }
 
+/* ---- precision ------------------------------------------------------------------------ */
+
+/* Multi-head attention forward and backward (gradient of the query) on a graph of the given
+ * precision; returns the output followed by the gradient, 2 * count floats. */
+static float *mha_in_precision(attn_precision precision, const float *x_data, const float *in_w,
+                               const float *out_w, int64_t count)
+{
+    attn_graph *g = NULL;
+    CHECK_OK(attn_graph_create(NULL, &g));
+    attn_graph_set_precision(g, precision);
+    const int64_t x_shape[3] = {2, 70, 16}, in_shape[2] = {48, 16}, out_shape[2] = {16, 16};
+    attn_var *x = NULL, *w_in = NULL, *w_out = NULL, *y = NULL;
+    CHECK_OK(attn_graph_input(g, 3, x_shape, x_data, 1, &x));
+    CHECK_OK(attn_graph_input(g, 2, in_shape, in_w, 0, &w_in));
+    CHECK_OK(attn_graph_input(g, 2, out_shape, out_w, 0, &w_out));
+    const int32_t lengths[2] = {70, 41};
+    attn_attention_mask mask = {lengths, 1};
+    attn_mha_vars p = {w_in, NULL, w_out, NULL};
+    float *result = test_alloc(2 * (size_t)count * sizeof(float));
+    CHECK_OK(attn_op_multi_head_attention(g, &p, 2, x, x, x, &mask, &y));
+    memcpy(result, y->value.data, (size_t)count * sizeof(float));
+    CHECK_OK(attn_graph_backward_from(g, y, x_data)); /* any fixed upstream gradient */
+    memcpy(result + count, x->grad, (size_t)count * sizeof(float));
+    attn_graph_destroy(g);
+    return result;
+}
+
+/* A graph in bf16 runs its attention with bf16 operands: output and gradients move by
+ * about bf16's rounding, not more. */
+static void test_graph_precision_reaches_attention(void)
+{
+    enum { COUNT = 2 * 70 * 16 };
+    static float x[COUNT], in_w[48 * 16], out_w[16 * 16];
+    test_fill_uniform(x, COUNT, -1.0f, 1.0f, 31);
+    test_fill_uniform(in_w, 48 * 16, -0.5f, 0.5f, 32);
+    test_fill_uniform(out_w, 16 * 16, -0.5f, 0.5f, 33);
+    float *fp32 = mha_in_precision(ATTN_PRECISION_FP32, x, in_w, out_w, COUNT);
+    float *bf16 = mha_in_precision(ATTN_PRECISION_BF16, x, in_w, out_w, COUNT);
+    double out_diff = test_max_abs_diff(fp32, bf16, COUNT);
+    double grad_diff = test_max_abs_diff(fp32 + COUNT, bf16 + COUNT, COUNT);
+    CHECK(out_diff > 0 && out_diff < 2e-2 * (1 + test_max_abs(fp32, COUNT)),
+          "bf16 output differs from fp32 by %.3g", out_diff);
+    CHECK(grad_diff > 0 && grad_diff < 2e-2 * (1 + test_max_abs(fp32 + COUNT, COUNT)),
+          "bf16 query gradient differs from fp32 by %.3g", grad_diff);
+    free(fp32);
+    free(bf16);
+}
+
 /* ---- argument checks ------------------------------------------------------------------ */
 
 static void test_bad_multi_head_attention_arguments_are_rejected(void)
@@ -349,6 +397,7 @@ int main(void)
 {
     RUN_TEST(test_gradients_match_finite_differences);
     RUN_TEST(test_every_isa_matches_the_reference_and_repeats_exactly);
+    RUN_TEST(test_graph_precision_reaches_attention);
     RUN_TEST(test_bad_multi_head_attention_arguments_are_rejected);
     RUN_TEST(test_bad_attention_step_arguments_are_rejected);
     return test_summary();

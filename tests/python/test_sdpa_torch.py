@@ -117,6 +117,41 @@ def test_forward_weights_and_backward_match_torch(case, rng, assert_close):
         assert_close(ours, ref, f"{name}: {what}")
 
 
+def torch_bf16_sdpa(q, k, v, grad_out, is_causal=False, key_padding_mask=None):
+    """PyTorch's standard attention computed in bfloat16 (tensors, products, softmax and
+    autograd all bf16): the naive low-precision computation of FlashAttention's rule."""
+    qt, kt, vt = (torch.tensor(x).bfloat16().requires_grad_() for x in (q, k, v))
+    scores = qt @ kt.transpose(-1, -2) * (1.0 / np.sqrt(q.shape[3]))
+    excluded = torch.zeros(scores.shape, dtype=torch.bool)
+    if is_causal:
+        excluded |= torch.ones(scores.shape[-2:], dtype=torch.bool).triu(1)
+    if key_padding_mask is not None:
+        excluded |= torch.tensor(key_padding_mask)[:, None, None, :]
+    out = torch.softmax(scores.masked_fill(excluded, -np.inf), dim=-1) @ vt
+    out.backward(torch.tensor(grad_out).bfloat16())
+    return [t.detach().double().numpy() for t in (out, qt.grad, kt.grad, vt.grad)]
+
+
+@pytest.mark.parametrize("options", [{}, {"is_causal": True}, {"key_padding_mask": "padding"}],
+                         ids=["none", "causal", "padding"])
+def test_bf16_error_is_at_most_twice_that_of_torch_in_bf16(options, rng):
+    batch, heads, length, dim = 2, 2, 70, 64
+    q, k, v, grad_out = make_inputs(rng, batch, heads, length, length, dim, dim)
+    if options.get("key_padding_mask") == "padding":
+        options = {"key_padding_mask": padding(rng, batch, length)}
+    ref_out, _, ref_grads = torch_sdpa(q, k, v, grad_out, **options)
+    exact = [ref_out, *ref_grads]
+    naive = torch_bf16_sdpa(q, k, v, grad_out, **options)
+    ours = [attn.scaled_dot_product_attention(q, k, v, precision="bf16", **options),
+            *attn.scaled_dot_product_attention_backward(q, k, v, grad_out, precision="bf16",
+                                                        **options)]
+    fp32 = attn.scaled_dot_product_attention(q, k, v, **options)
+    assert not np.array_equal(ours[0], fp32), "bf16 rounds the operands"
+    for what, mine, theirs, ref in zip(("out", "dq", "dk", "dv"), ours, naive, exact):
+        error, naive_error = np.abs(mine - ref).max(), np.abs(theirs - ref).max()
+        assert error <= 2 * naive_error, f"{what}: error {error:.3g}, torch bf16 {naive_error:.3g}"
+
+
 def test_fully_masked_rows_are_zero_where_torch_gives_nan(rng, assert_close):
     q, k, v, grad_out = make_inputs(rng, 2, 2, 4, 5, 8, 8)
     key_padding_mask = np.zeros((2, 5), dtype=bool)
@@ -174,3 +209,5 @@ def test_bad_arguments_raise_value_error_with_the_library_message(rng):
         attn.scaled_dot_product_attention(q, k, v, window=-2)
     with pytest.raises(ValueError, match="scale must be finite"):
         attn.scaled_dot_product_attention(q, k, v, scale=float("nan"))
+    with pytest.raises(ValueError, match="precision"):
+        attn.scaled_dot_product_attention(q, k, v, precision="int8")
