@@ -9,10 +9,12 @@ set -eu
 
 packages_of() {
     case "$1" in
-    build) echo "build-essential cmake pkg-config libcjson-dev libpng-dev libmicrohttpd-dev" ;;
+    # Open MPI is optional for the build (data-parallel training under mpirun); without it attn
+    # trains in one process.
+    build) echo "build-essential cmake pkg-config libcjson-dev libpng-dev libmicrohttpd-dev libopenmpi-dev openmpi-bin" ;;
     # The reference checks run under /usr/bin/python3 with Debian's NumPy and PyTorch; the
     # attention page is tested in Debian's chromium, headless.
-    test) echo "build-essential cmake pkg-config libcjson-dev libpng-dev libmicrohttpd-dev python3 python3-numpy python3-torch python3-pytest chromium" ;;
+    test) echo "build-essential cmake pkg-config libcjson-dev libpng-dev libmicrohttpd-dev libopenmpi-dev openmpi-bin python3 python3-numpy python3-torch python3-pytest chromium" ;;
     valgrind) echo "valgrind" ;;
     fuzz) echo "clang libclang-rt-14-dev" ;;
     *) echo "ensure-packages: unknown group '$1' (build, test, valgrind or fuzz)" >&2; exit 2 ;;

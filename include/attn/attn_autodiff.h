@@ -210,6 +210,21 @@ typedef attn_status (*attn_attention_observer)(void *ctx, int64_t index, const f
 ATTN_API void attn_graph_set_attention_observer(attn_graph *graph,
                                                 attn_attention_observer observer, void *ctx);
 
+/* Watching the backward, so that data-parallel training can start summing a gradient over
+ * processes while the backward still runs. While an observer is set, attn_graph_backward calls
+ * observer(ctx, remaining) once before the first node (remaining = attn_graph_node_count) and
+ * after each node (remaining = the nodes still to run, 0 after the last). The gradient of
+ * parameter id is final once remaining <= attn_graph_param_first_node(graph, id): only nodes
+ * pushed after the step first read a parameter can add to its gradient. A status other than
+ * ATTN_OK stops the backward with it. NULL removes it; attn_graph_reset keeps it. */
+typedef attn_status (*attn_backward_observer)(void *ctx, size_t remaining);
+ATTN_API void attn_graph_set_backward_observer(attn_graph *graph, attn_backward_observer observer,
+                                               void *ctx);
+/* The tape's length when the step (since the last reset) first read parameter id through
+ * attn_graph_param while recording; SIZE_MAX when it has not read it (its gradient is final
+ * throughout the backward). */
+ATTN_API size_t attn_graph_param_first_node(const attn_graph *graph, attn_param_id id);
+
 /* Bytes in use now, and the most in use in one step, in the graph's arena. When a step
  * outgrows the arena, the next reset replaces it with one block 25% larger than that step
  * needed (and the peak starts over), so once the largest batch has been seen no step

@@ -8,8 +8,11 @@
  * another model plugs in by filling the same three functions.
  *
  * One step: for each of `accumulate` batches, reset the graph, set the dropout seed from
- * (seed, micro-batch number), forward, backward (gradients add up in the store); scale the
- * gradients by 1 / accumulate, take the global norm (and clip it), set the rate from the
+ * (seed, micro-batch number), forward, and backward with d(loss) = the batch's share of the
+ * update's target tokens, each batch's gradient from zero and then added to the sum of those
+ * before it (so the loss is the mean over every target token of the update, and the sums are
+ * the ones an all-reduce over processes makes: see "Data parallelism" below); take the global
+ * norm (and clip it), set the rate from the
  * schedule (attn_lr_at_time for Adam's next step after the training time so far, below), and
  * make one Adam/AdamW update of the whole buffer. A non-finite gradient norm
  * skips the update (reported in the event); max_skipped_updates skipped in a row end the run
@@ -107,7 +110,7 @@ typedef struct attn_train_event {
     int64_t epoch_batches;   /* batches in the current epoch */
     int64_t planned_steps;   /* the step the run will stop at, by epochs and max_steps (0: no
                                 bound) */
-    double loss;             /* STEP: mean training loss of the update's batches;
+    double loss;             /* STEP: training loss per target token of the update's batches;
                                 EVAL: validation cross-entropy per token */
     double accuracy;         /* STEP: token accuracy of the update's batches; EVAL: validation */
     int64_t tokens;          /* target tokens scored */
@@ -132,7 +135,7 @@ typedef struct attn_trainer_options {
     int64_t batch_tokens;       /* padded source + target tokens per batch (attn_batcher) */
     int shuffle;                /* shuffle batches each epoch (from seed and epoch) */
     uint64_t seed;              /* batches and dropout masks */
-    int64_t accumulate;         /* batches per update (>= 1) */
+    int64_t accumulate;         /* batches per update (>= 1), over all ranks together */
     /* The optimizer; lr is replaced by the schedule's rate at each step. With weight decay
      * and no_decay NULL, every 1-dimensional parameter (biases, layer-norm gains) is exempt
      * from decay, as is usual for Transformers; ranges the caller gives must outlive the
@@ -161,6 +164,14 @@ typedef struct attn_trainer_options {
     size_t n_metadata;
     attn_train_callback callback; /* may be NULL */
     void *callback_user;
+    /* ---- several processes (see "Data parallelism" below): may change on resume ---- */
+    /* Nonzero: this process is one rank of a data-parallel run over MPI_COMM_WORLD (MPI is
+     * initialised by attn_trainer_create if the program has not). 0 (the default): one
+     * process, no MPI call. */
+    int distributed;
+    /* With several ranks, compare a checksum of the parameters every N updates and stop the
+     * run with ATTN_ERR_INTERNAL when the ranks disagree (0: never; default 100). */
+    int64_t check_every;
 } attn_trainer_options;
 
 /* batch_tokens 4096, shuffle on, seed 1, accumulate 1; Adam with betas (0.9, 0.98), eps 1e-9
@@ -233,10 +244,47 @@ typedef struct attn_trainer_status {
     size_t graph_memory_peak;/* most bytes the step's arena has held */
     double train_seconds;    /* training time of the runs so far, a running one included: the
                                 clock of a cosine annealed over total_seconds */
+    int rank, ranks;         /* this process's rank and the number of ranks (0 and 1 alone) */
 } attn_trainer_status;
 
 ATTN_API attn_status attn_trainer_get_status(const attn_trainer *trainer,
                                              attn_trainer_status *out);
+
+/* ---- data parallelism -------------------------------------------------------------------- */
+
+/* `mpirun -np N prog` runs N copies of a program; a trainer created in each with
+ * options.distributed set is one rank of a data-parallel run. Every rank holds the whole model
+ * and corpus and reads the same sequence of batches (a function of seed and epoch): an update
+ * is `accumulate` consecutive batches, and rank r of N takes batches [r·A/N, (r+1)·A/N) of them
+ * (A = accumulate; a rank may get none when N > A). Each rank computes its batches' gradients,
+ * the gradient buffer is summed over the ranks with MPI all-reduces, in buckets started while
+ * the backward still runs, and every rank makes the same optimizer step. The loss is normalised
+ * by the target tokens of the whole update (every rank knows every batch), on one process as on
+ * several, so N ranks with accumulate N give the same weights, to the bit at N = 2, as one
+ * process with accumulate N (docs/distributed.md: the order of the sums for N > 2). Rank 0 alone
+ * validates, reports EVAL events, and writes the model file and the checkpoint; the stopping
+ * decision (its clock, patience, any rank's callback asking to stop) is agreed after every
+ * update. A checkpoint resumes on any number of ranks. The cancel flag
+ * (attn_trainer_set_cancel_flag) is for one process: a rank that dropped its update alone would
+ * leave the others waiting; end a run of several ranks with attn_distributed_abort, or let
+ * mpirun end it. */
+
+/* 1 when this build of the library has MPI. */
+ATTN_API int attn_distributed_built(void);
+/* The MPI library's name and version ("Open MPI v4.1.4"), or a sentence saying there is none. */
+ATTN_API const char *attn_distributed_description(void);
+/* 1 when the environment says this process was started by mpirun (Open MPI, or a PMI/PMIx
+ * launcher). The library never starts MPI on its own because of it. */
+ATTN_API int attn_distributed_launched(void);
+/* Initialises MPI (unless the program already has) and gives this process's rank and the
+ * number of ranks. ATTN_ERR_UNSUPPORTED in a build without MPI. */
+ATTN_API attn_status attn_distributed_start(int *rank, int *size);
+/* Finalises MPI if attn_distributed_start initialised it; call once, before the program exits
+ * normally. */
+ATTN_API void attn_distributed_finish(void);
+/* For a program whose rank failed: ends every rank of the run (MPI_Abort) with code, so that
+ * none waits for it. Does nothing without MPI. The library itself never calls it. */
+ATTN_API void attn_distributed_abort(int code);
 
 /* ---- checkpoints -------------------------------------------------------------------------- */
 

@@ -28,6 +28,12 @@ struct attn_graph {
     attn_attention_observer observer;
     void *observer_ctx;
     int64_t attention_ops; /* multi-head attention ops since the reset */
+    /* Per parameter id: the tape's length when the step first read it (SIZE_MAX: not yet).
+     * Allocated at the first recorded read of a parameter. */
+    size_t *first_node;
+    size_t first_node_count;
+    attn_backward_observer backward_observer;
+    void *backward_observer_ctx;
 };
 
 enum { GRAPH_ARENA_BYTES = 4 << 20 };
@@ -57,6 +63,7 @@ void attn_graph_destroy(attn_graph *graph)
     if (graph == NULL)
         return;
     attn_arena_destroy(graph->arena);
+    free(graph->first_node);
     free(graph);
 }
 
@@ -96,6 +103,41 @@ void attn_graph_reset(attn_graph *graph)
     graph->dropout_count = 0;
     graph->backward_done = 0;
     graph->attention_ops = 0;
+    for (size_t i = 0; i < graph->first_node_count; i++)
+        graph->first_node[i] = SIZE_MAX;
+}
+
+void attn_graph_set_backward_observer(attn_graph *graph, attn_backward_observer observer, void *ctx)
+{
+    if (graph == NULL)
+        return;
+    graph->backward_observer = observer;
+    graph->backward_observer_ctx = observer != NULL ? ctx : NULL;
+}
+
+size_t attn_graph_param_first_node(const attn_graph *graph, attn_param_id id)
+{
+    if (graph == NULL || id < 0 || (size_t)id >= graph->first_node_count)
+        return SIZE_MAX;
+    return graph->first_node[id];
+}
+
+/* Remembers when the step first read parameter id: a node pushed before then cannot have it
+ * as an input, so cannot add to its gradient. */
+static attn_status note_param_read(attn_graph *graph, attn_param_id id)
+{
+    if (graph->first_node == NULL) {
+        size_t count = attn_params_count(graph->store);
+        graph->first_node = malloc((count > 0 ? count : 1) * sizeof *graph->first_node);
+        if (graph->first_node == NULL)
+            return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_graph_param: out of memory");
+        graph->first_node_count = count;
+        for (size_t i = 0; i < count; i++)
+            graph->first_node[i] = SIZE_MAX;
+    }
+    if ((size_t)id < graph->first_node_count && graph->first_node[id] == SIZE_MAX)
+        graph->first_node[id] = graph->nodes;
+    return ATTN_OK;
 }
 
 void attn_graph_set_attention_observer(attn_graph *graph, attn_attention_observer observer,
@@ -285,6 +327,8 @@ attn_status attn_graph_param(attn_graph *graph, attn_param_id id, attn_var **out
                    "%s: the parameter store is not finalised", fn);
     attn_param_info info;
     ATTN_TRY(attn_params_info(graph->store, id, &info));
+    if (graph->recording)
+        ATTN_TRY(note_param_read(graph, id));
     attn_var *v = attn_arena_alloc(graph->arena, sizeof *v);
     if (v == NULL)
         return ATTN_ERR_OUT_OF_MEMORY;
@@ -364,22 +408,42 @@ attn_status attn_graph_grad(attn_graph *graph, attn_var *var, float **grad)
     return ATTN_OK;
 }
 
+static attn_status observe_backward(attn_backward_observer observer, void *ctx, size_t remaining)
+{
+    attn_clear_error();
+    attn_status status = observer(ctx, remaining);
+    if (status == ATTN_OK)
+        return ATTN_OK;
+    char inner[512];
+    snprintf(inner, sizeof inner, "%s",
+             attn_last_error()[0] ? attn_last_error() : attn_status_name(status));
+    return attn_fail(status, "attn_graph_backward: the backward observer failed: %s", inner);
+}
+
 static attn_status run_tape(attn_graph *graph)
 {
     graph->backward_done = 1;
+    attn_backward_observer observer = graph->backward_observer;
+    void *observer_ctx = graph->backward_observer_ctx;
+    size_t remaining = graph->nodes;
+    if (observer != NULL)
+        ATTN_TRY(observe_backward(observer, observer_ctx, remaining));
     for (tape_node *node = graph->last; node != NULL; node = node->prev) {
+        remaining--;
         int reached = 0;
         for (int i = 0; i < node->n_outputs; i++)
             reached |= node->outputs[i]->grad != NULL;
-        if (!reached)
-            continue;
-        ATTN_TRY(check_cancel("attn_graph_backward", graph));
-        attn_status status = node->backward(graph, node->outputs[0], node->ctx);
-        if (status != ATTN_OK) {
-            char inner[512];
-            snprintf(inner, sizeof inner, "%s", attn_last_error());
-            return attn_fail(status, "attn_graph_backward: %s: %s", node->name, inner);
+        if (reached) {
+            ATTN_TRY(check_cancel("attn_graph_backward", graph));
+            attn_status status = node->backward(graph, node->outputs[0], node->ctx);
+            if (status != ATTN_OK) {
+                char inner[512];
+                snprintf(inner, sizeof inner, "%s", attn_last_error());
+                return attn_fail(status, "attn_graph_backward: %s: %s", node->name, inner);
+            }
         }
+        if (observer != NULL)
+            ATTN_TRY(observe_backward(observer, observer_ctx, remaining));
     }
     return ATTN_OK;
 }

@@ -22,6 +22,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/library_error.h"
+#include "train/distributed.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -47,6 +48,10 @@ enum { WARMUP_STEPS = 2 };
 typedef struct train_result {
     int64_t params;
     double step_s, cpu_s, loss, gflop;
+    /* Under mpirun: the median wait for the gradient sums after the backward (the all-reduce
+     * the backward did not hide), and a blocking all-reduce of the whole gradient buffer. */
+    double exposed_s, allreduce_s;
+    int64_t buckets;
     size_t arena_bytes;
     int arena_stable;
 } train_result;
@@ -100,12 +105,14 @@ static attn_model_config shape_config(const train_shape *s)
 typedef struct train_run {
     attn_model *model;
     attn_graph *graph;
-    int32_t *ids; /* source ids, target ids, source lengths, target lengths */
+    attn_dist *dist; /* the ranks of an mpirun, or one process */
+    int32_t *ids;    /* source ids, target ids, source lengths, target lengths */
 } train_run;
 
 static void free_run(train_run *run)
 {
     attn_graph_destroy(run->graph);
+    attn_dist_close(run->dist);
     attn_model_destroy(run->model);
     free(run->ids);
 }
@@ -151,8 +158,10 @@ static attn_status train_step(train_run *run, const attn_model_batch *batch,
     int64_t tokens, correct;
     attn_status status = attn_model_forward_loss_counted(run->model, run->graph, batch, 1,
                                                          &loss_var, &tokens, &correct);
+    /* Under mpirun the gradients are summed over the ranks as the backward finishes them, as
+     * the trainer does; alone this is the plain backward. */
     if (status == ATTN_OK)
-        status = attn_graph_backward(run->graph, loss_var);
+        status = attn_dist_backward_and_sum(run->dist, run->graph, loss_var, 1.0f, NULL);
     if (status != ATTN_OK)
         return status;
     *loss = (double)loss_var->value.data[0];
@@ -167,7 +176,7 @@ static attn_status train_step(train_run *run, const attn_model_batch *batch,
 
 static int measure(const train_shape *s, attn_precision precision, int steps, train_result *r)
 {
-    train_run run = {NULL, NULL, NULL};
+    train_run run = {NULL, NULL, NULL, NULL};
     attn_model_batch batch;
     attn_model_config config = shape_config(s);
     attn_status status = attn_model_create(&config, &run.model);
@@ -175,6 +184,9 @@ static int measure(const train_shape *s, attn_precision precision, int steps, tr
         status = attn_model_init(run.model, 1);
     if (status == ATTN_OK)
         status = attn_graph_create(attn_model_params(run.model), &run.graph);
+    if (status == ATTN_OK)
+        status = attn_dist_open(attn_distributed_launched() && attn_distributed_built(),
+                                attn_model_params(run.model), &run.dist);
     if (status == ATTN_OK && !make_batch(s, &run, &batch))
         status = ATTN_ERR_OUT_OF_MEMORY;
     attn_adam_options adam = attn_adam_default_options(ATTN_ADAM);
@@ -183,7 +195,7 @@ static int measure(const train_shape *s, attn_precision precision, int steps, tr
     adam.eps = 1e-9;
     attn_graph_set_precision(run.graph, precision);
     int64_t adam_step = 0;
-    double wall[MAX_STEPS], cpu[MAX_STEPS];
+    double wall[MAX_STEPS], cpu[MAX_STEPS], exposed[MAX_STEPS];
     size_t arena_after_warmup = 0;
     r->arena_stable = 1;
     for (int step = 0; step < WARMUP_STEPS + steps && status == ATTN_OK; step++) {
@@ -192,6 +204,7 @@ static int measure(const train_shape *s, attn_precision precision, int steps, tr
         if (step >= WARMUP_STEPS) {
             wall[step - WARMUP_STEPS] = seconds(CLOCK_MONOTONIC) - wall0;
             cpu[step - WARMUP_STEPS] = seconds(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
+            exposed[step - WARMUP_STEPS] = attn_dist_last_timing(run.dist).exposed_seconds;
             /* the arena stops growing after the first step: no step after it allocates */
             if (attn_graph_memory_peak(run.graph) != arena_after_warmup)
                 r->arena_stable = 0;
@@ -204,7 +217,17 @@ static int measure(const train_shape *s, attn_precision precision, int steps, tr
         free_run(&run);
         return 0;
     }
-    r->params = attn_params_numel(attn_model_params(run.model));
+    attn_params *params = attn_model_params(run.model);
+    if (attn_dist_time_allreduce(run.dist, attn_params_buffer(params, ATTN_PARAM_GRADS),
+                                 (int64_t)attn_params_buffer_floats(params), 5,
+                                 &r->allreduce_s) != ATTN_OK) {
+        cli_library_error_in("bench train", "%s", s->name);
+        free_run(&run);
+        return 0;
+    }
+    r->exposed_s = median(exposed, steps);
+    r->buckets = attn_dist_last_timing(run.dist).buckets;
+    r->params = attn_params_numel(params);
     r->arena_bytes = attn_graph_memory_peak(run.graph);
     r->step_s = median(wall, steps);
     r->cpu_s = median(cpu, steps);
@@ -240,7 +263,68 @@ static const cli_option bench_train_options[] = {
      .choices = precision_names, .choice_values = precision_values, .show_default = 1},
 };
 
+/* Under mpirun: what the ranks do together, and where the step's time goes. The ring
+ * all-reduce moves 2 (N - 1) / N of the buffer in and out of each rank; that over the measured
+ * time is the bandwidth the all-reduce reached (docs/distributed.md). */
+static void print_ranks(const train_shape *s, const train_result *r, int ranks, int json)
+{
+    const double tokens = (double)(ranks * s->batch * s->tgt_len);
+    const double bytes = (double)r->params * sizeof(float);
+    const double ring_bytes = 2.0 * (ranks - 1) / ranks * bytes;
+    if (json) {
+        printf("{\"bench\": \"attn_train_ranks\", \"config\": \"%s\", \"ranks\": %d, "
+               "\"tgt_tokens_per_s\": %.1f, \"median_step_s\": %.5f, \"compute_s\": %.5f, "
+               "\"allreduce_exposed_s\": %.5f, \"exposed_share\": %.4f, \"buckets\": %lld, "
+               "\"gradient_bytes\": %.0f, \"allreduce_s\": %.5f, \"ring_bytes_per_rank\": %.0f, "
+               "\"allreduce_gbit_per_s\": %.3f}\n",
+               s->name, ranks, tokens / r->step_s, r->step_s, r->step_s - r->exposed_s,
+               r->exposed_s, r->exposed_s / r->step_s, (long long)r->buckets, bytes, r->allreduce_s,
+               ring_bytes, r->allreduce_s > 0.0 ? 8e-9 * ring_bytes / r->allreduce_s : 0.0);
+    } else {
+        printf("%s over %d processes: %.0f target tokens/s together; step %.1f ms = compute "
+               "%.1f ms + all-reduce not hidden %.1f ms (%.1f%%, %lld buckets); the whole "
+               "%.1f MB gradient all-reduced alone: %.1f ms (%.2f Gbit/s over the ring's "
+               "2(N-1)/N x bytes)\n",
+               s->name, ranks, tokens / r->step_s, r->step_s * 1e3,
+               (r->step_s - r->exposed_s) * 1e3, r->exposed_s * 1e3,
+               100.0 * r->exposed_s / r->step_s, (long long)r->buckets, bytes / 1e6,
+               r->allreduce_s * 1e3,
+               r->allreduce_s > 0.0 ? 8e-9 * ring_bytes / r->allreduce_s : 0.0);
+    }
+}
+
+/* Under mpirun every rank times its own steps, its gradients summed with the others'; rank 0
+ * prints (the others' stdout goes to /dev/null). */
+static int join_the_ranks(int *rank, int *ranks)
+{
+    *rank = 0;
+    *ranks = 1;
+    if (!attn_distributed_launched() || !attn_distributed_built())
+        return 1;
+    if (attn_distributed_start(rank, ranks) != ATTN_OK) {
+        cli_library_error("bench train");
+        return 0;
+    }
+    if (*rank != 0 && freopen("/dev/null", "w", stdout) == NULL)
+        return 0;
+    return 1;
+}
+
+static int bench_train(int argc, char **argv, int ranks);
+
 int attn_cmd_bench_train(int argc, char **argv)
+{
+    int rank, ranks;
+    if (!join_the_ranks(&rank, &ranks))
+        return 1;
+    const int code = bench_train(argc, argv, ranks);
+    if (code != 0 && ranks > 1)
+        attn_distributed_abort(code);
+    attn_distributed_finish();
+    return code;
+}
+
+static int bench_train(int argc, char **argv, int ranks)
 {
     char description[2048];
     snprintf(description, sizeof description,
@@ -256,7 +340,11 @@ int attn_cmd_bench_train(int argc, char **argv)
              "Both: dropout 0.1, label smoothing 0.1, output projection tied to the target\n"
              "embedding, Adam (betas 0.9/0.98, eps 1e-9). GFLOP/s count the matrix products\n"
              "(forward 2 flops per multiply-add, backward twice the forward): 23.5 GFLOP per\n"
-             "small step, 280 per base step.\n",
+             "small step, 280 per base step.\n"
+             "Under mpirun -np N each process times its own steps, the gradients summed over\n"
+             "the processes as the trainer sums them (all-reduces started during the backward),\n"
+             "and a second line gives the tokens/s of all of them, the compute and the\n"
+             "all-reduce time the backward did not hide, and a whole-buffer all-reduce.\n",
              WARMUP_STEPS);
     const cli_command command = {
         "bench train",
@@ -317,6 +405,8 @@ int attn_cmd_bench_train(int argc, char **argv)
                    (double)r.arena_bytes / (1024.0 * 1024.0),
                    r.arena_stable ? "" : ", GREW after the warm-up", r.loss);
         }
+        if (ranks > 1)
+            print_ranks(s, &r, ranks, json);
         fflush(stdout);
     }
     return 0;

@@ -10,8 +10,8 @@ int attn_cmd_info(int argc, char **argv)
     static const cli_command command = {
         "info",
         "attn info",
-        "Prints the version, threading, the instruction sets this CPU supports and the GEMM\n"
-        "backend.\n",
+        "Prints the version, threading, the instruction sets this CPU supports, the GEMM\n"
+        "backend and whether data-parallel training over MPI is built in.\n",
         NULL,
         0,
         NULL};
@@ -20,6 +20,11 @@ int attn_cmd_info(int argc, char **argv)
         return code;
     printf("%s\n", attn_build_info());
     printf("GEMM: %s\n", attn_gemm_backend());
+    if (attn_distributed_built())
+        printf("distributed training: MPI (%s): mpirun -np N attn train ...\n",
+               attn_distributed_description());
+    else
+        printf("distributed training: %s\n", attn_distributed_description());
     for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_AVX512; isa++)
         printf("  %-9s %s\n", attn_isa_name((attn_isa)isa),
                attn_isa_supported((attn_isa)isa) ? "supported" : "not supported");

@@ -13,14 +13,66 @@
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- the processes of an mpirun ----------------------------------------------------------- */
+
+/* Under mpirun every rank runs this command; rank 0 speaks, logs and writes the files. The
+ * others keep quiet (their stderr goes to /dev/null) except for their own failures. */
+typedef struct train_ranks {
+    int started; /* MPI was started (this is one rank of an mpirun) */
+    int rank, size;
+    int stderr_fd; /* the real stderr of a quiet rank; -1 on rank 0 */
+} train_ranks;
+
+static train_ranks ranks = {0, 0, 1, -1};
+
+static int join_the_ranks(void)
+{
+    if (!attn_distributed_launched())
+        return 0;
+    if (!attn_distributed_built()) {
+        fprintf(stderr, "attn train: started by mpirun, but this attn was built without MPI: "
+                        "each process would train alone and write the same files. Install "
+                        "Debian's libopenmpi-dev and build again, or run one process\n");
+        return 2;
+    }
+    if (attn_distributed_start(&ranks.rank, &ranks.size) != ATTN_OK) {
+        cli_library_error("train");
+        return 1;
+    }
+    ranks.started = 1;
+    if (ranks.rank != 0) {
+        fflush(stderr);
+        ranks.stderr_fd = dup(STDERR_FILENO);
+        int quiet = open("/dev/null", O_WRONLY);
+        if (ranks.stderr_fd >= 0 && quiet >= 0)
+            dup2(quiet, STDERR_FILENO);
+        if (quiet >= 0)
+            close(quiet);
+    }
+    return 0;
+}
+
+static int speaks(void)
+{
+    return ranks.rank == 0;
+}
 
 /* ---- failures ------------------------------------------------------------------------------ */
 
 static int fail(attn_status status)
 {
-    attn_last_error()[0] ? cli_library_error("train")
-                         : cli_library_error_in("train", "%s", attn_status_name(status));
+    char command[32] = "train";
+    if (ranks.stderr_fd >= 0) {
+        fflush(stderr);
+        dup2(ranks.stderr_fd, STDERR_FILENO);
+        snprintf(command, sizeof command, "train (rank %d)", ranks.rank);
+    }
+    attn_last_error()[0] ? cli_library_error(command)
+                         : cli_library_error_in(command, "%s", attn_status_name(status));
     return 1;
 }
 
@@ -209,6 +261,10 @@ int attn_cmd_train(int argc, char **argv)
     const int parsed = train_args_parse(argc, argv, &a);
     if (parsed != CLI_GO_ON)
         return parsed;
+    const int joined = join_the_ranks();
+    if (joined != 0)
+        return joined;
+    a.ranks = ranks.size;
     attn_model_config described;
     if (a.resume == NULL) {
         const int usage = train_describe_model(&a, &described);
@@ -228,6 +284,7 @@ int attn_cmd_train(int argc, char **argv)
     attn_tensor_file_lock *locks[2] = {NULL, NULL};
     train_progress p;
     train_progress_init(&p, a.log_every, a.time_limit);
+    int run_ended = 0; /* every rank got to the end of the run together */
     attn_trainer_options o = attn_trainer_default_options();
 
     checkpoint = a.checkpoint != NULL ? NULL : default_checkpoint_path(a.out);
@@ -235,9 +292,12 @@ int attn_cmd_train(int argc, char **argv)
         fprintf(stderr, "attn train: out of memory\n");
         return 1;
     }
-    exit_code = train_guard_outputs(&a, a.checkpoint != NULL ? a.checkpoint : checkpoint, locks);
-    if (exit_code != 0)
-        goto done;
+    if (speaks()) {
+        exit_code =
+            train_guard_outputs(&a, a.checkpoint != NULL ? a.checkpoint : checkpoint, locks);
+        if (exit_code != 0)
+            goto done;
+    }
     if (a.threads > 0)
         TRY(attn_set_num_threads((int)a.threads));
     TRY(read_corpus(a.train, a.train_src, a.train_tgt, &train));
@@ -327,8 +387,9 @@ int attn_cmd_train(int argc, char **argv)
     TRY(attn_bundle_metadata(src_tok, tgt_tok, metadata));
     o.metadata = metadata;
     o.n_metadata = ATTN_BUNDLE_METADATA_COUNT;
-    o.callback = train_progress_on_event;
-    o.callback_user = &p;
+    o.callback = speaks() ? train_progress_on_event : NULL;
+    o.callback_user = speaks() ? &p : NULL;
+    o.distributed = ranks.started;
     attn_trainable trainable;
     TRY(attn_trainable_from_model(model, &trainable));
     TRY(attn_trainer_create(&trainable, train, valid, &o, &trainer));
@@ -340,9 +401,11 @@ int attn_cmd_train(int argc, char **argv)
     }
     /* Leftovers of a killed run; a folder that cannot be cleaned fails the first write, with
      * a message, so a failure here needs none of its own. */
-    (void)attn_tensor_file_remove_stale_temporaries(a.out, NULL);
-    (void)attn_tensor_file_remove_stale_temporaries(o.checkpoint_path, NULL);
-    if (a.log != NULL) {
+    if (speaks()) {
+        (void)attn_tensor_file_remove_stale_temporaries(a.out, NULL);
+        (void)attn_tensor_file_remove_stale_temporaries(o.checkpoint_path, NULL);
+    }
+    if (a.log != NULL && speaks()) {
         p.log = fopen(a.log, a.resume != NULL ? "a" : "w");
         if (p.log == NULL) {
             fprintf(stderr, "attn train: --log %s: %s\n", a.log, strerror(errno));
@@ -359,18 +422,30 @@ int attn_cmd_train(int argc, char **argv)
                  (long long)attn_corpus_size(valid));
     fprintf(stderr,
             "attn train: %lld training pairs%s; vocabularies %lld + %lld; %lld "
-            "parameters; %d threads, %s; %s step %lld\n",
+            "parameters; %d threads%s, %s; %s step %lld\n",
             (long long)attn_corpus_size(train), validation,
             (long long)attn_vocab_size(attn_tokenizer_vocab(src_tok)),
             (long long)attn_vocab_size(attn_tokenizer_vocab(tgt_tok)),
             (long long)attn_params_numel(attn_model_params(model)), attn_get_num_threads(),
-            attn_isa_name(attn_get_isa()), a.resume != NULL ? "resuming at" : "starting at",
-            (long long)status.step);
+            ranks.size > 1 ? " in each of the processes" : "", attn_isa_name(attn_get_isa()),
+            a.resume != NULL ? "resuming at" : "starting at", (long long)status.step);
+    if (ranks.size > 1)
+        fprintf(stderr,
+                "attn train: %d processes (mpirun): each update is %lld batches, %lld per "
+                "process; rank 0 validates and writes the files\n",
+                ranks.size, (long long)o.accumulate,
+                (long long)(o.accumulate + ranks.size - 1) / ranks.size);
     say_plan(&o, a.time_limit);
-    train_progress_catch_interrupts(1);
-    attn_trainer_set_cancel_flag(trainer, train_progress_interrupt_flag());
+    train_progress_catch_interrupts(speaks());
+    /* Under mpirun, Ctrl-C and SIGTERM go to mpirun, which ends every rank: a rank that
+     * dropped its update alone would leave the others waiting in the all-reduce. */
+    if (ranks.size == 1)
+        attn_trainer_set_cancel_flag(trainer, train_progress_interrupt_flag());
     TRY(attn_trainer_run(trainer));
+    run_ended = 1;
     train_progress_catch_interrupts(0);
+    if (!speaks())
+        goto done;
     TRY(attn_trainer_get_status(trainer, &status));
     fprintf(stderr, "attn train: stopped at step %lld, %lld epochs complete",
             (long long)status.step, (long long)status.epoch);
@@ -399,6 +474,12 @@ int attn_cmd_train(int argc, char **argv)
     }
 
 done:
+    if (ranks.started) {
+        /* A rank that fails alone would leave the others waiting for it: end them all. */
+        if (exit_code != 0 && !run_ended && ranks.size > 1)
+            attn_distributed_abort(exit_code);
+        attn_distributed_finish();
+    }
     if (p.log != NULL)
         fclose(p.log);
     attn_trainer_destroy(trainer);

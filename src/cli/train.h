@@ -29,8 +29,10 @@ typedef struct train_args {
     double dropout, label_smoothing;
     double lr, min_lr, weight_decay, clip_norm, time_limit;
     int64_t warmup, batch_tokens, accumulate, epochs, max_steps, seed, threads;
-    int64_t eval_every, patience, checkpoint_every, log_every, max_skipped;
-    int64_t max_len;              /* longest pair kept, in tokens of either side (0: no limit) */
+    int64_t eval_every, patience, checkpoint_every, log_every, max_skipped, check_every;
+    int64_t max_len; /* longest pair kept, in tokens of either side (0: no limit) */
+    /* Processes of the run (mpirun -np N; 1 alone): an update is accumulate x ranks batches. */
+    int64_t ranks;
     int given[TRAIN_MAX_OPTIONS]; /* by the option's place in the table */
 } train_args;
 

@@ -147,7 +147,8 @@ static const cli_option train_options[] = {
                 "padded source + target tokens per batch [the training tokens / 100 (about 100 "
                 "batches an epoch), rounded down to a multiple of 256, within 512-4096]"),
      .group = GROUP_TRAINING},
-    {CLI_OPTION("--accumulate", CLI_INT, FIELD(accumulate), "K", "batches per update [1]"),
+    {CLI_OPTION("--accumulate", CLI_INT, FIELD(accumulate), "K",
+                "batches per update, per process under mpirun [1]"),
      .group = GROUP_TRAINING},
     {CLI_OPTION("--precision", CLI_CHOICE, FIELD(precision), "fp32|bf16",
                 "operands of the model's products: bf16 is mixed precision (bf16 operands, fp32 "
@@ -184,6 +185,10 @@ static const cli_option train_options[] = {
     {CLI_OPTION("--max-skipped", CLI_INT, FIELD(max_skipped), "N",
                 "stop with an error after N updates in a row skipped for non-finite gradients, "
                 "writing no file after them (0: never) [20]"),
+     .min = 0, .max = INFINITY, .group = GROUP_RUN},
+    {CLI_OPTION("--check-every", CLI_INT, FIELD(check_every), "N",
+                "under mpirun, compare a checksum of the parameters on every process every N "
+                "updates and stop with an error if they differ (0: never) [100]"),
      .min = 0, .max = INFINITY, .group = GROUP_RUN},
     {CLI_OPTION("--resume", CLI_STRING, FIELD(resume), "CKPT",
                 "continue the run a checkpoint holds (same data; the model, tokenizers and "
@@ -269,11 +274,13 @@ static void set_defaults(train_args *a)
     a->clip_norm = 1.0;
     a->batch_tokens = 0; /* chosen from the corpus: train_default_batch_tokens */
     a->accumulate = 1;
+    a->ranks = 1;
     a->epochs = 10;
     a->seed = 1;
     a->log_every = 50;
     a->max_len = 256;
     a->max_skipped = attn_trainer_default_options().max_skipped_updates;
+    a->check_every = attn_trainer_default_options().check_every;
 }
 
 /* What the options allow together. Returns 0 or the usage exit code after a message. */
@@ -338,7 +345,7 @@ attn_status train_options_for_new_run(const train_args *a, int64_t width, int64_
 {
     *o = attn_trainer_default_options();
     o->batch_tokens = batch_tokens;
-    o->accumulate = a->accumulate;
+    o->accumulate = a->accumulate * a->ranks;
     o->seed = (uint64_t)a->seed;
     o->clip_norm = a->clip_norm;
     o->precision = (attn_precision)a->precision;
@@ -365,7 +372,7 @@ attn_status train_options_for_new_run(const train_args *a, int64_t width, int64_
     plan.epochs = a->epochs;
     plan.batches_per_epoch = batches_per_epoch;
     /* The trainer refuses a bad --accumulate, naming it; the plan only needs a count. */
-    plan.accumulate = a->accumulate > 0 ? a->accumulate : 1;
+    plan.accumulate = a->accumulate > 0 ? a->accumulate * a->ranks : 1;
     plan.time_limit = a->time_limit;
     const attn_status status = attn_lr_schedule_plan(&plan, &o->schedule);
     if (status != ATTN_OK)
@@ -385,7 +392,7 @@ void train_options_overlay(const train_args *a, attn_trainer_options *o)
     if (train_args_given(a, "--batch-tokens"))
         o->batch_tokens = a->batch_tokens;
     if (train_args_given(a, "--accumulate"))
-        o->accumulate = a->accumulate;
+        o->accumulate = a->accumulate * a->ranks;
     if (train_args_given(a, "--seed"))
         o->seed = (uint64_t)a->seed;
     if (train_args_given(a, "--clip-norm"))
@@ -420,6 +427,7 @@ void train_options_for_this_run(const train_args *a, const char *checkpoint,
     o->patience = a->patience;
     o->checkpoint_every = a->checkpoint_every;
     o->max_skipped_updates = a->max_skipped;
+    o->check_every = a->check_every;
     o->best_path = a->out;
     o->checkpoint_path = checkpoint;
 }

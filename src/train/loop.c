@@ -3,6 +3,7 @@
 #include "train/loop_internal.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -33,6 +34,7 @@ attn_trainer_options attn_trainer_default_options(void)
     /* A few non-finite updates happen in healthy runs (an unlucky batch early in warm-up);
      * twenty in a row has only been seen in runs whose weights had already blown up. */
     o.max_skipped_updates = 20;
+    o.check_every = 100;
     return o;
 }
 
@@ -74,6 +76,8 @@ static attn_status check_options(const attn_trainer_options *o)
                    "%s: time_limit must be >= 0 seconds, got %g", fn, o->time_limit);
     ATTN_CHECK_ARG(o->max_skipped_updates >= 0, "%s: max_skipped_updates must be >= 0, got %lld",
                    fn, (long long)o->max_skipped_updates);
+    ATTN_CHECK_ARG(o->check_every >= 0, "%s: check_every must be >= 0, got %lld", fn,
+                   (long long)o->check_every);
     ATTN_CHECK_ARG(o->eval_every >= 0 && o->patience >= 0 && o->checkpoint_every >= 0,
                    "%s: eval_every (%lld), patience (%lld) and checkpoint_every (%lld) must not "
                    "be negative",
@@ -198,6 +202,13 @@ static attn_status create(attn_trainer *t, const attn_trainable *model, const at
         ATTN_TRY(attn_batcher_create(valid, &in_order, &t->valid_batches));
     }
     ATTN_TRY(attn_graph_create(t->params, &t->graph));
+    ATTN_TRY(attn_dist_open(options->distributed, t->params, &t->dist));
+    const int64_t ranks = attn_dist_size(t->dist);
+    if ((options->accumulate + ranks - 1) / ranks > 1) {
+        t->local_sum = malloc(attn_params_buffer_floats(t->params) * sizeof(float));
+        if (t->local_sum == NULL)
+            return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
     size_t count = attn_params_count(t->params);
     t->tensors = calloc(3 * count + 1, sizeof *t->tensors);
     if (t->tensors == NULL)
@@ -245,6 +256,8 @@ void attn_trainer_destroy(attn_trainer *trainer)
     if (trainer == NULL)
         return;
     attn_graph_destroy(trainer->graph);
+    attn_dist_close(trainer->dist);
+    free(trainer->local_sum);
     attn_batcher_destroy(trainer->train_batches);
     attn_batcher_destroy(trainer->valid_batches);
     for (size_t i = 0; i < trainer->options.n_metadata; i++) {
@@ -264,6 +277,8 @@ attn_status attn_trainer_get_status(const attn_trainer *trainer, attn_trainer_st
     ATTN_CHECK_NOT_NULL(out);
     memset(out, 0, sizeof *out);
     ATTN_CHECK_NOT_NULL(trainer);
+    out->rank = attn_dist_rank(trainer->dist);
+    out->ranks = attn_dist_size(trainer->dist);
     out->step = trainer->step;
     out->adam_step = trainer->adam_step;
     attn_batcher_position(trainer->train_batches, &out->epoch, &out->batch_index);
@@ -292,27 +307,100 @@ static attn_model_batch model_batch(const attn_batch *b)
     return m;
 }
 
+/* The target tokens a batch's loss scores: every position after each target's first (a
+ * model predicts token t + 1 from those up to t), as attn_model_forward_loss_counted counts
+ * them. */
+static int64_t predicted_tokens(const attn_batch *b)
+{
+    int64_t tokens = 0;
+    for (int64_t i = 0; i < b->size; i++) {
+        int64_t length =
+            b->target_lengths[i] < b->target_len ? b->target_lengths[i] : b->target_len;
+        tokens += length > 1 ? length - 1 : 0;
+    }
+    return tokens;
+}
+
+/* The tokens of the update's `accumulate` batches, all ranks' together (every rank reads
+ * every batch), leaving the batcher where it was. */
+static attn_status update_tokens(attn_trainer *t, int64_t *tokens)
+{
+    int64_t epoch, index;
+    attn_batcher_position(t->train_batches, &epoch, &index);
+    *tokens = 0;
+    for (int64_t micro = 0; micro < t->options.accumulate; micro++) {
+        const attn_batch *batch;
+        ATTN_TRY(attn_batcher_next(t->train_batches, &batch));
+        *tokens += predicted_tokens(batch);
+    }
+    return attn_batcher_seek(t->train_batches, epoch, index);
+}
+
+/* The update's gradient, summed over the ranks. The loss is the mean over the target tokens of
+ * all the update's batches: batch j's gradient is computed from zero with d(loss_j) = its
+ * share of the tokens, and the batches' gradients are added one to the next on a rank, then
+ * summed over the ranks; for two ranks that is g0 + g1 whichever way, so two ranks equal one
+ * process with accumulate 2 to the bit. With one batch per update the share is 1 and this is
+ * the plain backward. */
 static attn_status compute_gradients(attn_trainer *t, double *loss_sum, int64_t *tokens,
                                      int64_t *correct)
 {
     const attn_trainer_options *o = &t->options;
+    attn_params *store = t->params;
     attn_graph *graph = t->graph;
-    for (int64_t micro = 0; micro < o->accumulate; micro++) {
+    const int64_t n = (int64_t)attn_params_buffer_floats(store);
+    float *grads = attn_params_buffer(store, ATTN_PARAM_GRADS);
+    const int64_t batches = o->accumulate, ranks = attn_dist_size(t->dist);
+    const int64_t rank = attn_dist_rank(t->dist);
+    const int64_t first = rank * batches / ranks, end = (rank + 1) * batches / ranks;
+    int64_t all_tokens = 0;
+    if (batches > 1)
+        ATTN_TRY(update_tokens(t, &all_tokens));
+    for (int64_t micro = 0; micro < batches; micro++) {
         const attn_batch *batch;
         ATTN_TRY(attn_batcher_next(t->train_batches, &batch));
+        if (micro < first || micro >= end)
+            continue;
+        const double share = batches == 1     ? 1.0
+                             : all_tokens > 0 ? (double)predicted_tokens(batch) / (double)all_tokens
+                                              : 1.0 / (double)batches;
+        const float *earlier = micro > first ? t->local_sum : NULL;
+        if (earlier != NULL) {
+            memcpy(t->local_sum, grads, (size_t)n * sizeof(float));
+            attn_params_zero_grad(store);
+        }
         attn_model_batch input = model_batch(batch);
         attn_graph_reset(graph);
         attn_graph_set_training(graph, 1);
         attn_graph_set_recording(graph, 1);
-        attn_graph_set_dropout_seed(graph, o->seed, (uint64_t)(t->step * o->accumulate + micro));
+        attn_graph_set_dropout_seed(graph, o->seed, (uint64_t)(t->step * batches + micro));
         attn_var *loss;
         int64_t batch_tokens = 0, batch_correct = 0;
         ATTN_TRY(t->model.forward_loss(t->model.self, graph, &input, 1, &loss, &batch_tokens,
                                        &batch_correct));
-        ATTN_TRY(attn_graph_backward(graph, loss));
-        *loss_sum += (double)loss->value.data[0];
+        const float seed = (float)share;
+        if (micro + 1 < end) {
+            ATTN_TRY(seed == 1.0f ? attn_graph_backward(graph, loss)
+                                  : attn_graph_backward_from(graph, loss, &seed));
+            if (earlier != NULL)
+                for (int64_t i = 0; i < n; i++)
+                    grads[i] = earlier[i] + grads[i];
+        } else {
+            /* The last batch: its buckets are summed over the ranks as the backward ends them. */
+            ATTN_TRY(attn_dist_backward_and_sum(t->dist, graph, loss, seed, earlier));
+        }
+        *loss_sum += share * (double)loss->value.data[0];
         *tokens += batch_tokens;
         *correct += batch_correct;
+    }
+    if (first == end) /* no batch for this rank in this update: it adds zeros */
+        ATTN_TRY(attn_dist_backward_and_sum(t->dist, NULL, NULL, 1.0f, NULL));
+    if (ranks > 1) {
+        double figures[3] = {*loss_sum, (double)*tokens, (double)*correct};
+        ATTN_TRY(attn_dist_sum_doubles(t->dist, figures, 3));
+        *loss_sum = figures[0];
+        *tokens = (int64_t)figures[1];
+        *correct = (int64_t)figures[2];
     }
     return ATTN_OK;
 }
@@ -338,15 +426,15 @@ static attn_status train_step(attn_trainer *t, attn_train_event *event)
     ATTN_TRY(status);
     const int64_t n = (int64_t)attn_params_buffer_floats(store);
     float *grads = attn_params_buffer(store, ATTN_PARAM_GRADS);
-    if (o->accumulate > 1)
-        ATTN_TRY(attn_scale_grads(n, grads, (float)(1.0 / (double)o->accumulate)));
+    const int64_t ranks = attn_dist_size(t->dist);
     double norm;
     if (o->clip_norm > 0.0)
         ATTN_TRY(attn_clip_grad_norm(n, grads, o->clip_norm, &norm));
     else
         ATTN_TRY(attn_grad_norm(n, grads, &norm));
     double lr;
-    ATTN_TRY(attn_lr_at_time(&o->schedule, t->adam_step + 1, attn_trainer_seconds(t), &lr));
+    const double seconds = ranks > 1 ? t->agreed_seconds : attn_trainer_seconds(t);
+    ATTN_TRY(attn_lr_at_time(&o->schedule, t->adam_step + 1, seconds, &lr));
     const int skipped = !isfinite(norm);
     if (!skipped) {
         attn_adam_options adam = o->adam;
@@ -358,7 +446,7 @@ static attn_status train_step(attn_trainer *t, attn_train_event *event)
         attn_params_values_changed(store);
     }
     t->step++;
-    t->last_loss = loss_sum / (double)o->accumulate;
+    t->last_loss = loss_sum;
     event->kind = ATTN_TRAIN_EVENT_STEP;
     event->loss = t->last_loss;
     event->accuracy = tokens > 0 ? (double)correct / (double)tokens : 0.0;
@@ -367,6 +455,26 @@ static attn_status train_step(attn_trainer *t, attn_train_event *event)
     event->grad_norm = norm;
     event->skipped = skipped;
     return ATTN_OK;
+}
+
+/* A hash of the parameters' bits, equal on every rank while they train one model. */
+static uint64_t parameter_checksum(const attn_params *store)
+{
+    const float *values = attn_params_buffer(store, ATTN_PARAM_VALUES);
+    const size_t n = attn_params_buffer_floats(store);
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t bits;
+        memcpy(&bits, &values[i], sizeof bits);
+        h = (h ^ bits) * 0x100000001b3ULL;
+    }
+    return h;
+}
+
+/* Rank 0 writes the files; the others hold the same weights. */
+static int writes_files(const attn_trainer *t)
+{
+    return attn_dist_rank(t->dist) == 0;
 }
 
 /* ---- evaluation ---------------------------------------------------------------------------- */
@@ -503,7 +611,7 @@ static const char *stop_reason(const attn_trainer *t, const run_clock *clock)
 
 static int evaluation_due(const attn_trainer *t, int64_t epoch_before)
 {
-    if (t->valid_batches == NULL)
+    if (t->valid_batches == NULL || !writes_files(t))
         return 0;
     if (t->options.eval_every > 0)
         return t->step % t->options.eval_every == 0;
@@ -514,7 +622,7 @@ static int evaluation_due(const attn_trainer *t, int64_t epoch_before)
 
 static attn_status save_checkpoint_if_set(attn_trainer *t)
 {
-    if (t->checkpoint_path == NULL)
+    if (t->checkpoint_path == NULL || !writes_files(t))
         return ATTN_OK;
     return attn_trainer_save_checkpoint(t, t->checkpoint_path);
 }
@@ -541,11 +649,64 @@ static attn_status finish_cancelled(attn_trainer *t, run_clock *clock)
     return ATTN_OK;
 }
 
+static const char *const STOP_REASONS[] = {"epochs", "max_steps", "early_stopping", "time_limit",
+                                           "stopped"};
+enum { STOPPED_BY_CALLBACK = 4 };
+
+/* Whether the run stops now, and why: the callback asked (stop_asked) or a stopping rule holds.
+ * With several ranks, rank 0's rules (its clock, its validations) decide, any rank's callback
+ * may stop the run, and every rank takes rank 0's training time for the schedule. */
+static attn_status agree_on_stop(attn_trainer *t, const run_clock *clock, int stop_asked,
+                                 const char **reason)
+{
+    if (attn_dist_size(t->dist) == 1) {
+        *reason = stop_asked ? STOP_REASONS[STOPPED_BY_CALLBACK] : stop_reason(t, clock);
+        return ATTN_OK;
+    }
+    double agreed[3] = {stop_asked ? 1.0 : 0.0, 0.0, 0.0};
+    if (attn_dist_rank(t->dist) == 0) {
+        const char *rule = stop_reason(t, clock);
+        for (int i = 0; rule != NULL && i < STOPPED_BY_CALLBACK; i++)
+            if (strcmp(rule, STOP_REASONS[i]) == 0)
+                agreed[1] = (double)(i + 1);
+        agreed[2] = attn_trainer_seconds(t);
+    }
+    ATTN_TRY(attn_dist_sum_doubles(t->dist, agreed, 3));
+    t->agreed_seconds = agreed[2];
+    *reason = agreed[1] > 0.0   ? STOP_REASONS[(int)agreed[1] - 1]
+              : agreed[0] > 0.0 ? STOP_REASONS[STOPPED_BY_CALLBACK]
+                                : NULL;
+    return ATTN_OK;
+}
+
+/* What rank 0 does when the run stops: score the final parameters too (so the model file is
+ * the best of all of them), write the model without validation, and the checkpoint. */
+static attn_status write_final_files(attn_trainer *t, run_clock *clock)
+{
+    if (!writes_files(t))
+        return ATTN_OK;
+    attn_train_event event;
+    if (t->valid_batches != NULL && t->last_eval_step != t->step && t->step > 0 && !cancelled(t)) {
+        memset(&event, 0, sizeof event);
+        attn_status eval_status = evaluate_and_keep_best(t, &event);
+        if (eval_status == ATTN_ERR_CANCELLED) {
+            ATTN_TRY(finish_cancelled(t, clock));
+            return ATTN_ERR_CANCELLED; /* finished: the run reported it */
+        }
+        ATTN_TRY(eval_status);
+        report(t, clock, &event);
+    }
+    if (t->valid_batches == NULL && t->best_path != NULL)
+        ATTN_TRY(attn_trainer_write_model_file(t, t->best_path));
+    return save_checkpoint_if_set(t);
+}
+
 static attn_status run(attn_trainer *t)
 {
     run_clock clock = {t->run_start, 0};
     const char *reason = NULL;
-    while ((reason = stop_reason(t, &clock)) == NULL) {
+    ATTN_TRY(agree_on_stop(t, &clock, 0, &reason));
+    while (reason == NULL) {
         int64_t epoch_before;
         attn_batcher_position(t->train_batches, &epoch_before, NULL);
         attn_train_event event;
@@ -554,6 +715,9 @@ static attn_status run(attn_trainer *t)
         if (step_status == ATTN_ERR_CANCELLED)
             return finish_cancelled(t, &clock);
         ATTN_TRY(step_status);
+        if (attn_dist_size(t->dist) > 1 && t->options.check_every > 0 &&
+            t->step % t->options.check_every == 0)
+            ATTN_TRY(attn_dist_check_same(t->dist, parameter_checksum(t->params), t->step));
         clock.tokens += event.tokens;
         int stop = report(t, &clock, &event);
         t->skipped_in_a_row = event.skipped ? t->skipped_in_a_row + 1 : 0;
@@ -581,24 +745,26 @@ static attn_status run(attn_trainer *t)
         if (!wrote_checkpoint && t->options.checkpoint_every > 0 &&
             t->step % t->options.checkpoint_every == 0 && t->skipped_in_a_row == 0)
             ATTN_TRY(save_checkpoint_if_set(t));
-        if (stop) {
-            reason = "stopped";
-            break;
-        }
+        ATTN_TRY(agree_on_stop(t, &clock, stop, &reason));
     }
-    /* The final parameters are scored too, so the model file is the best of all of them. */
+    attn_status written = write_final_files(t, &clock);
+    if (written == ATTN_ERR_CANCELLED)
+        return ATTN_OK;
+    if (attn_dist_size(t->dist) > 1) {
+        /* The other ranks wait for rank 0's files, and fail with it. */
+        double failed = written != ATTN_OK ? 1.0 : 0.0;
+        char message[1024] = "";
+        if (written != ATTN_OK)
+            snprintf(message, sizeof message, "%s", attn_last_error());
+        ATTN_TRY(attn_dist_sum_doubles(t->dist, &failed, 1));
+        if (written != ATTN_OK)
+            return attn_fail(written, "%s", message);
+        if (failed > 0.0)
+            return attn_fail(ATTN_ERR_IO, "data-parallel training: rank 0 could not write the "
+                                          "model or checkpoint at the end (its message says why)");
+    }
+    ATTN_TRY(written);
     attn_train_event event;
-    if (t->valid_batches != NULL && t->last_eval_step != t->step && t->step > 0 && !cancelled(t)) {
-        memset(&event, 0, sizeof event);
-        attn_status eval_status = evaluate_and_keep_best(t, &event);
-        if (eval_status == ATTN_ERR_CANCELLED)
-            return finish_cancelled(t, &clock);
-        ATTN_TRY(eval_status);
-        report(t, &clock, &event);
-    }
-    if (t->valid_batches == NULL && t->best_path != NULL)
-        ATTN_TRY(attn_trainer_write_model_file(t, t->best_path));
-    ATTN_TRY(save_checkpoint_if_set(t));
     memset(&event, 0, sizeof event);
     event.kind = ATTN_TRAIN_EVENT_DONE;
     event.loss = t->last_loss;

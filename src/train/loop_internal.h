@@ -4,6 +4,7 @@
 
 #include "core/internal.h"
 #include "attn/attn_trainer.h"
+#include "train/distributed.h"
 
 struct attn_trainer {
     attn_trainable model;
@@ -17,6 +18,11 @@ struct attn_trainer {
     attn_param_range *no_decay;
     attn_batcher *train_batches, *valid_batches;
     attn_graph *graph;
+    /* The ranks of the run (one, without options.distributed). */
+    attn_dist *dist;
+    /* This rank's earlier micro-batches of an update, summed, while the next one's gradient
+     * is computed from zero (NULL when this rank never has more than one per update). */
+    float *local_sum;
     /* Space to describe values and both moments for one checkpoint write. */
     attn_named_tensor *tensors;
     uint64_t data_fingerprint;
@@ -36,6 +42,9 @@ struct attn_trainer {
     int64_t skipped_in_a_row;
     double last_loss;
     double last_valid_accuracy;
+    /* With several ranks: rank 0's training time, agreed after each update, so that a cosine
+     * over a time budget gives every rank the same rate. */
+    double agreed_seconds;
 };
 
 /* Training time so far: train_seconds plus the current run's (the clock its time limit

@@ -20,8 +20,8 @@ static void test_fan_out_accumulates(void)
     const float x_data[3] = {1, 2, 3}, dy[3] = {0.5f, -1.0f, 2.0f};
     attn_var *x = leaf(g, 3, x_data, 1);
     attn_var *y, *z;
-    CHECK_OK(attn_op_add(g, x, x, &y));  /* y = 2x */
-    CHECK_OK(attn_op_add(g, y, x, &z));  /* z = 3x */
+    CHECK_OK(attn_op_add(g, x, x, &y)); /* y = 2x */
+    CHECK_OK(attn_op_add(g, y, x, &z)); /* z = 3x */
     CHECK(z->value.data[2] == 9.0f, "forward 3x");
     CHECK(attn_graph_node_count(g) == 2, "two nodes");
     CHECK(x->grad == NULL, "no gradient before backward");
@@ -55,7 +55,8 @@ static void test_unreached_and_constant_inputs(void)
     CHECK_OK(attn_graph_backward_from(g, out, one));
     CHECK(a->grad != NULL && a->grad[0] == 1.0f && a->grad[1] == -2.0f, "a gets w");
     CHECK(c->grad == NULL && !c->requires_grad, "a constant gets no gradient");
-    CHECK(side->grad == NULL && unused->grad == NULL, "a branch the output does not use is skipped");
+    CHECK(side->grad == NULL && unused->grad == NULL,
+          "a branch the output does not use is skipped");
     CHECK(w->grad == NULL, "constant weight untouched");
     attn_graph_destroy(g);
 }
@@ -139,7 +140,8 @@ static void test_parameter_gradients_live_in_the_store(void)
     attn_var *w;
     CHECK_OK(attn_graph_param(g, w_id, &w));
     CHECK(!w->requires_grad && w->grad == NULL, "a parameter without recording has no gradient");
-    CHECK(w->value.data == attn_params_data(store, w_id, ATTN_PARAM_VALUES), "value is the store's");
+    CHECK(w->value.data == attn_params_data(store, w_id, ATTN_PARAM_VALUES),
+          "value is the store's");
     CHECK_FAILS(attn_graph_param(g, 7, &w), ATTN_ERR_INVALID_ARGUMENT);
     attn_graph_destroy(g);
 
@@ -208,8 +210,7 @@ static void test_arena_settles_after_the_largest_step(void)
     attn_graph_destroy(g);
 }
 
-static void dropout_once(attn_graph *g, const float *x_data, int64_t n, float *first,
-                         float *second)
+static void dropout_once(attn_graph *g, const float *x_data, int64_t n, float *first, float *second)
 {
     attn_graph_reset(g);
     attn_var *x = leaf(g, n, x_data, 1), *a, *b;
@@ -330,6 +331,100 @@ static void test_operation_with_two_outputs(void)
     attn_graph_destroy(g);
 }
 
+/* What data-parallel training relies on to start summing a gradient during the backward: the
+ * tape's length when a parameter was first read, and an observer told how many nodes are left
+ * after each one; a gradient is final once no more than its first node are left. */
+typedef struct backward_watch {
+    attn_params *store;
+    attn_param_id ids[2];
+    size_t calls, remaining[8];
+    float grads[8][2][9]; /* per call, per parameter: its gradient then */
+    attn_status answer;
+} backward_watch;
+
+static attn_status watch_backward(void *ctx, size_t remaining)
+{
+    backward_watch *w = ctx;
+    if (w->calls < 8) {
+        w->remaining[w->calls] = remaining;
+        for (int p = 0; p < 2; p++) {
+            attn_param_info info;
+            attn_params_info(w->store, w->ids[p], &info);
+            memcpy(w->grads[w->calls][p], attn_params_data(w->store, w->ids[p], ATTN_PARAM_GRADS),
+                   (size_t)info.numel * sizeof(float));
+        }
+    }
+    w->calls++;
+    return remaining == 1 ? w->answer : ATTN_OK;
+}
+
+static void test_backward_observer_and_first_reads(void)
+{
+    attn_params *store = NULL;
+    attn_param_id first, second, unused;
+    const int64_t square[2] = {3, 3}, wide[2] = {2, 3}, small[1] = {2};
+    CHECK_OK(attn_params_create(&store));
+    CHECK_OK(attn_params_add(store, "first", 2, square, attn_init_normal(1.0f), &first));
+    CHECK_OK(attn_params_add(store, "second", 2, wide, attn_init_normal(1.0f), &second));
+    CHECK_OK(attn_params_add(store, "unused", 1, small, attn_init_normal(1.0f), &unused));
+    CHECK_OK(attn_params_finalize(store));
+    CHECK_OK(attn_params_init(store, 9));
+    attn_graph *g = NULL;
+    CHECK_OK(attn_graph_create(store, &g));
+    backward_watch watch;
+    memset(&watch, 0, sizeof watch);
+    watch.store = store;
+    watch.ids[0] = first;
+    watch.ids[1] = second;
+    attn_graph_set_backward_observer(g, watch_backward, &watch);
+
+    const float x_data[6] = {0.5f, -1.0f, 2.0f, 1.0f, 0.0f, -0.5f};
+    const int32_t targets[2] = {1, 0};
+    const int64_t shape[2] = {2, 3};
+    attn_var *x, *w1, *w2, *h, *t, *logits, *loss;
+    CHECK_OK(attn_graph_input(g, 2, shape, x_data, 0, &x));
+    CHECK_OK(attn_graph_param(g, first, &w1));
+    CHECK_OK(attn_op_linear(g, x, w1, NULL, &h));          /* node 0 */
+    CHECK_OK(attn_op_activation(g, h, ATTN_ACT_TANH, &t)); /* node 1 */
+    CHECK_OK(attn_graph_param(g, second, &w2));
+    CHECK_OK(attn_op_linear(g, t, w2, NULL, &logits));                    /* node 2 */
+    CHECK_OK(attn_op_cross_entropy(g, logits, targets, -1, 0.0f, &loss)); /* node 3 */
+    CHECK(attn_graph_param_first_node(g, first) == 0 &&
+              attn_graph_param_first_node(g, second) == 2 &&
+              attn_graph_param_first_node(g, unused) == SIZE_MAX,
+          "first reads at nodes 0 and 2, none for the unused parameter (%zu, %zu)",
+          attn_graph_param_first_node(g, first), attn_graph_param_first_node(g, second));
+    CHECK_OK(attn_graph_backward(g, loss));
+    CHECK(watch.calls == 5 && watch.remaining[0] == 4 && watch.remaining[4] == 0,
+          "the observer is called before the first node and after each (%zu calls)", watch.calls);
+    for (size_t call = 0; call < 5 && call < watch.calls; call++)
+        for (int p = 0; p < 2; p++) {
+            const size_t numel = p == 0 ? 9 : 6;
+            const int final_now = memcmp(watch.grads[call][p],
+                                         attn_params_data(store, watch.ids[p], ATTN_PARAM_GRADS),
+                                         numel * sizeof(float)) == 0;
+            const int promised =
+                watch.remaining[call] <= attn_graph_param_first_node(g, watch.ids[p]);
+            CHECK(final_now == promised,
+                  "parameter %d with %zu nodes left: final %d, as its first read says %d", p,
+                  watch.remaining[call], final_now, promised);
+        }
+
+    attn_graph_reset(g);
+    CHECK(attn_graph_param_first_node(g, first) == SIZE_MAX, "a reset forgets the reads");
+    watch.answer = ATTN_ERR_IO;
+    CHECK_OK(attn_graph_input(g, 2, shape, x_data, 0, &x));
+    CHECK_OK(attn_graph_param(g, first, &w1));
+    CHECK_OK(attn_op_linear(g, x, w1, NULL, &h));
+    CHECK_OK(attn_op_activation(g, h, ATTN_ACT_TANH, &t));
+    attn_var *sum;
+    CHECK_OK(attn_op_add(g, t, t, &sum));
+    const float ones[6] = {1, 1, 1, 1, 1, 1};
+    CHECK_FAILS(attn_graph_backward_from(g, sum, ones), ATTN_ERR_IO);
+    attn_graph_destroy(g);
+    attn_params_destroy(store);
+}
+
 static void test_custom_operation_and_errors(void)
 {
     attn_graph *g = NULL;
@@ -384,5 +479,6 @@ int main(void)
     RUN_TEST(test_dropout_follows_seed_step_and_order);
     RUN_TEST(test_operation_with_two_outputs);
     RUN_TEST(test_custom_operation_and_errors);
+    RUN_TEST(test_backward_observer_and_first_reads);
     return test_summary();
 }

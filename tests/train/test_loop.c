@@ -377,20 +377,40 @@ static void test_step_matches_hand_made_update(void)
     CHECK_OK(attn_batcher_create(fx.train, &bc, &batches));
     attn_graph *g = NULL;
     CHECK_OK(attn_graph_create(p, &g));
+    /* The loss is the mean over both batches' target tokens: batch i's gradient is computed
+     * from zero with d(loss_i) = its share of the tokens, and the two are added, g0 + g1, as
+     * an all-reduce over two processes adds them. */
+    const attn_batch *b = NULL;
+    int64_t tokens[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        CHECK_OK(attn_batcher_next(batches, &b));
+        for (int64_t r = 0; r < b->size; r++)
+            tokens[i] += b->target_lengths[r] - 1;
+    }
+    CHECK(tokens[0] != tokens[1], "the batches have different token counts (%lld, %lld)",
+          (long long)tokens[0], (long long)tokens[1]);
+    CHECK_OK(attn_batcher_seek(batches, 0, 0));
+    int64_t n = (int64_t)attn_params_buffer_floats(p);
+    float *grads = attn_params_buffer(p, ATTN_PARAM_GRADS);
+    float *first = test_alloc((size_t)n * sizeof *first);
     attn_params_zero_grad(p);
     for (int i = 0; i < 2; i++) {
-        const attn_batch *b = NULL;
         CHECK_OK(attn_batcher_next(batches, &b));
         attn_model_batch mb = {b->size,       b->source_len, b->source,         b->source_lengths,
                                b->target_len, b->target,     b->target_lengths, NULL};
+        if (i == 1) {
+            memcpy(first, grads, (size_t)n * sizeof *first);
+            attn_params_zero_grad(p);
+        }
         attn_graph_reset(g);
         attn_var *loss = NULL;
         CHECK_OK(attn_model_forward_loss(by_hand, g, &mb, &loss));
-        CHECK_OK(attn_graph_backward(g, loss));
+        const float share = (float)((double)tokens[i] / (double)(tokens[0] + tokens[1]));
+        CHECK_OK(attn_graph_backward_from(g, loss, &share));
     }
-    int64_t n = (int64_t)attn_params_buffer_floats(p);
-    float *grads = attn_params_buffer(p, ATTN_PARAM_GRADS);
-    CHECK_OK(attn_scale_grads(n, grads, 0.5f));
+    for (int64_t i = 0; i < n; i++)
+        grads[i] = first[i] + grads[i];
+    free(first);
     double norm = 0.0;
     CHECK_OK(attn_clip_grad_norm(n, grads, o.clip_norm, &norm));
     CHECK(norm > o.clip_norm, "clipping takes effect (norm %g)", norm);
