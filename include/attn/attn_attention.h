@@ -202,6 +202,7 @@ typedef struct attn_additive_dims {
     int64_t key_dim;   /* dh, the size of the annotations the keys are projected from */
     int64_t value_dim; /* dv */
     int64_t attn_dim;  /* da, the hidden size of the scoring network */
+    attn_precision precision; /* the projections' operands: fp32 (0) or bf16 */
 } attn_additive_dims;
 
 typedef struct attn_additive_params {
@@ -291,6 +292,7 @@ typedef struct attn_luong_config {
     int64_t attn_dim;    /* da: concat only (the keys passed to a step are [B, Lk, da]) */
     int64_t predict_dim; /* dp: local-p only, the hidden size of the position predictor */
     int64_t window;      /* D: local only; >= 0 for local-m, >= 1 for local-p */
+    attn_precision precision; /* the projections' operands: fp32 (0) or bf16 */
 } attn_luong_config;
 
 /* A config for the given score and alignment with every size 0 (fill them in). */

@@ -41,7 +41,8 @@ _i64 = ctypes.c_int64
 
 class _AdditiveDims(ctypes.Structure):
     _fields_ = [(name, _i64) for name in
-                ("batch", "src_len", "query_dim", "key_dim", "value_dim", "attn_dim")]
+                ("batch", "src_len", "query_dim", "key_dim", "value_dim", "attn_dim")] + [
+                    ("precision", ctypes.c_int)]
 
 
 class _AdditiveParams(ctypes.Structure):
@@ -55,7 +56,8 @@ class _AdditiveGrads(ctypes.Structure):
 class _LuongConfig(ctypes.Structure):
     _fields_ = [("score", ctypes.c_int), ("align", ctypes.c_int)] + [
         (name, _i64) for name in ("batch", "src_len", "query_dim", "key_dim", "value_dim",
-                                  "attn_dim", "predict_dim", "window")]
+                                  "attn_dim", "predict_dim", "window")] + [
+        ("precision", ctypes.c_int)]
 
 
 class _LuongParams(ctypes.Structure):

@@ -20,6 +20,10 @@ static attn_status check_dims(const char *fn, const attn_additive_dims *dims)
 {
     ATTN_CLASSIC_NOT_NULL(fn, dims);
     const attn_additive_dims *d = dims;
+    if (d->precision != ATTN_PRECISION_FP32 && d->precision != ATTN_PRECISION_BF16)
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                         "%s: precision %d: additive attention multiplies in fp32 or bf16", fn,
+                         (int)d->precision);
     if (!dims_valid(d))
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
                          "%s: bad sizes batch=%lld src_len=%lld query_dim=%lld key_dim=%lld "
@@ -62,9 +66,9 @@ attn_status attn_additive_project_keys(const attn_additive_dims *dims, const flo
     ATTN_CHECK_NOT_NULL(annotations);
     ATTN_CHECK_NOT_NULL(w_key);
     ATTN_CHECK_NOT_NULL(keys);
-    return attn_gemm(ATTN_NO_TRANS, ATTN_TRANS, rows, dims->attn_dim, dims->key_dim, 1.0f,
-                     annotations, dims->key_dim, w_key, dims->key_dim, 0.0f, keys,
-                     dims->attn_dim);
+    return attn_gemm_precision(dims->precision, ATTN_NO_TRANS, ATTN_TRANS, rows, dims->attn_dim,
+                               dims->key_dim, 1.0f, annotations, dims->key_dim, w_key,
+                               dims->key_dim, 0.0f, keys, dims->attn_dim);
 }
 
 attn_status attn_additive_project_keys_backward(const attn_additive_dims *dims,
@@ -79,28 +83,28 @@ attn_status attn_additive_project_keys_backward(const attn_additive_dims *dims,
     ATTN_CHECK_NOT_NULL(dkeys);
     if (dannotations != NULL) {
         ATTN_CHECK_NOT_NULL(w_key);
-        ATTN_TRY(attn_gemm(ATTN_NO_TRANS, ATTN_NO_TRANS, rows, dh, da, 1.0f, dkeys, da, w_key,
-                           dh, 1.0f, dannotations, dh));
+        ATTN_TRY(attn_gemm_precision(dims->precision, ATTN_NO_TRANS, ATTN_NO_TRANS, rows, dh, da,
+                                     1.0f, dkeys, da, w_key, dh, 1.0f, dannotations, dh));
     }
     if (dw_key != NULL) {
         ATTN_CHECK_NOT_NULL(annotations);
-        ATTN_TRY(attn_gemm(ATTN_TRANS, ATTN_NO_TRANS, da, dh, rows, 1.0f, dkeys, da,
-                           annotations, dh, 1.0f, dw_key, dh));
+        ATTN_TRY(attn_gemm_precision(dims->precision, ATTN_TRANS, ATTN_NO_TRANS, da, dh, rows, 1.0f,
+                                     dkeys, da, annotations, dh, 1.0f, dw_key, dh));
     }
     return ATTN_OK;
 }
 
 /* saved = W_s s + b, the bias preloaded so the GEMM adds it in its own precision. */
-static attn_status project_query(const attn_additive_dims *dims,
-                                 const attn_additive_params *params, const float *query,
-                                 float *saved)
+static attn_status project_query(const attn_additive_dims *dims, const attn_additive_params *params,
+                                 const float *query, float *saved)
 {
     int64_t da = dims->attn_dim;
     for (int64_t b = 0; b < dims->batch; b++)
         for (int64_t d = 0; d < da; d++)
             saved[b * da + d] = params->bias != NULL ? params->bias[d] : 0.0f;
-    return attn_gemm(ATTN_NO_TRANS, ATTN_TRANS, dims->batch, da, dims->query_dim, 1.0f, query,
-                     dims->query_dim, params->w_query, dims->query_dim, 1.0f, saved, da);
+    return attn_gemm_precision(dims->precision, ATTN_NO_TRANS, ATTN_TRANS, dims->batch, da,
+                               dims->query_dim, 1.0f, query, dims->query_dim, params->w_query,
+                               dims->query_dim, 1.0f, saved, da);
 }
 
 static attn_classic_step make_step(const attn_additive_dims *dims,
@@ -123,9 +127,8 @@ static attn_classic_step make_step(const attn_additive_dims *dims,
     return step;
 }
 
-attn_status attn_additive_scores(const attn_additive_dims *dims,
-                                 const attn_additive_params *params, const float *query,
-                                 const float *keys, float *scores, float *saved)
+attn_status attn_additive_scores(const attn_additive_dims *dims, const attn_additive_params *params,
+                                 const float *query, const float *keys, float *scores, float *saved)
 {
     ATTN_TRY(check_dims(__func__, dims));
     if (dims->batch == 0)
@@ -165,9 +168,9 @@ attn_status attn_additive_forward(const attn_additive_dims *dims,
 attn_status attn_additive_backward(const attn_additive_dims *dims,
                                    const attn_additive_params *params, const float *query,
                                    const float *keys, const float *values, const uint8_t *mask,
-                                   const float *weights, const float *saved,
-                                   const float *dcontext, const float *dweights, float *dquery,
-                                   float *dkeys, float *dvalues, const attn_additive_grads *grads,
+                                   const float *weights, const float *saved, const float *dcontext,
+                                   const float *dweights, float *dquery, float *dkeys,
+                                   float *dvalues, const attn_additive_grads *grads,
                                    float *workspace)
 {
     ATTN_TRY(check_dims(__func__, dims));
@@ -198,11 +201,11 @@ attn_status attn_additive_backward(const attn_additive_dims *dims,
     attn_classic_backward(&step, weights, dcontext, dweights, &g);
 
     if (dquery != NULL)
-        ATTN_TRY(attn_gemm(ATTN_NO_TRANS, ATTN_NO_TRANS, bsz, ds, da, 1.0f, dq, da,
-                           params->w_query, ds, 1.0f, dquery, ds));
+        ATTN_TRY(attn_gemm_precision(dims->precision, ATTN_NO_TRANS, ATTN_NO_TRANS, bsz, ds, da,
+                                     1.0f, dq, da, params->w_query, ds, 1.0f, dquery, ds));
     if (pg->w_query != NULL)
-        ATTN_TRY(attn_gemm(ATTN_TRANS, ATTN_NO_TRANS, da, ds, bsz, 1.0f, dq, da, query, ds,
-                           1.0f, pg->w_query, ds));
+        ATTN_TRY(attn_gemm_precision(dims->precision, ATTN_TRANS, ATTN_NO_TRANS, da, ds, bsz, 1.0f,
+                                     dq, da, query, ds, 1.0f, pg->w_query, ds));
     if (pg->bias != NULL)
         attn_classic_sum_rows(bsz, da, dq, pg->bias);
     if (pg->v != NULL)

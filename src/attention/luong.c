@@ -33,9 +33,8 @@ static int sizes_fit(const attn_luong_config *c)
 static int config_valid(const attn_luong_config *c)
 {
     if (c == NULL || c->batch < 0 || c->src_len < 0 || c->query_dim < 1 || c->key_dim < 1 ||
-        c->value_dim < 1 || c->query_dim > ((int64_t)1 << 60) ||
-        c->key_dim > ((int64_t)1 << 60) || c->attn_dim > ((int64_t)1 << 60) ||
-        c->predict_dim > ((int64_t)1 << 60) || !sizes_fit(c))
+        c->value_dim < 1 || c->query_dim > ((int64_t)1 << 60) || c->key_dim > ((int64_t)1 << 60) ||
+        c->attn_dim > ((int64_t)1 << 60) || c->predict_dim > ((int64_t)1 << 60) || !sizes_fit(c))
         return 0;
     switch (c->score) {
     case ATTN_LUONG_DOT:
@@ -66,21 +65,24 @@ static int config_valid(const attn_luong_config *c)
 static attn_status check_config(const char *fn, const attn_luong_config *config)
 {
     ATTN_CLASSIC_NOT_NULL(fn, config);
+    if (config->precision != ATTN_PRECISION_FP32 && config->precision != ATTN_PRECISION_BF16)
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                         "%s: precision %d: Luong attention multiplies in fp32 or bf16", fn,
+                         (int)config->precision);
     if (config_valid(config))
         return ATTN_OK;
     const attn_luong_config *c = config;
     if ((unsigned)c->score > ATTN_LUONG_CONCAT)
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s: unknown score %d", fn, (int)c->score);
     if ((unsigned)c->align > ATTN_LUONG_LOCAL_P)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s: unknown alignment %d", fn,
-                         (int)c->align);
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s: unknown alignment %d", fn, (int)c->align);
     if (c->score == ATTN_LUONG_DOT && c->query_dim != c->key_dim)
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
                          "%s: the dot score needs query_dim == key_dim, got %lld and %lld", fn,
                          (long long)c->query_dim, (long long)c->key_dim);
     if (c->align == ATTN_LUONG_LOCAL_M && c->window < 0)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s: local-m needs window >= 0, got %lld",
-                         fn, (long long)c->window);
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s: local-m needs window >= 0, got %lld", fn,
+                         (long long)c->window);
     if (c->align == ATTN_LUONG_LOCAL_P && c->window < 1)
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
                          "%s: local-p needs window >= 1 (sigma = window / 2), got %lld", fn,
@@ -113,8 +115,9 @@ static attn_status check_params(const char *fn, const attn_luong_config *config,
 /* Length of the query rows kept in `saved` (dot scores use the query itself). */
 static int64_t query_width(const attn_luong_config *c)
 {
-    return c->score == ATTN_LUONG_DOT ? 0 : c->score == ATTN_LUONG_GENERAL ? c->key_dim
-                                                                          : c->attn_dim;
+    return c->score == ATTN_LUONG_DOT       ? 0
+           : c->score == ATTN_LUONG_GENERAL ? c->key_dim
+                                            : c->attn_dim;
 }
 
 /* Length of the vectors that are scored: the keys' last dimension. */
@@ -166,8 +169,8 @@ attn_status attn_luong_project_keys(const attn_luong_config *config, const float
     ATTN_CHECK_NOT_NULL(annotations);
     ATTN_CHECK_NOT_NULL(w);
     ATTN_CHECK_NOT_NULL(keys);
-    return attn_gemm(ATTN_NO_TRANS, ATTN_TRANS, rows, da, dk, 1.0f, annotations, dk, w + ds,
-                     ds + dk, 0.0f, keys, da);
+    return attn_gemm_precision(config->precision, ATTN_NO_TRANS, ATTN_TRANS, rows, da, dk, 1.0f,
+                               annotations, dk, w + ds, ds + dk, 0.0f, keys, da);
 }
 
 attn_status attn_luong_project_keys_backward(const attn_luong_config *config,
@@ -182,13 +185,13 @@ attn_status attn_luong_project_keys_backward(const attn_luong_config *config,
     ATTN_CHECK_NOT_NULL(dkeys);
     if (dannotations != NULL) {
         ATTN_CHECK_NOT_NULL(w);
-        ATTN_TRY(attn_gemm(ATTN_NO_TRANS, ATTN_NO_TRANS, rows, dk, da, 1.0f, dkeys, da, w + ds,
-                           ds + dk, 1.0f, dannotations, dk));
+        ATTN_TRY(attn_gemm_precision(config->precision, ATTN_NO_TRANS, ATTN_NO_TRANS, rows, dk, da,
+                                     1.0f, dkeys, da, w + ds, ds + dk, 1.0f, dannotations, dk));
     }
     if (dw != NULL) {
         ATTN_CHECK_NOT_NULL(annotations);
-        ATTN_TRY(attn_gemm(ATTN_TRANS, ATTN_NO_TRANS, da, dk, rows, 1.0f, dkeys, da,
-                           annotations, dk, 1.0f, dw + ds, ds + dk));
+        ATTN_TRY(attn_gemm_precision(config->precision, ATTN_TRANS, ATTN_NO_TRANS, da, dk, rows,
+                                     1.0f, dkeys, da, annotations, dk, 1.0f, dw + ds, ds + dk));
     }
     return ATTN_OK;
 }
@@ -201,12 +204,14 @@ static attn_status project_query(const attn_luong_config *c, const attn_luong_pa
     switch (c->score) {
     case ATTN_LUONG_GENERAL:
         *rows = saved;
-        return attn_gemm(ATTN_NO_TRANS, ATTN_NO_TRANS, c->batch, c->key_dim, ds, 1.0f, query,
-                         ds, params->w, c->key_dim, 0.0f, saved, c->key_dim);
+        return attn_gemm_precision(c->precision, ATTN_NO_TRANS, ATTN_NO_TRANS, c->batch, c->key_dim,
+                                   ds, 1.0f, query, ds, params->w, c->key_dim, 0.0f, saved,
+                                   c->key_dim);
     case ATTN_LUONG_CONCAT:
         *rows = saved;
-        return attn_gemm(ATTN_NO_TRANS, ATTN_TRANS, c->batch, c->attn_dim, ds, 1.0f, query, ds,
-                         params->w, ds + c->key_dim, 0.0f, saved, c->attn_dim);
+        return attn_gemm_precision(c->precision, ATTN_NO_TRANS, ATTN_TRANS, c->batch, c->attn_dim,
+                                   ds, 1.0f, query, ds, params->w, ds + c->key_dim, 0.0f, saved,
+                                   c->attn_dim);
     default:
         *rows = query;
         return ATTN_OK;
@@ -214,13 +219,14 @@ static attn_status project_query(const attn_luong_config *c, const attn_luong_pa
 }
 
 /* p_t = S * sigmoid(v_p . tanh(W_p s)) for every sentence; hidden and p_t go to saved. */
-static attn_status predict_positions(const attn_luong_config *c,
-                                     const attn_luong_params *params, const float *query,
-                                     const uint8_t *mask, float *hidden, float *centers)
+static attn_status predict_positions(const attn_luong_config *c, const attn_luong_params *params,
+                                     const float *query, const uint8_t *mask, float *hidden,
+                                     float *centers)
 {
     int64_t dp = c->predict_dim;
-    ATTN_TRY(attn_gemm(ATTN_NO_TRANS, ATTN_TRANS, c->batch, dp, c->query_dim, 1.0f, query,
-                       c->query_dim, params->w_p, c->query_dim, 0.0f, hidden, dp));
+    ATTN_TRY(attn_gemm_precision(c->precision, ATTN_NO_TRANS, ATTN_TRANS, c->batch, dp,
+                                 c->query_dim, 1.0f, query, c->query_dim, params->w_p, c->query_dim,
+                                 0.0f, hidden, dp));
     for (int64_t b = 0; b < c->batch; b++) {
         double z = 0;
         for (int64_t k = 0; k < dp; k++) {
@@ -234,9 +240,8 @@ static attn_status predict_positions(const attn_luong_config *c,
 }
 
 static attn_classic_step make_step(const attn_luong_config *c, const attn_luong_params *params,
-                                   int64_t position, const float *query_rows,
-                                   const float *keys, const float *values, const uint8_t *mask,
-                                   const float *centers)
+                                   int64_t position, const float *query_rows, const float *keys,
+                                   const float *values, const uint8_t *mask, const float *centers)
 {
     attn_classic_step step = {
         .score = c->score == ATTN_LUONG_CONCAT ? ATTN_CLASSIC_MLP : ATTN_CLASSIC_DOT,
@@ -257,8 +262,7 @@ static attn_classic_step make_step(const attn_luong_config *c, const attn_luong_
     return step;
 }
 
-static attn_status check_saved(const char *fn, const attn_luong_config *config,
-                               const float *saved)
+static attn_status check_saved(const char *fn, const attn_luong_config *config, const float *saved)
 {
     if (saved == NULL && attn_luong_saved_floats(config) > 0)
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
@@ -268,8 +272,7 @@ static attn_status check_saved(const char *fn, const attn_luong_config *config,
 }
 
 attn_status attn_luong_scores(const attn_luong_config *config, const attn_luong_params *params,
-                              const float *query, const float *keys, float *scores,
-                              float *saved)
+                              const float *query, const float *keys, float *scores, float *saved)
 {
     ATTN_TRY(check_config(__func__, config));
     if (config->batch == 0)
@@ -286,8 +289,7 @@ attn_status attn_luong_scores(const attn_luong_config *config, const attn_luong_
     return ATTN_OK;
 }
 
-static attn_status check_position(const char *fn, const attn_luong_config *config,
-                                  int64_t position)
+static attn_status check_position(const char *fn, const attn_luong_config *config, int64_t position)
 {
     if (config->align == ATTN_LUONG_LOCAL_M && position < 0)
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s: position must be >= 0, got %lld", fn,
@@ -319,17 +321,15 @@ attn_status attn_luong_forward(const attn_luong_config *config, const attn_luong
         centers = hidden + config->batch * config->predict_dim;
         ATTN_TRY(predict_positions(config, params, query, mask, hidden, centers));
     }
-    attn_classic_step step =
-        make_step(config, params, position, rows, keys, values, mask, centers);
+    attn_classic_step step = make_step(config, params, position, rows, keys, values, mask, centers);
     attn_classic_forward(&step, context, weights);
     return ATTN_OK;
 }
 
 /* d(loss)/d(p_t) -> W_p, v_p and the query, through p_t = S sigmoid(z), z = v_p . h,
  * h = tanh(W_p s); dp/dz = S sigmoid (1 - sigmoid) = p (1 - p / S). */
-static attn_status predictor_backward(const attn_luong_config *c,
-                                      const attn_luong_params *params, const float *query,
-                                      const uint8_t *mask, const float *hidden,
+static attn_status predictor_backward(const attn_luong_config *c, const attn_luong_params *params,
+                                      const float *query, const uint8_t *mask, const float *hidden,
                                       const float *centers, float *dcenters, float *dhidden,
                                       float *dquery, const attn_luong_grads *grads)
 {
@@ -352,21 +352,20 @@ static attn_status predictor_backward(const attn_luong_config *c,
             grads->v_p[k] += (float)sum;
         }
     if (grads->w_p != NULL)
-        ATTN_TRY(attn_gemm(ATTN_TRANS, ATTN_NO_TRANS, dp, ds, bsz, 1.0f, dhidden, dp, query, ds,
-                           1.0f, grads->w_p, ds));
+        ATTN_TRY(attn_gemm_precision(c->precision, ATTN_TRANS, ATTN_NO_TRANS, dp, ds, bsz, 1.0f,
+                                     dhidden, dp, query, ds, 1.0f, grads->w_p, ds));
     if (dquery != NULL)
-        ATTN_TRY(attn_gemm(ATTN_NO_TRANS, ATTN_NO_TRANS, bsz, ds, dp, 1.0f, dhidden, dp,
-                           params->w_p, ds, 1.0f, dquery, ds));
+        ATTN_TRY(attn_gemm_precision(c->precision, ATTN_NO_TRANS, ATTN_NO_TRANS, bsz, ds, dp, 1.0f,
+                                     dhidden, dp, params->w_p, ds, 1.0f, dquery, ds));
     return ATTN_OK;
 }
 
 attn_status attn_luong_backward(const attn_luong_config *config, const attn_luong_params *params,
                                 int64_t position, const float *query, const float *keys,
                                 const float *values, const uint8_t *mask, const float *weights,
-                                const float *saved, const float *dcontext,
-                                const float *dweights, float *dquery, float *dkeys,
-                                float *dvalues, const attn_luong_grads *grads,
-                                float *workspace)
+                                const float *saved, const float *dcontext, const float *dweights,
+                                float *dquery, float *dkeys, float *dvalues,
+                                const attn_luong_grads *grads, float *workspace)
 {
     ATTN_TRY(check_config(__func__, config));
     ATTN_TRY(check_position(__func__, config, position));
@@ -421,19 +420,19 @@ attn_status attn_luong_backward(const attn_luong_config *config, const attn_luon
         break;
     case ATTN_LUONG_GENERAL:
         if (dquery != NULL)
-            ATTN_TRY(attn_gemm(ATTN_NO_TRANS, ATTN_TRANS, bsz, ds, dk, 1.0f, dq, dk, params->w,
-                               dk, 1.0f, dquery, ds));
+            ATTN_TRY(attn_gemm_precision(config->precision, ATTN_NO_TRANS, ATTN_TRANS, bsz, ds, dk,
+                                         1.0f, dq, dk, params->w, dk, 1.0f, dquery, ds));
         if (pg->w != NULL)
-            ATTN_TRY(attn_gemm(ATTN_TRANS, ATTN_NO_TRANS, ds, dk, bsz, 1.0f, query, ds, dq, dk,
-                               1.0f, pg->w, dk));
+            ATTN_TRY(attn_gemm_precision(config->precision, ATTN_TRANS, ATTN_NO_TRANS, ds, dk, bsz,
+                                         1.0f, query, ds, dq, dk, 1.0f, pg->w, dk));
         break;
     case ATTN_LUONG_CONCAT:
         if (dquery != NULL)
-            ATTN_TRY(attn_gemm(ATTN_NO_TRANS, ATTN_NO_TRANS, bsz, ds, da, 1.0f, dq, da,
-                               params->w, ds + dk, 1.0f, dquery, ds));
+            ATTN_TRY(attn_gemm_precision(config->precision, ATTN_NO_TRANS, ATTN_NO_TRANS, bsz, ds,
+                                         da, 1.0f, dq, da, params->w, ds + dk, 1.0f, dquery, ds));
         if (pg->w != NULL)
-            ATTN_TRY(attn_gemm(ATTN_TRANS, ATTN_NO_TRANS, da, ds, bsz, 1.0f, dq, da, query, ds,
-                               1.0f, pg->w, ds + dk));
+            ATTN_TRY(attn_gemm_precision(config->precision, ATTN_TRANS, ATTN_NO_TRANS, da, ds, bsz,
+                                         1.0f, dq, da, query, ds, 1.0f, pg->w, ds + dk));
         if (pg->v != NULL)
             attn_classic_sum_rows(bsz, da, dv_rows, pg->v);
         break;

@@ -14,6 +14,14 @@
 
 /* Padding mask [B, S] (1 = padding) from key_lengths in [0, S] (NULL: no padding); what
  * names key_lengths in messages. */
+/* The precision of attention's own products under the graph's precision: int8 quantizes
+ * weights, and attention multiplies activations, which stay float there. */
+static attn_precision products_precision(const attn_graph *graph)
+{
+    return attn_graph_precision(graph) == ATTN_PRECISION_BF16 ? ATTN_PRECISION_BF16
+                                                              : ATTN_PRECISION_FP32;
+}
+
 static attn_status padding_mask(const char *fn, const char *what, attn_graph *graph, int64_t batch,
                                 int64_t len, const int32_t *key_lengths, uint8_t **mask)
 {
@@ -144,9 +152,7 @@ attn_status attn_op_multi_head_attention(attn_graph *graph, const attn_mha_vars 
     ATTN_TRY(check_params(fn, params, embed));
 
     attn_sdpa_options options = attn_sdpa_default_options();
-    /* int8 quantizes weights; attention multiplies activations, which stay float there. */
-    options.precision = attn_graph_precision(graph) == ATTN_PRECISION_BF16 ? ATTN_PRECISION_BF16
-                                                                           : ATTN_PRECISION_FP32;
+    options.precision = products_precision(graph);
     if (mask != NULL) {
         ATTN_CHECK_ARG(mask->causal == 0 || mask->causal == 1,
                        "%s: mask->causal must be 0 or 1, got %d", fn, mask->causal);
@@ -326,7 +332,8 @@ attn_status attn_op_additive_attention(attn_graph *graph, const attn_additive_va
     uint8_t *mask;
     ATTN_TRY(padding_mask(fn, "key_lengths", graph, batch, len, key_lengths, &mask));
 
-    attn_additive_dims dims = {batch, len, query_dim, attn_dim, value_dim, attn_dim};
+    attn_additive_dims dims = {
+        batch, len, query_dim, attn_dim, value_dim, attn_dim, products_precision(graph)};
     attn_var *inputs[6] = {query, keys, values, params->w_query, params->bias, params->v};
     const int wants = attn_graph_wants_grad(graph, 6, inputs);
     attn_var *ctx_out, *w_out;
@@ -407,6 +414,7 @@ attn_status attn_op_luong_project_keys(attn_graph *graph, attn_var *annotations,
     config.key_dim = key_dim;
     config.value_dim = key_dim;
     config.attn_dim = w->value.shape[0];
+    config.precision = products_precision(graph);
     attn_var *inputs[2] = {annotations, w};
     const int wants = attn_graph_wants_grad(graph, 2, inputs);
     const int64_t shape[3] = {config.batch, config.src_len, config.attn_dim};
@@ -526,6 +534,7 @@ attn_status attn_op_luong_attention(attn_graph *graph, attn_luong_score score,
     ATTN_TRY(check_attention_inputs(fn, query, keys, values));
     attn_luong_config config;
     ATTN_TRY(luong_config_of(fn, score, align, window, params, query, keys, values, &config));
+    config.precision = products_precision(graph);
     ATTN_CHECK_ARG(align != ATTN_LUONG_LOCAL_M || position >= 0,
                    "%s: local-m needs a target position >= 0, got %lld", fn, (long long)position);
     uint8_t *mask;

@@ -235,7 +235,7 @@ static float *prefilled(size_t n, uint64_t seed)
 
 static library_run run_library(const problem *p, uint64_t prefill_seed)
 {
-    attn_additive_dims dims = {p->B, p->Lk, p->ds, p->dh, p->dv, p->da};
+    attn_additive_dims dims = {p->B, p->Lk, p->ds, p->dh, p->dv, p->da, ATTN_PRECISION_FP32};
     float *s = to_floats(p->s, n_s(p)), *h = to_floats(p->h, n_h(p));
     float *x = p->x == p->h ? h : to_floats(p->x, n_x(p));
     float *ws = to_floats(p->ws, n_ws(p)), *wh = to_floats(p->wh, n_wh(p));
@@ -425,7 +425,7 @@ static void test_masks(void)
 static void test_fully_masked_batch(void)
 {
     for (int empty = 0; empty < 2; empty++) {
-        attn_additive_dims dims = {3, empty ? 0 : 4, 2, 3, 3, 5};
+        attn_additive_dims dims = {3, empty ? 0 : 4, 2, 3, 3, 5, ATTN_PRECISION_FP32};
         size_t n_keys = (size_t)(dims.batch * dims.src_len * dims.attn_dim);
         size_t n_vals = (size_t)(dims.batch * dims.src_len * dims.value_dim);
         float *s = prefilled(6, 1), *keys = prefilled(n_keys, 2), *x = prefilled(n_vals, 3);
@@ -466,7 +466,7 @@ static void test_fully_masked_batch(void)
 
 static void test_bad_input(void)
 {
-    attn_additive_dims dims = {2, 3, 4, 5, 6, 7};
+    attn_additive_dims dims = {2, 3, 4, 5, 6, 7, ATTN_PRECISION_FP32};
     float buf[256] = {0};
     uint8_t mask[6] = {0};
     attn_additive_params params = {buf, NULL, buf};
@@ -505,7 +505,8 @@ static void test_bad_input(void)
                               {huge, huge, 4, 5, 6, 7}, {huge, 0, 4, 5, 6, huge},
                               {2, 3, huge, 5, 6, huge}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        attn_additive_dims d = {bad[i][0], bad[i][1], bad[i][2], bad[i][3], bad[i][4], bad[i][5]};
+        attn_additive_dims d = {bad[i][0], bad[i][1], bad[i][2], bad[i][3], bad[i][4], bad[i][5],
+                                    ATTN_PRECISION_FP32};
         CHECK_FAILS(attn_additive_forward(&d, &params, buf, buf, buf, mask, buf, buf, buf),
                     ATTN_ERR_INVALID_ARGUMENT);
         CHECK(attn_additive_saved_floats(&d) == 0 && attn_additive_workspace_floats(&d) == 0,
@@ -514,7 +515,7 @@ static void test_bad_input(void)
     CHECK(attn_additive_saved_floats(&dims) == 14, "saved = B * da");
     CHECK(attn_additive_workspace_floats(&dims) == 2 * (14 + 3), "workspace = B (2 da + Lk)");
     /* An empty batch is a valid no-op, even without buffers. */
-    attn_additive_dims empty = {0, 3, 4, 5, 6, 7};
+    attn_additive_dims empty = {0, 3, 4, 5, 6, 7, ATTN_PRECISION_FP32};
     CHECK_OK(attn_additive_forward(&empty, &params, NULL, NULL, NULL, NULL, NULL, NULL, NULL));
 }
 

@@ -174,7 +174,7 @@ static void test_sampling(void)
 /* Hard attention on attn_additive_scores agrees with the soft weights' argmax. */
 static void test_on_additive_scores(void)
 {
-    attn_additive_dims dims = {9, 11, 5, 6, 6, 8};
+    attn_additive_dims dims = {9, 11, 5, 6, 6, 8, ATTN_PRECISION_FP32};
     size_t nk = 9 * 11 * 8, nv = 9 * 11 * 6;
     float *s = new_floats(45), *keys = new_floats(nk), *values = new_floats(nv);
     float *ws = new_floats(40), *v = new_floats(8), *scores = new_floats(99);
