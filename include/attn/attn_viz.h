@@ -159,12 +159,15 @@ ATTN_API attn_status attn_viz_training_log_read(const char *path, attn_viz_train
 /* Frees the arrays and zeroes the struct; NULL or an already-freed log is fine. */
 ATTN_API void attn_viz_training_log_free(attn_viz_training_log *log);
 
-/* The training and validation loss against log->x as a chart: series "train (with label
- * smoothing, if any)" and "valid (plain cross-entropy)", as attn train logs them, whichever the
- * log has, each joining the records that have its value. Texts the options leave
- * NULL (or options NULL): titled "loss", axes named log->x_name and "loss". */
+/* The training and validation loss of count >= 1 logs against each log's x, in one chart:
+ * series "train (with label smoothing, if any)" and "valid (plain cross-entropy)", as attn
+ * train logs them, whichever a log has, each joining the records that have its value. With
+ * names (NULL when count is 1) each series is prefixed by its log's name ("bf16: valid ..."),
+ * so runs can be compared in one picture. Texts the options leave NULL (or options NULL):
+ * titled "loss", axes named the first log's x_name and "loss". */
 ATTN_API attn_status attn_viz_loss_curves_write(const char *path,
-                                                const attn_viz_training_log *log,
+                                                const attn_viz_training_log *logs,
+                                                const char *const *names, int64_t count,
                                                 const attn_viz_chart_options *options);
 
 #ifdef __cplusplus

@@ -101,9 +101,10 @@ static const cli_option viz_options[] = {
      .max = ATTN_DECODE_MAX_BEAM, .show_default = 1},
     {.kind = CLI_SECTION, .help = "training curves:"},
     {CLI_OPTION(
-        "--log", CLI_STRING, FIELD(log), "FILE",
+        "--log", CLI_STRING, FIELD(log), "FILE[,FILE...]",
         "JSON lines such as {\"step\": 100, \"epoch\": 1, \"train_loss\": 2.3, \"valid_loss\": "
-        "2.5}; fields may be missing on a line")},
+        "2.5}; fields may be missing on a line. Several logs, comma-separated, share one "
+        "chart, each curve named by its file")},
 };
 #define N_VIZ_OPTIONS (sizeof viz_options / sizeof viz_options[0])
 
@@ -111,7 +112,7 @@ static const cli_command viz_command = {
     "viz",
     "attn viz --matrix FILE [--index N|all] [--out FILE.svg|FILE.png] [options]\n"
     "       attn viz --model MODEL --text TEXT [--out FILE.svg|FILE.png] [options]\n"
-    "       attn viz --log FILE.jsonl --out FILE.svg|FILE.png [--title TEXT]",
+    "       attn viz --log FILE.jsonl[,FILE.jsonl...] --out FILE.svg|FILE.png [--title TEXT]",
     "Draws attention weights as a heat map (output tokens down the left, source tokens\n"
     "along the top, a colour scale), or a training log's loss curves.\n",
     viz_options,
@@ -180,16 +181,63 @@ static int fail(void)
     return 1;
 }
 
+enum { MAX_LOGS = 16 };
+
+/* A log's name in the legend: its file name without the folder and the extension. */
+static void log_name(const char *path, char *name, size_t size)
+{
+    const char *base = strrchr(path, '/');
+    base = base != NULL ? base + 1 : path;
+    size_t length = strlen(base);
+    if (length >= size)
+        length = size - 1; /* a legend entry, not a path: a cut name still tells runs apart */
+    memcpy(name, base, length);
+    name[length] = '\0';
+    char *dot = strrchr(name, '.');
+    if (dot != NULL && dot != name)
+        *dot = '\0';
+}
+
 static int draw_log(const viz_args *a)
 {
-    attn_viz_training_log log;
-    if (attn_viz_training_log_read(a->log, &log) != ATTN_OK)
-        return fail();
-    attn_viz_chart_options options = {0};
-    options.title = a->title;
-    attn_status status = attn_viz_loss_curves_write(a->out, &log, &options);
-    attn_viz_training_log_free(&log);
-    return status == ATTN_OK ? 0 : fail();
+    attn_viz_training_log logs[MAX_LOGS];
+    char names[MAX_LOGS][64];
+    const char *name_of[MAX_LOGS];
+    int64_t count = 0;
+    int exit_code = 0;
+    for (const char *start = a->log; exit_code == 0;) {
+        const char *comma = strchr(start, ',');
+        const size_t length = comma != NULL ? (size_t)(comma - start) : strlen(start);
+        char path[4096];
+        if (length == 0 || length >= sizeof path || count == MAX_LOGS) {
+            exit_code =
+                cli_usage_error(&viz_command, "--log %s: give 1 to %d log files, comma-separated",
+                                a->log, MAX_LOGS);
+            break;
+        }
+        memcpy(path, start, length);
+        path[length] = '\0';
+        if (attn_viz_training_log_read(path, &logs[count]) != ATTN_OK) {
+            exit_code = fail();
+            break;
+        }
+        log_name(path, names[count], sizeof names[count]);
+        name_of[count] = names[count];
+        count++;
+        if (comma == NULL)
+            break;
+        start = comma + 1;
+    }
+    if (exit_code == 0) {
+        attn_viz_chart_options options = {0};
+        options.title = a->title;
+        if (attn_viz_loss_curves_write(a->out, logs, count > 1 ? name_of : NULL, count, &options) !=
+            ATTN_OK)
+            exit_code = fail();
+    }
+    for (int64_t i = 0; i < count; i++)
+        attn_viz_training_log_free(&logs[i]);
+    return exit_code;
 }
 
 static int draw_matrices(const viz_args *a)
@@ -284,7 +332,7 @@ static int draw_layer(const viz_args *a, const layer_maps *m, const char *output
     const size_t cells = (size_t)(m->rows * m->cols);
     float *mean = a->head == -1 ? calloc(cells > 0 ? cells : 1, sizeof *mean) : NULL;
     attn_viz_matrix *matrices = calloc((size_t)panels, sizeof *matrices);
-    char (*titles)[96] = calloc((size_t)panels, sizeof *titles);
+    char(*titles)[96] = calloc((size_t)panels, sizeof *titles);
     char *row_text = NULL, *col_text = NULL;
     const char **rows = shown_labels(m->row_labels, m->rows, &row_text);
     const char **cols = shown_labels(m->col_labels, m->cols, &col_text);
@@ -301,9 +349,8 @@ static int draw_layer(const viz_args *a, const layer_maps *m, const char *output
                 for (size_t e = 0; e < cells; e++)
                     mean[e] += m->weights[(size_t)h * cells + e] / (float)m->heads;
             weights = mean;
-            snprintf(titles[p], sizeof titles[p], "%slayer %lld, mean of %lld head%s",
-                     m->kind_name, (long long)m->layer, (long long)m->heads,
-                     m->heads == 1 ? "" : "s");
+            snprintf(titles[p], sizeof titles[p], "%slayer %lld, mean of %lld head%s", m->kind_name,
+                     (long long)m->layer, (long long)m->heads, m->heads == 1 ? "" : "s");
         } else {
             const int64_t head = a->head == -2 ? p : a->head;
             weights = m->weights + (size_t)head * cells;
@@ -371,13 +418,17 @@ static int draw_cross(const viz_args *a, cli_translator *t, const attn_decode_re
                       const int32_t *src, int64_t src_length, const char *output)
 {
     const attn_hypothesis *h = &result->sentences[0].hypotheses[0];
-    int code = check_layer_and_head(a, result->cross_layers, result->cross_heads,
-                                    "decoder layers");
+    int code = check_layer_and_head(a, result->cross_layers, result->cross_heads, "decoder layers");
     if (code != 0)
         return code;
-    layer_maps m = {"cross-attention ", a->layer < 0 ? result->cross_layers - 1 : a->layer,
+    layer_maps m = {"cross-attention ",
+                    a->layer < 0 ? result->cross_layers - 1 : a->layer,
                     result->cross_heads,
-                    h->steps, src_length, NULL, NULL, NULL};
+                    h->steps,
+                    src_length,
+                    NULL,
+                    NULL,
+                    NULL};
     const size_t cells = (size_t)(m.rows * m.cols);
     m.weights = malloc((size_t)m.heads * cells * sizeof *m.weights + 1);
     m.col_labels = malloc((size_t)src_length * sizeof *m.col_labels);
@@ -412,8 +463,9 @@ static int draw_self(const viz_args *a, cli_translator *t, const attn_decode_res
     const attn_model_config *c = attn_bundle_config(t->bundle);
     const int encoder = a->kind == ATTN_ENCODER_SELF_ATTENTION;
     if (c->arch != ATTN_ARCH_TRANSFORMER) {
-        fprintf(stderr, "attn viz: --kind %s: this model has no self-attention (an rnn with "
-                        "attention); --kind cross draws its alignment\n",
+        fprintf(stderr,
+                "attn viz: --kind %s: this model has no self-attention (an rnn with "
+                "attention); --kind cross draws its alignment\n",
                 encoder ? "encoder" : "self");
         return 2;
     }
@@ -500,8 +552,8 @@ static int draw_model(const viz_args *a)
         fprintf(stderr, "attn viz: the model gave no hypothesis (its logits are not finite)\n");
         code = 1;
     }
-    if (code == 0 && (output = cli_translator_text(&t, &result->sentences[0].hypotheses[0])) ==
-                         NULL)
+    if (code == 0 &&
+        (output = cli_translator_text(&t, &result->sentences[0].hypotheses[0])) == NULL)
         code = 1;
     if (code == 0)
         code = a->kind == ATTN_CROSS_ATTENTION ? draw_cross(a, &t, result, src, count, output)

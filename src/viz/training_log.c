@@ -3,8 +3,12 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* A legend entry: a log's name, then the curve's kind. */
+enum { LABEL_BYTES = 160 };
 
 enum { FIELD_STEP, FIELD_EPOCH, FIELD_TRAIN, FIELD_VALID, FIELD_LR, FIELD_COUNT };
 static const char *const field_names[FIELD_COUNT] = {"step", "epoch", "train_loss", "valid_loss",
@@ -13,11 +17,16 @@ static const char *const field_names[FIELD_COUNT] = {"step", "epoch", "train_los
 static double **field_column(attn_viz_training_log *log, int field)
 {
     switch (field) {
-    case FIELD_STEP: return &log->step;
-    case FIELD_EPOCH: return &log->epoch;
-    case FIELD_TRAIN: return &log->train_loss;
-    case FIELD_VALID: return &log->valid_loss;
-    default: return &log->lr;
+    case FIELD_STEP:
+        return &log->step;
+    case FIELD_EPOCH:
+        return &log->epoch;
+    case FIELD_TRAIN:
+        return &log->train_loss;
+    case FIELD_VALID:
+        return &log->valid_loss;
+    default:
+        return &log->lr;
     }
 }
 
@@ -153,44 +162,68 @@ attn_status attn_viz_training_log_read(const char *path, attn_viz_training_log *
     return status;
 }
 
-attn_status attn_viz_loss_curves_write(const char *path, const attn_viz_training_log *log,
+attn_status attn_viz_loss_curves_write(const char *path, const attn_viz_training_log *logs,
+                                       const char *const *names, int64_t count,
                                        const attn_viz_chart_options *options)
 {
     static const char *fn = "attn_viz_loss_curves_write";
     ATTN_CHECK_NOT_NULL(path);
-    ATTN_CHECK_NOT_NULL(log);
-    ATTN_CHECK_ARG(log->count >= 1 && log->x != NULL && log->train_loss != NULL &&
-                       log->valid_loss != NULL,
-                   "%s: the log has no records", fn);
+    ATTN_CHECK_NOT_NULL(logs);
+    ATTN_CHECK_ARG(count >= 1 && count <= 64, "%s: count must be 1..64, got %lld", fn,
+                   (long long)count);
+    ATTN_CHECK_ARG(count == 1 || names != NULL, "%s: %lld logs need names", fn, (long long)count);
+    size_t floats = 0;
+    for (int64_t l = 0; l < count; l++) {
+        const attn_viz_training_log *log = &logs[l];
+        ATTN_CHECK_ARG(log->count >= 1 && log->x != NULL && log->train_loss != NULL &&
+                           log->valid_loss != NULL,
+                       "%s: log %lld has no records", fn, (long long)l);
+        ATTN_CHECK_ARG(names == NULL || names[l] != NULL, "%s: names[%lld] is NULL", fn,
+                       (long long)l);
+        floats += 4 * (size_t)log->count;
+    }
     /* Records log one loss or the other (validation runs less often): each curve joins the
      * records that have its value, rather than breaking at the others. */
-    double *points = malloc(4 * (size_t)log->count * sizeof *points);
-    if (points == NULL)
+    double *points = malloc(floats * sizeof *points);
+    attn_viz_series *series = malloc(2 * (size_t)count * sizeof *series);
+    char *labels = malloc(2 * (size_t)count * LABEL_BYTES);
+    if (points == NULL || series == NULL || labels == NULL) {
+        free(points);
+        free(series);
+        free(labels);
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-    const double *losses[2] = {log->train_loss, log->valid_loss};
+    }
     /* attn train logs the loss it optimises, label smoothing included, and validates with
      * plain cross-entropy: the legend says so, or the gap between the curves misleads. */
-    static const char *const names[2] = {"train (with label smoothing, if any)",
+    static const char *const kinds[2] = {"train (with label smoothing, if any)",
                                          "valid (plain cross-entropy)"};
-    attn_viz_series series[2];
-    int64_t count = 0;
-    for (int k = 0; k < 2; k++) {
-        double *x = points + (size_t)(2 * k) * (size_t)log->count, *y = x + log->count;
-        int64_t n = 0;
-        for (int64_t i = 0; i < log->count; i++)
-            if (isfinite(log->x[i]) && isfinite(losses[k][i])) {
-                x[n] = log->x[i];
-                y[n++] = losses[k][i];
-            }
-        if (n > 0) {
-            series[count].name = names[k];
-            series[count].x = x;
-            series[count].y = y;
-            series[count++].count = n;
+    int64_t drawn = 0;
+    double *next = points;
+    for (int64_t l = 0; l < count; l++) {
+        const attn_viz_training_log *log = &logs[l];
+        const double *losses[2] = {log->train_loss, log->valid_loss};
+        for (int k = 0; k < 2; k++) {
+            double *x = next, *y = x + log->count;
+            next += 2 * log->count;
+            int64_t n = 0;
+            for (int64_t i = 0; i < log->count; i++)
+                if (isfinite(log->x[i]) && isfinite(losses[k][i])) {
+                    x[n] = log->x[i];
+                    y[n++] = losses[k][i];
+                }
+            if (n == 0)
+                continue;
+            char *label = labels + (size_t)drawn * LABEL_BYTES;
+            if (names != NULL)
+                snprintf(label, LABEL_BYTES, "%s: %s", names[l], kinds[k]);
+            else
+                snprintf(label, LABEL_BYTES, "%s", kinds[k]);
+            series[drawn] = (attn_viz_series){label, x, y, n};
+            drawn++;
         }
     }
     attn_status status;
-    if (count == 0) {
+    if (drawn == 0) {
         status = attn_fail(ATTN_ERR_INVALID_ARGUMENT,
                            "%s: the log has no train_loss or valid_loss values to plot", fn);
     } else {
@@ -200,11 +233,13 @@ attn_status attn_viz_loss_curves_write(const char *path, const attn_viz_training
         if (chosen.title == NULL)
             chosen.title = "loss";
         if (chosen.x_label == NULL)
-            chosen.x_label = log->x_name != NULL ? log->x_name : "step";
+            chosen.x_label = logs[0].x_name != NULL ? logs[0].x_name : "step";
         if (chosen.y_label == NULL)
             chosen.y_label = "loss";
-        status = attn_viz_chart_write(path, series, count, &chosen);
+        status = attn_viz_chart_write(path, series, drawn, &chosen);
     }
     free(points);
+    free(series);
+    free(labels);
     return status;
 }

@@ -263,6 +263,21 @@ def test_loss_curve_points_sit_at_their_coordinates(tmp_path):
     assert decode_png(png)[:2] == (720, 440)
 
 
+def test_two_runs_share_one_loss_chart(tmp_path):
+    """--log A,B: both runs' curves in one picture, each named by its file."""
+    fp32, bf16 = tmp_path / "fp32.jsonl", tmp_path / "bf16.jsonl"
+    fp32.write_text('{"step": 1, "train_loss": 3}\n{"step": 2, "valid_loss": 2}\n')
+    bf16.write_text('{"step": 1, "train_loss": 3.1}\n{"step": 2, "valid_loss": 2.1}\n')
+    out = tmp_path / "both.svg"
+    result = run_viz("--log", f"{fp32},{bf16}", "--out", out)
+    assert result.returncode == 0, result.stderr
+    assert [t.text for t in by_class(svg_of(out), "text", "legend-name")] == [
+        "fp32: train (with label smoothing, if any)", "fp32: valid (plain cross-entropy)",
+        "bf16: train (with label smoothing, if any)", "bf16: valid (plain cross-entropy)"]
+    result = run_viz("--log", f"{fp32},", "--out", out)
+    assert result.returncode == 2 and "comma-separated" in result.stderr, result.stderr
+
+
 def error_cases(tmp_path):
     good = write_matrix(tmp_path / "good.json")
     malformed = tmp_path / "malformed.jsonl"

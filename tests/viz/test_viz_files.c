@@ -109,7 +109,7 @@ static void test_training_log_fields_may_be_missing(void)
           "train loss, null is missing");
     CHECK(isnan(log.valid_loss[0]) && log.valid_loss[2] == 2.25, "valid loss");
     CHECK(log.lr[0] == 0.001 && isnan(log.lr[1]), "lr");
-    CHECK_OK(attn_viz_loss_curves_write(scratch_path(1, "loss.svg"), &log, NULL));
+    CHECK_OK(attn_viz_loss_curves_write(scratch_path(1, "loss.svg"), &log, NULL, 1, NULL));
     attn_viz_training_log_free(&log);
     CHECK(log.count == 0 && log.step == NULL, "freed and zeroed");
     attn_viz_training_log_free(&log);
@@ -128,9 +128,40 @@ static void test_training_log_fields_may_be_missing(void)
     attn_viz_training_log_free(&log);
     path = write_scratch(0, "lr.jsonl", "{\"step\": 1, \"lr\": 3}\n");
     CHECK_OK(attn_viz_training_log_read(path, &log));
-    CHECK_FAILS(attn_viz_loss_curves_write(scratch_path(1, "nothing.svg"), &log, NULL),
+    CHECK_FAILS(attn_viz_loss_curves_write(scratch_path(1, "nothing.svg"), &log, NULL, 1, NULL),
                 ATTN_ERR_INVALID_ARGUMENT);
     attn_viz_training_log_free(&log);
+}
+
+/* Two runs in one chart: each curve's legend entry starts with its log's name. */
+static void test_several_logs_share_one_chart(void)
+{
+    attn_viz_training_log logs[2];
+    const char *first = write_scratch(0, "a.jsonl", "{\"step\": 1, \"train_loss\": 3}\n"
+                                                    "{\"step\": 2, \"valid_loss\": 2}\n");
+    CHECK_OK(attn_viz_training_log_read(first, &logs[0]));
+    const char *second = write_scratch(0, "b.jsonl", "{\"step\": 1, \"valid_loss\": 2.5}\n");
+    CHECK_OK(attn_viz_training_log_read(second, &logs[1]));
+    const char *names[2] = {"fp32", "bf16"};
+    const char *out = scratch_path(1, "two.svg");
+    CHECK_OK(attn_viz_loss_curves_write(out, logs, names, 2, NULL));
+    char text[1 << 16] = {0};
+    FILE *f = fopen(out, "rb");
+    CHECK(f != NULL, "the chart was written");
+    if (f != NULL) {
+        size_t n = fread(text, 1, sizeof text - 1, f);
+        text[n] = '\0';
+        fclose(f);
+    }
+    CHECK(strstr(text, "fp32: train (with label smoothing, if any)") != NULL &&
+              strstr(text, "fp32: valid (plain cross-entropy)") != NULL &&
+              strstr(text, "bf16: valid (plain cross-entropy)") != NULL,
+          "three named curves");
+    CHECK(strstr(text, "bf16: train") == NULL, "no curve for a loss the log lacks");
+    CHECK_FAILS(attn_viz_loss_curves_write(out, logs, NULL, 2, NULL), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(attn_last_error(), "names") != NULL, "two logs need names: %s", attn_last_error());
+    attn_viz_training_log_free(&logs[0]);
+    attn_viz_training_log_free(&logs[1]);
 }
 
 static void expect_log_error(const char *text, const char *fragment)
@@ -269,6 +300,7 @@ int main(void)
     RUN_TEST(test_json_lines_name_their_panels);
     RUN_TEST(test_bad_matrix_files_say_where);
     RUN_TEST(test_training_log_fields_may_be_missing);
+    RUN_TEST(test_several_logs_share_one_chart);
     RUN_TEST(test_bad_training_logs_say_where);
     RUN_TEST(test_chart_puts_points_where_the_axes_say);
     RUN_TEST(test_bad_charts_are_refused);
