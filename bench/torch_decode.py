@@ -151,7 +151,7 @@ def main():
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    facts = runtime_facts()
+    facts = runtime_facts("bf16" if args.precision == "bf16" else "off")
     if not args.json:
         print(describe(facts))
     for batch in ([1, 64] if args.batch == "both" else [int(args.batch)]):

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Benchmarks, one section each: attn's own benchmark beside its PyTorch counterpart.
-# usage: scripts/bench.sh <build-dir> [--quick]
+# usage: [BENCH_SECTIONS="attention train decode gemm"] scripts/bench.sh <build-dir> [--quick]
 # Timings are medians and only indicative on a shared machine; nothing here fails on speed.
 set -eu
 
@@ -37,8 +37,14 @@ section_attention() {
         --threads "$(nproc)" >"$work/torch_attention_passive.json"
     "$python" "$root/bench/torch_attention.py" $quick --autocast bf16 \
         >"$work/torch_attention_autocast.json"
+    OMP_WAIT_POLICY=PASSIVE "$python" "$root/bench/torch_attention.py" $quick --autocast bf16 \
+        --threads "$(nproc)" >"$work/torch_attention_autocast_passive.json"
+    "$python" "$root/bench/torch_attention.py" $quick --autocast bf16 --threads "$(nproc)" \
+        >"$work/torch_attention_autocast_all_cores.json"
     torch_runs="$work/torch_attention_default.json $work/torch_attention_passive.json"
     torch_runs="$torch_runs $work/torch_attention_autocast.json"
+    torch_runs="$torch_runs $work/torch_attention_autocast_passive.json"
+    torch_runs="$torch_runs $work/torch_attention_autocast_all_cores.json"
     if "$python" -c "import sys, torch.nn.functional as F
 sys.exit(0 if hasattr(F, 'scaled_dot_product_attention') else 1)"; then
         for autocast in off bf16; do
@@ -78,9 +84,11 @@ section_decode() {
         --threads "$(nproc)" >"$work/torch_decode_passive.json"
     "$python" "$root/bench/torch_decode.py" --json $torch_quick --precision bf16 \
         >"$work/torch_decode_bf16.json"
+    OMP_WAIT_POLICY=PASSIVE "$python" "$root/bench/torch_decode.py" --json $torch_quick \
+        --precision bf16 --threads "$(nproc)" >"$work/torch_decode_bf16_passive.json"
     "$python" "$root/bench/torch_decode.py" --report "$work/attn_decode.json" \
         "$work/torch_decode_default.json" "$work/torch_decode_passive.json" \
-        "$work/torch_decode_bf16.json"
+        "$work/torch_decode_bf16.json" "$work/torch_decode_bf16_passive.json"
 }
 
 # Transformer training steps (forward, backward, Adam) on the issue's SMALL and BASE shapes,
@@ -100,12 +108,17 @@ section_train() {
         >"$work/torch_train_autocast.json"
     OMP_WAIT_POLICY=PASSIVE "$python" "$root/bench/torch_train.py" --json $steps --autocast bf16 \
         --threads "$(nproc)" >"$work/torch_train_autocast_passive.json"
+    # autocast's best here (bench/torch_train.py --sweep, 26 Nov 2026): default policy, every core
+    "$python" "$root/bench/torch_train.py" --json $steps --autocast bf16 --threads "$(nproc)" \
+        >"$work/torch_train_autocast_all_cores.json"
     "$python" "$root/bench/torch_train.py" --report "$work/attn_train.json" \
         "$work/torch_train_default.json" "$work/torch_train_passive.json" \
-        "$work/torch_train_autocast.json" "$work/torch_train_autocast_passive.json"
+        "$work/torch_train_autocast.json" "$work/torch_train_autocast_passive.json" \
+        "$work/torch_train_autocast_all_cores.json"
 }
 
-section_attention
-section_train
-section_decode
-[ -n "$quick" ] || section_gemm
+# BENCH_SECTIONS="attention decode" runs only those sections, in that order.
+for section in ${BENCH_SECTIONS:-attention train decode gemm}; do
+    if [ "$section" = gemm ] && [ -n "$quick" ]; then continue; fi
+    "section_$section"
+done
