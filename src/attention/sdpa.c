@@ -25,7 +25,7 @@ attn_sdpa_options attn_sdpa_default_options(void)
 /* x as an operand of a product: rounded to bfloat16 in the bf16 precision. */
 static double operand(const sdpa_problem *p, double x)
 {
-    return p->precision == ATTN_PRECISION_BF16 ? (double)sdpa_bf16_round((float)x) : x;
+    return p->precision == ATTN_PRECISION_BF16 ? (double)attn_bf16_round((float)x) : x;
 }
 
 /* Fills scores[0..Lk) with the scaled, masked scores of query row i (-INFINITY where a mask

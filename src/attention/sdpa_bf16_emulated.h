@@ -14,12 +14,12 @@ enum { BLOCK_ROWS = 4, BLOCK_COLS = BF16_EMULATED_BLOCK_COLS };
 
 static float low_half(sdpa_bf16_pair pair)
 {
-    return sdpa_bf16_to_float(pair & 0xffffu);
+    return attn_bf16_to_float((uint16_t)(pair & 0xffffu));
 }
 
 static float high_half(sdpa_bf16_pair pair)
 {
-    return sdpa_bf16_to_float(pair >> 16);
+    return attn_bf16_to_float((uint16_t)(pair >> 16));
 }
 
 static void emulated_block(int64_t rows, int64_t width, int64_t pairs, const sdpa_bf16_pair *a,
@@ -77,15 +77,15 @@ static void emulated_pack(const float *src, int64_t row_stride, int64_t col_stri
     for (int64_t r = 0; r < rows; r++)
         for (int64_t x = 0; x < cols; x += 2) {
             const float *first = src + r * row_stride + x * col_stride;
-            const uint32_t low = sdpa_bf16_bits(first[0]);
-            const uint32_t high = x + 1 < cols ? sdpa_bf16_bits(first[col_stride]) : 0u;
+            const uint32_t low = attn_bf16_from_float(first[0]);
+            const uint32_t high = x + 1 < cols ? attn_bf16_from_float(first[col_stride]) : 0u;
             dst[r * dst_row_stride + x / 2 * dst_pair_stride] = low | high << 16;
         }
 }
 
 static sdpa_bf16_pair pair_of(float low, float high)
 {
-    return (uint32_t)sdpa_bf16_bits(low) | (uint32_t)sdpa_bf16_bits(high) << 16;
+    return (uint32_t)attn_bf16_from_float(low) | (uint32_t)attn_bf16_from_float(high) << 16;
 }
 
 static void emulated_softmax_columns(const float *scores, int64_t rows, int64_t cols, int64_t ld,

@@ -5,6 +5,7 @@
 
 #include "core/internal.h"
 #include "attn/attn_attention.h"
+#include "kernels/bf16.h"
 
 #include <string.h>
 
@@ -107,31 +108,6 @@ typedef struct sdpa_kernels {
  * (each float lane adds the two products of a pair), so every operand is packed with
  * consecutive inner indices in one word and an odd inner length is padded with a zero. */
 typedef uint32_t sdpa_bf16_pair;
-
-/* float to bfloat16 bits, rounding to nearest even (NaN stays NaN). */
-static inline uint16_t sdpa_bf16_bits(float x)
-{
-    uint32_t bits;
-    memcpy(&bits, &x, sizeof bits);
-    if ((bits & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((bits >> 16) | 0x40u);
-    bits += 0x7fffu + ((bits >> 16) & 1u);
-    return (uint16_t)(bits >> 16);
-}
-
-static inline float sdpa_bf16_to_float(uint32_t bits16)
-{
-    uint32_t bits = bits16 << 16;
-    float x;
-    memcpy(&x, &bits, sizeof x);
-    return x;
-}
-
-/* x rounded to the nearest bfloat16, as a float. */
-static inline float sdpa_bf16_round(float x)
-{
-    return sdpa_bf16_to_float(sdpa_bf16_bits(x));
-}
 
 /* The products of the bf16 tiled algorithm. Operands are pairs; C is float. */
 typedef struct sdpa_bf16_kernels {

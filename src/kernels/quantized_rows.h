@@ -22,6 +22,7 @@
 #define ATTN_KERNELS_QUANTIZED_ROWS_H
 
 #include "core/internal.h"
+#include "kernels/bf16.h"
 
 #include <string.h>
 
@@ -36,24 +37,6 @@ typedef struct attn_quantized_matrix {
     float *scale;     /* int8: [out], the dequantized weight is q * scale; NULL for bf16 */
     int32_t *row_sum; /* int8: [out], sum of the row's q; NULL for bf16 */
 } attn_quantized_matrix;
-
-static inline uint16_t attn_bf16_from_float(float f)
-{
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof bits);
-    if ((bits & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it a (quiet) NaN */
-        return (uint16_t)((bits >> 16) | 0x0040u);
-    bits += 0x7fffu + ((bits >> 16) & 1u);
-    return (uint16_t)(bits >> 16);
-}
-
-static inline float attn_bf16_to_float(uint16_t h)
-{
-    const uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
 
 /* Quantizes (int8) or rounds (bf16) w [out, in] into m, whose buffers it allocates (free
  * them with attn_quantized_matrix_free). fn names the caller in messages. */

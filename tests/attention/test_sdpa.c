@@ -903,8 +903,8 @@ static void compare_bf16_kernels(const char *name, const sdpa_bf16_kernels *fast
         if (e % LD >= 64)
             continue;
         for (int half = 0; half < 2; half++) {
-            float a = sdpa_bf16_to_float(fast_pairs[0][e] >> (16 * half) & 0xffffu);
-            float b = sdpa_bf16_to_float(slow_pairs[0][e] >> (16 * half) & 0xffffu);
+            float a = attn_bf16_to_float((uint16_t)(fast_pairs[0][e] >> (16 * half) & 0xffffu));
+            float b = attn_bf16_to_float((uint16_t)(slow_pairs[0][e] >> (16 * half) & 0xffffu));
             close_pairs &= fabsf(a - b) <= 1e-2f * fabsf(b) + 1e-30f;
         }
     }
@@ -926,8 +926,8 @@ static void compare_bf16_kernels(const char *name, const sdpa_bf16_kernels *fast
     for (int t = 0; t < 3; t++)
         for (int64_t e = 0; e < ROWS * LD; e++)
             for (int half = 0; half < 2; half++) {
-                float a = sdpa_bf16_to_float(fast_pairs[t][e] >> (16 * half) & 0xffffu);
-                float b = sdpa_bf16_to_float(slow_pairs[t][e] >> (16 * half) & 0xffffu);
+                float a = attn_bf16_to_float((uint16_t)(fast_pairs[t][e] >> (16 * half) & 0xffffu));
+                float b = attn_bf16_to_float((uint16_t)(slow_pairs[t][e] >> (16 * half) & 0xffffu));
                 close_pairs &= fabsf(a - b) <= 1e-2f * fabsf(b) + 1e-30f;
             }
     CHECK(close_pairs, "%s softmax gradient: pairs within a bf16 step", name);
