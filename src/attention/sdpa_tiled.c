@@ -577,6 +577,50 @@ static void add_rows(float *dst, int64_t dst_stride, const float *src, int64_t r
             dst[r * dst_stride + x] += src[r * width + x];
 }
 
+/* One work item's views of a head: its inputs and outputs, dq in the group's partial sums
+ * (zeroed) when the head's key tiles are split between groups. */
+typedef struct backward_head {
+    const float *q, *k, *v, *out, *grad_out, *lse;
+    float *dk, *dv, *dq;
+    int64_t dq_stride;
+    const uint8_t *padding_row;
+} backward_head;
+
+static backward_head backward_head_at(const backward_job *job, int64_t head, int64_t group)
+{
+    const sdpa_problem *p = job->p;
+    const int64_t b = head / p->heads, h = head % p->heads;
+    backward_head hd = {view_at(&p->q, b, h, 0),
+                        view_at(&p->k, b, h, 0),
+                        view_at(&p->v, b, h, 0),
+                        view_at(&p->out, b, h, 0),
+                        view_at(&p->grad_out, b, h, 0),
+                        p->saved_lse + head * p->len_q,
+                        view_at(&p->dk, b, h, 0),
+                        view_at(&p->dv, b, h, 0),
+                        view_at(&p->dq, b, h, 0),
+                        p->dq.row_stride,
+                        p->key_padding_mask != NULL ? p->key_padding_mask + b * p->len_k : NULL};
+    if (job->groups > 1) {
+        hd.dq = job->dq_partial + (group * p->batch * p->heads + head) * p->len_q * p->dim;
+        hd.dq_stride = p->dim;
+        fill(hd.dq, p->len_q * p->dim, 0.0f);
+    }
+    return hd;
+}
+
+/* delta_i = dO_i . O_i, the row term of the softmax gradient. */
+static void output_gradient_dots(const sdpa_problem *p, const backward_head *hd, float *delta)
+{
+    for (int64_t i = 0; i < p->len_q; i++) {
+        float sum = 0;
+        for (int64_t y = 0; y < p->dim_v; y++)
+            sum +=
+                hd->grad_out[i * p->grad_out.row_stride + y] * hd->out[i * p->out.row_stride + y];
+        delta[i] = sum;
+    }
+}
+
 static void backward_item(const backward_job *job, int64_t head, int64_t group, float *scratch)
 {
     const sdpa_problem *p = job->p;
@@ -590,28 +634,14 @@ static void backward_item(const backward_job *job, int64_t head, int64_t group, 
     float *probs = take(&cursor, BACKWARD_Q_TILE * ld), *grad = take(&cursor, BACKWARD_Q_TILE * ld);
     float *delta = take(&cursor, p->len_q);
 
-    const float *q = view_at(&p->q, b, h, 0), *k = view_at(&p->k, b, h, 0);
-    const float *v = view_at(&p->v, b, h, 0), *out = view_at(&p->out, b, h, 0);
-    const float *grad_out = view_at(&p->grad_out, b, h, 0);
-    float *dk = view_at(&p->dk, b, h, 0), *dvals = view_at(&p->dv, b, h, 0);
-    float *dq = view_at(&p->dq, b, h, 0);
-    int64_t dq_stride = p->dq.row_stride;
-    if (job->groups > 1) {
-        dq = job->dq_partial + (group * p->batch * p->heads + head) * p->len_q * d;
-        dq_stride = d;
-        fill(dq, p->len_q * d, 0.0f);
-    }
-    const float *lse = p->saved_lse + head * p->len_q;
-    const uint8_t *padding_row =
-        p->key_padding_mask != NULL ? p->key_padding_mask + b * p->len_k : NULL;
+    const backward_head hd = backward_head_at(job, head, group);
+    const float *q = hd.q, *k = hd.k, *v = hd.v, *grad_out = hd.grad_out, *lse = hd.lse;
+    float *dk = hd.dk, *dvals = hd.dv, *dq = hd.dq;
+    const int64_t dq_stride = hd.dq_stride;
+    const uint8_t *padding_row = hd.padding_row;
     const int64_t qs = p->q.row_stride, ks = p->k.row_stride, gs = p->grad_out.row_stride;
 
-    for (int64_t i = 0; i < p->len_q; i++) {
-        float sum = 0;
-        for (int64_t y = 0; y < dv; y++)
-            sum += grad_out[i * gs + y] * out[i * p->out.row_stride + y];
-        delta[i] = sum;
-    }
+    output_gradient_dots(p, &hd, delta);
     const int64_t first = group * job->key_tiles / job->groups;
     const int64_t last = (group + 1) * job->key_tiles / job->groups;
     for (int64_t position = first; position < last; position++) {
@@ -673,31 +703,18 @@ static void backward_item_bf16(const backward_job *job, int64_t head, int64_t gr
     sdpa_bf16_pair *grad_rows = take_pairs(&cursor, BACKWARD_Q_TILE * ld2);
     float *delta = take(&cursor, p->len_q), *lse_log2 = take(&cursor, p->len_q);
 
-    const float *q = view_at(&p->q, b, h, 0), *k = view_at(&p->k, b, h, 0);
-    const float *v = view_at(&p->v, b, h, 0), *out = view_at(&p->out, b, h, 0);
-    const float *grad_out = view_at(&p->grad_out, b, h, 0);
-    float *dk = view_at(&p->dk, b, h, 0), *dvals = view_at(&p->dv, b, h, 0);
-    float *dq = view_at(&p->dq, b, h, 0);
-    int64_t dq_stride = p->dq.row_stride;
-    if (job->groups > 1) {
-        dq = job->dq_partial + (group * p->batch * p->heads + head) * p->len_q * d;
-        dq_stride = d;
-        fill(dq, p->len_q * d, 0.0f);
-    }
-    const float *lse = p->saved_lse + head * p->len_q;
-    const uint8_t *padding_row =
-        p->key_padding_mask != NULL ? p->key_padding_mask + b * p->len_k : NULL;
+    const backward_head hd = backward_head_at(job, head, group);
+    const float *q = hd.q, *k = hd.k, *v = hd.v, *grad_out = hd.grad_out, *lse = hd.lse;
+    float *dk = hd.dk, *dvals = hd.dv, *dq = hd.dq;
+    const int64_t dq_stride = hd.dq_stride;
+    const uint8_t *padding_row = hd.padding_row;
     const int64_t qs = p->q.row_stride, ks = p->k.row_stride, vs = p->v.row_stride;
     const int64_t gs = p->grad_out.row_stride;
     const float scale_log2 = p->scale * SDPA_LOG2E;
 
-    for (int64_t i = 0; i < p->len_q; i++) {
-        float sum = 0;
-        for (int64_t y = 0; y < dv; y++)
-            sum += grad_out[i * gs + y] * out[i * p->out.row_stride + y];
-        delta[i] = sum;
+    output_gradient_dots(p, &hd, delta);
+    for (int64_t i = 0; i < p->len_q; i++)
         lse_log2[i] = lse[i] * SDPA_LOG2E;
-    }
     bf16->pack(q, qs, 1, p->len_q, d, q_rows, d2, 1);
     bf16->pack(grad_out, gs, 1, p->len_q, dv, grad_out_rows, dv2, 1);
     bf16->pack(q, 1, qs, d, p->len_q, q_pairs, 1, d);
