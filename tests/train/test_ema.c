@@ -221,7 +221,7 @@ static attn_trainer_options ema_options(double ema)
 
 /* The weights after each update, in double, to recompute the average from. */
 typedef struct weights_seen {
-    attn_params *params;
+    attn_params *params; /* during the run only */
     int64_t n;
     double *after[STEPS + 1]; /* [0]: before the first update */
     int updates, skipped;
@@ -372,7 +372,7 @@ static void check_validation_scores_the_average(attn_precision precision)
           seen.evals);
     o.best_path = NULL;
     train(o, NULL, NULL, &unvalidated);
-    const size_t n = attn_params_buffer_floats(seen.params);
+    const size_t n = (size_t)seen.n; /* the store itself is gone with its model */
     CHECK(memcmp(validated, unvalidated, n * sizeof(float)) == 0,
           "%s: validating the average leaves the training weights' bits alone",
           attn_precision_name(precision));
@@ -382,6 +382,7 @@ static void check_validation_scores_the_average(attn_precision precision)
     o.precision = precision;
     o.eval_every = 100; /* only the final validation: the model file is that step's average */
     o.best_path = scratch_path(2);
+    free_weights(&seen);
     train(o, fx.valid, &seen, NULL);
     attn_model *m = NULL;
     CHECK_OK(attn_model_load(scratch_path(2), &m));
