@@ -160,7 +160,7 @@ static const cli_option train_options[] = {
                 "average S of the weights, S = (1-d) S + d W after each update with d = max(RATE, "
                 "9 / (updates + 10)); e.g. --ema 1e-3. The checkpoint keeps the training weights "
                 "and S (0: off) [0]"),
-     .min = 0, .max = 1, .group = GROUP_TRAINING},
+     .group = GROUP_TRAINING},
     {CLI_OPTION("--seed", CLI_INT, FIELD(seed), "N",
                 "seed of the initial weights, batch order and dropout [1]"),
      .min = 0, .max = INFINITY, .group = GROUP_TRAINING},
@@ -311,9 +311,9 @@ static int check_args(const train_args *a)
     if (a->no_valid && (a->valid != NULL || a->valid_src != NULL))
         return train_usage_error("give --valid (or --valid-src/--valid-tgt) or --no-valid, not "
                                  "both");
-    if (a->ema >= 1.0)
-        return train_usage_error("--ema %g: the smoothing rate must be below 1 (1e-4 to 1e-3 are "
-                                 "usual; 0 turns it off)",
+    if (!(a->ema >= 0.0 && a->ema < 1.0))
+        return train_usage_error("--ema %g: the smoothing rate must be in [0, 1) (1e-4 to 1e-3 "
+                                 "are usual; 0 turns it off)",
                                  a->ema);
     /* The checkpoint holds a resumed run's schedule; a new one must know where it ends. */
     if (a->resume == NULL && a->schedule == ATTN_LR_COSINE && a->max_steps <= 0 && a->epochs <= 0 &&
