@@ -52,11 +52,30 @@ def test_g2p_recipe_writes_one_hypothesis_per_distinct_test_word_and_scores(tmp_
     assert all(line.count("\t") == 1 for line in hypotheses)
     scores = json.loads((out / "scores.json").read_text())
     assert scores["arch"] == "transformer" and scores["time_limit"] == 2
+    assert scores["settings"] == "tuned" and scores["decoding"] == "beam 5"
     # An untrained model may emit far longer pronunciations than the truth, so PER (edits over
     # the reference's length) can pass 100; WER cannot.
     assert scores["per"] >= 0 and 0 <= scores["wer"] <= 100
     assert scores["steps"] >= 1
     assert "train_full.tsv" in (out / "command.txt").read_text()
+
+
+def test_g2p_recipe_with_defaults_gives_attn_train_nothing_but_the_data(tmp_path):
+    """Issue 12's "defaults" rows: the data, --tgt-tokens word, the time limit and --arch rnn,
+    every other choice left to attn train."""
+    small_g2p(tmp_path / "data")
+    for arch, arch_flags in (("transformer", []), ("rnn", ["--arch", "rnn"])):
+        out = tmp_path / arch
+        run(["recipes/g2p-cmudict.sh", str(tmp_path / "data")],
+            {"SETTINGS": "defaults", "ARCH": arch, "TIME_LIMIT": "2", "OUT": str(out),
+             "BUILD": str(build_dir()), "THREADS": "1", "PRECISION": "bf16"})
+        train_line = (out / "command.txt").read_text().splitlines()[0].split(" ")
+        flags = [word for word in train_line if word.startswith("--")]
+        assert flags == ["--train", "--valid", "--out", "--tgt-tokens", *arch_flags[:1],
+                         "--precision", "--time-limit", "--threads", "--log"], train_line
+        scores = json.loads((out / "scores.json").read_text())
+        assert scores["settings"] == "defaults" and scores["precision"] == "bf16"
+        assert scores["arch"] == arch and scores["decoding"] == "beam 5"
 
 
 def test_bible_recipe_writes_one_line_per_test_sentence(tmp_path):
@@ -74,12 +93,17 @@ def test_bible_recipe_writes_one_line_per_test_sentence(tmp_path):
     assert len((out / "test.hyp").read_text().splitlines()) == 3
     scores = json.loads((out / "scores.json").read_text())
     assert scores["recipe"] == "bible-es-en" and "bleu" in scores and "chrf" in scores
+    assert scores["precision"] == "fp32" and scores["decoding"] == "beam 5"
 
 
 @pytest.mark.parametrize("recipe", ["g2p-cmudict", "bible-es-en"])
 def test_recipes_refuse_bad_settings_with_a_message(tmp_path, recipe):
-    for env, message in (({"ARCH": "lstm"}, "ARCH must be"), ({"TIME_LIMIT": "soon"}, "TIME_LIMIT"),
-                         ({}, "no data folder")):
+    cases = [({"ARCH": "lstm"}, "ARCH must be"), ({"TIME_LIMIT": "soon"}, "TIME_LIMIT"),
+             ({}, "no data folder")]
+    cases.append(({"PRECISION": "int8"}, "PRECISION must be"))
+    if recipe == "g2p-cmudict":
+        cases.append(({"SETTINGS": "best"}, "SETTINGS must be"))
+    for env, message in cases:
         result = subprocess.run([f"recipes/{recipe}.sh", str(tmp_path / "missing")], cwd=_ROOT,
                                 env={**os.environ, "OUT": str(tmp_path / "o"), **env},
                                 capture_output=True, text=True, timeout=60)
