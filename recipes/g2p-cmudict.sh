@@ -13,6 +13,9 @@
 #               limit and --arch, every other choice left to attn train's budget-planned
 #               defaults (issue 12's "defaults" rows in docs/results.md)
 #   PRECISION   fp32 (default) or bf16: the operands of training's products (--precision)
+#   SEED        seed of the initial weights, batch order and dropout (default 1)
+#   TRAIN       the training pairs (default DATA_DIR's train_full.tsv, else train.tsv): e.g. a
+#               teacher's translations of them for distillation (recipes/g2p-ensemble.sh)
 #   TIME_LIMIT  seconds of training (default 3600, the documented budget)
 #   OUT         the run folder (default runs/g2p-cmudict, or runs/g2p-cmudict-rnn for rnn)
 #   BUILD       the build folder holding attn (default build; built when attn is missing)
@@ -31,6 +34,7 @@ recipe=g2p-cmudict
 arch=${ARCH:-transformer}
 settings=${SETTINGS:-tuned}
 precision=${PRECISION:-fp32}
+seed=${SEED:-1}
 time_limit=${TIME_LIMIT:-3600}
 build=${BUILD:-$repo/build}
 threads=${THREADS:-0}
@@ -54,6 +58,11 @@ case $precision in
   fp32 | bf16) ;;
   *) die "PRECISION must be fp32 or bf16, not '$precision'" ;;
 esac
+[[ $seed =~ ^[0-9]+$ ]] || die "SEED must be a non-negative integer, not '$seed'"
+# Given only when asked for, so that a defaults run's command is the data and the budget alone.
+run_flags=()
+[ -z "${PRECISION:-}" ] || run_flags+=(--precision "$precision")
+[ -z "${SEED:-}" ] || run_flags+=(--seed "$seed")
 [[ $time_limit =~ ^[0-9]+$ && $time_limit -gt 0 ]] ||
   die "TIME_LIMIT must be a positive number of seconds, not '$time_limit'"
 [ $# -le 1 ] || die "usage: recipes/$recipe.sh [DATA_DIR]"
@@ -62,7 +71,13 @@ data=$(cd "$data" && pwd)
 # The standard split's train_full is the training set of the papers; its dev.tsv is a part
 # of it, so there the validation loss follows the fit (keep-best still guards against a bad
 # last update). get-data's train.tsv and dev.tsv are disjoint.
-if [ -f "$data/train_full.tsv" ]; then train=$data/train_full.tsv; else train=$data/train.tsv; fi
+if [ -n "${TRAIN:-}" ]; then
+  train=$(cd "$(dirname "$TRAIN")" && pwd)/$(basename "$TRAIN")
+elif [ -f "$data/train_full.tsv" ]; then
+  train=$data/train_full.tsv
+else
+  train=$data/train.tsv
+fi
 for file in "$train" "$data/dev.tsv" "$data/test.tsv"; do
   [ -s "$file" ] || die "missing $file"
 done
@@ -103,7 +118,7 @@ printf '%s: training the %s %s configuration (%s) for %s s on %s\n' "$recipe" "$
   "$precision" "$time_limit" "$train"
 train_command=("$attn" train --train "$train" --valid "$data/dev.tsv" --out "$out/model.safetensors"
   --tgt-tokens word "${model_flags[@]}" "${optim_flags[@]}"
-  --precision "$precision" --time-limit "$time_limit" --threads "$threads"
+  "${run_flags[@]}" --time-limit "$time_limit" --threads "$threads"
   --log "$out/train.jsonl")
 printf '%q ' "${train_command[@]}" >"$out/command.txt"
 printf '\n' >>"$out/command.txt"
@@ -124,9 +139,9 @@ printf '\n' >>"$out/command.txt"
 wer=$("$attn" eval --metric wer --score-only --ref "$data/test.tsv" --hyp "$out/test.hyp")
 per=$("$attn" eval --metric per --score-only --ref "$data/test.tsv" --hyp "$out/test.hyp")
 steps=$(awk -F'"step":' 'END { split($2, a, /[,}]/); print a[1] }' "$out/train.jsonl")
-printf '{"recipe":"%s","arch":"%s","settings":"%s","precision":"%s","data":"%s","time_limit":%s,"steps":%s,"decoding":"%s","threads":%s,"wer":%s,"per":%s}\n' \
-  "$recipe" "$arch" "$settings" "$precision" "$data" "$time_limit" "${steps:-0}" "$decoding" \
-  "$threads" "$wer" "$per" \
+printf '{"recipe":"%s","arch":"%s","settings":"%s","precision":"%s","seed":%s,"data":"%s","train":"%s","time_limit":%s,"steps":%s,"decoding":"%s","threads":%s,"wer":%s,"per":%s}\n' \
+  "$recipe" "$arch" "$settings" "$precision" "$seed" "$data" "$train" "$time_limit" \
+  "${steps:-0}" "$decoding" "$threads" "$wer" "$per" \
   >"$out/scores.json"
 printf '%s: wrote %s/{model.safetensors,train.jsonl,train.log,test.hyp,scores.txt,scores.json,command.txt}\n' \
   "$recipe" "$out"
