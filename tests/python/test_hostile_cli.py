@@ -15,10 +15,10 @@ from typing import NamedTuple
 
 import pytest
 
-from attn_program import ATTN
+from attn_program import ATTN, TINY_TRANSFORMER_D16
 
 SANITIZER_MARKS = ("AddressSanitizer", "LeakSanitizer", "runtime error:", "UndefinedBehavior")
-SMALL = ["--layers", "1", "--d-model", "16", "--heads", "2", "--ffn", "32", "--threads", "2"]
+SMALL = [*TINY_TRANSFORMER_D16, "--threads", "2"]
 
 
 def run(args, stdin=b"", timeout=120):
