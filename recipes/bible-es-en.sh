@@ -9,11 +9,12 @@
 #
 # Environment:
 #   ARCH        transformer (default) or rnn: the two documented configurations below
+#   PRECISION   fp32 (default) or bf16: the operands of training's products (--precision)
 #   TIME_LIMIT  seconds of training (default 3600, the documented budget)
 #   OUT         the run folder (default runs/bible-es-en, or runs/bible-es-en-rnn for rnn)
 #   BUILD       the build folder holding attn (default build; built when attn is missing)
 #   THREADS     threads for training and decoding (default 0: ATTN_NUM_THREADS or all cores)
-#   BEAM        beam size when attn translate has --beam (default 5)
+#   BEAM        beam size of attn translate (default 5; 1 decodes greedily)
 #   DECODE_BATCH  sentences attn translate decodes together (default 32)
 #
 # Writes to OUT: model.safetensors (the best validation loss's weights),
@@ -25,6 +26,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 recipe=bible-es-en
 arch=${ARCH:-transformer}
+precision=${PRECISION:-fp32}
 time_limit=${TIME_LIMIT:-3600}
 build=${BUILD:-$repo/build}
 threads=${THREADS:-0}
@@ -38,6 +40,10 @@ case $arch in
   transformer) out=${OUT:-$repo/runs/$recipe} ;;
   rnn) out=${OUT:-$repo/runs/$recipe-rnn} ;;
   *) die "ARCH must be transformer or rnn, not '$arch'" ;;
+esac
+case $precision in
+  fp32 | bf16) ;;
+  *) die "PRECISION must be fp32 or bf16, not '$precision'" ;;
 esac
 [[ $time_limit =~ ^[0-9]+$ && $time_limit -gt 0 ]] ||
   die "TIME_LIMIT must be a positive number of seconds, not '$time_limit'"
@@ -76,23 +82,19 @@ mkdir -p "$out"
 rm -f "$out/model.safetensors" "$out/model.last.safetensors" "$out/train.jsonl" \
   "$out/train.log" "$out/test.hyp" "$out/scores.txt" "$out/scores.json"
 
-printf '%s: training the %s configuration for %s s on %s\n' "$recipe" "$arch" "$time_limit" "$data"
+printf '%s: training the %s configuration (%s) for %s s on %s\n' "$recipe" "$arch" "$precision" \
+  "$time_limit" "$data"
 train_command=("$attn" train --train-src "$data/train.es" --train-tgt "$data/train.en"
   --valid-src "$data/dev.es" --valid-tgt "$data/dev.en" --out "$out/model.safetensors"
   "${tokens[@]}" "${model_flags[@]}" "${optim_flags[@]}"
-  --epochs 0 --time-limit "$time_limit" --eval-every 500 --threads "$threads"
-  --log "$out/train.jsonl")
+  --precision "$precision" --epochs 0 --time-limit "$time_limit" --eval-every 500
+  --threads "$threads" --log "$out/train.jsonl")
 printf '%q ' "${train_command[@]}" >"$out/command.txt"
 printf '\n' >>"$out/command.txt"
 "${train_command[@]}" 2>&1 | tee "$out/train.log" || die "training failed (see $out/train.log)"
 
-decode_flags=(--threads "$threads" --batch "$decode_batch")
-if "$attn" translate --help 2>&1 | grep -q -- '--beam'; then
-  decode_flags+=(--beam "$beam"); decoding="beam $beam"
-else
-  decoding=greedy
-  printf '%s: note: this attn translate has no --beam yet, decoding greedily\n' "$recipe" >&2
-fi
+decode_flags=(--threads "$threads" --batch "$decode_batch" --beam "$beam")
+decoding="beam $beam"
 "$attn" translate --model "$out/model.safetensors" "${decode_flags[@]}" <"$data/test.es" >"$out/test.hyp"
 [ "$(wc -l <"$out/test.hyp")" -eq "$(wc -l <"$data/test.es")" ] || die "decoding lost lines"
 printf '%q ' "$attn" translate --model "$out/model.safetensors" "${decode_flags[@]}" >>"$out/command.txt"
@@ -102,8 +104,9 @@ printf '\n' >>"$out/command.txt"
 bleu=$("$attn" eval --metric bleu --score-only --ref "$data/test.en" --hyp "$out/test.hyp")
 chrf=$("$attn" eval --metric chrf --score-only --ref "$data/test.en" --hyp "$out/test.hyp")
 steps=$(awk -F'"step":' 'END { split($2, a, /[,}]/); print a[1] }' "$out/train.jsonl")
-printf '{"recipe":"%s","arch":"%s","data":"%s","time_limit":%s,"steps":%s,"decoding":"%s","threads":%s,"bleu":%s,"chrf":%s}\n' \
-  "$recipe" "$arch" "$data" "$time_limit" "${steps:-0}" "$decoding" "$threads" "$bleu" "$chrf" \
+printf '{"recipe":"%s","arch":"%s","precision":"%s","data":"%s","time_limit":%s,"steps":%s,"decoding":"%s","threads":%s,"bleu":%s,"chrf":%s}\n' \
+  "$recipe" "$arch" "$precision" "$data" "$time_limit" "${steps:-0}" "$decoding" "$threads" \
+  "$bleu" "$chrf" \
   >"$out/scores.json"
 printf '%s: wrote %s/{model.safetensors,train.jsonl,train.log,test.hyp,scores.txt,scores.json,command.txt}\n' \
   "$recipe" "$out"

@@ -9,11 +9,18 @@
 #
 # Environment:
 #   ARCH        transformer (default) or rnn: the two documented configurations below
+#   SETTINGS    tuned (default): the configuration below; defaults: only the data, the time
+#               limit and --arch, every other choice left to attn train's budget-planned
+#               defaults (issue 12's "defaults" rows in docs/results.md)
+#   PRECISION   fp32 (default) or bf16: the operands of training's products (--precision)
+#   SEED        seed of the initial weights, batch order and dropout (default 1)
+#   TRAIN       the training pairs (default DATA_DIR's train_full.tsv, else train.tsv): e.g. a
+#               teacher's translations of them for distillation (recipes/g2p-ensemble.sh)
 #   TIME_LIMIT  seconds of training (default 3600, the documented budget)
 #   OUT         the run folder (default runs/g2p-cmudict, or runs/g2p-cmudict-rnn for rnn)
 #   BUILD       the build folder holding attn (default build; built when attn is missing)
 #   THREADS     threads for training and decoding (default 0: ATTN_NUM_THREADS or all cores)
-#   BEAM        beam size when attn translate has --beam (default 5)
+#   BEAM        beam size of attn translate (default 5; 1 decodes greedily)
 #   DECODE_BATCH  sentences attn translate decodes together (default 32)
 #
 # Writes to OUT: model.safetensors (the best validation loss's weights),
@@ -25,6 +32,9 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 recipe=g2p-cmudict
 arch=${ARCH:-transformer}
+settings=${SETTINGS:-tuned}
+precision=${PRECISION:-fp32}
+seed=${SEED:-1}
 time_limit=${TIME_LIMIT:-3600}
 build=${BUILD:-$repo/build}
 threads=${THREADS:-0}
@@ -39,6 +49,20 @@ case $arch in
   rnn) out=${OUT:-$repo/runs/$recipe-rnn} ;;
   *) die "ARCH must be transformer or rnn, not '$arch'" ;;
 esac
+case $settings in
+  tuned) ;;
+  defaults) out=${OUT:-$out-defaults} ;;
+  *) die "SETTINGS must be tuned or defaults, not '$settings'" ;;
+esac
+case $precision in
+  fp32 | bf16) ;;
+  *) die "PRECISION must be fp32 or bf16, not '$precision'" ;;
+esac
+[[ $seed =~ ^[0-9]+$ ]] || die "SEED must be a non-negative integer, not '$seed'"
+# Given only when asked for, so that a defaults run's command is the data and the budget alone.
+run_flags=()
+[ -z "${PRECISION:-}" ] || run_flags+=(--precision "$precision")
+[ -z "${SEED:-}" ] || run_flags+=(--seed "$seed")
 [[ $time_limit =~ ^[0-9]+$ && $time_limit -gt 0 ]] ||
   die "TIME_LIMIT must be a positive number of seconds, not '$time_limit'"
 [ $# -le 1 ] || die "usage: recipes/$recipe.sh [DATA_DIR]"
@@ -47,7 +71,13 @@ data=$(cd "$data" && pwd)
 # The standard split's train_full is the training set of the papers; its dev.tsv is a part
 # of it, so there the validation loss follows the fit (keep-best still guards against a bad
 # last update). get-data's train.tsv and dev.tsv are disjoint.
-if [ -f "$data/train_full.tsv" ]; then train=$data/train_full.tsv; else train=$data/train.tsv; fi
+if [ -n "${TRAIN:-}" ]; then
+  train=$(cd "$(dirname "$TRAIN")" && pwd)/$(basename "$TRAIN")
+elif [ -f "$data/train_full.tsv" ]; then
+  train=$data/train_full.tsv
+else
+  train=$data/train.tsv
+fi
 for file in "$train" "$data/dev.tsv" "$data/test.tsv"; do
   [ -s "$file" ] || die "missing $file"
 done
@@ -66,13 +96,17 @@ fi
 # still ends at a rate of zero, which the inverse square root never reaches. Chosen on
 # train.tsv / dev.tsv (word-disjoint) in runs of equal length, one core each (docs/results.md):
 # batches of 3000 against 6000 and 1500 tokens, a peak rate of 1e-3 against 5e-4 and 2e-3.
-case $arch in
-  transformer)
-    model_flags=(--layers 3 --d-model 256 --heads 4 --ffn 1024 --dropout 0.1 --label-smoothing 0.1)
-    optim_flags=(--lr 1e-3 --warmup 1000 --schedule cosine --batch-tokens 3000) ;;
-  rnn)
-    model_flags=(--arch rnn --config "$repo/recipes/g2p-rnn.json")
-    optim_flags=(--lr 1e-3 --warmup 500 --schedule cosine --batch-tokens 3000) ;;
+case $settings/$arch in
+  tuned/transformer)
+    model_flags=(--src-tokens char --layers 3 --d-model 256 --heads 4 --ffn 1024 --dropout 0.1 --label-smoothing 0.1)
+    optim_flags=(--lr 1e-3 --warmup 1000 --schedule cosine --batch-tokens 3000 --epochs 0
+      --eval-every 500) ;;
+  tuned/rnn)
+    model_flags=(--src-tokens char --arch rnn --config "$repo/recipes/g2p-rnn.json")
+    optim_flags=(--lr 1e-3 --warmup 500 --schedule cosine --batch-tokens 3000 --epochs 0
+      --eval-every 500) ;;
+  defaults/transformer) model_flags=(); optim_flags=() ;;
+  defaults/rnn) model_flags=(--arch rnn); optim_flags=() ;;
 esac
 
 mkdir -p "$out"
@@ -80,10 +114,11 @@ mkdir -p "$out"
 rm -f "$out/model.safetensors" "$out/model.last.safetensors" "$out/train.jsonl" \
   "$out/train.log" "$out/test.hyp" "$out/scores.txt" "$out/scores.json"
 
-printf '%s: training the %s configuration for %s s on %s\n' "$recipe" "$arch" "$time_limit" "$train"
+printf '%s: training the %s %s configuration (%s) for %s s on %s\n' "$recipe" "$settings" "$arch" \
+  "$precision" "$time_limit" "$train"
 train_command=("$attn" train --train "$train" --valid "$data/dev.tsv" --out "$out/model.safetensors"
-  --src-tokens char --tgt-tokens word "${model_flags[@]}" "${optim_flags[@]}"
-  --epochs 0 --time-limit "$time_limit" --eval-every 500 --threads "$threads"
+  --tgt-tokens word "${model_flags[@]}" "${optim_flags[@]}"
+  "${run_flags[@]}" --time-limit "$time_limit" --threads "$threads"
   --log "$out/train.jsonl")
 printf '%q ' "${train_command[@]}" >"$out/command.txt"
 printf '\n' >>"$out/command.txt"
@@ -91,13 +126,8 @@ printf '\n' >>"$out/command.txt"
 
 # One hypothesis per distinct test word, in the order the words first appear.
 awk -F'\t' '!seen[$1]++ { print $1 }' "$data/test.tsv" >"$out/test.words"
-decode_flags=(--threads "$threads" --batch "$decode_batch")
-if "$attn" translate --help 2>&1 | grep -q -- '--beam'; then
-  decode_flags+=(--beam "$beam"); decoding="beam $beam"
-else
-  decoding=greedy
-  printf '%s: note: this attn translate has no --beam yet, decoding greedily\n' "$recipe" >&2
-fi
+decode_flags=(--threads "$threads" --batch "$decode_batch" --beam "$beam")
+decoding="beam $beam"
 "$attn" translate --model "$out/model.safetensors" "${decode_flags[@]}" <"$out/test.words" |
   paste "$out/test.words" - >"$out/test.hyp"
 [ "$(wc -l <"$out/test.hyp")" -eq "$(wc -l <"$out/test.words")" ] || die "decoding lost lines"
@@ -109,8 +139,9 @@ printf '\n' >>"$out/command.txt"
 wer=$("$attn" eval --metric wer --score-only --ref "$data/test.tsv" --hyp "$out/test.hyp")
 per=$("$attn" eval --metric per --score-only --ref "$data/test.tsv" --hyp "$out/test.hyp")
 steps=$(awk -F'"step":' 'END { split($2, a, /[,}]/); print a[1] }' "$out/train.jsonl")
-printf '{"recipe":"%s","arch":"%s","data":"%s","time_limit":%s,"steps":%s,"decoding":"%s","threads":%s,"wer":%s,"per":%s}\n' \
-  "$recipe" "$arch" "$data" "$time_limit" "${steps:-0}" "$decoding" "$threads" "$wer" "$per" \
+printf '{"recipe":"%s","arch":"%s","settings":"%s","precision":"%s","seed":%s,"data":"%s","train":"%s","time_limit":%s,"steps":%s,"decoding":"%s","threads":%s,"wer":%s,"per":%s}\n' \
+  "$recipe" "$arch" "$settings" "$precision" "$seed" "$data" "$train" "$time_limit" \
+  "${steps:-0}" "$decoding" "$threads" "$wer" "$per" \
   >"$out/scores.json"
 printf '%s: wrote %s/{model.safetensors,train.jsonl,train.log,test.hyp,scores.txt,scores.json,command.txt}\n' \
   "$recipe" "$out"

@@ -160,9 +160,18 @@ ATTN_API attn_status attn_activation_backward(attn_activation act, int64_t n, co
  * mask [n] may be NULL; if given, receives 1 for kept and 0 for dropped elements. */
 ATTN_API attn_status attn_dropout_forward(int64_t n, float p, uint64_t seed, uint64_t offset,
                                           const float *x, float *y, uint8_t *mask);
-/* dx += dy * keep / (1 - p), regenerating the mask from (seed, offset). */
+/* dx += dy * keep / (1 - p), regenerating the mask from (seed, offset): no memory between
+ * the forward and the backward, three 64-bit multiplies per element again. */
 ATTN_API attn_status attn_dropout_backward(int64_t n, float p, uint64_t seed, uint64_t offset,
                                            const float *dy, float *dx);
+/* The backward that reads the mask instead (what attn_op_dropout does): the forward also packs
+ * it 1 bit per element into keep_bits [(n + 7) / 8] (bit i % 8 of byte i / 8, 1 for kept), and
+ * the backward from those bits gives dx bit for bit as attn_dropout_backward with the
+ * forward's (seed, offset) does. */
+ATTN_API attn_status attn_dropout_forward_bits(int64_t n, float p, uint64_t seed, uint64_t offset,
+                                               const float *x, float *y, uint8_t *keep_bits);
+ATTN_API attn_status attn_dropout_backward_bits(int64_t n, float p, const uint8_t *keep_bits,
+                                                const float *dy, float *dx);
 
 /* ---- embedding lookup --------------------------------------------------------------- */
 

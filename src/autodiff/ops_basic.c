@@ -308,7 +308,7 @@ attn_status attn_op_activation(attn_graph *graph, attn_var *x, attn_activation a
 typedef struct dropout_ctx {
     attn_var *x;
     float p;
-    uint64_t seed;
+    const uint8_t *keep_bits; /* the forward's mask, in the arena: the backward does not hash */
 } dropout_ctx;
 
 static attn_status dropout_backward(attn_graph *graph, const attn_var *output, void *raw)
@@ -316,8 +316,8 @@ static attn_status dropout_backward(attn_graph *graph, const attn_var *output, v
     dropout_ctx *ctx = raw;
     float *dx;
     ATTN_TRY(attn_graph_grad(graph, ctx->x, &dx));
-    return attn_dropout_backward(attn_tensor_numel(&output->value), ctx->p, ctx->seed, 0,
-                                 output->grad, dx);
+    return attn_dropout_backward_bits(attn_tensor_numel(&output->value), ctx->p, ctx->keep_bits,
+                                      output->grad, dx);
 }
 
 attn_status attn_op_dropout(attn_graph *graph, attn_var *x, float p, attn_var **out)
@@ -335,14 +335,20 @@ attn_status attn_op_dropout(attn_graph *graph, attn_var *x, float p, attn_var **
     attn_var *inputs[1] = {x};
     const int wants = attn_graph_wants_grad(graph, 1, inputs);
     const uint64_t seed = attn_graph_next_dropout_seed(graph);
+    const int64_t n = attn_tensor_numel(&x->value);
     attn_var *y;
     ATTN_TRY(attn_graph_new_var(graph, x->value.ndim, x->value.shape, wants, &y));
-    ATTN_TRY(attn_dropout_forward(attn_tensor_numel(&x->value), p, seed, 0, x->value.data,
-                                  y->value.data, NULL));
-    if (wants) {
-        dropout_ctx ctx = {x, p, seed};
-        ATTN_TRY(attn_ad_record(graph, 1, &y, dropout_backward, &ctx, sizeof ctx, "dropout"));
+    if (!wants) {
+        ATTN_TRY(attn_dropout_forward(n, p, seed, 0, x->value.data, y->value.data, NULL));
+        *out = y;
+        return ATTN_OK;
     }
+    uint8_t *keep_bits = attn_graph_alloc(graph, (size_t)(n + 7) / 8);
+    if (keep_bits == NULL)
+        return ATTN_ERR_OUT_OF_MEMORY;
+    ATTN_TRY(attn_dropout_forward_bits(n, p, seed, 0, x->value.data, y->value.data, keep_bits));
+    dropout_ctx ctx = {x, p, keep_bits};
+    ATTN_TRY(attn_ad_record(graph, 1, &y, dropout_backward, &ctx, sizeof ctx, "dropout"));
     *out = y;
     return ATTN_OK;
 }

@@ -54,11 +54,12 @@ void attn_dropout_forward_range_avx2(void *job_ptr, int64_t begin, int64_t end, 
         __m256 keep = keep8(job, job->offset + (uint64_t)i);
         vf_store_upto(job->out + i, k,
                       _mm256_and_ps(keep, vf_mul(vf_load_upto(job->in + i, k), scale)));
-        if (job->mask != NULL) {
-            int bits = _mm256_movemask_ps(keep);
+        int bits = _mm256_movemask_ps(keep) & ((1 << k) - 1);
+        if (job->mask != NULL)
             for (int64_t l = 0; l < k; l++)
                 job->mask[i + l] = (uint8_t)((bits >> l) & 1);
-        }
+        if (job->keep_bits_out != NULL)
+            job->keep_bits_out[i / 8] = (uint8_t)bits; /* i is a multiple of 8 */
     }
 }
 
@@ -72,6 +73,25 @@ void attn_dropout_backward_range_avx2(void *job_ptr, int64_t begin, int64_t end,
     for (int64_t i = lo; i < hi; i += SIMD_LANES) {
         int64_t k = hi - i < SIMD_LANES ? hi - i : SIMD_LANES;
         __m256 keep = keep8(job, job->offset + (uint64_t)i);
+        vf g = _mm256_and_ps(keep, vf_mul(vf_load_upto(job->in + i, k), scale));
+        vf_store_upto(job->out + i, k, vf_add(vf_load_upto(job->out + i, k), g));
+    }
+}
+
+void attn_dropout_backward_bits_range_avx2(void *job_ptr, int64_t begin, int64_t end, int thread)
+{
+    const attn_dropout_job *job = job_ptr;
+    int64_t lo = begin * ATTN_ELEMENT_BLOCK;
+    int64_t hi = end * ATTN_ELEMENT_BLOCK < job->n ? end * ATTN_ELEMENT_BLOCK : job->n;
+    const vf scale = vf_set(job->scale);
+    /* lane l tests bit l of the byte that holds the 8 elements' mask */
+    const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    (void)thread;
+    for (int64_t i = lo; i < hi; i += SIMD_LANES) {
+        int64_t k = hi - i < SIMD_LANES ? hi - i : SIMD_LANES;
+        __m256i byte = _mm256_set1_epi32(job->keep_bits_in[i / 8]);
+        __m256 keep =
+            _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(byte, lane_bit), lane_bit));
         vf g = _mm256_and_ps(keep, vf_mul(vf_load_upto(job->in + i, k), scale));
         vf_store_upto(job->out + i, k, vf_add(vf_load_upto(job->out + i, k), g));
     }

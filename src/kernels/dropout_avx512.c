@@ -36,6 +36,20 @@ static inline __mmask16 first_lanes(int64_t k)
     return (__mmask16)(k >= 16 ? 0xffffu : (1u << k) - 1u);
 }
 
+/* The mask bits of 16 elements, of which the first k are there: only the bytes that hold
+ * them, since the mask ends with the last element's byte. */
+static inline void store_bits(uint8_t *bytes, __mmask16 bits, int64_t k)
+{
+    bytes[0] = (uint8_t)bits;
+    if (k > 8)
+        bytes[1] = (uint8_t)(bits >> 8);
+}
+
+static inline __mmask16 load_bits(const uint8_t *bytes, int64_t k)
+{
+    return (__mmask16)(bytes[0] | (k > 8 ? bytes[1] << 8 : 0));
+}
+
 void attn_dropout_forward_range_avx512(void *job_ptr, int64_t begin, int64_t end, int thread)
 {
     const attn_dropout_job *job = job_ptr;
@@ -50,6 +64,8 @@ void attn_dropout_forward_range_avx512(void *job_ptr, int64_t begin, int64_t end
         _mm512_mask_storeu_ps(job->out + i, valid, _mm512_maskz_mul_ps(keep, x, scale));
         if (job->mask != NULL)
             _mm_mask_storeu_epi8(job->mask + i, valid, _mm_maskz_mov_epi8(keep, _mm_set1_epi8(1)));
+        if (job->keep_bits_out != NULL) /* i is a multiple of 16: bytes i / 8 and i / 8 + 1 */
+            store_bits(job->keep_bits_out + i / 8, keep, hi - i);
     }
 }
 
@@ -63,6 +79,23 @@ void attn_dropout_backward_range_avx512(void *job_ptr, int64_t begin, int64_t en
     for (int64_t i = lo; i < hi; i += 16) {
         __mmask16 valid = first_lanes(hi - i);
         __mmask16 keep = keep16(job, job->offset + (uint64_t)i) & valid;
+        __m512 dy = _mm512_maskz_loadu_ps(valid, job->in + i);
+        __m512 dx = _mm512_maskz_loadu_ps(valid, job->out + i);
+        _mm512_mask_storeu_ps(job->out + i, valid,
+                              _mm512_add_ps(dx, _mm512_maskz_mul_ps(keep, dy, scale)));
+    }
+}
+
+void attn_dropout_backward_bits_range_avx512(void *job_ptr, int64_t begin, int64_t end, int thread)
+{
+    const attn_dropout_job *job = job_ptr;
+    int64_t lo = begin * ATTN_ELEMENT_BLOCK;
+    int64_t hi = end * ATTN_ELEMENT_BLOCK < job->n ? end * ATTN_ELEMENT_BLOCK : job->n;
+    const __m512 scale = _mm512_set1_ps(job->scale);
+    (void)thread;
+    for (int64_t i = lo; i < hi; i += 16) {
+        __mmask16 valid = first_lanes(hi - i);
+        __mmask16 keep = load_bits(job->keep_bits_in + i / 8, hi - i) & valid;
         __m512 dy = _mm512_maskz_loadu_ps(valid, job->in + i);
         __m512 dx = _mm512_maskz_loadu_ps(valid, job->out + i);
         _mm512_mask_storeu_ps(job->out + i, valid,

@@ -121,10 +121,16 @@ typedef struct attn_dropout_job {
     float scale;     /* 1 / (1 - p) */
     const float *in; /* x for the forward, dy for the backward */
     float *out;      /* y for the forward; dx (accumulated) for the backward */
-    uint8_t *mask;   /* forward, may be NULL */
+    uint8_t *mask;   /* forward, one byte per element, may be NULL */
+    /* The mask one bit per element, bit i % 8 of byte i / 8: written by the forward (may be
+     * NULL), read by the backward from bits. A range starts at a multiple of
+     * ATTN_ELEMENT_BLOCK elements, so threads never share a byte. */
+    uint8_t *keep_bits_out;
+    const uint8_t *keep_bits_in;
 } attn_dropout_job;
 
 ATTN_DECLARE_KERNEL(attn_dropout_forward_range);
 ATTN_DECLARE_KERNEL(attn_dropout_backward_range);
+ATTN_DECLARE_KERNEL(attn_dropout_backward_bits_range);
 
 #endif /* ATTN_KERNELS_ELEMENTWISE_H */

@@ -4,6 +4,7 @@
  * stepping each model on its own, and every beam hypothesis re-scores by teacher forcing both
  * models to its log-prob, with the first model's alignment; models whose vocabularies differ
  * are refused. */
+#include "decode_testing.h"
 #include "harness.h"
 
 #include <math.h>
@@ -14,51 +15,7 @@
  * rows), which one-sentence decoding by hand also runs: GEMM's other rounding, amplified by the
  * scaled weights, can move a greedy path's log P by more than a tolerance could tell apart from
  * a wrong combination. */
-enum { SRC_VOCAB = 11, TGT_VOCAB = 13, MAX_LEN = 40, SENTENCES = 8, SRC_MAX = 8 };
-
-static attn_model_config transformer_config(void)
-{
-    attn_model_config c = attn_model_config_default(ATTN_ARCH_TRANSFORMER);
-    c.d_model = 16;
-    c.num_heads = 2;
-    c.ffn_dim = 24;
-    c.encoder_layers = 1;
-    c.decoder_layers = 2;
-    c.dropout = 0.0;
-    c.src_vocab = SRC_VOCAB;
-    c.tgt_vocab = TGT_VOCAB;
-    c.max_len = MAX_LEN;
-    c.tie_output = 0;
-    return c;
-}
-
-static attn_model_config rnn_config(int64_t tgt_vocab)
-{
-    attn_model_config c = attn_model_config_default(ATTN_ARCH_RNN);
-    c.src_vocab = SRC_VOCAB;
-    c.tgt_vocab = tgt_vocab;
-    c.hidden = 12;
-    c.embedding_dim = 8;
-    c.attention_dim = 8;
-    c.dropout = 0.0;
-    c.max_len = MAX_LEN;
-    return c;
-}
-
-/* Weights times scale: peaked distributions, so the search has real choices. */
-static attn_model *scaled_model(const attn_model_config *c, uint64_t seed, float scale)
-{
-    attn_model *m = NULL;
-    CHECK_OK(attn_model_create(c, &m));
-    if (m == NULL)
-        return NULL;
-    CHECK_OK(attn_model_init(m, seed));
-    attn_params *store = attn_model_params(m);
-    float *values = attn_params_buffer(store, ATTN_PARAM_VALUES);
-    for (size_t i = 0; i < attn_params_buffer_floats(store); i++)
-        values[i] *= scale;
-    return m;
-}
+enum { SENTENCES = 8, SRC_MAX = 8 };
 
 typedef struct sources {
     int32_t src[SENTENCES * SRC_MAX];
@@ -147,7 +104,8 @@ static void check_copies_are_the_model(const attn_model_config *c, uint64_t seed
 
 static void test_copies_are_the_model(void)
 {
-    attn_model_config t = transformer_config(), r = rnn_config(TGT_VOCAB);
+    attn_model_config t = decode_transformer_config(0),
+                      r = decode_rnn_config(ATTN_RNN_BAHDANAU, TGT_VOCAB);
     check_copies_are_the_model(&t, 3, 4.0f, "transformer");
     check_copies_are_the_model(&r, 9, 3.0f, "rnn");
 }
@@ -215,7 +173,8 @@ static void by_hand_end(by_hand *h)
 
 static void test_transformer_with_rnn(void)
 {
-    attn_model_config t = transformer_config(), r = rnn_config(TGT_VOCAB);
+    attn_model_config t = decode_transformer_config(0),
+                      r = decode_rnn_config(ATTN_RNN_BAHDANAU, TGT_VOCAB);
     by_hand h;
     memset(&h, 0, sizeof h);
     h.models[0] = scaled_model(&t, 5, 4.0f);
@@ -307,7 +266,8 @@ static void test_transformer_with_rnn(void)
 
 static void test_refused(void)
 {
-    attn_model_config t = transformer_config(), r = rnn_config(TGT_VOCAB + 2);
+    attn_model_config t = decode_transformer_config(0),
+                      r = decode_rnn_config(ATTN_RNN_BAHDANAU, TGT_VOCAB + 2);
     attn_model *models[2] = {scaled_model(&t, 1, 1.0f), scaled_model(&r, 2, 1.0f)};
     attn_graph *graphs[2] = {NULL, NULL};
     CHECK_OK(attn_graph_create(attn_model_params(models[0]), &graphs[0]));

@@ -3,61 +3,14 @@
  * by teacher forcing to its log-prob and its alignment, beam 1 is greedy decoding done by hand
  * with the full decoder, a wider beam never finds a lower log P than greedy, a batch gives what
  * each sentence gives alone, and bad input fails with a message. */
+#include "decode_testing.h"
 #include "harness.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { SRC_VOCAB = 11, TGT_VOCAB = 13, MAX_LEN = 40, SENTENCES = 12, SRC_MAX = 9 };
-
-static attn_model_config transformer_config(int norm_first)
-{
-    attn_model_config c = attn_model_config_default(ATTN_ARCH_TRANSFORMER);
-    c.d_model = 16;
-    c.num_heads = 2;
-    c.ffn_dim = 24;
-    c.encoder_layers = 1;
-    c.decoder_layers = 2;
-    c.dropout = 0.0;
-    c.src_vocab = SRC_VOCAB;
-    c.tgt_vocab = TGT_VOCAB;
-    c.max_len = MAX_LEN;
-    c.norm_first = norm_first;
-    c.tie_output = 0;
-    return c;
-}
-
-static attn_model_config rnn_config(attn_rnn_attention attention)
-{
-    attn_model_config c = attn_model_config_default(ATTN_ARCH_RNN);
-    c.src_vocab = SRC_VOCAB;
-    c.tgt_vocab = TGT_VOCAB;
-    c.hidden = 12;
-    c.embedding_dim = 8;
-    c.attention_dim = 8;
-    c.dropout = 0.0;
-    c.max_len = MAX_LEN;
-    c.attention = attention;
-    c.input_feeding = attention != ATTN_RNN_BAHDANAU && attention != ATTN_RNN_NO_ATTENTION;
-    return c;
-}
-
-/* A model with its weights times `scale`: large logits, so some sentences end early and others
- * run long, and the best continuation often is not the locally best token. */
-static attn_model *scaled_model(const attn_model_config *c, uint64_t seed, float scale)
-{
-    attn_model *m = NULL;
-    CHECK_OK(attn_model_create(c, &m));
-    if (m == NULL)
-        return NULL;
-    CHECK_OK(attn_model_init(m, seed));
-    attn_params *store = attn_model_params(m);
-    float *values = attn_params_buffer(store, ATTN_PARAM_VALUES);
-    for (size_t i = 0; i < attn_params_buffer_floats(store); i++)
-        values[i] *= scale;
-    return m;
-}
+enum { SENTENCES = 12, SRC_MAX = 9 };
 
 typedef struct sources {
     int32_t src[SENTENCES * SRC_MAX];
@@ -365,7 +318,7 @@ static void check_batch_equals_one_by_one(attn_model *model, const char *what, i
 
 static void test_transformer_post_norm(void)
 {
-    attn_model_config c = transformer_config(0);
+    attn_model_config c = decode_transformer_config(0);
     attn_model *m = scaled_model(&c, 3, 4.0f);
     check_rescoring(m, "transformer post-norm", 1);
     check_greedy_and_beam(m, "transformer post-norm", 0);
@@ -375,7 +328,7 @@ static void test_transformer_post_norm(void)
 
 static void test_transformer_pre_norm(void)
 {
-    attn_model_config c = transformer_config(1);
+    attn_model_config c = decode_transformer_config(1);
     attn_model *m = scaled_model(&c, 5, 4.0f);
     check_rescoring(m, "transformer pre-norm", 1);
     check_greedy_and_beam(m, "transformer pre-norm", 0);
@@ -388,7 +341,7 @@ static void test_rnn_models(void)
                                         ATTN_RNN_NO_ATTENTION};
     const char *names[] = {"rnn bahdanau", "rnn luong-general", "rnn none"};
     for (int k = 0; k < 3; k++) {
-        attn_model_config c = rnn_config(kinds[k]);
+        attn_model_config c = decode_rnn_config(kinds[k], TGT_VOCAB);
         attn_model *m = scaled_model(&c, 9 + (uint64_t)k, 3.0f);
         if (kinds[k] != ATTN_RNN_NO_ATTENTION)
             check_rescoring(m, names[k], 1);
@@ -449,8 +402,9 @@ static attn_model *trained_model(attn_model_arch arch, int64_t steps)
     CHECK_OK(attn_tokenizer_train(&chars, sources_ptr, PAIRS, &src_tok));
     CHECK_OK(attn_tokenizer_train(&chars, targets_ptr, PAIRS, &tgt_tok));
     CHECK_OK(attn_corpus_encode(corpus, src_tok, tgt_tok));
-    attn_model_config c = arch == ATTN_ARCH_RNN ? rnn_config(ATTN_RNN_LUONG_GENERAL)
-                                                : transformer_config(0);
+    attn_model_config c = arch == ATTN_ARCH_RNN
+                              ? decode_rnn_config(ATTN_RNN_LUONG_GENERAL, TGT_VOCAB)
+                              : decode_transformer_config(0);
     if (arch == ATTN_ARCH_RNN) {
         c.hidden = 32;
         c.embedding_dim = 16;
@@ -498,7 +452,7 @@ static void test_trained_models(void)
 
 static void test_bad_input(void)
 {
-    attn_model_config c = transformer_config(0);
+    attn_model_config c = decode_transformer_config(0);
     attn_model *m = scaled_model(&c, 3, 1.0f);
     attn_graph *graph = NULL, *other = NULL;
     CHECK_OK(attn_graph_create(attn_model_params(m), &graph));

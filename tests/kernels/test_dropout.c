@@ -1,6 +1,7 @@
 /* Dropout: the mask follows the contract on every instruction set, keep-rate statistics,
  * seeds and offsets, the backward regenerates the mask, thread-count independence,
- * accumulation and argument checks. */
+ * accumulation, the backward from the forward's stored bits equals the re-hashing one, and
+ * argument checks. */
 #include "kernel_testing.h"
 
 static void test_mask_and_values_follow_the_contract(void)
@@ -206,6 +207,82 @@ static void test_rejects_bad_arguments(void)
     CHECK_OK(attn_dropout_backward(0, 0.1f, 1, 0, NULL, NULL));
 }
 
+/* The backward from the bits the forward stored (what attn_op_dropout runs) gives dx bit for
+ * bit as the backward that re-hashes the mask, on every instruction set and thread count, for
+ * sizes that end inside a byte, a SIMD step and a thread's range; dx starts with -0.0 in places,
+ * which a dropped element's + 0 must turn into what the re-hashing backward makes of it. The
+ * bits are the byte mask packed, and the last byte's unused bits are 0. */
+static void test_backward_from_bits_equals_rehashing(void)
+{
+    const int64_t sizes[] = {1, 7, 8, 9, 13, 16, 25, 63, 64, 65, 1000, 300007};
+    const int64_t largest = 300007;
+    const float ps[] = {0.1f, 0.5f};
+    float *x = test_floats((size_t)largest), *dy = test_floats((size_t)largest);
+    float *dx_start = test_floats((size_t)largest), *from_hash = test_floats((size_t)largest);
+    float *from_bits = test_floats((size_t)largest), *y = test_floats((size_t)largest);
+    float *y_bits = test_floats((size_t)largest);
+    uint8_t *mask = test_alloc((size_t)largest), *bits = test_alloc((size_t)(largest + 7) / 8);
+    test_fill_uniform(x, (size_t)largest, -2.0f, 2.0f, 105);
+    test_fill_uniform(dy, (size_t)largest, -2.0f, 2.0f, 106);
+    test_fill_uniform(dx_start, (size_t)largest, -1.0f, 1.0f, 107);
+    for (int64_t i = 0; i < largest; i += 5)
+        dx_start[i] = -0.0f;
+    for (int threads = 1; threads <= 2; threads++) {
+        CHECK_OK(attn_set_num_threads(threads));
+        for (int k = 0; k < TEST_ISA_COUNT; k++) {
+            if (!test_use_isa(test_isas[k]))
+                continue;
+            for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+                const int64_t n = sizes[s];
+                const size_t bytes = (size_t)(n + 7) / 8;
+                int same_y = 1, packed = 1, same_dx = 1;
+                for (size_t t = 0; t < sizeof ps / sizeof *ps; t++) {
+                    const uint64_t seed = 31 + t, offset = 1000003;
+                    memset(bits, 0xA5, bytes);
+                    CHECK_OK(attn_dropout_forward(n, ps[t], seed, offset, x, y, mask));
+                    CHECK_OK(attn_dropout_forward_bits(n, ps[t], seed, offset, x, y_bits, bits));
+                    same_y &= test_same_bits(y, y_bits, (size_t)n);
+                    for (int64_t i = 0; i < 8 * (int64_t)bytes; i++)
+                        packed &= ((bits[i / 8] >> (i % 8)) & 1) == (i < n ? mask[i] : 0);
+                    memcpy(from_hash, dx_start, (size_t)n * sizeof(float));
+                    memcpy(from_bits, dx_start, (size_t)n * sizeof(float));
+                    CHECK_OK(attn_dropout_backward(n, ps[t], seed, offset, dy, from_hash));
+                    CHECK_OK(attn_dropout_backward_bits(n, ps[t], bits, dy, from_bits));
+                    same_dx &= test_same_bits(from_hash, from_bits, (size_t)n);
+                }
+                CHECK(same_y && packed && same_dx,
+                      "%s, %d threads, n=%lld: same y (%d), bits = mask packed (%d), same dx (%d)",
+                      attn_isa_name(test_isas[k]), threads, (long long)n, same_y, packed, same_dx);
+            }
+        }
+    }
+    CHECK_OK(attn_set_num_threads(0));
+    attn_set_isa(ATTN_ISA_AUTO);
+    free(x), free(dy), free(dx_start), free(from_hash), free(from_bits), free(y), free(y_bits);
+    free(mask), free(bits);
+}
+
+static void test_bits_variants_reject_bad_arguments(void)
+{
+    float x[4] = {0}, y[4];
+    uint8_t bits[1] = {0};
+    CHECK_FAILS(attn_dropout_forward_bits(4, 1.0f, 1, 0, x, y, bits), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_dropout_forward_bits(4, 0.1f, 1, 0, x, y, NULL), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(attn_last_error(), "attn_dropout_forward_bits: keep_bits") != NULL, "message: %s",
+          attn_last_error());
+    CHECK_FAILS(attn_dropout_forward_bits(4, 0.1f, 1, 0, NULL, y, bits), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(attn_last_error(), "attn_dropout_forward_bits: x must not be NULL") != NULL,
+          "message: %s", attn_last_error());
+    CHECK_FAILS(attn_dropout_forward_bits(-4, 0.1f, 1, 0, x, y, bits), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_dropout_backward_bits(4, -0.1f, bits, x, y), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_dropout_backward_bits(4, 0.1f, NULL, x, y), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_dropout_backward_bits(4, 0.1f, bits, NULL, y), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_dropout_backward_bits(4, 0.1f, bits, x, NULL), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_dropout_backward_bits(-1, 0.1f, bits, x, y), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_OK(attn_dropout_forward_bits(0, 0.1f, 1, 0, NULL, NULL, NULL));
+    CHECK_OK(attn_dropout_backward_bits(0, 0.1f, NULL, NULL, NULL));
+}
+
 int main(void)
 {
     RUN_TEST(test_mask_and_values_follow_the_contract);
@@ -215,5 +292,7 @@ int main(void)
     RUN_TEST(test_backward_regenerates_the_mask);
     RUN_TEST(test_independent_of_thread_count);
     RUN_TEST(test_rejects_bad_arguments);
+    RUN_TEST(test_backward_from_bits_equals_rehashing);
+    RUN_TEST(test_bits_variants_reject_bad_arguments);
     return test_summary();
 }

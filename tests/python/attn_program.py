@@ -1,5 +1,5 @@
 """The attn program that belongs to the library under test (beside $ATTN_LIBRARY, else the
-source tree's build/), for the command-line tests."""
+source tree's build/), and the tiny model shapes the command-line tests share."""
 import os
 from pathlib import Path
 
@@ -19,3 +19,8 @@ def _attn_binary():
 
 
 ATTN = _attn_binary()
+
+# The tests' one-layer Transformers (`attn train` flags), so that those built alike stay alike:
+# a D16 run takes about a second, a D32 one learns a toy task in a few hundred steps.
+TINY_TRANSFORMER_D16 = ["--layers", "1", "--d-model", "16", "--heads", "2", "--ffn", "32"]
+TINY_TRANSFORMER_D32 = ["--layers", "1", "--d-model", "32", "--heads", "2", "--ffn", "64"]

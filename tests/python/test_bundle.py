@@ -8,7 +8,7 @@ import pytest
 
 import attn
 
-from attn_program import ATTN
+from attn_program import ATTN, TINY_TRANSFORMER_D32
 
 
 def run(*args, stdin=None):
@@ -30,10 +30,9 @@ def model(tmp_path_factory):
     train.write_text("".join(f"{w}\t{w[::-1]}\n" for w in words(random.Random(7), 1000)),
                      encoding="utf-8")
     path = folder / "model.safetensors"
-    subprocess.run([ATTN, "train", "--train", train, "--out", path, "--layers", "1",
-                    "--d-model", "32", "--heads", "2", "--ffn", "64", "--dropout", "0",
-                    "--label-smoothing", "0", "--lr", "3e-3", "--warmup", "20", "--max-steps",
-                    "80", "--batch-tokens", "600", "--threads", "2"], check=True,
+    subprocess.run([ATTN, "train", "--train", train, "--out", path, *TINY_TRANSFORMER_D32,
+                    "--dropout", "0", "--label-smoothing", "0", "--lr", "3e-3", "--warmup", "20",
+                    "--max-steps", "80", "--batch-tokens", "600", "--threads", "2"], check=True,
                    capture_output=True, timeout=600)
     return path
 

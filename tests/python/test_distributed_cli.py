@@ -15,7 +15,7 @@ import json
 import numpy as np
 import pytest
 
-from attn_program import ATTN
+from attn_program import ATTN, TINY_TRANSFORMER_D32
 
 MPIRUN = shutil.which("mpirun")
 
@@ -82,7 +82,6 @@ def train_state(path):
     return json.loads(json.loads(data[8:8 + size])["__metadata__"]["attn_train_state"])
 
 
-TRANSFORMER = ["--layers", "1", "--d-model", "32", "--heads", "2", "--ffn", "64"]
 RNN = ["--arch", "rnn", "--attention", "luong-general", "--input-feeding", "--hidden", "32",
        "--embedding-dim", "16"]
 
@@ -93,7 +92,7 @@ def common(train, out, steps=50):
 
 
 @needs_mpi
-@pytest.mark.parametrize("model", [TRANSFORMER, RNN], ids=["transformer", "rnn"])
+@pytest.mark.parametrize("model", [TINY_TRANSFORMER_D32, RNN], ids=["transformer", "rnn"])
 def test_two_ranks_equal_one_process_accumulating_two(tmp_path, reverse_tsv, model):
     shared, alone = tmp_path / "shared.safetensors", tmp_path / "alone.safetensors"
     two = mpirun(2, *common(reverse_tsv, shared), *model, "--log", tmp_path / "shared.jsonl")
@@ -123,7 +122,7 @@ def test_more_ranks_come_close_to_one_process_accumulating_as_many(tmp_path, rev
     shared, alone = tmp_path / "shared.safetensors", tmp_path / "alone.safetensors"
     logs = tmp_path / "shared.jsonl", tmp_path / "alone.jsonl"
     lr = 1e-3
-    flags = [*TRANSFORMER, "--lr", lr]
+    flags = [*TINY_TRANSFORMER_D32, "--lr", lr]
     many = mpirun(ranks, *common(reverse_tsv, shared), *flags, "--log", logs[0])
     assert many.returncode == 0, many.stderr.decode()
     one = run(*common(reverse_tsv, alone), *flags, "--accumulate", ranks, "--log", logs[1])
@@ -163,7 +162,7 @@ def test_a_killed_rank_ends_the_run_and_the_checkpoint_resumes_with_another_numb
     out, checkpoint = tmp_path / "k.safetensors", tmp_path / "k.last.safetensors"
     flags = ["--train", reverse_tsv, "--no-valid", "--threads", "1", "--batch-tokens", "256",
              "--checkpoint-every", "5", "--out", out]
-    process = mpirun(2, "train", *flags, *TRANSFORMER, "--max-steps", 1000000,
+    process = mpirun(2, "train", *flags, *TINY_TRANSFORMER_D32, "--max-steps", 1000000,
                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 120

@@ -7,16 +7,18 @@ This file also runs against the ASan+UBSan build (`make sanitize-test`, label `h
 a memory error or undefined behaviour that a case provokes becomes a failure."""
 import json
 import random
+import re
 import struct
 import subprocess
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
-from attn_program import ATTN
+from attn_program import ATTN, TINY_TRANSFORMER_D16
 
 SANITIZER_MARKS = ("AddressSanitizer", "LeakSanitizer", "runtime error:", "UndefinedBehavior")
-SMALL = ["--layers", "1", "--d-model", "16", "--heads", "2", "--ffn", "32", "--threads", "2"]
+SMALL = [*TINY_TRANSFORMER_D16, "--threads", "2"]
 
 
 def run(args, stdin=b"", timeout=120):
@@ -151,49 +153,90 @@ def test_corrupted_models_are_refused_by_every_reader(work):
 
 # ---- broken corpora ----------------------------------------------------------------------------
 
-def broken_corpora(folder):
+class Refused(NamedTuple):
+    """The run must stop with an error whose message matches this pattern, after filling in
+    {path} (the corpus, regex-escaped) and {side} ("training" or "validation")."""
+    message: str
+
+
+class Trained(NamedTuple):
+    """The run must train and write a model, saying it skipped this many of the corpus's
+    pairs as too long and kept every other one."""
+    skipped: int
+
+
+def broken_corpora(good):
+    """(name, bytes, expectation) for corpora damaged in one way; good is a sound corpus's
+    bytes, for the cases where one line of an otherwise usable file is bad."""
     rng = random.Random(3)
+    lines = good.splitlines(keepends=True)
     return [
-        ("empty", b""),
-        ("only newlines", b"\n\n\n\n"),
-        ("no tab", b"abc cba\nde ed\n"),
-        ("three columns", b"a\tb\tc\n" * 20),
-        ("NUL bytes", b"ab\x00c\tcba\n" * 20),
-        ("invalid UTF-8", b"ab\xff\xfe\tcba\n" * 20),
-        ("a lone surrogate", b"ab\xed\xa0\x80\tx\n" * 20),
-        ("empty sides", b"\t\n\t\n" * 20),
-        ("one 2 MB line", b"a" * 2_000_000 + b"\tb\n"),
-        ("random bytes", bytes(rng.getrandbits(8) for _ in range(20000))),
-        ("a model file", None),
+        ("empty", b"", Refused("{path}: no sentences")),
+        ("only newlines", b"\n\n\n\n",
+         Refused("{path}:1: expected source<TAB>target, found 0 TABs")),
+        ("no tab", b"abc cba\nde ed\n",
+         Refused("{path}:1: expected source<TAB>target, found 0 TABs")),
+        ("three columns", b"a\tb\tc\n" * 20,
+         Refused("{path}:1: expected source<TAB>target, found 2 TABs")),
+        ("NUL bytes", b"ab\x00c\tcba\n" * 20, Refused("{path}:1: NUL byte at byte 3 of the line")),
+        ("invalid UTF-8", b"ab\xff\xfe\tcba\n" * 20,
+         Refused("{path}:1: invalid UTF-8 at byte 3 of the line")),
+        ("a lone surrogate", b"ab\xed\xa0\x80\tx\n" * 20,
+         Refused("{path}:1: invalid UTF-8 at byte 3 of the line")),
+        ("empty sides", b"\t\n\t\n" * 20, Refused("{path}:1: empty source")),
+        ("invalid UTF-8 on line 40 of a good corpus",
+         b"".join(lines[:39]) + b"ab\xff\tba\n" + b"".join(lines[39:]),
+         Refused("{path}:40: invalid UTF-8 at byte 3 of the line")),
+        # Skipping the only pair would leave nothing to train or validate on.
+        ("one 2 MB line", b"a" * 2_000_000 + b"\tb\n",
+         Refused("every {side} pair is longer than --max-len 256 tokens")),
+        ("a good corpus with one 2 MB line",
+         b"".join(lines[:50]) + b"a" * 2_000_000 + b"\tb\n" + b"".join(lines[50:]), Trained(1)),
+        ("random bytes", bytes(rng.getrandbits(8) for _ in range(20000)),
+         Refused("{path}:1: invalid UTF-8")),
+        # Its 8-byte header length has zero high bytes: the file is refused at its first line.
+        ("a model file", None, Refused("{path}:1: NUL byte")),
     ]
 
 
-def test_broken_corpora_are_refused(work):
+def test_broken_corpora_get_their_stated_outcome(work):
     folder = work["folder"] / "corpora"
     folder.mkdir(exist_ok=True)
+    good = work["train"].read_bytes()
+    good_pairs = len(good.splitlines())
     failures = []
-    for index, (name, content) in enumerate(broken_corpora(folder)):
+    for index, (name, content, expected) in enumerate(broken_corpora(good)):
         path = folder / f"corpus{index}.tsv"
         path.write_bytes(content if content is not None else work["model"].read_bytes())
         before = path.read_bytes()
-        for args in [
-            ["train", "--train", path, "--out", folder / f"m{index}.safetensors", "--max-steps",
-             "2", "--no-valid", *SMALL],
-            ["train", "--train", work["train"], "--valid", path, "--out",
-             folder / f"v{index}.safetensors", "--max-steps", "2", *SMALL],
+        for side, out, args in [
+            ("training", folder / f"m{index}.safetensors",
+             ["--train", path, "--max-steps", "2", "--no-valid"]),
+            ("validation", folder / f"v{index}.safetensors",
+             ["--train", work["train"], "--valid", path, "--max-steps", "2"]),
         ]:
-            status, message = run(args)
-            for mark in SANITIZER_MARKS:
-                if mark in message:
-                    failures.append(f"{name}: sanitizer: {message[:400]}")
-            # A corpus whose bad lines are skipped with a warning may still train: what must
-            # never happen is a crash, a hang or a silent success on nothing.
-            if status == 0:
-                if "skipp" not in message and "ignor" not in message:
-                    failures.append(f"{name}: exit 0 without a word: {message[-300:]}")
-            elif not (1 <= status <= 125 and message.strip()):
-                failures.append(f"{name}: exit {status}: {message[-300:]}")
-        assert path.read_bytes() == before
+            status, message = run(["train", *args, "--out", out, *SMALL])
+            case = f"{name} as {side} corpus: exit {status}: {message[:500]}"
+            if any(mark in message for mark in SANITIZER_MARKS):
+                failures.append(f"sanitizer: {case}")
+            elif isinstance(expected, Refused):
+                pattern = expected.message.format(path=re.escape(str(path)), side=side)
+                if not (1 <= status <= 125 and re.search(pattern, message)):
+                    failures.append(f"expected a refusal matching {pattern!r}: {case}")
+                if out.exists():
+                    failures.append(f"refused but wrote a model: {case}")
+            else:
+                counts = ((expected.skipped, 0) if side == "training" else (0, expected.skipped))
+                said = (f"skipped {counts[0]} training and {counts[1]} validation pairs longer "
+                        f"than --max-len 256 tokens")
+                if status != 0 or said not in message or not out.exists():
+                    failures.append(f"expected a model and {said!r}: {case}")
+                # The corpus is the good one with the skipped lines added: the rest is kept.
+                kept = (f"{good_pairs} training pairs;" if side == "training" else
+                        f"{good_pairs} training pairs, validation {good_pairs};")
+                if kept not in message:
+                    failures.append(f"expected {kept!r}: {case}")
+        assert path.read_bytes() == before, f"{name}: the corpus was changed"
     assert not failures, "\n".join(failures)
 
 
@@ -223,12 +266,27 @@ BAD_TRAIN_ARGS = [
 ]
 
 
+def without_options(args, names):
+    """args (options, each followed by its value unless the next one is an option) without the
+    options in names and their values."""
+    kept, index = [], 0
+    while index < len(args):
+        has_value = index + 1 < len(args) and not str(args[index + 1]).startswith("--")
+        step = 2 if has_value else 1
+        if args[index] not in names:
+            kept += args[index:index + step]
+        index += step
+    return kept
+
+
 @pytest.mark.parametrize("extra", BAD_TRAIN_ARGS, ids=lambda a: " ".join(a))
 def test_bad_train_arguments(work, tmp_path, extra):
-    args = ["train", "--train", work["train"], "--out", tmp_path / "m.safetensors",
-            "--max-steps", "1", "--no-valid", *SMALL]
-    # The bad option comes last, so it overrides the small model's own.
-    assert_refused(args + extra)
+    args = ["--train", work["train"], "--out", tmp_path / "m.safetensors", "--max-steps", "1",
+            "--no-valid", *SMALL]
+    # attn refuses an option given twice: the bad one replaces the run's own, so that it is
+    # refused for its value.
+    message = assert_refused(["train", *without_options(args, set(extra)), *extra])
+    assert "given twice" not in message, message
     assert not (tmp_path / "m.safetensors").exists()
 
 

@@ -4,6 +4,7 @@ hour, so only the plumbing is tested here: the models are untrained."""
 import json
 import math
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -52,11 +53,62 @@ def test_g2p_recipe_writes_one_hypothesis_per_distinct_test_word_and_scores(tmp_
     assert all(line.count("\t") == 1 for line in hypotheses)
     scores = json.loads((out / "scores.json").read_text())
     assert scores["arch"] == "transformer" and scores["time_limit"] == 2
+    assert scores["settings"] == "tuned" and scores["decoding"] == "beam 5"
     # An untrained model may emit far longer pronunciations than the truth, so PER (edits over
     # the reference's length) can pass 100; WER cannot.
     assert scores["per"] >= 0 and 0 <= scores["wer"] <= 100
     assert scores["steps"] >= 1
     assert "train_full.tsv" in (out / "command.txt").read_text()
+
+
+def test_g2p_recipe_with_defaults_gives_attn_train_nothing_but_the_data(tmp_path):
+    """Issue 12's "defaults" rows: the data, --tgt-tokens word, the time limit and --arch rnn,
+    every other choice left to attn train."""
+    small_g2p(tmp_path / "data")
+    for arch, arch_flags in (("transformer", []), ("rnn", ["--arch", "rnn"])):
+        out = tmp_path / arch
+        run(["recipes/g2p-cmudict.sh", str(tmp_path / "data")],
+            {"SETTINGS": "defaults", "ARCH": arch, "TIME_LIMIT": "2", "OUT": str(out),
+             "BUILD": str(build_dir()), "THREADS": "1", "PRECISION": "bf16"})
+        train_line = (out / "command.txt").read_text().splitlines()[0].split(" ")
+        flags = [word for word in train_line if word.startswith("--")]
+        assert flags == ["--train", "--valid", "--out", "--tgt-tokens", *arch_flags[:1],
+                         "--precision", "--time-limit", "--threads", "--log"], train_line
+        assert train_line[train_line.index("--precision") + 1] == "bf16"
+        scores = json.loads((out / "scores.json").read_text())
+        assert scores["settings"] == "defaults" and scores["precision"] == "bf16"
+        assert scores["arch"] == arch and scores["decoding"] == "beam 5"
+
+
+def test_g2p_ensemble_recipe_decodes_with_every_member_and_distils_a_student(tmp_path):
+    words = small_g2p(tmp_path / "data")
+    out = tmp_path / "ensemble"
+    env = {"MEMBERS": "2", "DISTILL": "1", "TIME_LIMIT": "2", "OUT": str(out),
+           "BUILD": str(build_dir()), "THREADS": "1"}
+    run(["recipes/g2p-ensemble.sh", str(tmp_path / "data")], env)
+    members = [out / f"member-{i}" / "model.safetensors" for i in (1, 2)]
+    for model in members:
+        assert model.stat().st_size > 0
+    seeds = [json.loads((out / f"member-{i}" / "scores.json").read_text())["seed"] for i in (1, 2)]
+    assert seeds == [1, 2]
+    decode = shlex.split((out / "ensemble" / "command.txt").read_text())
+    assert decode[decode.index("--model") + 1] == f"{members[0]},{members[1]}"
+    hypotheses = (out / "ensemble" / "test.hyp").read_text().splitlines()
+    assert [line.split("\t")[0] for line in hypotheses] == words
+    scores = json.loads((out / "ensemble" / "scores.json").read_text())
+    assert scores["members"] == 2 and 0 <= scores["wer"] <= 100
+    train_words = {line.split("\t")[0] for line in
+                   (tmp_path / "data" / "train_full.tsv").read_text().splitlines()}
+    distilled = (out / "distilled.tsv").read_text().splitlines()
+    assert {line.split("\t")[0] for line in distilled} == train_words
+    assert len(distilled) == len(train_words)
+    student = shlex.split((out / "student" / "command.txt").read_text().splitlines()[0])
+    assert student[student.index("--train") + 1] == str(out / "distilled.tsv")
+    # A second run keeps what is done: no member is trained again.
+    before = [model.stat().st_mtime_ns for model in members]
+    again = run(["recipes/g2p-ensemble.sh", str(tmp_path / "data")], env)
+    assert again.stdout.count("is trained already") == 3
+    assert [model.stat().st_mtime_ns for model in members] == before
 
 
 def test_bible_recipe_writes_one_line_per_test_sentence(tmp_path):
@@ -74,12 +126,21 @@ def test_bible_recipe_writes_one_line_per_test_sentence(tmp_path):
     assert len((out / "test.hyp").read_text().splitlines()) == 3
     scores = json.loads((out / "scores.json").read_text())
     assert scores["recipe"] == "bible-es-en" and "bleu" in scores and "chrf" in scores
+    assert scores["precision"] == "fp32" and scores["decoding"] == "beam 5"
 
 
-@pytest.mark.parametrize("recipe", ["g2p-cmudict", "bible-es-en"])
+@pytest.mark.parametrize("recipe", ["g2p-cmudict", "bible-es-en", "g2p-ensemble"])
 def test_recipes_refuse_bad_settings_with_a_message(tmp_path, recipe):
-    for env, message in (({"ARCH": "lstm"}, "ARCH must be"), ({"TIME_LIMIT": "soon"}, "TIME_LIMIT"),
-                         ({}, "no data folder")):
+    cases = [({"ARCH": "lstm"}, "ARCH must be"), ({"TIME_LIMIT": "soon"}, "TIME_LIMIT"),
+             ({}, "no data folder")]
+    if recipe != "g2p-ensemble":
+        cases = [({"PRECISION": "int8"}, "PRECISION must be")] + cases
+    if recipe == "g2p-cmudict":
+        cases.append(({"SETTINGS": "best"}, "SETTINGS must be"))
+    if recipe == "g2p-ensemble":
+        cases = [({"ARCH": "lstm"}, "ARCH must be"), ({"MEMBERS": "1"}, "MEMBERS must be"),
+                 ({"DISTILL": "yes"}, "DISTILL must be"), ({}, "no data folder")]
+    for env, message in cases:
         result = subprocess.run([f"recipes/{recipe}.sh", str(tmp_path / "missing")], cwd=_ROOT,
                                 env={**os.environ, "OUT": str(tmp_path / "o"), **env},
                                 capture_output=True, text=True, timeout=60)

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from attn_program import ATTN
+from attn_program import ATTN, TINY_TRANSFORMER_D32
 
 
 def run(*args, stdin=None, timeout=120):
@@ -36,8 +36,8 @@ def model(tmp_path_factory):
     train = folder / "train.tsv"
     train.write_text("".join(f"{w}\t{w[::-1]}\n" for w in words(rng, 2000)), encoding="utf-8")
     path = folder / "model.safetensors"
-    result = run("train", "--train", train, "--out", path, "--layers", "1", "--d-model", "32",
-                 "--heads", "2", "--ffn", "64", "--dropout", "0", "--label-smoothing", "0",
+    result = run("train", "--train", train, "--out", path, *TINY_TRANSFORMER_D32, "--dropout", "0",
+                 "--label-smoothing", "0",
                  "--lr", "3e-3", "--warmup", "30", "--max-steps", "150", "--batch-tokens", "800",
                  "--threads", "2", timeout=600)
     assert result.returncode == 0, result.stderr.decode()

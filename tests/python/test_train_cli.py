@@ -12,11 +12,11 @@ import time
 
 import pytest
 
-from attn_program import ATTN
+from attn_program import ATTN, TINY_TRANSFORMER_D32
 
 
 # Models small enough that a run takes seconds on one core.
-TINY = ["--layers", "1", "--d-model", "32", "--heads", "2", "--ffn", "64", "--threads", "1"]
+TINY = [*TINY_TRANSFORMER_D32, "--threads", "1"]
 TINY_RNN = ["--arch", "rnn", "--hidden", "16", "--embedding-dim", "8", "--attention-dim", "8",
             "--threads", "1"]
 

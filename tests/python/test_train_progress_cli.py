@@ -7,7 +7,7 @@ import re
 import subprocess
 import time
 
-from attn_program import ATTN
+from attn_program import ATTN, TINY_TRANSFORMER_D16
 
 
 def bars_drawn(args, timeout=120):
@@ -39,7 +39,7 @@ def test_bar_follows_the_time_limit_when_it_comes_first(tmp_path):
     train.write_text("".join(f"{w}\t{w[::-1]}\n" for w in words), encoding="utf-8")
     # A hundred thousand epochs would take far longer than the three seconds allowed.
     bars = bars_drawn(["train", "--train", train, "--out", tmp_path / "m.safetensors",
-                       "--layers", "1", "--d-model", "16", "--heads", "2", "--ffn", "32",
+                       *TINY_TRANSFORMER_D16,
                        "--epochs", "100000", "--time-limit", "3", "--threads", "1",
                        "--eval-every", "100000"])
     assert bars, "no progress bar drawn"

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from attn_program import ATTN
+from attn_program import ATTN, TINY_TRANSFORMER_D32
 
 
 def run(*args, stdin=None, timeout=120):
@@ -31,8 +31,8 @@ def models(tmp_path_factory):
     train = folder / "train.tsv"
     train.write_text("".join(f"{w}\t{w[::-1]}\n" for w in words(rng, 3000)), encoding="utf-8")
     transformer = folder / "transformer.safetensors"
-    result = run("train", "--train", train, "--out", transformer, "--layers", "1",
-                 "--d-model", "32", "--heads", "2", "--ffn", "64", "--dropout", "0",
+    result = run("train", "--train", train, "--out", transformer, *TINY_TRANSFORMER_D32,
+                 "--dropout", "0",
                  "--label-smoothing", "0", "--lr", "3e-3", "--warmup", "30", "--max-steps", "250",
                  "--batch-tokens", "800", "--schedule", "inverse-sqrt", "--no-valid",
                  "--threads", "2", timeout=600)
@@ -232,8 +232,8 @@ def bpe_model(tmp_path_factory):
     sentences = [" ".join(words(rng, rng.randint(2, 4), lo=3, hi=7)) for _ in range(600)]
     train.write_text("".join(f"{s}\t{' '.join(s.split()[::-1])}\n" for s in sentences))
     model = folder / "bpe.safetensors"
-    result = run("train", "--train", train, "--out", model, "--layers", "1", "--d-model", "32",
-                 "--heads", "2", "--ffn", "64", "--src-tokens", "bpe:40", "--tgt-tokens",
+    result = run("train", "--train", train, "--out", model, *TINY_TRANSFORMER_D32,
+                 "--src-tokens", "bpe:40", "--tgt-tokens",
                  "bpe:40", "--max-steps", "60", "--threads", "2", timeout=600)
     assert result.returncode == 0, result.stderr.decode()
     return model

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from attn_program import ATTN
+from attn_program import ATTN, TINY_TRANSFORMER_D16
 
 
 def run(*args, stdin=None):
@@ -42,8 +42,8 @@ def trained(tmp_path_factory):
     train = folder / "train.tsv"
     train.write_text("".join(f"{w}\t{w[::-1]}\n" for w in words), encoding="utf-8")
     model = folder / "m.safetensors"
-    result = run("train", "--train", train, "--out", model, "--layers", "1", "--d-model", "16",
-                 "--heads", "2", "--ffn", "32", "--max-steps", "10", "--threads", "2")
+    result = run("train", "--train", train, "--out", model, *TINY_TRANSFORMER_D16, "--max-steps",
+                 "10", "--threads", "2")
     assert result.returncode == 0, result.stderr.decode()
     return {"folder": folder, "train": train, "model": model,
             "checkpoint": folder / "m.last.safetensors"}
@@ -85,7 +85,7 @@ def test_diverging_run_stops_with_an_error_and_writes_nothing(trained):
     out = trained["folder"] / "diverged.safetensors"
     result = run("train", "--train", trained["train"], "--out", out, "--lr", "1e30",
                  "--warmup", "1", "--clip-norm", "0", "--epochs", "0", "--max-steps", "200",
-                 "--layers", "1", "--d-model", "16", "--heads", "2", "--ffn", "32",
+                 *TINY_TRANSFORMER_D16,
                  "--checkpoint-every", "5", "--threads", "2")
     message = result.stderr.decode()
     assert result.returncode == 1, message
@@ -98,7 +98,7 @@ def test_max_skipped_sets_when_a_diverging_run_stops(trained):
     out = trained["folder"] / "diverged5.safetensors"
     result = run("train", "--train", trained["train"], "--out", out, "--lr", "1e30",
                  "--warmup", "1", "--clip-norm", "0", "--epochs", "0", "--max-steps", "200",
-                 "--layers", "1", "--d-model", "16", "--heads", "2", "--ffn", "32",
+                 *TINY_TRANSFORMER_D16,
                  "--max-skipped", "5", "--threads", "2")
     message = result.stderr.decode()
     assert result.returncode == 1, message
@@ -116,8 +116,8 @@ def test_over_long_pairs_are_skipped_and_counted(trained, tmp_path):
     valid = tmp_path / "valid.tsv"
     valid.write_text("abc\tcba\n" + "b" * 257 + "\tc\n", encoding="utf-8")
     out = tmp_path / "m.safetensors"
-    args = ["--train", train, "--valid", valid, "--out", out, "--layers", "1", "--d-model", "16",
-            "--heads", "2", "--ffn", "32", "--max-steps", "3", "--threads", "2"]
+    args = ["--train", train, "--valid", valid, "--out", out, *TINY_TRANSFORMER_D16,
+            "--max-steps", "3", "--threads", "2"]
     result = run("train", *args)
     message = result.stderr.decode()
     assert result.returncode == 0, message
@@ -135,7 +135,7 @@ def _metadata(path):
     return json.loads(data[8:8 + header_len])["__metadata__"]
 
 
-SMALL = ["--layers", "1", "--d-model", "16", "--heads", "2", "--ffn", "32", "--threads", "2"]
+SMALL = [*TINY_TRANSFORMER_D16, "--threads", "2"]
 
 
 def test_outputs_that_name_an_input_or_each_other_are_refused(trained, tmp_path):

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# G2P ensembles and distillation on the CMU Pronouncing Dictionary (issue 17): train several
+# models of one configuration with different seeds (each one run of recipes/g2p-cmudict.sh),
+# decode the test words with their ensemble (`attn translate --model A,B,...`: each step's
+# log-probabilities averaged), and optionally distil one student from the ensemble: the
+# ensemble translates the training words and a model of the same configuration learns its
+# output (sequence-level distillation, Kim and Rush 2016).
+#
+#   recipes/g2p-ensemble.sh [DATA_DIR]
+#
+# Environment:
+#   MEMBERS     models in the ensemble, trained with seeds 1..MEMBERS (default 4)
+#   DISTILL     1: also train the student (default 0)
+#   OUT         the run folder (default runs/g2p-ensemble, or runs/g2p-ensemble-rnn for rnn)
+#   ARCH, SETTINGS, PRECISION, TIME_LIMIT, THREADS, BEAM, DECODE_BATCH, BUILD: as for
+#               recipes/g2p-cmudict.sh, for every member and the student (TIME_LIMIT each)
+#
+# A member or student whose folder already holds scores.json is not trained again, and an
+# existing distilled.tsv is not translated again: a run stopped part way continues where it
+# stopped, and the members may be trained in separate sittings. Delete a folder to redo it.
+#
+# Writes to OUT: member-N/ (a g2p-cmudict run folder each), ensemble/ (test.hyp, scores.txt,
+# scores.json, command.txt); with DISTILL=1 distilled.tsv (each distinct training word with
+# the ensemble's pronunciation) and student/ (a g2p-cmudict run folder trained on it).
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+recipe=g2p-ensemble
+arch=${ARCH:-transformer}
+members=${MEMBERS:-4}
+distill=${DISTILL:-0}
+build=${BUILD:-$repo/build}
+threads=${THREADS:-0}
+beam=${BEAM:-5}
+decode_batch=${DECODE_BATCH:-32}
+data=${1:-$repo/../shared/data/g2p-std}
+
+die() { printf '%s: %s\n' "$recipe" "$*" >&2; exit 1; }
+
+case $arch in
+  transformer) out=${OUT:-$repo/runs/$recipe} ;;
+  rnn) out=${OUT:-$repo/runs/$recipe-rnn} ;;
+  *) die "ARCH must be transformer or rnn, not '$arch'" ;;
+esac
+[[ $members =~ ^[0-9]+$ && $members -ge 2 ]] ||
+  die "MEMBERS must be a number of models of at least 2, not '$members'"
+case $distill in
+  0 | 1) ;;
+  *) die "DISTILL must be 0 or 1, not '$distill'" ;;
+esac
+[ $# -le 1 ] || die "usage: recipes/$recipe.sh [DATA_DIR]"
+[ -d "$data" ] || die "no data folder $data (give the standard split or scripts/get-data.sh cmudict's output)"
+data=$(cd "$data" && pwd)
+if [ -f "$data/train_full.tsv" ]; then train=$data/train_full.tsv; else train=$data/train.tsv; fi
+[ -s "$data/test.tsv" ] || die "missing $data/test.tsv"
+
+attn=$build/attn
+if [ ! -x "$attn" ]; then
+  make -C "$repo" --no-print-directory BUILD="$build" build >/dev/null || die "build failed"
+fi
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+
+# One member: the single-model recipe with its own seed and folder (ARCH, SETTINGS, PRECISION,
+# TIME_LIMIT, ... pass through the environment).
+train_model() { # folder seed [training file]
+  if [ -s "$1/scores.json" ]; then
+    printf '%s: %s is trained already (scores.json), kept\n' "$recipe" "$1"
+    return
+  fi
+  OUT=$1 SEED=$2 TRAIN=${3:-} BUILD=$build "$repo/recipes/g2p-cmudict.sh" "$data" ||
+    die "training $1 failed"
+}
+
+models=()
+for ((i = 1; i <= members; i++)); do
+  train_model "$out/member-$i" "$i"
+  models+=("$out/member-$i/model.safetensors")
+done
+ensemble=$(IFS=,; printf '%s' "${models[*]}")
+decode_flags=(--threads "$threads" --batch "$decode_batch" --beam "$beam")
+
+# Each distinct word once, in the order it first appears, as the single-model recipe does.
+distinct_words() { awk -F'\t' '!seen[$1]++ { print $1 }' "$1"; }
+
+mkdir -p "$out/ensemble"
+distinct_words "$data/test.tsv" >"$out/ensemble/test.words"
+"$attn" translate --model "$ensemble" "${decode_flags[@]}" <"$out/ensemble/test.words" |
+  paste "$out/ensemble/test.words" - >"$out/ensemble/test.hyp"
+[ "$(wc -l <"$out/ensemble/test.hyp")" -eq "$(wc -l <"$out/ensemble/test.words")" ] ||
+  die "decoding lost lines"
+rm -f "$out/ensemble/test.words"
+printf '%q ' "$attn" translate --model "$ensemble" "${decode_flags[@]}" >"$out/ensemble/command.txt"
+printf '\n' >>"$out/ensemble/command.txt"
+"$attn" eval --metric wer,per --ref "$data/test.tsv" --hyp "$out/ensemble/test.hyp" |
+  tee "$out/ensemble/scores.txt"
+wer=$("$attn" eval --metric wer --score-only --ref "$data/test.tsv" --hyp "$out/ensemble/test.hyp")
+per=$("$attn" eval --metric per --score-only --ref "$data/test.tsv" --hyp "$out/ensemble/test.hyp")
+printf '{"recipe":"%s","arch":"%s","members":%s,"data":"%s","decoding":"beam %s","wer":%s,"per":%s}\n' \
+  "$recipe" "$arch" "$members" "$data" "$beam" "$wer" "$per" >"$out/ensemble/scores.json"
+
+if [ "$distill" = 1 ]; then
+  if [ ! -s "$out/distilled.tsv" ]; then
+    printf '%s: translating the training words with the ensemble of %s\n' "$recipe" "$members"
+    distinct_words "$train" >"$out/train.words"
+    # Written under another name first, so that a stopped translation is not taken for a
+    # finished one by the next run.
+    "$attn" translate --model "$ensemble" "${decode_flags[@]}" <"$out/train.words" |
+      paste "$out/train.words" - >"$out/distilled.tsv.partial"
+    [ "$(wc -l <"$out/distilled.tsv.partial")" -eq "$(wc -l <"$out/train.words")" ] ||
+      die "translating the training words lost lines"
+    mv "$out/distilled.tsv.partial" "$out/distilled.tsv"
+    rm -f "$out/train.words"
+  fi
+  train_model "$out/student" "$((members + 1))" "$out/distilled.tsv"
+fi
+printf '%s: wrote %s/{member-1..%s,ensemble%s}\n' "$recipe" "$out" "$members" \
+  "$([ "$distill" = 1 ] && printf ',distilled.tsv,student')"
