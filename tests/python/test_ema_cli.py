@@ -11,10 +11,9 @@ import numpy as np
 import pytest
 
 import attn.optim as optim
-from attn_program import ATTN
+from attn_program import ATTN, TINY_TRANSFORMER_D32
 
-# A model small enough that a run takes a second or two on one core.
-TINY = ["--layers", "1", "--d-model", "32", "--heads", "2", "--ffn", "64", "--threads", "1"]
+TINY = [*TINY_TRANSFORMER_D32, "--threads", "1"]
 
 
 def run(*args, stdin=None, timeout=120):
