@@ -65,6 +65,19 @@ ATTN_API attn_adam_options attn_adam_default_options(attn_adam_variant variant);
 ATTN_API attn_status attn_adam_step(const attn_adam_options *options, int64_t *step, int64_t n,
                                     float *params, const float *grads, float *m, float *v);
 
+/* ---- exponential smoothing of the weights ------------------------------------------------ */
+
+/* One step of Marian's exponential smoothing (--exponential-smoothing): after an update that
+ * made the weights `values`, the smoothed copy moves towards them,
+ *   d = max(rate, 1 - (t + 1) / (t + 10)),   smoothed = (1 - d) smoothed + d values,
+ * with t = updates_before, the updates applied before this one (Adam's step count before its
+ * increment), so the first updates move the average fast (d = 0.9 at t = 0) and later ones by
+ * rate. Element-wise in float, (1 - d) and d rounded to float once: each element's result
+ * depends on nothing else, so not on the thread count or the instruction set. rate in
+ * [0, 1); smoothed and values must not overlap. */
+ATTN_API attn_status attn_ema_update(int64_t n, float *smoothed, const float *values, double rate,
+                                     int64_t updates_before);
+
 /* ---- gradients ------------------------------------------------------------------------ */
 
 /* sqrt(sum g^2) over the whole buffer, summed in double in an order that depends only on n

@@ -28,9 +28,11 @@
  *    under ATTN_SRC_TOKENIZER_KEY and ATTN_TGT_TOKENIZER_KEY) and a short summary
  *    (ATTN_TRAIN_SUMMARY_KEY). It holds the parameters of the best validation loss seen, or
  *    the last ones when there is no validation corpus. attn_model_load reads it.
+ *    With options.ema the model file holds the smoothed weights instead (see ema below).
  *  - the checkpoint (checkpoint_path): the same, plus Adam's moments under
  *    ATTN_CHECKPOINT_ADAM_M_PREFIX / ATTN_CHECKPOINT_ADAM_V_PREFIX + name (PyTorch's names for
- *    them) and the training state (ATTN_TRAIN_STATE_KEY): step, Adam's step count, the batch
+ *    them), the smoothed weights under ATTN_CHECKPOINT_EMA_PREFIX + name with options.ema,
+ *    and the training state (ATTN_TRAIN_STATE_KEY): step, Adam's step count, the batch
  *    position (epoch, batch index), best validation loss, early-stopping count, the training
  *    time, a fingerprint of the training data and every option that shapes the loss curve.
  *    It is written after each evaluation, every checkpoint_every steps, and when the run
@@ -70,6 +72,7 @@ extern "C" {
 #define ATTN_TRAIN_SUMMARY_KEY "attn_train_summary"
 #define ATTN_CHECKPOINT_ADAM_M_PREFIX "optimizer.exp_avg."
 #define ATTN_CHECKPOINT_ADAM_V_PREFIX "optimizer.exp_avg_sq."
+#define ATTN_CHECKPOINT_EMA_PREFIX "ema."
 
 /* ---- what the loop trains ------------------------------------------------------------- */
 
@@ -148,6 +151,14 @@ typedef struct attn_trainer_options {
      * weights, gradients and Adam's moments stay fp32, as do softmax, layer norm and the
      * loss). int8 is refused: it is a precision for decoding. */
     attn_precision precision;
+    /* Exponential smoothing of the weights (Marian's --exponential-smoothing), the rate in
+     * [0, 1); 0: off. On, the trainer keeps a smoothed copy S of the parameters, S = W when
+     * the run starts at step 0, and after every applied update (not a skipped one)
+     * attn_ema_update moves S towards the new weights W. Validation (keep-best,
+     * attn_trainer_evaluate) scores S and the model file holds S; the checkpoint holds W, the
+     * moments and S (under ATTN_CHECKPOINT_EMA_PREFIX + name). Costs one more copy of the
+     * parameters, and one pass over them per update. */
+    double ema;
     /* ---- stopping rules, evaluation and files: may change on resume ---- */
     int64_t max_epochs;         /* stop after this many epochs (0: no limit) */
     int64_t max_steps;          /* stop at this step (0: no limit) */
@@ -195,12 +206,14 @@ ATTN_API attn_status attn_trainer_create(const attn_trainable *model, const attn
 /* NULL is ignored. */
 ATTN_API void attn_trainer_destroy(attn_trainer *trainer);
 
-/* Restores the parameters, the moments and the state from a checkpoint, so that run
- * continues where it stopped. Fails, naming what differs, when the checkpoint's model
- * config, training data fingerprint or any curve-shaping option differ from this trainer's
- * (ATTN_ERR_INVALID_ARGUMENT), or when the file is not a checkpoint (ATTN_ERR_FORMAT). Every
- * check runs before anything changes, except that a tensor missing or malformed in the file
- * is found while reading, and then the parameters may be partly overwritten. */
+/* Restores the parameters, the moments, the smoothed weights and the state from a checkpoint,
+ * so that run continues where it stopped. Fails, naming what differs, when the checkpoint's
+ * model config, training data fingerprint or any curve-shaping option differ from this
+ * trainer's (ATTN_ERR_INVALID_ARGUMENT; a checkpoint written without ema holds no smoothed
+ * weights, so a trainer with ema refuses it rather than start the average over), or when the
+ * file is not a checkpoint (ATTN_ERR_FORMAT). Every check runs before anything changes, except
+ * that a tensor missing or malformed in the file is found while reading, and then the
+ * parameters may be partly overwritten. */
 ATTN_API attn_status attn_trainer_resume(attn_trainer *trainer, const char *checkpoint_path);
 /* The same from a checkpoint already open (read once with the model and tokenizers it holds:
  * attn_bundle_from_file); name is how messages call the file (NULL: "the file"). */
@@ -224,7 +237,8 @@ ATTN_API void attn_trainer_set_cancel_flag(attn_trainer *trainer,
                                            const volatile sig_atomic_t *flag);
 
 /* Scores the validation corpus: plain cross-entropy per target token and token accuracy,
- * with dropout off. Fails without a validation corpus. */
+ * with dropout off, of the smoothed weights with options.ema (the training weights are left
+ * as they were, to the bit). Fails without a validation corpus. */
 ATTN_API attn_status attn_trainer_evaluate(attn_trainer *trainer, double *loss,
                                            double *accuracy);
 
@@ -289,9 +303,9 @@ ATTN_API void attn_distributed_abort(int code);
 /* ---- checkpoints -------------------------------------------------------------------------- */
 
 /* The curve-shaping options stored in a checkpoint's state (batch_tokens, shuffle, seed,
- * accumulate, adam without no_decay, schedule, clip_norm), written over *options; the other
- * fields are left alone. Lets a program resume with the options the run started with. The
- * file is one opened with attn_tensor_file_open. */
+ * accumulate, adam without no_decay, schedule, clip_norm, precision, ema), written over
+ * *options; the other fields are left alone. Lets a program resume with the options the run
+ * started with. The file is one opened with attn_tensor_file_open. */
 ATTN_API attn_status attn_trainer_options_from_checkpoint(const attn_tensor_file *file,
                                                           attn_trainer_options *options);
 

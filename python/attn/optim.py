@@ -1,5 +1,6 @@
 """Optimizer pieces on flat NumPy buffers: attn_adam_step, gradient norm and clipping,
-gradient scaling, and the learning-rate schedules (attn_lr_at, attn_lr_at_time).
+gradient scaling, the exponential smoothing of the weights (attn_ema_update), and the
+learning-rate schedules (attn_lr_at, attn_lr_at_time).
 
 The update functions work in place, so the arrays they change must already be C-contiguous
 float32 (a copy would silently lose the update); any shape is taken as its flat buffer.
@@ -63,6 +64,9 @@ lib.attn_clip_grad_norm.argtypes = [ctypes.c_int64, c_float_p, ctypes.c_double,
                                     ctypes.POINTER(ctypes.c_double)]
 lib.attn_scale_grads.restype = ctypes.c_int
 lib.attn_scale_grads.argtypes = [ctypes.c_int64, c_float_p, ctypes.c_float]
+lib.attn_ema_update.restype = ctypes.c_int
+lib.attn_ema_update.argtypes = [ctypes.c_int64, c_float_p, c_float_p, ctypes.c_double,
+                                ctypes.c_int64]
 lib.attn_lr_at.restype = ctypes.c_int
 lib.attn_lr_at.argtypes = [ctypes.POINTER(LrSchedule), ctypes.c_int64,
                            ctypes.POINTER(ctypes.c_double)]
@@ -124,6 +128,19 @@ def scale_grads(grads, factor):
     """grads *= factor in place (1 / k to average k accumulated batches)."""
     grads = _in_place("grads", grads)
     check(lib.attn_scale_grads(grads.size, ptr(grads), factor), "attn_scale_grads")
+
+
+def ema_update(smoothed, values, ema, step):
+    """Marian's exponential smoothing, as attn train --ema does it after each update, in
+    place: smoothed = (1 - d) smoothed + d values with d = max(ema, 1 - (step + 1) / (step +
+    10)); step counts the updates made before the one that gave values (the step adam_step
+    was given). ema in [0, 1)."""
+    smoothed = _in_place("smoothed", smoothed)
+    values = as_float32("values", values)
+    if values.size != smoothed.size:
+        raise ValueError(f"values: {values.size} values for {smoothed.size} smoothed ones")
+    check(lib.attn_ema_update(smoothed.size, ptr(smoothed), ptr(values), ema, step),
+          "attn_ema_update")
 
 
 def _schedule(kind, lr, factor, d_model, warmup_steps, total_steps, min_lr, total_seconds):

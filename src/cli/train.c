@@ -242,6 +242,8 @@ static void say_plan(const attn_trainer_options *o, double time_limit)
                 attn_precision_native(o->precision)
                     ? ""
                     : " (emulated: no AVX512_BF16 here, so slower)");
+    if (o->ema > 0.0)
+        fprintf(stderr, "; validates and saves the weights' moving average (ema %g)", o->ema);
     if (o->max_epochs > 0)
         fprintf(stderr, "; stops after %lld epochs", (long long)o->max_epochs);
     if (o->max_steps > 0)

@@ -28,6 +28,7 @@ typedef struct train_args {
     int bidirectional, no_bidirectional, input_feeding, reverse_source, no_valid;
     double dropout, label_smoothing;
     double lr, min_lr, weight_decay, clip_norm, time_limit;
+    double ema; /* the smoothing rate of the weights' moving average (0: off) */
     int64_t warmup, batch_tokens, accumulate, epochs, max_steps, seed, threads;
     int64_t eval_every, patience, checkpoint_every, log_every, max_skipped, check_every;
     int64_t max_len; /* longest pair kept, in tokens of either side (0: no limit) */

@@ -155,6 +155,12 @@ static const cli_option train_options[] = {
                 "sums, fp32 weights, gradients and optimizer state; fast with AVX512_BF16, "
                 "emulated elsewhere) [fp32]"),
      .choices = precision_names, .choice_values = precision_values, .group = GROUP_TRAINING},
+    {CLI_OPTION("--ema", CLI_NUMBER, FIELD(ema), "RATE",
+                "exponential smoothing of the weights (Marian's): validate and save a moving "
+                "average S of the weights, S = (1-d) S + d W after each update with d = max(RATE, "
+                "9 / (updates + 10)); e.g. --ema 1e-3. The checkpoint keeps the training weights "
+                "and S (0: off) [0]"),
+     .group = GROUP_TRAINING},
     {CLI_OPTION("--seed", CLI_INT, FIELD(seed), "N",
                 "seed of the initial weights, batch order and dropout [1]"),
      .min = 0, .max = INFINITY, .group = GROUP_TRAINING},
@@ -305,6 +311,10 @@ static int check_args(const train_args *a)
     if (a->no_valid && (a->valid != NULL || a->valid_src != NULL))
         return train_usage_error("give --valid (or --valid-src/--valid-tgt) or --no-valid, not "
                                  "both");
+    if (!(a->ema >= 0.0 && a->ema < 1.0))
+        return train_usage_error("--ema %g: the smoothing rate must be in [0, 1) (1e-4 to 1e-3 "
+                                 "are usual; 0 turns it off)",
+                                 a->ema);
     /* The checkpoint holds a resumed run's schedule; a new one must know where it ends. */
     if (a->resume == NULL && a->schedule == ATTN_LR_COSINE && a->max_steps <= 0 && a->epochs <= 0 &&
         !(a->time_limit > 0.0))
@@ -349,6 +359,7 @@ attn_status train_options_for_new_run(const train_args *a, int64_t width, int64_
     o->seed = (uint64_t)a->seed;
     o->clip_norm = a->clip_norm;
     o->precision = (attn_precision)a->precision;
+    o->ema = a->ema;
     /* The trainer's betas and epsilon (the paper's), the variant's weight decay. */
     const double beta2 = o->adam.beta2, eps = o->adam.eps;
     o->adam = attn_adam_default_options((attn_adam_variant)a->optimizer);
@@ -399,6 +410,8 @@ void train_options_overlay(const train_args *a, attn_trainer_options *o)
         o->clip_norm = a->clip_norm;
     if (train_args_given(a, "--precision"))
         o->precision = (attn_precision)a->precision;
+    if (train_args_given(a, "--ema"))
+        o->ema = a->ema;
     if (train_args_given(a, "--weight-decay"))
         o->adam.weight_decay = a->weight_decay;
     if (train_args_given(a, "--optimizer"))

@@ -59,6 +59,9 @@ static int add_options(cJSON *object, const attn_trainer *t)
     ok = ok && add_number(object, "accumulate", (double)o->accumulate);
     ok = ok && add_number(object, "clip_norm", o->clip_norm);
     ok = ok && add_string(object, "precision", attn_precision_name(o->precision));
+    /* Absent when off, as in the checkpoints of builds before it. */
+    if (o->ema > 0.0)
+        ok = ok && add_number(object, "ema", o->ema);
     ok = ok && add_string(adam, "variant", variant_names[o->adam.variant]);
     ok = ok && add_number(adam, "beta1", o->adam.beta1);
     ok = ok && add_number(adam, "beta2", o->adam.beta2);
@@ -170,10 +173,26 @@ static attn_status write_file(attn_trainer *t, const char *path, size_t n_tensor
     return status;
 }
 
+/* Points tensors (described over the values buffer) at the same places in the smoothed
+ * weights, under names (NULL: keep the values' names). */
+static void point_at_smoothed(const attn_trainer *t, const float *smoothed,
+                              attn_named_tensor *tensors, size_t count, char *const *names)
+{
+    const float *values = attn_params_buffer(t->params, ATTN_PARAM_VALUES);
+    for (size_t i = 0; i < count; i++) {
+        tensors[i].data = smoothed + ((const float *)tensors[i].data - values);
+        if (names != NULL)
+            tensors[i].name = names[i];
+    }
+}
+
 attn_status attn_trainer_write_model_file(attn_trainer *t, const char *path)
 {
     size_t count = attn_params_count(t->params);
     ATTN_TRY(attn_params_tensors(t->params, ATTN_PARAM_VALUES, NULL, t->tensors, count));
+    const float *smoothed = attn_trainer_smoothed(t);
+    if (smoothed != NULL)
+        point_at_smoothed(t, smoothed, t->tensors, count, NULL);
     char *summary = NULL;
     ATTN_TRY(summary_json(t, &summary));
     attn_status status = write_file(t, path, count, ATTN_TRAIN_SUMMARY_KEY, summary);
@@ -193,9 +212,16 @@ attn_status attn_trainer_save_checkpoint(attn_trainer *trainer, const char *path
                                  t->tensors + count, count));
     ATTN_TRY(attn_params_tensors(store, ATTN_PARAM_ADAM_V, ATTN_CHECKPOINT_ADAM_V_PREFIX,
                                  t->tensors + 2 * count, count));
+    size_t n_tensors = 3 * count;
+    const float *smoothed = attn_trainer_smoothed(t);
+    if (smoothed != NULL) {
+        memcpy(t->tensors + n_tensors, t->tensors, count * sizeof *t->tensors);
+        point_at_smoothed(t, smoothed, t->tensors + n_tensors, count, t->smoothed_names);
+        n_tensors += count;
+    }
     char *state = NULL;
     ATTN_TRY(attn_trainer_state_json(t, &state));
-    attn_status status = write_file(t, path, 3 * count, ATTN_TRAIN_STATE_KEY, state);
+    attn_status status = write_file(t, path, n_tensors, ATTN_TRAIN_STATE_KEY, state);
     free(state);
     return status;
 }
@@ -342,6 +368,11 @@ static attn_status read_options(const json_reader *r, const cJSON *root, attn_tr
     ATTN_TRY(read_int(r, options, "accumulate", 1, &o->accumulate));
     ATTN_TRY(read_number(r, options, "clip_norm", &o->clip_norm));
     ATTN_TRY(read_precision(r, options, &o->precision));
+    ATTN_TRY(read_number_or(r, options, "ema", 0.0, &o->ema));
+    if (!(o->ema >= 0.0 && o->ema < 1.0))
+        return attn_fail(ATTN_ERR_FORMAT,
+                         "%s: %s: training state field \"ema\" must be in [0, 1), got %g", r->fn,
+                         r->path, o->ema);
     ATTN_TRY(read_object(r, options, "optimizer", &adam));
     int variant = 0, kind = 0;
     ATTN_TRY(read_name(r, adam, "variant", variant_names, COUNT(variant_names), &variant));
@@ -458,6 +489,13 @@ static attn_status compare_options(const json_reader *r, const attn_trainer *t,
     }
     ATTN_TRY(compare_number(r, "accumulate", (double)s->accumulate, (double)o->accumulate));
     ATTN_TRY(compare_number(r, "clip_norm", s->clip_norm, o->clip_norm));
+    if (s->ema == 0.0 && o->ema > 0.0)
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                         "%s: %s: the checkpoint's run had no ema (exponential smoothing), so it "
+                         "holds no smoothed weights to continue; resume it without ema, or start "
+                         "a new run with ema",
+                         r->fn, r->path);
+    ATTN_TRY(compare_number(r, "ema (the smoothing rate)", s->ema, o->ema));
     if (s->precision != o->precision)
         return differs(r, "the precision", attn_precision_name(s->precision),
                        attn_precision_name(o->precision));
@@ -508,6 +546,31 @@ static attn_status compare_config(const json_reader *r, attn_trainer *t,
                            r->fn, r->path, stored, ours);
     free(ours);
     return status;
+}
+
+static attn_status load_smoothed(attn_trainer *t, const json_reader *r,
+                                 const attn_tensor_file *file)
+{
+    const size_t count = attn_params_count(t->params);
+    for (size_t i = 0; i < count; i++) {
+        attn_param_info info;
+        ATTN_TRY(attn_params_info(t->params, (attn_param_id)i, &info));
+        const char *name = t->smoothed_names[i];
+        float *smoothed = t->smoothed + info.offset;
+        if (!attn_tensor_file_contains(file, name))
+            return attn_fail(ATTN_ERR_FORMAT,
+                             "%s: %s: the checkpoint's run had ema but the file has no smoothed "
+                             "weights \"%s\"",
+                             r->fn, r->path, name);
+        ATTN_TRY(attn_tensor_file_read_f32(file, name, info.ndim, info.shape, smoothed));
+        for (int64_t j = 0; j < info.numel; j++)
+            if (!isfinite(smoothed[j]))
+                return attn_fail(ATTN_ERR_FORMAT,
+                                 "%s: %s: tensor '%s' holds %g at element %lld; the checkpoint is "
+                                 "corrupted",
+                                 r->fn, r->path, name, (double)smoothed[j], (long long)j);
+    }
+    return ATTN_OK;
 }
 
 static attn_status restore(attn_trainer *t, const json_reader *r, const attn_tensor_file *file,
@@ -565,6 +628,10 @@ static attn_status restore(attn_trainer *t, const json_reader *r, const attn_ten
     ATTN_TRY(attn_params_load(store, file, ATTN_PARAM_VALUES, NULL));
     ATTN_TRY(attn_params_load(store, file, ATTN_PARAM_ADAM_M, ATTN_CHECKPOINT_ADAM_M_PREFIX));
     ATTN_TRY(attn_params_load(store, file, ATTN_PARAM_ADAM_V, ATTN_CHECKPOINT_ADAM_V_PREFIX));
+    if (t->smoothed != NULL) {
+        ATTN_TRY(load_smoothed(t, r, file));
+        t->smoothed_ready = 1;
+    }
     t->step = step;
     t->adam_step = adam_step;
     t->best_valid_loss = best;

@@ -67,6 +67,10 @@ static attn_status check_options(const attn_trainer_options *o)
     ATTN_CHECK_ARG(o->precision == ATTN_PRECISION_FP32 || o->precision == ATTN_PRECISION_BF16,
                    "%s: precision must be fp32 or bf16 for training, got %s", fn,
                    attn_precision_name(o->precision));
+    ATTN_CHECK_ARG(o->ema >= 0.0 && o->ema < 1.0,
+                   "%s: ema (the smoothing rate) must be in [0, 1), got %g (0 turns it off; "
+                   "Marian's usual rate is 1e-4)",
+                   fn, o->ema);
     ATTN_CHECK_ARG(o->clip_norm >= 0.0 && isfinite(o->clip_norm),
                    "%s: clip_norm must be finite and >= 0, got %g", fn, o->clip_norm);
     ATTN_CHECK_ARG(o->max_epochs >= 0 && o->max_steps >= 0,
@@ -159,6 +163,36 @@ static uint64_t fingerprint(const attn_corpus *corpus)
     return h;
 }
 
+/* The smoothed weights' buffer and their names in the checkpoint (prefix + name). */
+static attn_status create_smoothed(attn_trainer *t)
+{
+    static const char fn[] = "attn_trainer_create";
+    const size_t count = attn_params_count(t->params);
+    const size_t prefix = strlen(ATTN_CHECKPOINT_EMA_PREFIX);
+    size_t text = 0;
+    for (size_t i = 0; i < count; i++) {
+        attn_param_info info;
+        ATTN_TRY(attn_params_info(t->params, (attn_param_id)i, &info));
+        text += prefix + strlen(info.name) + 1;
+    }
+    /* calloc: the padding between parameters stays zero, as in the store's buffers. */
+    t->smoothed = calloc(attn_params_buffer_floats(t->params) + 1, sizeof(float));
+    t->smoothed_names = malloc((count + 1) * sizeof *t->smoothed_names + text);
+    if (t->smoothed == NULL || t->smoothed_names == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    char *cursor = (char *)(t->smoothed_names + count + 1);
+    for (size_t i = 0; i < count; i++) {
+        attn_param_info info;
+        ATTN_TRY(attn_params_info(t->params, (attn_param_id)i, &info));
+        const size_t length = strlen(info.name) + 1;
+        t->smoothed_names[i] = cursor;
+        memcpy(cursor, ATTN_CHECKPOINT_EMA_PREFIX, prefix);
+        memcpy(cursor + prefix, info.name, length);
+        cursor += prefix + length;
+    }
+    return ATTN_OK;
+}
+
 static attn_status create(attn_trainer *t, const attn_trainable *model, const attn_corpus *train,
                           const attn_corpus *valid, const attn_trainer_options *options)
 {
@@ -210,10 +244,12 @@ static attn_status create(attn_trainer *t, const attn_trainable *model, const at
             return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
     size_t count = attn_params_count(t->params);
-    t->tensors = calloc(3 * count + 1, sizeof *t->tensors);
+    t->tensors = calloc(4 * count + 1, sizeof *t->tensors);
     if (t->tensors == NULL)
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     size_t floats = attn_params_buffer_floats(t->params);
+    if (options->ema > 0.0)
+        ATTN_TRY(create_smoothed(t));
     memset(attn_params_buffer(t->params, ATTN_PARAM_ADAM_M), 0, floats * sizeof(float));
     memset(attn_params_buffer(t->params, ATTN_PARAM_ADAM_V), 0, floats * sizeof(float));
     attn_graph_set_precision(t->graph, options->precision);
@@ -267,6 +303,8 @@ void attn_trainer_destroy(attn_trainer *trainer)
     free(trainer->metadata);
     free(trainer->no_decay);
     free(trainer->tensors);
+    free(trainer->smoothed);
+    free(trainer->smoothed_names);
     free(trainer->best_path);
     free(trainer->checkpoint_path);
     free(trainer);
@@ -439,11 +477,16 @@ static attn_status train_step(attn_trainer *t, attn_train_event *event)
     if (!skipped) {
         attn_adam_options adam = o->adam;
         adam.lr = lr;
-        ATTN_TRY(attn_adam_step(&adam, &t->adam_step, n,
-                                attn_params_buffer(store, ATTN_PARAM_VALUES), grads,
+        const int64_t updates_before = t->adam_step;
+        float *values = attn_params_buffer(store, ATTN_PARAM_VALUES);
+        /* Fixes the average's start at the weights before the first update. */
+        attn_trainer_smoothed(t);
+        ATTN_TRY(attn_adam_step(&adam, &t->adam_step, n, values, grads,
                                 attn_params_buffer(store, ATTN_PARAM_ADAM_M),
                                 attn_params_buffer(store, ATTN_PARAM_ADAM_V)));
         attn_params_values_changed(store);
+        if (t->smoothed != NULL)
+            ATTN_TRY(attn_ema_update(n, t->smoothed, values, o->ema, updates_before));
     }
     t->step++;
     t->last_loss = loss_sum;
@@ -479,8 +522,35 @@ static int writes_files(const attn_trainer *t)
 
 /* ---- evaluation ---------------------------------------------------------------------------- */
 
-static attn_status score_validation(attn_trainer *trainer, double *loss, double *accuracy,
-                                    int64_t *scored)
+const float *attn_trainer_smoothed(attn_trainer *trainer)
+{
+    if (trainer->smoothed == NULL)
+        return NULL;
+    if (!trainer->smoothed_ready) {
+        memcpy(trainer->smoothed, attn_params_buffer(trainer->params, ATTN_PARAM_VALUES),
+               attn_params_buffer_floats(trainer->params) * sizeof(float));
+        trainer->smoothed_ready = 1;
+    }
+    return trainer->smoothed;
+}
+
+/* Exchanges the weights and the smoothed weights in place: twice leaves both as they were, to
+ * the bit, and needs no third copy. */
+static void swap_smoothed(attn_trainer *t)
+{
+    float *values = attn_params_buffer(t->params, ATTN_PARAM_VALUES);
+    const size_t n = attn_params_buffer_floats(t->params);
+    for (size_t i = 0; i < n; i++) {
+        const float value = values[i];
+        values[i] = t->smoothed[i];
+        t->smoothed[i] = value;
+    }
+    attn_params_values_changed(t->params);
+}
+
+/* Scores the parameter values as they are. */
+static attn_status score_values(attn_trainer *trainer, double *loss, double *accuracy,
+                                int64_t *scored)
 {
     attn_batcher *batches = trainer->valid_batches;
     ATTN_TRY(attn_batcher_seek(batches, 0, 0));
@@ -507,6 +577,18 @@ static attn_status score_validation(attn_trainer *trainer, double *loss, double 
     *accuracy = tokens > 0 ? (double)correct / (double)tokens : 0.0;
     *scored = tokens;
     return ATTN_OK;
+}
+
+/* Scores the weights validation judges: the smoothed ones with options.ema. */
+static attn_status score_validation(attn_trainer *trainer, double *loss, double *accuracy,
+                                    int64_t *scored)
+{
+    if (attn_trainer_smoothed(trainer) == NULL)
+        return score_values(trainer, loss, accuracy, scored);
+    swap_smoothed(trainer);
+    attn_status status = score_values(trainer, loss, accuracy, scored);
+    swap_smoothed(trainer);
+    return status;
 }
 
 attn_status attn_trainer_evaluate(attn_trainer *trainer, double *loss, double *accuracy)

@@ -23,8 +23,13 @@ struct attn_trainer {
     /* This rank's earlier micro-batches of an update, summed, while the next one's gradient
      * is computed from zero (NULL when this rank never has more than one per update). */
     float *local_sum;
-    /* Space to describe values and both moments for one checkpoint write. */
+    /* Space to describe values, both moments and the smoothed weights for one checkpoint
+     * write. */
     attn_named_tensor *tensors;
+    /* With options.ema: the smoothed weights (the values buffer's layout) and their tensor
+     * names in the checkpoint (one block of strings); NULL without. */
+    float *smoothed;
+    char **smoothed_names;
     uint64_t data_fingerprint;
 
     /* ---- the state a checkpoint keeps ---- */
@@ -32,6 +37,8 @@ struct attn_trainer {
     double best_valid_loss;
     int64_t best_step, evals_since_best;
     int64_t last_eval_step; /* -1: none yet */
+    /* smoothed holds the average (copied from the weights at step 0, or read on resume). */
+    int smoothed_ready;
     const volatile sig_atomic_t *cancel_flag;
     /* Training time of the finished runs, those before the checkpoint included: with the
      * current run's time, the clock of a cosine annealed over total_seconds. */
@@ -50,9 +57,13 @@ struct attn_trainer {
 /* Training time so far: train_seconds plus the current run's (the clock its time limit
  * reads). */
 ATTN_INTERNAL double attn_trainer_seconds(const attn_trainer *trainer);
+/* The smoothed weights with options.ema (NULL without): a copy of the weights until the first
+ * update is applied. */
+ATTN_INTERNAL const float *attn_trainer_smoothed(attn_trainer *trainer);
 /* JSON of the training state (malloc'ed). */
 ATTN_INTERNAL attn_status attn_trainer_state_json(const attn_trainer *trainer, char **json);
-/* Writes the model file (values, config, caller metadata, a summary) to path. */
+/* Writes the model file (values, or the smoothed weights with options.ema; config, caller
+ * metadata, a summary) to path. */
 ATTN_INTERNAL attn_status attn_trainer_write_model_file(attn_trainer *trainer, const char *path);
 
 #endif /* ATTN_TRAIN_LOOP_INTERNAL_H */

@@ -8,6 +8,7 @@
 /* Elements per thread below which splitting costs more than it saves. */
 #define ADAM_MIN_CHUNK ((int64_t)1 << 14)
 #define SCALE_MIN_CHUNK ((int64_t)1 << 15)
+#define EMA_MIN_CHUNK ((int64_t)1 << 15)
 
 /* The gradient norm sums blocks whose size depends only on n (at least NORM_MIN_BLOCK
  * elements, at most NORM_MAX_BLOCKS of them), then adds the block sums in order. */
@@ -256,6 +257,46 @@ attn_status attn_adam_step(const attn_adam_options *options, int64_t *step, int6
     else
         ctx.decayed.l2_decay = (float)o->weight_decay;
     attn_parallel_for(n, ADAM_MIN_CHUNK, adam_range, &ctx);
+    return ATTN_OK;
+}
+
+/* ---- exponential smoothing ----------------------------------------------------------------- */
+
+typedef struct ema_ctx {
+    float *smoothed;
+    const float *values;
+    float keep, take;
+} ema_ctx;
+
+/* Memory-bound like scale_range: the compiler's vectors serve every instruction set, and the
+ * same two roundings happen per element in its vector and scalar code. */
+static void ema_range(void *ctx, int64_t begin, int64_t end, int thread_index)
+{
+    (void)thread_index;
+    const ema_ctx *c = ctx;
+    for (int64_t i = begin; i < end; i++)
+        c->smoothed[i] = c->keep * c->smoothed[i] + c->take * c->values[i];
+}
+
+attn_status attn_ema_update(int64_t n, float *smoothed, const float *values, double rate,
+                            int64_t updates_before)
+{
+    static const char fn[] = "attn_ema_update";
+    ATTN_CHECK_ARG(n >= 0, "%s: n must be >= 0, got %lld", fn, (long long)n);
+    ATTN_CHECK_ARG(rate >= 0.0 && rate < 1.0, "%s: rate must be in [0, 1), got %g", fn, rate);
+    ATTN_CHECK_ARG(updates_before >= 0, "%s: updates_before must be >= 0, got %lld", fn,
+                   (long long)updates_before);
+    if (n == 0)
+        return ATTN_OK;
+    ATTN_CHECK_NOT_NULL(smoothed);
+    ATTN_CHECK_NOT_NULL(values);
+    ATTN_CHECK_ARG(smoothed + n <= values || values + n <= smoothed,
+                   "%s: smoothed and values must not overlap", fn);
+    const double t = (double)updates_before;
+    const double warm = 1.0 - (t + 1.0) / (t + 10.0);
+    const double d = rate > warm ? rate : warm;
+    ema_ctx ctx = {smoothed, values, (float)(1.0 - d), (float)d};
+    attn_parallel_for(n, EMA_MIN_CHUNK, ema_range, &ctx);
     return ATTN_OK;
 }
 

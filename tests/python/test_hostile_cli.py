@@ -262,7 +262,8 @@ BAD_TRAIN_ARGS = [
     ["--time-limit", "-5"], ["--time-limit", "nan"], ["--seed", "-1"], ["--dropout", "1.5"],
     ["--warmup", "-3"], ["--epochs", "-1"], ["--accumulate", "0"], ["--arch", "perceptron"],
     ["--out"], ["--train"], ["--bogus-option", "1"], ["--layers", "99999999999999999999"],
-    ["--label-smoothing", "2"], ["--clip-norm", "nan"],
+    ["--label-smoothing", "2"], ["--clip-norm", "nan"], ["--ema", "1"], ["--ema", "-0.1"],
+    ["--ema", "nan"],
 ]
 
 
