@@ -258,6 +258,19 @@ static void forward_step_rows(void *ctx, int64_t begin, int64_t end, int thread_
     }
 }
 
+static void select_gate_math(step_job *job)
+{
+    job->gru = attn_rnn_gru_forward_portable;
+    job->lstm = attn_rnn_lstm_forward_portable;
+    if (attn_active_isa() == ATTN_ISA_AVX2) {
+        job->gru = attn_rnn_gru_forward_avx2;
+        job->lstm = attn_rnn_lstm_forward_avx2;
+    } else if (attn_active_isa() == ATTN_ISA_AVX512) {
+        job->gru = attn_rnn_gru_forward_avx512;
+        job->lstm = attn_rnn_lstm_forward_avx512;
+    }
+}
+
 static attn_status fast_forward(const attn_rnn_forward_args *a)
 {
     const attn_rnn_layout *l = &a->layout;
@@ -272,16 +285,8 @@ static attn_status fast_forward(const attn_rnn_forward_args *a)
                     .state_h = a->workspace + l->work_state_h,
                     .state_c = a->workspace + l->work_state_c,
                     .rows = a->workspace + l->work_rows,
-                    .fwd = a,
-                    .gru = attn_rnn_gru_forward_portable,
-                    .lstm = attn_rnn_lstm_forward_portable};
-    if (attn_active_isa() == ATTN_ISA_AVX2) {
-        job.gru = attn_rnn_gru_forward_avx2;
-        job.lstm = attn_rnn_lstm_forward_avx2;
-    } else if (attn_active_isa() == ATTN_ISA_AVX512) {
-        job.gru = attn_rnn_gru_forward_avx512;
-        job.lstm = attn_rnn_lstm_forward_avx512;
-    }
+                    .fwd = a};
+    select_gate_math(&job);
     sort_by_length(a->lengths, B, T, order);
 
     /* Biases are preloaded so that the GEMMs add them in their own precision. */
@@ -605,4 +610,62 @@ attn_status attn_rnn_cell_backward(const attn_rnn_cell_dims *dims, const attn_rn
     RNN_NOT_NULL(fn, saved);
     RNN_NOT_NULL(fn, workspace);
     return run_backward(&args);
+}
+
+/* ---- one step from the caller's projections ------------------------------------------- */
+
+int64_t attn_rnn_cell_gate_stride(attn_rnn_cell cell, int64_t hidden)
+{
+    return (cell == ATTN_RNN_LSTM ? 5 : 4) * hidden;
+}
+
+typedef struct projected_job {
+    step_job gates;
+    attn_rnn_cell cell;
+    int64_t hidden;
+    float *rows;
+    const float *gh, *h, *c;
+    float *h_out, *c_out;
+} projected_job;
+
+static void projected_rows(void *ctx, int64_t begin, int64_t end, int thread_index)
+{
+    (void)thread_index;
+    const projected_job *job = ctx;
+    const int64_t H = job->hidden, G = (job->cell == ATTN_RNN_LSTM ? 4 : 3) * H;
+    const int64_t stride = attn_rnn_cell_gate_stride(job->cell, H);
+    for (int64_t b = begin; b < end; b++) {
+        float *h = job->h_out + b * H;
+        if (job->h == NULL)
+            memset(h, 0, (size_t)H * sizeof(float));
+        else if (job->h + b * H != h)
+            memcpy(h, job->h + b * H, (size_t)H * sizeof(float));
+        if (job->cell == ATTN_RNN_GRU) {
+            job->gates.gru(H, job->rows + b * stride, job->gh + b * G, h, h);
+            continue;
+        }
+        float *c = job->c_out + b * H;
+        if (job->c == NULL)
+            memset(c, 0, (size_t)H * sizeof(float));
+        else if (job->c + b * H != c)
+            memcpy(c, job->c + b * H, (size_t)H * sizeof(float));
+        job->gates.lstm(H, job->rows + b * stride, job->gh + b * G, h, c, h);
+    }
+}
+
+void attn_rnn_cell_forward_projected(attn_rnn_cell cell, int64_t batch, int64_t hidden,
+                                     float *gates, const float *gh, const float *h, const float *c,
+                                     float *h_out, float *c_out)
+{
+    projected_job job = {.cell = cell,
+                         .hidden = hidden,
+                         .rows = gates,
+                         .gh = gh,
+                         .h = h,
+                         .c = c,
+                         .h_out = h_out,
+                         .c_out = c_out};
+    select_gate_math(&job.gates);
+    const attn_rnn_layout layout = {.gate_stride = attn_rnn_cell_gate_stride(cell, hidden)};
+    attn_parallel_for(batch, rows_per_chunk(&layout), projected_rows, &job);
 }

@@ -90,6 +90,18 @@ ATTN_INTERNAL void attn_rnn_gru_forward_avx512(int64_t hidden, float *gates, con
 ATTN_INTERNAL void attn_rnn_lstm_forward_avx512(int64_t hidden, float *gates, const float *gh,
                                                 float *h, float *c, float *out);
 
+/* One step of a cell whose two projections the caller computed (a model decoding with
+ * weights stored in bf16 or int8 multiplies them with those): gates [batch, stride] holds
+ * x W_ih^T + b_ih in its first G = 3H (GRU) or 4H (LSTM) columns, stride =
+ * attn_rnn_cell_gate_stride, and is overwritten; gh [batch, G] = h W_hh^T + b_hh. h and c
+ * [batch, H] (NULL: zeros; c for LSTM only) give h_out and c_out [batch, H]; h_out may be h
+ * and c_out c. The gate math is the cell's own (attn_rnn_cell_forward's), rows in parallel. */
+ATTN_INTERNAL int64_t attn_rnn_cell_gate_stride(attn_rnn_cell cell, int64_t hidden);
+ATTN_INTERNAL void attn_rnn_cell_forward_projected(attn_rnn_cell cell, int64_t batch,
+                                                   int64_t hidden, float *gates, const float *gh,
+                                                   const float *h, const float *c, float *h_out,
+                                                   float *c_out);
+
 /* The backward of one sentence at one step, in float, for every instruction set: with no
  * transcendental function left it takes ~0.8 us per sentence and step at H = 256, a few
  * percent of the step's GEMMs, so SIMD would buy nothing measurable. No pointer aliases
