@@ -214,9 +214,9 @@ static attn_status check_state(const char *fn, const char *what, const attn_var 
 }
 
 /* A step of a model decoding with its weights stored in bf16 or int8 (attn_ad_stored_weight):
- * both projections multiply the stored matrices, packed once at load (the kernel's own step
- * would multiply the fp32 copies, repacking nothing but rounding nothing either), then the
- * kernel's gate math. Nothing is recorded. */
+ * both projections multiply the stored matrices, packed once at load, where the cell kernel
+ * would multiply their fp32 copies; then the kernel's own gate math. Nothing is recorded, so
+ * the kernel's saved buffer (for the backward) is not needed. */
 static attn_status rnn_cell_stored(attn_graph *graph, attn_rnn_cell cell,
                                    const attn_rnn_vars *params, const attn_var *x,
                                    const attn_var *h, const attn_var *c, attn_var *h_new,

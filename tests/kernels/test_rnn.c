@@ -2,6 +2,7 @@
  * with lengths and both directions), its backward against finite differences, then the
  * library (every instruction set, cell and layer APIs) against it. */
 #include "../attention/classic_test_util.h"
+#include "kernels/rnn_internal.h"
 
 #include <stdlib.h>
 
@@ -657,6 +658,69 @@ static void test_cell_steps_match_reference(void)
         }
 }
 
+/* A step from projections computed elsewhere (a model decoding with bf16 or int8 weights
+ * computes them with its stored matrices): given the exact projections (in double, rounded
+ * once), the gate math and the state handling (zeros for a NULL state, h_out over h in place)
+ * match the double reference at the tolerance of the cell API above. */
+static void test_cell_from_projections_matches_reference(void)
+{
+    for (int cell = ATTN_RNN_GRU; cell <= ATTN_RNN_LSTM; cell++)
+        for (int with_state = 0; with_state < 2; with_state++) {
+            problem p = make_problem((attn_rnn_cell)cell, 3, 4, 7, 17,
+                                     WITH_BIAS | (with_state ? WITH_H0 : 0), 1.0, 6100);
+            const int64_t B = p.B, T = p.T, I = p.I, H = p.H, G = gate_rows(&p);
+            const int64_t stride = attn_rnn_cell_gate_stride(p.cell, H);
+            CHECK(stride == G + H, "the gate math keeps H values beside the G gates");
+            trace t = new_trace(&p);
+            forward(&p, &t);
+            attn_isa isas[4];
+            const int n_isas = supported_isas(isas);
+            for (int i = 0; i < n_isas; i++) {
+                CHECK_OK(attn_set_isa(isas[i]));
+                float *gates = new_floats((size_t)(B * stride)), *gh = new_floats((size_t)(B * G));
+                float *h = new_floats((size_t)(B * H)), *c = new_floats((size_t)(B * H));
+                float *out = new_floats(n_out(&p));
+                if (with_state) {
+                    for (size_t k = 0; k < n_state(&p); k++) {
+                        h[k] = (float)p.h0[k];
+                        c[k] = is_lstm(&p) ? (float)p.c0[k] : 0.0f;
+                    }
+                }
+                for (int64_t s = 0; s < T; s++) {
+                    const int zeros = s == 0 && !with_state;
+                    for (int64_t b = 0; b < B; b++)
+                        for (int64_t g = 0; g < G; g++) {
+                            double x_part = p.b_ih[g], h_part = p.b_hh[g];
+                            for (int64_t k = 0; k < I; k++)
+                                x_part += p.x[(b * T + s) * I + k] * p.w_ih[g * I + k];
+                            for (int64_t k = 0; k < H && !zeros; k++)
+                                h_part += (double)h[b * H + k] * p.w_hh[g * H + k];
+                            gates[b * stride + g] = (float)x_part;
+                            gh[b * G + g] = (float)h_part;
+                        }
+                    attn_rnn_cell_forward_projected(p.cell, B, H, gates, gh, zeros ? NULL : h,
+                                                    zeros ? NULL : c, h, is_lstm(&p) ? c : NULL);
+                    for (int64_t b = 0; b < B; b++)
+                        memcpy(out + (b * T + s) * H, h + b * H, (size_t)H * sizeof(float));
+                }
+                char what[96];
+                snprintf(what, sizeof what, "projected %s %s %s", cell ? "lstm" : "gru",
+                         with_state ? "h0" : "zeros", attn_isa_name(isas[i]));
+                CHECK_ARRAYS_CLOSE(what, out, t.out, n_out(&p), 2e-6, 2e-5);
+                if (is_lstm(&p))
+                    CHECK_ARRAYS_CLOSE(what, c, t.c_n, n_state(&p), 2e-6, 2e-5);
+                free(gates);
+                free(gh);
+                free(h);
+                free(c);
+                free(out);
+            }
+            CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
+            free_trace(&t);
+            free_problem(&p);
+        }
+}
+
 /* ---- layouts, padding, determinism --------------------------------------------------- */
 
 /* Both directions of a bidirectional layer write one [B, T, 2H] buffer; each half equals
@@ -941,6 +1005,7 @@ int main(void)
     RUN_TEST(test_threaded_batch_matches_reference);
     RUN_TEST(test_saturated_gates);
     RUN_TEST(test_cell_steps_match_reference);
+    RUN_TEST(test_cell_from_projections_matches_reference);
     RUN_TEST(test_bidirectional_shared_buffer);
     RUN_TEST(test_final_states_and_empty_sentences);
     RUN_TEST(test_runs_are_bit_identical);
