@@ -162,6 +162,18 @@ attn_status attn_op_rnn_layer(attn_graph *graph, attn_rnn_cell cell, const attn_
         if (ctx.saved[d] == NULL)
             return ATTN_ERR_OUT_OF_MEMORY;
         attn_rnn_params params = raw_rnn_params(&ctx.directions[d]);
+        attn_rnn_stored stored = {attn_ad_stored_weight(graph, ctx.directions[d].weight_ih),
+                                  attn_ad_stored_weight(graph, ctx.directions[d].weight_hh), NULL};
+        if (!wants && stored.w_ih != NULL && stored.w_hh != NULL) {
+            stored.scratch =
+                attn_graph_alloc(graph, attn_rnn_stored_scratch_bytes(&direction, &stored));
+            if (stored.scratch == NULL)
+                return ATTN_ERR_OUT_OF_MEMORY;
+            ATTN_TRY(attn_rnn_layer_forward_stored(&direction, &params, &stored, x->value.data,
+                                                   lengths64, y->value.data + d * hidden,
+                                                   ctx.saved[d], workspace));
+            continue;
+        }
         ATTN_TRY(attn_rnn_layer_forward(&direction, &params, x->value.data, lengths64, NULL, NULL,
                                         y->value.data + d * hidden, NULL, NULL, ctx.saved[d],
                                         workspace));

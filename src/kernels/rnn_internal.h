@@ -7,6 +7,7 @@
 
 #include "attn/attn_rnn.h"
 #include "core/internal.h"
+#include "kernels/quantized_rows.h"
 
 /* Sizes and where each part of the caller's buffers starts (offsets in floats, multiples
  * of 16 so parts stay 64-byte aligned when the buffer is).
@@ -32,9 +33,19 @@ typedef struct attn_rnn_layout {
     size_t work_state_h, work_state_c, work_rows, work_dgates, workspace_floats;
 } attn_rnn_layout;
 
+/* A layer whose weights are also stored in bf16 or int8 (a model decoding in that precision):
+ * its input projection and its per-step recurrent product multiply these with
+ * attn_quantized_linear instead of the GEMMs, in scratch of attn_rnn_stored_scratch_bytes
+ * (64-byte aligned). */
+typedef struct attn_rnn_stored {
+    const attn_quantized_matrix *w_ih, *w_hh;
+    void *scratch;
+} attn_rnn_stored;
+
 typedef struct attn_rnn_forward_args {
     attn_rnn_layout layout;
     const attn_rnn_params *params;
+    const attn_rnn_stored *stored; /* NULL: the products are GEMMs at layout.precision */
     const float *x;
     const int64_t *lengths; /* NULL = all T */
     const float *h0, *c0;   /* NULL = zeros */
@@ -68,6 +79,15 @@ static inline int64_t attn_rnn_position(int reverse, int64_t length, int64_t s)
 /* ATTN_ISA_REFERENCE: per sentence, per step, per unit, every sum in double, no GEMM. */
 ATTN_INTERNAL void attn_rnn_reference_forward(const attn_rnn_forward_args *args);
 ATTN_INTERNAL void attn_rnn_reference_backward(const attn_rnn_backward_args *args);
+
+ATTN_INTERNAL size_t attn_rnn_stored_scratch_bytes(const attn_rnn_layer_dims *dims,
+                                                   const attn_rnn_stored *stored);
+/* attn_rnn_layer_forward (no h0, c0 or final states: an encoder's layer) with the products on
+ * stored matrices. The reference instruction set ignores them: it computes in double from
+ * params, which hold the same stored values. */
+ATTN_INTERNAL attn_status attn_rnn_layer_forward_stored(
+    const attn_rnn_layer_dims *dims, const attn_rnn_params *params, const attn_rnn_stored *stored,
+    const float *x, const int64_t *lengths, float *output, float *saved, float *workspace);
 
 /* Gate math of one sentence at one step, biases already inside the projections:
  *  gates [gate_stride]: in, x W_ih^T + b_ih (G*H); out, what the saved layout holds

@@ -721,6 +721,78 @@ static void test_cell_from_projections_matches_reference(void)
         }
 }
 
+/* A layer on stored bf16 or int8 matrices (an encoder decoding in that precision): against the
+ * fp32 layer over the same stored values, with lengths (one empty sentence) and the reverse
+ * direction, the outputs move by what rounding the activations allows (bf16 2^-9, int8 1/254
+ * of a row's largest value, through T = 6 steps of gates that do not amplify it: within 0.01
+ * and 0.03), padding stays zero, and the products did change (error > 0). The reference
+ * instruction set ignores the stored matrices (it computes in double). */
+static void test_layer_on_stored_matrices(void)
+{
+    static const attn_precision precisions[2] = {ATTN_PRECISION_BF16, ATTN_PRECISION_INT8};
+    static const double tolerance[2] = {0.01, 0.03};
+    for (int cell = ATTN_RNN_GRU; cell <= ATTN_RNN_LSTM; cell++)
+        for (int q = 0; q < 2; q++) {
+            problem p = make_problem((attn_rnn_cell)cell, 5, 6, 24, 40,
+                                     WITH_BIAS | WITH_LENGTHS | REVERSE, 1.0, 6200);
+            p.lengths[1] = 0;
+            const int64_t G = gate_rows(&p);
+            attn_isa isas[4];
+            const int n_isas = supported_isas(isas);
+            for (int i = 0; i < n_isas; i++) {
+                CHECK_OK(attn_set_isa(isas[i]));
+                library_run r = prepare_run(&p, p.H, 70);
+                attn_quantized_matrix w_ih, w_hh;
+                CHECK_OK(
+                    attn_quantized_matrix_create("test", precisions[q], G, p.I, r.w_ih, &w_ih));
+                CHECK_OK(
+                    attn_quantized_matrix_create("test", precisions[q], G, p.H, r.w_hh, &w_hh));
+                for (int64_t o = 0; o < G; o++) {
+                    attn_quantized_matrix_float_row(&w_ih, o, r.w_ih + o * p.I);
+                    attn_quantized_matrix_float_row(&w_hh, o, r.w_hh + o * p.H);
+                }
+                attn_rnn_layer_dims dims = layer_dims(&p, p.H);
+                attn_rnn_params params = {r.w_ih, r.w_hh, r.b_ih, r.b_hh};
+                attn_rnn_stored stored = {&w_ih, &w_hh, NULL};
+                stored.scratch = attn_aligned_alloc(attn_rnn_stored_scratch_bytes(&dims, &stored));
+                const size_t n_saved = attn_rnn_layer_saved_floats(&dims);
+                const size_t n_work = attn_rnn_layer_workspace_floats(&dims);
+                float *saved = attn_aligned_alloc(n_saved * sizeof(float));
+                float *work = attn_aligned_alloc(n_work * sizeof(float));
+                float *exact = new_floats(n_out(&p)), *got = new_floats(n_out(&p));
+                memset(got, 0xff, n_out(&p) * sizeof(float));
+                CHECK_OK(attn_rnn_layer_forward(&dims, &params, r.x, p.lengths, NULL, NULL, exact,
+                                                NULL, NULL, saved, work));
+                CHECK_OK(attn_rnn_layer_forward_stored(&dims, &params, &stored, r.x, p.lengths, got,
+                                                       saved, work));
+                double worst = 0.0;
+                int padding_zero = 1;
+                for (int64_t b = 0; b < p.B; b++)
+                    for (int64_t t = 0; t < p.T; t++)
+                        for (int64_t j = 0; j < p.H; j++) {
+                            const size_t k = (size_t)((b * p.T + t) * p.H + j);
+                            worst = fmax(worst, fabs((double)got[k] - (double)exact[k]));
+                            padding_zero &= t < length_of(&p, b) || got[k] == 0.0f;
+                        }
+                const int stored_used = isas[i] != ATTN_ISA_REFERENCE;
+                CHECK(worst < tolerance[q] && (worst > 0.0) == stored_used && padding_zero,
+                      "%s %s %s: within %g of fp32 over the stored values (%g), padding zero",
+                      cell ? "lstm" : "gru", attn_precision_name(precisions[q]),
+                      attn_isa_name(isas[i]), tolerance[q], worst);
+                attn_aligned_free(stored.scratch);
+                attn_aligned_free(saved);
+                attn_aligned_free(work);
+                free(exact);
+                free(got);
+                attn_quantized_matrix_free(&w_ih);
+                attn_quantized_matrix_free(&w_hh);
+                free_run(&r);
+            }
+            CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
+            free_problem(&p);
+        }
+}
+
 /* ---- layouts, padding, determinism --------------------------------------------------- */
 
 /* Both directions of a bidirectional layer write one [B, T, 2H] buffer; each half equals
@@ -1006,6 +1078,7 @@ int main(void)
     RUN_TEST(test_saturated_gates);
     RUN_TEST(test_cell_steps_match_reference);
     RUN_TEST(test_cell_from_projections_matches_reference);
+    RUN_TEST(test_layer_on_stored_matrices);
     RUN_TEST(test_bidirectional_shared_buffer);
     RUN_TEST(test_final_states_and_empty_sentences);
     RUN_TEST(test_runs_are_bit_identical);
