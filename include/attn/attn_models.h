@@ -175,7 +175,8 @@ ATTN_API attn_status attn_model_load_weights(attn_model *model, const attn_tenso
  * scale per row), and the model's fp32 values become those stored values, so the encoder
  * and every other path read the same weights. The step decoder then multiplies with the
  * stored matrices (AVX512_BF16 / AVX512_VNNI, emulated on CPUs without: the same results,
- * slower). Biases and layer norms stay fp32. Lowering is one way: a bf16 or int8 model
+ * slower), as do an RNN model's linear layers and decoder cells on any graph that records
+ * nothing. Biases and layer norms stay fp32. Lowering is one way: a bf16 or int8 model
  * refuses a higher precision (ATTN_ERR_INVALID_ARGUMENT), as its fp32 weights are gone.
  * A model read from a bf16 or int8 file (attn quantize) already has that precision. */
 ATTN_API attn_status attn_model_set_precision(attn_model *model, attn_precision precision);

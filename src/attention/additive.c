@@ -154,12 +154,27 @@ attn_status attn_additive_forward(const attn_additive_dims *dims,
         return ATTN_OK;
     ATTN_TRY(check_params(__func__, params));
     ATTN_CHECK_NOT_NULL(query);
-    ATTN_CHECK_NOT_NULL(keys);
-    ATTN_CHECK_NOT_NULL(values);
-    ATTN_CHECK_NOT_NULL(context);
-    ATTN_CHECK_NOT_NULL(weights);
     ATTN_CHECK_NOT_NULL(saved);
     ATTN_TRY(project_query(dims, params, query, saved));
+    return attn_additive_forward_projected(dims, params, keys, values, mask, context, weights,
+                                           saved);
+}
+
+attn_status attn_additive_forward_projected(const attn_additive_dims *dims,
+                                            const attn_additive_params *params, const float *keys,
+                                            const float *values, const uint8_t *mask,
+                                            float *context, float *weights, float *saved)
+{
+    const char *fn = "attn_additive_forward";
+    ATTN_TRY(check_dims(fn, dims));
+    if (dims->batch == 0)
+        return ATTN_OK;
+    ATTN_TRY(check_params(fn, params));
+    ATTN_CLASSIC_NOT_NULL(fn, keys);
+    ATTN_CLASSIC_NOT_NULL(fn, values);
+    ATTN_CLASSIC_NOT_NULL(fn, context);
+    ATTN_CLASSIC_NOT_NULL(fn, weights);
+    ATTN_CLASSIC_NOT_NULL(fn, saved);
     attn_classic_step step = make_step(dims, params, saved, keys, values, mask);
     attn_classic_forward(&step, context, weights);
     return ATTN_OK;

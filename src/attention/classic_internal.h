@@ -98,4 +98,13 @@ ATTN_INTERNAL void attn_classic_backward(const attn_classic_step *step, const fl
  * reduction of per-row gradient pieces into a parameter gradient. */
 ATTN_INTERNAL void attn_classic_sum_rows(int64_t rows, int64_t cols, const float *in, float *out);
 
+/* attn_additive_forward after the query's projection, which the caller wrote to saved's first
+ * batch * attn_dim floats (W_s s + b: a model decoding with stored bf16 or int8 matrices
+ * multiplies them itself). */
+ATTN_INTERNAL attn_status attn_additive_forward_projected(const attn_additive_dims *dims,
+                                                          const attn_additive_params *params,
+                                                          const float *keys, const float *values,
+                                                          const uint8_t *mask, float *context,
+                                                          float *weights, float *saved);
+
 #endif /* ATTN_CLASSIC_INTERNAL_H */

@@ -4,6 +4,7 @@
 
 #include "core/internal.h"
 #include "attn/attn_autodiff.h"
+#include "kernels/quantized_rows.h"
 
 /* A variable argument must be non-NULL with a value (checked by every operation). */
 ATTN_INTERNAL attn_status attn_ad_check_var(const char *fn, const char *what, const attn_var *v);
@@ -31,6 +32,22 @@ ATTN_INTERNAL attn_precision attn_ad_product_precision(const attn_graph *graph);
 ATTN_INTERNAL attn_status attn_ad_packed_weight(attn_params *store, const attn_var *weight,
                                                 attn_transpose trans,
                                                 const attn_gemm_packed_b **out);
+
+/* A model held in bf16 or int8 for inference (attn_model_set_precision) hands its stored
+ * matrices to its parameter store: table[id] for parameter id, with packed NULL where there is
+ * none (vectors). NULL takes them back. The model owns the table and the store. */
+ATTN_INTERNAL void attn_ad_params_set_stored(attn_params *store,
+                                             const attn_quantized_matrix *table);
+/* The stored matrix of weight (a whole parameter) when the graph runs at its precision, so
+ * that its products multiply the stored values packed once at load; NULL otherwise. */
+ATTN_INTERNAL const attn_quantized_matrix *attn_ad_stored_weight(attn_graph *graph,
+                                                                 const attn_var *weight);
+/* y [rows, out] (row stride ldy) = x [rows, in] (row stride ldx) W^T + bias (NULL: none) for
+ * weight W [out, in]: on its stored matrix (attn_quantized_linear, as the Transformer's step
+ * decoder) when attn_ad_stored_weight gives one, else a GEMM at the graph's product precision. */
+ATTN_INTERNAL attn_status attn_ad_linear_rows(attn_graph *graph, int64_t rows, const float *x,
+                                              int64_t ldx, const attn_var *weight,
+                                              const float *bias, float *y, int64_t ldy);
 
 /* How every operation ends when a gradient is wanted: copies the n_ctx_bytes at ctx (the
  * inputs and saved buffers its backward reads) into the arena, where they outlive the

@@ -9,6 +9,7 @@
  * (attn_graph_record_outputs), whose backward reads both gradients from its context: the
  * weights' is NULL when nothing reached them. */
 #include "autodiff/autodiff_internal.h"
+#include "attention/classic_internal.h"
 
 #include <string.h>
 
@@ -342,9 +343,18 @@ attn_status attn_op_additive_attention(attn_graph *graph, const attn_additive_va
     if (saved == NULL)
         return ATTN_ERR_OUT_OF_MEMORY;
     attn_additive_params raw = raw_additive(params);
-    ATTN_TRY(attn_additive_forward(&dims, &raw, query->value.data, keys->value.data,
-                                   values->value.data, mask, ctx_out->value.data, w_out->value.data,
-                                   saved));
+    if (!wants && batch > 0 && attn_ad_stored_weight(graph, params->w_query) != NULL) {
+        /* The query's projection on the stored matrix (a model decoding in bf16 or int8). */
+        ATTN_TRY(attn_ad_linear_rows(graph, batch, query->value.data, query_dim, params->w_query,
+                                     raw.bias, saved, attn_dim));
+        ATTN_TRY(attn_additive_forward_projected(&dims, &raw, keys->value.data, values->value.data,
+                                                 mask, ctx_out->value.data, w_out->value.data,
+                                                 saved));
+    } else {
+        ATTN_TRY(attn_additive_forward(&dims, &raw, query->value.data, keys->value.data,
+                                       values->value.data, mask, ctx_out->value.data,
+                                       w_out->value.data, saved));
+    }
     if (wants) {
         additive_ctx ctx = {dims,    *params, query,           keys, values,
                             ctx_out, w_out,   weights != NULL, mask, saved};

@@ -32,6 +32,30 @@ static attn_status times_weight(attn_graph *graph, attn_transpose trans, int64_t
                                weight->value.data, w_cols, beta, c, ldc);
 }
 
+attn_status attn_ad_linear_rows(attn_graph *graph, int64_t rows, const float *x, int64_t ldx,
+                                const attn_var *weight, const float *bias, float *y, int64_t ldy)
+{
+    const int64_t out = weight->value.shape[0];
+    const attn_quantized_matrix *stored = attn_ad_stored_weight(graph, weight);
+    if (stored != NULL) {
+        if (rows == 0)
+            return ATTN_OK;
+        void *scratch = attn_graph_alloc(graph, attn_quantized_linear_scratch_bytes(rows, stored));
+        if (scratch == NULL)
+            return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_op_linear: out of memory");
+        const quantized_linear_args args = {rows, x, ldx, stored, bias, y, ldy, scratch};
+        attn_quantized_linear(&args);
+        return ATTN_OK;
+    }
+    if (bias != NULL && ldy == out)
+        attn_ad_fill_rows(rows, out, bias, y);
+    else if (bias != NULL)
+        for (int64_t r = 0; r < rows; r++)
+            memcpy(y + r * ldy, bias, (size_t)out * sizeof(float));
+    return times_weight(graph, ATTN_TRANS, rows, x, ldx, weight, bias != NULL ? 1.0f : 0.0f, y,
+                        ldy);
+}
+
 typedef struct linear_ctx {
     attn_var *x, *weight, *bias;
 } linear_ctx;
@@ -90,10 +114,8 @@ attn_status attn_op_linear(attn_graph *graph, attn_var *x, attn_var *weight, att
     shape[x->value.ndim - 1] = features;
     attn_var *y;
     ATTN_TRY(attn_graph_new_var(graph, x->value.ndim, shape, wants, &y));
-    if (bias != NULL)
-        attn_ad_fill_rows(rows, features, bias->value.data, y->value.data);
-    ATTN_TRY(times_weight(graph, ATTN_TRANS, rows, x->value.data, in, weight,
-                          bias != NULL ? 1.0f : 0.0f, y->value.data, features));
+    ATTN_TRY(attn_ad_linear_rows(graph, rows, x->value.data, in, weight,
+                                 attn_ad_optional_data(bias), y->value.data, features));
     if (wants) {
         linear_ctx ctx = {x, weight, bias};
         ATTN_TRY(attn_ad_record(graph, 1, &y, linear_backward, &ctx, sizeof ctx, "linear"));

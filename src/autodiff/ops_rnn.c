@@ -6,6 +6,9 @@
  * backward reads both gradients from its context: either may be NULL when nothing reached
  * that output. */
 #include "autodiff/autodiff_internal.h"
+#include "kernels/rnn_internal.h"
+
+#include <string.h>
 
 /* ---- recurrent weights ------------------------------------------------------------------ */
 
@@ -159,6 +162,18 @@ attn_status attn_op_rnn_layer(attn_graph *graph, attn_rnn_cell cell, const attn_
         if (ctx.saved[d] == NULL)
             return ATTN_ERR_OUT_OF_MEMORY;
         attn_rnn_params params = raw_rnn_params(&ctx.directions[d]);
+        attn_rnn_stored stored = {attn_ad_stored_weight(graph, ctx.directions[d].weight_ih),
+                                  attn_ad_stored_weight(graph, ctx.directions[d].weight_hh), NULL};
+        if (!wants && stored.w_ih != NULL && stored.w_hh != NULL) {
+            stored.scratch =
+                attn_graph_alloc(graph, attn_rnn_stored_scratch_bytes(&direction, &stored));
+            if (stored.scratch == NULL)
+                return ATTN_ERR_OUT_OF_MEMORY;
+            ATTN_TRY(attn_rnn_layer_forward_stored(&direction, &params, &stored, x->value.data,
+                                                   lengths64, y->value.data + d * hidden,
+                                                   ctx.saved[d], workspace));
+            continue;
+        }
         ATTN_TRY(attn_rnn_layer_forward(&direction, &params, x->value.data, lengths64, NULL, NULL,
                                         y->value.data + d * hidden, NULL, NULL, ctx.saved[d],
                                         workspace));
@@ -210,6 +225,42 @@ static attn_status check_state(const char *fn, const char *what, const attn_var 
     return ATTN_OK;
 }
 
+/* A step of a model decoding with its weights stored in bf16 or int8 (attn_ad_stored_weight):
+ * both projections multiply the stored matrices, packed once at load, where the cell kernel
+ * would multiply their fp32 copies; then the kernel's own gate math. Nothing is recorded, so
+ * the kernel's saved buffer (for the backward) is not needed. */
+static attn_status rnn_cell_stored(attn_graph *graph, attn_rnn_cell cell,
+                                   const attn_rnn_vars *params, const attn_var *x,
+                                   const attn_var *h, const attn_var *c, attn_var *h_new,
+                                   attn_var *c_new)
+{
+    const int64_t batch = attn_ad_rows(x), in = attn_ad_last_dim(x);
+    const int64_t hidden = params->weight_hh->value.shape[1];
+    const int64_t gates = gate_count(cell) * hidden;
+    const int64_t stride = attn_rnn_cell_gate_stride(cell, hidden);
+    float *projected = attn_graph_alloc_floats(graph, (size_t)(batch * stride));
+    float *gh = attn_graph_alloc_floats(graph, (size_t)(batch * gates));
+    if (projected == NULL || gh == NULL)
+        return ATTN_ERR_OUT_OF_MEMORY;
+    ATTN_TRY(attn_ad_linear_rows(graph, batch, x->value.data, in, params->weight_ih,
+                                 attn_ad_optional_data(params->bias_ih), projected, stride));
+    const float *bias_hh = attn_ad_optional_data(params->bias_hh);
+    if (h != NULL)
+        ATTN_TRY(attn_ad_linear_rows(graph, batch, h->value.data, hidden, params->weight_hh,
+                                     bias_hh, gh, gates));
+    else
+        for (int64_t b = 0; b < batch; b++) {
+            if (bias_hh != NULL)
+                memcpy(gh + b * gates, bias_hh, (size_t)gates * sizeof(float));
+            else
+                memset(gh + b * gates, 0, (size_t)gates * sizeof(float));
+        }
+    attn_rnn_cell_forward_projected(cell, batch, hidden, projected, gh, attn_ad_optional_data(h),
+                                    attn_ad_optional_data(c), h_new->value.data,
+                                    c_new != NULL ? c_new->value.data : NULL);
+    return ATTN_OK;
+}
+
 attn_status attn_op_rnn_cell(attn_graph *graph, attn_rnn_cell cell, const attn_rnn_vars *params,
                              attn_var *x, attn_var *h, attn_var *c, attn_var **h_out,
                              attn_var **c_out)
@@ -241,6 +292,14 @@ attn_status attn_op_rnn_cell(attn_graph *graph, attn_rnn_cell cell, const attn_r
     ATTN_TRY(attn_graph_new_var(graph, 2, shape, wants, &h_new));
     if (lstm)
         ATTN_TRY(attn_graph_new_var(graph, 2, shape, wants, &c_new));
+    if (!wants && attn_ad_stored_weight(graph, params->weight_ih) != NULL &&
+        attn_ad_stored_weight(graph, params->weight_hh) != NULL) {
+        ATTN_TRY(rnn_cell_stored(graph, cell, params, x, h, c, h_new, c_new));
+        *h_out = h_new;
+        if (c_out != NULL)
+            *c_out = c_new;
+        return ATTN_OK;
+    }
     float *saved = attn_graph_alloc_floats(graph, attn_rnn_cell_saved_floats(&dims));
     float *workspace = attn_graph_alloc_floats(graph, attn_rnn_cell_workspace_floats(&dims));
     if (saved == NULL || workspace == NULL)

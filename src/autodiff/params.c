@@ -48,6 +48,7 @@ struct attn_params {
      * product first asks. values_version counts the writes of the values. */
     packed_weight *packed;
     uint64_t values_version;
+    const attn_quantized_matrix *stored; /* attn_ad_params_set_stored; NULL: none */
 };
 
 attn_init attn_init_zeros(void)
@@ -329,6 +330,27 @@ attn_status attn_ad_packed_weight(attn_params *store, const attn_var *weight, at
     p->version = store->values_version;
     *out = p->packed;
     return ATTN_OK;
+}
+
+void attn_ad_params_set_stored(attn_params *store, const attn_quantized_matrix *table)
+{
+    if (store != NULL)
+        store->stored = table;
+}
+
+const attn_quantized_matrix *attn_ad_stored_weight(attn_graph *graph, const attn_var *weight)
+{
+    const attn_params *store = attn_graph_params(graph);
+    size_t index = 0;
+    if (store == NULL || store->stored == NULL || !store->finalized ||
+        entry_at(store, weight->value.data, &index) == NULL)
+        return NULL;
+    const attn_quantized_matrix *m = &store->stored[index];
+    if (m->packed == NULL || m->precision != attn_graph_precision(graph) ||
+        weight->value.ndim != 2 || weight->value.shape[0] != m->out ||
+        weight->value.shape[1] != m->in)
+        return NULL;
+    return m;
 }
 
 size_t attn_params_count(const attn_params *store)

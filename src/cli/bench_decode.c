@@ -14,7 +14,11 @@
  * Beside the wall-clock rate, seqs_per_cpu_s counts sentences per second of CPU time used by
  * the process. On a shared, overloaded machine a single-threaded run's CPU rate is the better
  * estimate of its speed on a quiet one (threads that wait count as CPU time when they spin,
- * so it understates multi-threaded runs). */
+ * so it understates multi-threaded runs).
+ *
+ * --arch rnn decodes the default RNN model instead (attn_model_config_default: one layer of
+ * GRUs, 256 units, bidirectional encoder, Bahdanau attention, 256-wide embeddings), with the
+ * same vocabularies, sources and steps: the counterpart for RNN models' precisions. */
 #include "attn/attn.h"
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -57,6 +61,15 @@ static attn_model_config small_config(void)
     c.encoder_layers = 3;
     c.decoder_layers = 3;
     c.ffn_dim = 1024;
+    c.src_vocab = VOCAB;
+    c.tgt_vocab = VOCAB;
+    c.max_len = 256;
+    return c;
+}
+
+static attn_model_config rnn_config(void)
+{
+    attn_model_config c = attn_model_config_default(ATTN_ARCH_RNN);
     c.src_vocab = VOCAB;
     c.tgt_vocab = VOCAB;
     c.max_len = 256;
@@ -236,10 +249,13 @@ typedef struct bench_decode_args {
     double min_seconds;     /* 0: 0.5, or 0.2 with --quick */
     const char *precision;  /* NULL: fp32 */
     int64_t beam;           /* 0: 1 (greedy) */
+    int rnn;                /* --arch rnn */
 } bench_decode_args;
 
 static const char *const batch_names[] = {"1", "64", "both", NULL};
 static const int batch_values[] = {1, 64, 0};
+static const char *const arch_names[] = {"transformer", "rnn", NULL};
+static const int arch_values[] = {0, 1};
 
 static const cli_option bench_decode_options[] = {
     {CLI_OPTION("--json", CLI_FLAG, offsetof(bench_decode_args, json), NULL,
@@ -260,6 +276,9 @@ static const cli_option bench_decode_options[] = {
      .min = 1, .max = 64},
     {CLI_OPTION("--precision", CLI_STRING, offsetof(bench_decode_args, precision), "fp32|bf16|int8",
                 "the step decoder's products (attn translate --precision) [fp32]")},
+    {CLI_OPTION("--arch", CLI_CHOICE, offsetof(bench_decode_args, rnn), "transformer|rnn",
+                "the SMALL Transformer, or the default RNN model [transformer]"),
+     .choices = arch_names, .choice_values = arch_values},
 };
 
 int attn_cmd_bench_decode(int argc, char **argv)
@@ -270,7 +289,9 @@ int attn_cmd_bench_decode(int argc, char **argv)
              "3 + 3 layers, FFN 1024, vocabularies 64 / 64, random weights), sources of %d\n"
              "tokens, exactly %d tokens generated, with the step decoder's key/value cache;\n"
              "the encoder is included. --precision bf16|int8 quantizes the model first (as\n"
-             "attn translate --precision does). Sentences per second, median of N repetitions\n"
+             "attn translate --precision does). --arch rnn: the default RNN model (one layer\n"
+             "of GRUs, 256 units, bidirectional encoder, Bahdanau attention) instead.\n"
+             "Sentences per second, median of N repetitions\n"
              "of at least S seconds\n"
              "each. Also sentences per CPU-second of the process: on an overloaded machine,\n"
              "the better estimate of a single-threaded run's speed.\n"
@@ -279,12 +300,13 @@ int attn_cmd_bench_decode(int argc, char **argv)
     const cli_command command = {
         "bench decode",
         "attn bench decode [--json] [--quick] [--batch 1|64|both] [--reps N]\n"
-        "                         [--min-seconds S] [--beam K] [--precision fp32|bf16|int8]",
+        "                         [--min-seconds S] [--beam K] [--precision fp32|bf16|int8]\n"
+        "                         [--arch transformer|rnn]",
         description,
         bench_decode_options,
         sizeof bench_decode_options / sizeof *bench_decode_options,
         NULL};
-    bench_decode_args a = {0, 0, 0, 0, 0.0, NULL, 0};
+    bench_decode_args a = {0, 0, 0, 0, 0.0, NULL, 0, 0};
     int given[sizeof bench_decode_options / sizeof *bench_decode_options] = {0};
     const int code = cli_parse(&command, argc, argv, &a, given);
     if (code != CLI_GO_ON)
@@ -296,7 +318,8 @@ int attn_cmd_bench_decode(int argc, char **argv)
     const int batches[2] = {a.batch != 0 ? a.batch : 1, 64};
     const int n_batches = a.batch != 0 ? 1 : 2;
 
-    attn_model_config config = small_config();
+    attn_model_config config = a.rnn ? rnn_config() : small_config();
+    const char *config_name = a.rnn ? "rnn" : "small";
     attn_model *model = NULL;
     attn_graph *graph = NULL;
     int ok = attn_model_create(&config, &model) == ATTN_OK &&
@@ -318,24 +341,25 @@ int attn_cmd_bench_decode(int argc, char **argv)
     const char *isa = attn_isa_name(attn_get_isa());
     const int threads = attn_get_num_threads();
     if (!json)
-        printf("attn bench decode: small Transformer, %d source tokens, %d generated, beam "
+        printf("attn bench decode: %s, %d source tokens, %d generated, beam "
                "%lld, %d threads, %s, %s, median of %d runs of >= %.2f s\n",
-               SRC_LEN, TOKENS, (long long)beam, threads, isa, precision, reps, min_seconds);
+               a.rnn ? "default RNN model" : "small Transformer", SRC_LEN, TOKENS, (long long)beam,
+               threads, isa, precision, reps, min_seconds);
     for (int i = 0; i < n_batches && ok; i++) {
         double rate = 0.0, cpu_rate = 0.0;
         ok = run_batch(model, graph, batches[i], beam, reps, min_seconds, &rate, &cpu_rate);
         if (!ok)
             break;
         if (json)
-            printf("{\"bench\": \"attn_decode\", \"config\": \"small\", \"batch\": %d, "
+            printf("{\"bench\": \"attn_decode\", \"config\": \"%s\", \"batch\": %d, "
                    "\"seqs_per_s\": %.2f, \"seqs_per_cpu_s\": %.2f, \"tokens\": %d, "
                    "\"src_len\": %d, \"reps\": %d, \"threads\": %d, \"isa\": \"%s\", "
                    "\"precision\": \"%s\", \"beam\": %lld}\n",
-                   batches[i], rate, cpu_rate, TOKENS, SRC_LEN, reps, threads, isa, precision,
-                   (long long)beam);
+                   config_name, batches[i], rate, cpu_rate, TOKENS, SRC_LEN, reps, threads, isa,
+                   precision, (long long)beam);
         else
-            printf("small, batch %d: %.1f sentences/s (%.1f per CPU-second)\n", batches[i], rate,
-                   cpu_rate);
+            printf("%s, batch %d: %.1f sentences/s (%.1f per CPU-second)\n", config_name,
+                   batches[i], rate, cpu_rate);
         fflush(stdout);
     }
     attn_graph_destroy(graph);

@@ -258,6 +258,19 @@ static void forward_step_rows(void *ctx, int64_t begin, int64_t end, int thread_
     }
 }
 
+static void select_gate_math(step_job *job)
+{
+    job->gru = attn_rnn_gru_forward_portable;
+    job->lstm = attn_rnn_lstm_forward_portable;
+    if (attn_active_isa() == ATTN_ISA_AVX2) {
+        job->gru = attn_rnn_gru_forward_avx2;
+        job->lstm = attn_rnn_lstm_forward_avx2;
+    } else if (attn_active_isa() == ATTN_ISA_AVX512) {
+        job->gru = attn_rnn_gru_forward_avx512;
+        job->lstm = attn_rnn_lstm_forward_avx512;
+    }
+}
+
 static attn_status fast_forward(const attn_rnn_forward_args *a)
 {
     const attn_rnn_layout *l = &a->layout;
@@ -272,24 +285,28 @@ static attn_status fast_forward(const attn_rnn_forward_args *a)
                     .state_h = a->workspace + l->work_state_h,
                     .state_c = a->workspace + l->work_state_c,
                     .rows = a->workspace + l->work_rows,
-                    .fwd = a,
-                    .gru = attn_rnn_gru_forward_portable,
-                    .lstm = attn_rnn_lstm_forward_portable};
-    if (attn_active_isa() == ATTN_ISA_AVX2) {
-        job.gru = attn_rnn_gru_forward_avx2;
-        job.lstm = attn_rnn_lstm_forward_avx2;
-    } else if (attn_active_isa() == ATTN_ISA_AVX512) {
-        job.gru = attn_rnn_gru_forward_avx512;
-        job.lstm = attn_rnn_lstm_forward_avx512;
-    }
+                    .fwd = a};
+    select_gate_math(&job);
     sort_by_length(a->lengths, B, T, order);
 
-    /* Biases are preloaded so that the GEMMs add them in their own precision. */
-    if (pr->bias_ih != NULL)
-        fill_rows(a->saved, B * T, G, l->gate_stride, pr->bias_ih);
-    ATTN_TRY(attn_gemm_precision(l->precision, ATTN_NO_TRANS, ATTN_TRANS, B * T, G, I, 1.0f, a->x,
-                                 I, pr->weight_ih, I, pr->bias_ih != NULL ? 1.0f : 0.0f, a->saved,
-                                 l->gate_stride));
+    if (a->stored != NULL && B * T > 0) {
+        const quantized_linear_args input = {B * T,
+                                             a->x,
+                                             I,
+                                             a->stored->w_ih,
+                                             pr->bias_ih,
+                                             a->saved,
+                                             l->gate_stride,
+                                             a->stored->scratch};
+        attn_quantized_linear(&input);
+    } else if (a->stored == NULL) {
+        /* Biases are preloaded so that the GEMMs add them in their own precision. */
+        if (pr->bias_ih != NULL)
+            fill_rows(a->saved, B * T, G, l->gate_stride, pr->bias_ih);
+        ATTN_TRY(attn_gemm_precision(l->precision, ATTN_NO_TRANS, ATTN_TRANS, B * T, G, I, 1.0f,
+                                     a->x, I, pr->weight_ih, I, pr->bias_ih != NULL ? 1.0f : 0.0f,
+                                     a->saved, l->gate_stride));
+    }
 
     for (int64_t k = 0; k < B; k++) {
         int64_t b = order_at(order, k);
@@ -308,10 +325,17 @@ static attn_status fast_forward(const attn_rnn_forward_args *a)
     for (int64_t s = 0; s < longest; s++) {
         while (attn_rnn_length(a->lengths, T, order_at(order, running - 1)) <= s)
             running--;
-        if (pr->bias_hh != NULL)
-            fill_rows(job.rows, running, G, G, pr->bias_hh);
-        ATTN_TRY(attn_gemm(ATTN_NO_TRANS, ATTN_TRANS, running, G, H, 1.0f, job.state_h, H,
-                           pr->weight_hh, H, pr->bias_hh != NULL ? 1.0f : 0.0f, job.rows, G));
+        if (a->stored != NULL) {
+            const quantized_linear_args recurrent = {
+                running,     job.state_h, H, a->stored->w_hh,
+                pr->bias_hh, job.rows,    G, a->stored->scratch};
+            attn_quantized_linear(&recurrent);
+        } else {
+            if (pr->bias_hh != NULL)
+                fill_rows(job.rows, running, G, G, pr->bias_hh);
+            ATTN_TRY(attn_gemm(ATTN_NO_TRANS, ATTN_TRANS, running, G, H, 1.0f, job.state_h, H,
+                               pr->weight_hh, H, pr->bias_hh != NULL ? 1.0f : 0.0f, job.rows, G));
+        }
         job.step = s;
         attn_parallel_for(running, rows_per_chunk(l), forward_step_rows, &job);
     }
@@ -526,6 +550,49 @@ attn_status attn_rnn_layer_forward(const attn_rnn_layer_dims *dims, const attn_r
     return run_forward(&args);
 }
 
+size_t attn_rnn_stored_scratch_bytes(const attn_rnn_layer_dims *dims, const attn_rnn_stored *stored)
+{
+    const int64_t positions = dims->batch * dims->seq_len;
+    const size_t input =
+        attn_quantized_linear_scratch_bytes(positions > 0 ? positions : 1, stored->w_ih);
+    const size_t recurrent =
+        attn_quantized_linear_scratch_bytes(dims->batch > 0 ? dims->batch : 1, stored->w_hh);
+    return input > recurrent ? input : recurrent;
+}
+
+attn_status attn_rnn_layer_forward_stored(const attn_rnn_layer_dims *dims,
+                                          const attn_rnn_params *params,
+                                          const attn_rnn_stored *stored, const float *x,
+                                          const int64_t *lengths, float *output, float *saved,
+                                          float *workspace)
+{
+    const char *fn = "attn_rnn_layer_forward";
+    attn_rnn_forward_args args = {.params = params,
+                                  .stored = stored,
+                                  .x = x,
+                                  .lengths = lengths,
+                                  .output = output,
+                                  .saved = saved,
+                                  .workspace = workspace};
+    ATTN_TRY(check_layer_dims(fn, dims, &args.layout));
+    if (dims->batch == 0)
+        return ATTN_OK;
+    ATTN_TRY(check_params(fn, params));
+    ATTN_TRY(check_lengths(fn, lengths, dims->batch, dims->seq_len));
+    ATTN_CHECK_ARG(stored->w_ih->out == args.layout.gate_rows &&
+                       stored->w_ih->in == dims->input_size &&
+                       stored->w_hh->out == args.layout.gate_rows &&
+                       stored->w_hh->in == dims->hidden_size && stored->scratch != NULL,
+                   "%s: the stored matrices do not fit the layer", fn);
+    if (dims->seq_len > 0) {
+        RNN_NOT_NULL(fn, x);
+        RNN_NOT_NULL(fn, output);
+    }
+    RNN_NOT_NULL(fn, saved);
+    RNN_NOT_NULL(fn, workspace);
+    return run_forward(&args);
+}
+
 attn_status attn_rnn_layer_backward(const attn_rnn_layer_dims *dims, const attn_rnn_params *params,
                                     const float *x, const int64_t *lengths, const float *saved,
                                     const float *doutput, const float *dh_n, const float *dc_n,
@@ -605,4 +672,62 @@ attn_status attn_rnn_cell_backward(const attn_rnn_cell_dims *dims, const attn_rn
     RNN_NOT_NULL(fn, saved);
     RNN_NOT_NULL(fn, workspace);
     return run_backward(&args);
+}
+
+/* ---- one step from the caller's projections ------------------------------------------- */
+
+int64_t attn_rnn_cell_gate_stride(attn_rnn_cell cell, int64_t hidden)
+{
+    return (cell == ATTN_RNN_LSTM ? 5 : 4) * hidden;
+}
+
+typedef struct projected_job {
+    step_job gates;
+    attn_rnn_cell cell;
+    int64_t hidden;
+    float *rows;
+    const float *gh, *h, *c;
+    float *h_out, *c_out;
+} projected_job;
+
+static void projected_rows(void *ctx, int64_t begin, int64_t end, int thread_index)
+{
+    (void)thread_index;
+    const projected_job *job = ctx;
+    const int64_t H = job->hidden, G = (job->cell == ATTN_RNN_LSTM ? 4 : 3) * H;
+    const int64_t stride = attn_rnn_cell_gate_stride(job->cell, H);
+    for (int64_t b = begin; b < end; b++) {
+        float *h = job->h_out + b * H;
+        if (job->h == NULL)
+            memset(h, 0, (size_t)H * sizeof(float));
+        else if (job->h + b * H != h)
+            memcpy(h, job->h + b * H, (size_t)H * sizeof(float));
+        if (job->cell == ATTN_RNN_GRU) {
+            job->gates.gru(H, job->rows + b * stride, job->gh + b * G, h, h);
+            continue;
+        }
+        float *c = job->c_out + b * H;
+        if (job->c == NULL)
+            memset(c, 0, (size_t)H * sizeof(float));
+        else if (job->c + b * H != c)
+            memcpy(c, job->c + b * H, (size_t)H * sizeof(float));
+        job->gates.lstm(H, job->rows + b * stride, job->gh + b * G, h, c, h);
+    }
+}
+
+void attn_rnn_cell_forward_projected(attn_rnn_cell cell, int64_t batch, int64_t hidden,
+                                     float *gates, const float *gh, const float *h, const float *c,
+                                     float *h_out, float *c_out)
+{
+    projected_job job = {.cell = cell,
+                         .hidden = hidden,
+                         .rows = gates,
+                         .gh = gh,
+                         .h = h,
+                         .c = c,
+                         .h_out = h_out,
+                         .c_out = c_out};
+    select_gate_math(&job.gates);
+    const attn_rnn_layout layout = {.gate_stride = attn_rnn_cell_gate_stride(cell, hidden)};
+    attn_parallel_for(batch, rows_per_chunk(&layout), projected_rows, &job);
 }

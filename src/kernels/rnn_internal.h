@@ -7,6 +7,7 @@
 
 #include "attn/attn_rnn.h"
 #include "core/internal.h"
+#include "kernels/quantized_rows.h"
 
 /* Sizes and where each part of the caller's buffers starts (offsets in floats, multiples
  * of 16 so parts stay 64-byte aligned when the buffer is).
@@ -32,9 +33,19 @@ typedef struct attn_rnn_layout {
     size_t work_state_h, work_state_c, work_rows, work_dgates, workspace_floats;
 } attn_rnn_layout;
 
+/* A layer whose weights are also stored in bf16 or int8 (a model decoding in that precision):
+ * its input projection and its per-step recurrent product multiply these with
+ * attn_quantized_linear instead of the GEMMs, in scratch of attn_rnn_stored_scratch_bytes
+ * (64-byte aligned). */
+typedef struct attn_rnn_stored {
+    const attn_quantized_matrix *w_ih, *w_hh;
+    void *scratch;
+} attn_rnn_stored;
+
 typedef struct attn_rnn_forward_args {
     attn_rnn_layout layout;
     const attn_rnn_params *params;
+    const attn_rnn_stored *stored; /* NULL: the products are GEMMs at layout.precision */
     const float *x;
     const int64_t *lengths; /* NULL = all T */
     const float *h0, *c0;   /* NULL = zeros */
@@ -69,6 +80,15 @@ static inline int64_t attn_rnn_position(int reverse, int64_t length, int64_t s)
 ATTN_INTERNAL void attn_rnn_reference_forward(const attn_rnn_forward_args *args);
 ATTN_INTERNAL void attn_rnn_reference_backward(const attn_rnn_backward_args *args);
 
+ATTN_INTERNAL size_t attn_rnn_stored_scratch_bytes(const attn_rnn_layer_dims *dims,
+                                                   const attn_rnn_stored *stored);
+/* attn_rnn_layer_forward (no h0, c0 or final states: an encoder's layer) with the products on
+ * stored matrices. The reference instruction set ignores them: it computes in double from
+ * params, which hold the same stored values. */
+ATTN_INTERNAL attn_status attn_rnn_layer_forward_stored(
+    const attn_rnn_layer_dims *dims, const attn_rnn_params *params, const attn_rnn_stored *stored,
+    const float *x, const int64_t *lengths, float *output, float *saved, float *workspace);
+
 /* Gate math of one sentence at one step, biases already inside the projections:
  *  gates [gate_stride]: in, x W_ih^T + b_ih (G*H); out, what the saved layout holds
  *  gh [G*H]: h W_hh^T + b_hh
@@ -89,6 +109,18 @@ ATTN_INTERNAL void attn_rnn_gru_forward_avx512(int64_t hidden, float *gates, con
                                                float *h, float *out);
 ATTN_INTERNAL void attn_rnn_lstm_forward_avx512(int64_t hidden, float *gates, const float *gh,
                                                 float *h, float *c, float *out);
+
+/* One step of a cell whose two projections the caller computed (a model decoding with
+ * weights stored in bf16 or int8 multiplies them with those): gates [batch, stride] holds
+ * x W_ih^T + b_ih in its first G = 3H (GRU) or 4H (LSTM) columns, stride =
+ * attn_rnn_cell_gate_stride, and is overwritten; gh [batch, G] = h W_hh^T + b_hh. h and c
+ * [batch, H] (NULL: zeros; c for LSTM only) give h_out and c_out [batch, H]; h_out may be h
+ * and c_out c. The gate math is the cell's own (attn_rnn_cell_forward's), rows in parallel. */
+ATTN_INTERNAL int64_t attn_rnn_cell_gate_stride(attn_rnn_cell cell, int64_t hidden);
+ATTN_INTERNAL void attn_rnn_cell_forward_projected(attn_rnn_cell cell, int64_t batch,
+                                                   int64_t hidden, float *gates, const float *gh,
+                                                   const float *h, const float *c, float *h_out,
+                                                   float *c_out);
 
 /* The backward of one sentence at one step, in float, for every instruction set: with no
  * transcendental function left it takes ~0.8 us per sentence and step at H = 256, a few

@@ -331,9 +331,13 @@ static attn_status encode(const char *fn, attn_model *model, attn_graph *graph, 
                    "%s: source length %lld is outside [1, max_len %lld]", fn, (long long)src_len,
                    (long long)c->max_len);
     ATTN_TRY(check_lengths(fn, "src_lengths", size, src_lengths, 0, src_len));
-    if (model->rnn != NULL)
-        return attn_rnn_model_encode(fn, model->rnn, graph, size, src_len, src, src_lengths,
-                                     memory);
+    if (model->rnn != NULL) {
+        const attn_precision previous = attn_model_enter_precision(model, graph);
+        const attn_status status = attn_rnn_model_encode(fn, model->rnn, graph, size, src_len,
+                                                         src, src_lengths, memory);
+        attn_graph_set_precision(graph, previous);
+        return status;
+    }
     if (attn_quantized_encoder_applies(model, graph))
         return attn_quantized_encode(fn, model, graph, size, src_len, src, src_lengths, memory);
     attn_var *x;
@@ -372,9 +376,14 @@ static attn_status decode(const char *fn, attn_model *model, attn_graph *graph, 
                    (long long)c->max_len);
     if (lengths != NULL)
         ATTN_TRY(check_lengths(fn, "lengths", size, lengths, 0, len));
-    if (model->rnn != NULL)
-        return attn_rnn_model_decode(fn, model->rnn, graph, memory, src_lengths, size, len, ids,
-                                     ids_stride, lengths, logits);
+    if (model->rnn != NULL) {
+        const attn_precision previous = attn_model_enter_precision(model, graph);
+        const attn_status status =
+            attn_rnn_model_decode(fn, model->rnn, graph, memory, src_lengths, size, len, ids,
+                                  ids_stride, lengths, logits);
+        attn_graph_set_precision(graph, previous);
+        return status;
+    }
     int64_t src_len = 0;
     if (c->arch == ATTN_ARCH_TRANSFORMER) {
         ATTN_CHECK_ARG(memory != NULL, "%s: the transformer's decoder needs the memory", fn);

@@ -47,6 +47,11 @@ ATTN_INTERNAL attn_status attn_quantized_encode(const char *fn, attn_model *m, a
 ATTN_INTERNAL const attn_quantized_matrix *attn_model_quantized(const attn_model *model,
                                                                 attn_param_id id);
 ATTN_INTERNAL void attn_model_free_quantized(attn_model *model);
+/* An RNN model held in bf16 or int8 multiplies its stored matrices (attn_ad_stored_weight) on
+ * every graph it runs on: sets graph's precision to the model's for one call into the RNN
+ * model and returns the precision to set back after it. fp32 models leave graph alone. */
+ATTN_INTERNAL attn_precision attn_model_enter_precision(const attn_model *model, attn_graph *graph);
+
 /* attn_model_save and attn_model_from_file for a bf16 or int8 model; metadata includes the
  * config and the precision. */
 ATTN_INTERNAL attn_status attn_model_save_quantized(attn_model *model, const char *path,

@@ -1,13 +1,17 @@
 /* Models in bf16 or int8 for inference: the stored weights, their files, and the copies the
- * step decoder multiplies with (models_internal.h).
+ * step decoder and the RNN models multiply with (models_internal.h).
  *
  * Every matrix (parameter of two dimensions: projections, embeddings, the output layer) is
  * stored in the lower precision; vectors (biases, layer norms) stay fp32, as they are small
  * and their error is not averaged away by a dot product. The fp32 values the rest of the
- * model reads (the encoder, the attention maps, the RNN models) are overwritten by the
- * stored values, so every path computes with the same weights and a model quantized at load
- * equals the same model read from its quantized file. */
+ * model reads (the encoder, the attention maps, the products an RNN model leaves in fp32) are
+ * overwritten by the stored values, so every path computes with the same weights and a model
+ * quantized at load equals the same model read from its quantized file. The parameter store
+ * gets the stored matrices too (attn_ad_params_set_stored), so that the graph's linear
+ * operations and RNN cell steps of an RNN model multiply them. */
 #include "models/models_internal.h"
+
+#include "autodiff/autodiff_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +41,7 @@ void attn_model_free_quantized(attn_model *model)
     model->cross_kv = NULL;
     if (model->quantized == NULL)
         return;
+    attn_ad_params_set_stored(model->params, NULL);
     const size_t count = attn_params_count(model->params);
     for (size_t i = 0; i < count; i++)
         attn_quantized_matrix_free(&model->quantized[i]);
@@ -107,6 +112,7 @@ static attn_status allocate_table(const char *fn, attn_model *model)
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     attn_model_free_quantized(model);
     model->quantized = table;
+    attn_ad_params_set_stored(model->params, table);
     return ATTN_OK;
 }
 
@@ -146,6 +152,14 @@ attn_status attn_model_set_precision(attn_model *model, attn_precision precision
     }
     model->precision = precision;
     return ATTN_OK;
+}
+
+attn_precision attn_model_enter_precision(const attn_model *model, attn_graph *graph)
+{
+    const attn_precision previous = attn_graph_precision(graph);
+    if (model->precision != ATTN_PRECISION_FP32)
+        attn_graph_set_precision(graph, model->precision);
+    return previous;
 }
 
 attn_precision attn_model_precision(const attn_model *model)

@@ -239,7 +239,10 @@ attn_status attn_rnn_step_start(const char *fn, attn_model *model, attn_graph *g
     *out = NULL;
     const attn_rnn_model *m = attn_model_rnn_part(model);
     attn_rnn_decoder *first;
-    ATTN_TRY(attn_rnn_decoder_start(fn, m, graph, memory, src_lengths, &first));
+    const attn_precision previous = attn_model_enter_precision(model, graph);
+    const attn_status started = attn_rnn_decoder_start(fn, m, graph, memory, src_lengths, &first);
+    attn_graph_set_precision(graph, previous);
+    ATTN_TRY(started);
     ATTN_CHECK_ARG(max_rows >= first->size, "%s: max_rows %lld is below the batch size %lld", fn,
                    (long long)max_rows, (long long)first->size);
     rnn_step_decoder *s = calloc(1, sizeof *s);
@@ -252,6 +255,7 @@ attn_status attn_rnn_step_start(const char *fn, attn_model *model, attn_graph *g
     if (status == ATTN_OK) {
         attn_graph_set_recording(s->graph, 0);
         attn_graph_set_training(s->graph, 0);
+        attn_model_enter_precision(model, s->graph); /* kept: the graph is the decoder's own */
         status = hold_first_state(s, first, max_rows);
     }
     if (status != ATTN_OK) {

@@ -2,6 +2,7 @@
  * with lengths and both directions), its backward against finite differences, then the
  * library (every instruction set, cell and layer APIs) against it. */
 #include "../attention/classic_test_util.h"
+#include "kernels/rnn_internal.h"
 
 #include <stdlib.h>
 
@@ -657,6 +658,141 @@ static void test_cell_steps_match_reference(void)
         }
 }
 
+/* A step from projections computed elsewhere (a model decoding with bf16 or int8 weights
+ * computes them with its stored matrices): given the exact projections (in double, rounded
+ * once), the gate math and the state handling (zeros for a NULL state, h_out over h in place)
+ * match the double reference at the tolerance of the cell API above. */
+static void test_cell_from_projections_matches_reference(void)
+{
+    for (int cell = ATTN_RNN_GRU; cell <= ATTN_RNN_LSTM; cell++)
+        for (int with_state = 0; with_state < 2; with_state++) {
+            problem p = make_problem((attn_rnn_cell)cell, 3, 4, 7, 17,
+                                     WITH_BIAS | (with_state ? WITH_H0 : 0), 1.0, 6100);
+            const int64_t B = p.B, T = p.T, I = p.I, H = p.H, G = gate_rows(&p);
+            const int64_t stride = attn_rnn_cell_gate_stride(p.cell, H);
+            CHECK(stride == G + H, "the gate math keeps H values beside the G gates");
+            trace t = new_trace(&p);
+            forward(&p, &t);
+            attn_isa isas[4];
+            const int n_isas = supported_isas(isas);
+            for (int i = 0; i < n_isas; i++) {
+                CHECK_OK(attn_set_isa(isas[i]));
+                float *gates = new_floats((size_t)(B * stride)), *gh = new_floats((size_t)(B * G));
+                float *h = new_floats((size_t)(B * H)), *c = new_floats((size_t)(B * H));
+                float *out = new_floats(n_out(&p));
+                if (with_state) {
+                    for (size_t k = 0; k < n_state(&p); k++) {
+                        h[k] = (float)p.h0[k];
+                        c[k] = is_lstm(&p) ? (float)p.c0[k] : 0.0f;
+                    }
+                }
+                for (int64_t s = 0; s < T; s++) {
+                    const int zeros = s == 0 && !with_state;
+                    for (int64_t b = 0; b < B; b++)
+                        for (int64_t g = 0; g < G; g++) {
+                            double x_part = p.b_ih[g], h_part = p.b_hh[g];
+                            for (int64_t k = 0; k < I; k++)
+                                x_part += p.x[(b * T + s) * I + k] * p.w_ih[g * I + k];
+                            for (int64_t k = 0; k < H && !zeros; k++)
+                                h_part += (double)h[b * H + k] * p.w_hh[g * H + k];
+                            gates[b * stride + g] = (float)x_part;
+                            gh[b * G + g] = (float)h_part;
+                        }
+                    attn_rnn_cell_forward_projected(p.cell, B, H, gates, gh, zeros ? NULL : h,
+                                                    zeros ? NULL : c, h, is_lstm(&p) ? c : NULL);
+                    for (int64_t b = 0; b < B; b++)
+                        memcpy(out + (b * T + s) * H, h + b * H, (size_t)H * sizeof(float));
+                }
+                char what[96];
+                snprintf(what, sizeof what, "projected %s %s %s", cell ? "lstm" : "gru",
+                         with_state ? "h0" : "zeros", attn_isa_name(isas[i]));
+                CHECK_ARRAYS_CLOSE(what, out, t.out, n_out(&p), 2e-6, 2e-5);
+                if (is_lstm(&p))
+                    CHECK_ARRAYS_CLOSE(what, c, t.c_n, n_state(&p), 2e-6, 2e-5);
+                free(gates);
+                free(gh);
+                free(h);
+                free(c);
+                free(out);
+            }
+            CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
+            free_trace(&t);
+            free_problem(&p);
+        }
+}
+
+/* A layer on stored bf16 or int8 matrices (an encoder decoding in that precision): against the
+ * fp32 layer over the same stored values, with lengths (one empty sentence) and the reverse
+ * direction, the outputs move by what rounding the activations allows (bf16 2^-9, int8 1/254
+ * of a row's largest value, through T = 6 steps of gates that do not amplify it: within 0.01
+ * and 0.03), padding stays zero, and the products did change (error > 0). The reference
+ * instruction set ignores the stored matrices (it computes in double). */
+static void test_layer_on_stored_matrices(void)
+{
+    static const attn_precision precisions[2] = {ATTN_PRECISION_BF16, ATTN_PRECISION_INT8};
+    static const double tolerance[2] = {0.01, 0.03};
+    for (int cell = ATTN_RNN_GRU; cell <= ATTN_RNN_LSTM; cell++)
+        for (int q = 0; q < 2; q++) {
+            problem p = make_problem((attn_rnn_cell)cell, 5, 6, 24, 40,
+                                     WITH_BIAS | WITH_LENGTHS | REVERSE, 1.0, 6200);
+            p.lengths[1] = 0;
+            const int64_t G = gate_rows(&p);
+            attn_isa isas[4];
+            const int n_isas = supported_isas(isas);
+            for (int i = 0; i < n_isas; i++) {
+                CHECK_OK(attn_set_isa(isas[i]));
+                library_run r = prepare_run(&p, p.H, 70);
+                attn_quantized_matrix w_ih, w_hh;
+                CHECK_OK(
+                    attn_quantized_matrix_create("test", precisions[q], G, p.I, r.w_ih, &w_ih));
+                CHECK_OK(
+                    attn_quantized_matrix_create("test", precisions[q], G, p.H, r.w_hh, &w_hh));
+                for (int64_t o = 0; o < G; o++) {
+                    attn_quantized_matrix_float_row(&w_ih, o, r.w_ih + o * p.I);
+                    attn_quantized_matrix_float_row(&w_hh, o, r.w_hh + o * p.H);
+                }
+                attn_rnn_layer_dims dims = layer_dims(&p, p.H);
+                attn_rnn_params params = {r.w_ih, r.w_hh, r.b_ih, r.b_hh};
+                attn_rnn_stored stored = {&w_ih, &w_hh, NULL};
+                stored.scratch = attn_aligned_alloc(attn_rnn_stored_scratch_bytes(&dims, &stored));
+                const size_t n_saved = attn_rnn_layer_saved_floats(&dims);
+                const size_t n_work = attn_rnn_layer_workspace_floats(&dims);
+                float *saved = attn_aligned_alloc(n_saved * sizeof(float));
+                float *work = attn_aligned_alloc(n_work * sizeof(float));
+                float *exact = new_floats(n_out(&p)), *got = new_floats(n_out(&p));
+                memset(got, 0xff, n_out(&p) * sizeof(float));
+                CHECK_OK(attn_rnn_layer_forward(&dims, &params, r.x, p.lengths, NULL, NULL, exact,
+                                                NULL, NULL, saved, work));
+                CHECK_OK(attn_rnn_layer_forward_stored(&dims, &params, &stored, r.x, p.lengths, got,
+                                                       saved, work));
+                double worst = 0.0;
+                int padding_zero = 1;
+                for (int64_t b = 0; b < p.B; b++)
+                    for (int64_t t = 0; t < p.T; t++)
+                        for (int64_t j = 0; j < p.H; j++) {
+                            const size_t k = (size_t)((b * p.T + t) * p.H + j);
+                            worst = fmax(worst, fabs((double)got[k] - (double)exact[k]));
+                            padding_zero &= t < length_of(&p, b) || got[k] == 0.0f;
+                        }
+                const int stored_used = isas[i] != ATTN_ISA_REFERENCE;
+                CHECK(worst < tolerance[q] && (worst > 0.0) == stored_used && padding_zero,
+                      "%s %s %s: within %g of fp32 over the stored values (%g), padding zero",
+                      cell ? "lstm" : "gru", attn_precision_name(precisions[q]),
+                      attn_isa_name(isas[i]), tolerance[q], worst);
+                attn_aligned_free(stored.scratch);
+                attn_aligned_free(saved);
+                attn_aligned_free(work);
+                free(exact);
+                free(got);
+                attn_quantized_matrix_free(&w_ih);
+                attn_quantized_matrix_free(&w_hh);
+                free_run(&r);
+            }
+            CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
+            free_problem(&p);
+        }
+}
+
 /* ---- layouts, padding, determinism --------------------------------------------------- */
 
 /* Both directions of a bidirectional layer write one [B, T, 2H] buffer; each half equals
@@ -941,6 +1077,8 @@ int main(void)
     RUN_TEST(test_threaded_batch_matches_reference);
     RUN_TEST(test_saturated_gates);
     RUN_TEST(test_cell_steps_match_reference);
+    RUN_TEST(test_cell_from_projections_matches_reference);
+    RUN_TEST(test_layer_on_stored_matrices);
     RUN_TEST(test_bidirectional_shared_buffer);
     RUN_TEST(test_final_states_and_empty_sentences);
     RUN_TEST(test_runs_are_bit_identical);

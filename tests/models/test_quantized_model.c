@@ -276,25 +276,79 @@ static void test_files_reload_exactly(void)
     remove(path);
 }
 
-/* The rnn models keep their fp32 products but read the stored weights. */
-static void test_rnn_reads_stored_weights(void)
+static attn_model_config rnn(attn_rnn_cell cell, attn_rnn_attention attention, int64_t layers)
 {
     attn_model_config c = attn_model_config_default(ATTN_ARCH_RNN);
+    c.cell = cell;
+    c.attention = attention;
+    c.layers = layers;
+    c.input_feeding = attention != ATTN_RNN_BAHDANAU;
+    c.bidirectional = attention != ATTN_RNN_LUONG_DOT; /* dot scores need equal sizes */
     c.src_vocab = 9;
-    c.tgt_vocab = 11;
-    c.hidden = 5;
-    c.embedding_dim = 4;
-    c.attention_dim = 6;
+    c.tgt_vocab = 70;
+    c.hidden = 40;
+    c.embedding_dim = 24;
+    c.attention_dim = 32;
     c.max_len = 32;
-    attn_model *m = new_model(&c, 3, 0.3f);
-    CHECK_OK(attn_model_set_precision(m, ATTN_PRECISION_INT8));
-    float *whole = NULL;
-    float *steps = step_logits(m, 3, &whole);
-    CHECK(worst_error(steps, whole, BATCH * STEPS * c.tgt_vocab) < 1e-5,
-          "rnn int8: steps equal the whole-prefix decoder");
-    free(whole);
-    free(steps);
-    attn_model_destroy(m);
+    return c;
+}
+
+/* An fp32 model holding m's values: after attn_model_set_precision those are the stored
+ * weights, so the two differ only in the products' arithmetic. */
+static attn_model *fp32_copy(attn_model *m)
+{
+    attn_model *copy = new_model(attn_model_get_config(m), 1, 0.1f);
+    if (copy == NULL)
+        return NULL;
+    attn_params *from = attn_model_params(m), *to = attn_model_params(copy);
+    memcpy(attn_params_buffer(to, ATTN_PARAM_VALUES), attn_params_buffer(from, ATTN_PARAM_VALUES),
+           attn_params_buffer_floats(from) * sizeof(float));
+    attn_params_values_changed(to);
+    return copy;
+}
+
+/* RNN models in bf16 and int8 multiply the stored matrices (the decoder cell's two
+ * projections, the attention's keys, Luong's combination, the output layer) with rounded
+ * activations. Against the fp32 products over the same stored weights, each product's
+ * relative error is that of its rounded activations: bf16 2^-9, int8 1/254 of the row's
+ * largest value; the gates' sigmoids and tanhs do not amplify it, so over 12 steps of two
+ * layers the logits stay within the Transformer's tolerances above (0.01 and 0.03 relative to
+ * 1 + |logit|). Products left in fp32 would give an error of 0; a wrong matrix, scale or
+ * gate layout one of the logits' size (about 1). The whole-prefix decoder takes the same
+ * products, so the steps still equal it. */
+static void test_rnn_products_in_stored_precision(void)
+{
+    const attn_model_config configs[4] = {
+        rnn(ATTN_RNN_GRU, ATTN_RNN_BAHDANAU, 1), rnn(ATTN_RNN_LSTM, ATTN_RNN_BAHDANAU, 2),
+        rnn(ATTN_RNN_GRU, ATTN_RNN_LUONG_GENERAL, 2), rnn(ATTN_RNN_LSTM, ATTN_RNN_LUONG_DOT, 1)};
+    static const attn_precision precisions[2] = {ATTN_PRECISION_BF16, ATTN_PRECISION_INT8};
+    static const double tolerance[2] = {0.01, 0.03};
+    for (int c = 0; c < 4; c++)
+        for (int p = 0; p < 2; p++) {
+            attn_model *m = new_model(&configs[c], 3, 0.3f);
+            if (m == NULL)
+                return;
+            CHECK_OK(attn_model_set_precision(m, precisions[p]));
+            attn_model *reference = fp32_copy(m);
+            if (reference == NULL)
+                return;
+            float *whole = NULL;
+            float *steps = step_logits(m, 16, &whole);
+            float *exact = step_logits(reference, 3, NULL);
+            const int64_t n = BATCH * STEPS * configs[c].tgt_vocab;
+            const double error = worst_error(steps, exact, n);
+            CHECK(error < tolerance[p] && error > 0.0,
+                  "rnn config %d %s: within %g of the fp32 products, and not equal (%g)", c,
+                  attn_precision_name(precisions[p]), tolerance[p], error);
+            CHECK(worst_error(steps, whole, n) < 1e-5,
+                  "rnn config %d %s: steps equal the whole-prefix decoder", c,
+                  attn_precision_name(precisions[p]));
+            free(whole);
+            free(steps);
+            free(exact);
+            attn_model_destroy(reference);
+            attn_model_destroy(m);
+        }
 }
 
 int main(void)
@@ -303,6 +357,6 @@ int main(void)
     RUN_TEST(test_encoder_close_to_graph_operations);
     RUN_TEST(test_matrices_hold_stored_values);
     RUN_TEST(test_files_reload_exactly);
-    RUN_TEST(test_rnn_reads_stored_weights);
+    RUN_TEST(test_rnn_products_in_stored_precision);
     return test_summary();
 }

@@ -159,3 +159,43 @@ def test_averaging_refuses_quantized_files(models, tmp_path):
     assert result.returncode != 0
     message = result.stderr.decode()
     assert "int8" in message and "attn quantize" in message, message
+
+
+@pytest.fixture(scope="module")
+def rnn_models(models, tmp_path_factory):
+    """Two small reverse-the-word RNN models (fp32) on the Transformer's data: a GRU with
+    Bahdanau attention and an LSTM with Luong's general attention and input feeding."""
+    folder = tmp_path_factory.mktemp("quantize_rnn")
+    files = {}
+    for name, flags in (("gru-bahdanau", ["--cell", "gru", "--attention", "bahdanau"]),
+                        ("lstm-luong", ["--cell", "lstm", "--attention", "luong-general",
+                                        "--input-feeding"])):
+        files[name] = folder / f"{name}.safetensors"
+        result = run("train", "--train", models["train"], "--out", files[name], "--arch", "rnn",
+                     *flags, "--hidden", "64", "--embedding-dim", "32", "--attention-dim", "32",
+                     "--dropout", "0", "--label-smoothing", "0", "--lr", "1e-2", "--warmup", "20",
+                     "--max-steps", "250", "--batch-tokens", "800", "--schedule", "inverse-sqrt",
+                     "--no-valid", "--threads", "2", timeout=600)
+        assert result.returncode == 0, result.stderr.decode()
+    return files
+
+
+@pytest.mark.parametrize("beam", [1, 5])
+def test_rnn_models_translate_nearly_as_fp32(rnn_models, beam):
+    """RNN models multiply the stored bf16 or int8 matrices (their cells, linear layers and
+    output layer): greedy and beam outputs stay those of fp32 on nearly every token, and the
+    quantized file translates as quantizing at load does."""
+    for name, model in rnn_models.items():
+        reference, _ = translate(model, "--beam", beam)
+        assert sum(w[::-1] == t.replace(" ", "") for w, t in zip(HELD_OUT, reference)) >= 30, name
+        for precision, least in (("bf16", 0.97), ("int8", 0.9)):
+            outputs, _ = translate(model, "--beam", beam, "--precision", precision)
+            agreement = token_agreement(reference, outputs)
+            print(f"{name} beam {beam} {precision}: token agreement with fp32 {agreement:.3f}")
+            assert agreement >= least, (name, beam, precision, agreement)
+            stored = model.parent / f"{name}.{precision}.safetensors"
+            if not stored.exists():
+                result = run("quantize", "--model", model, "--out", stored,
+                             "--precision", precision)
+                assert result.returncode == 0, result.stderr.decode()
+            assert translate(stored, "--beam", beam)[0] == outputs, (name, precision)
