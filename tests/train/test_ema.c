@@ -4,7 +4,7 @@
  * training weights left alone (fp32 and bf16), exact resume, and the refusals. A tiny
  * Transformer on a small reversal corpus keeps every run short. */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
-#include "harness.h"
+#include "trainer_fixture.h"
 #include "../models/models_testing.h"
 
 #include <math.h>
@@ -117,75 +117,18 @@ static void test_update_refuses_bad_arguments(void)
 /* ---- the trainer ------------------------------------------------------------------------------
  */
 
-enum { TRAIN_PAIRS = 48, VALID_PAIRS = 12, STEPS = 8 };
+enum { STEPS = 8 };
 
-typedef struct fixture {
-    char sources[TRAIN_PAIRS + VALID_PAIRS][12];
-    char targets[TRAIN_PAIRS + VALID_PAIRS][12];
-    attn_corpus *train, *valid;
-    attn_tokenizer *src_tok, *tgt_tok;
-    char *src_json, *tgt_json;
-    attn_metadata_entry metadata[2];
-    attn_model_config config;
-    char scratch[64];
-} fixture;
-
-static fixture fx;
+static trainer_fixture fx;
 
 static void make_fixture(void)
 {
-    attn_rng rng;
-    attn_rng_seed(&rng, 5);
-    const char *src[TRAIN_PAIRS + VALID_PAIRS], *tgt[TRAIN_PAIRS + VALID_PAIRS];
-    for (int i = 0; i < TRAIN_PAIRS + VALID_PAIRS; i++) {
-        int len = 2 + (int)attn_rng_below(&rng, 6);
-        for (int j = 0; j < len; j++)
-            fx.sources[i][j] = (char)('a' + attn_rng_below(&rng, 6));
-        fx.sources[i][len] = '\0';
-        for (int j = 0; j < len; j++)
-            fx.targets[i][j] = fx.sources[i][len - 1 - j];
-        fx.targets[i][len] = '\0';
-        src[i] = fx.sources[i];
-        tgt[i] = fx.targets[i];
-    }
-    CHECK_OK(attn_corpus_from_strings(src, tgt, TRAIN_PAIRS, &fx.train));
-    CHECK_OK(
-        attn_corpus_from_strings(src + TRAIN_PAIRS, tgt + TRAIN_PAIRS, VALID_PAIRS, &fx.valid));
-    attn_tokenizer_config chars;
-    CHECK_OK(attn_tokenizer_config_parse("char", &chars));
-    CHECK_OK(attn_tokenizer_train(&chars, src, TRAIN_PAIRS, &fx.src_tok));
-    CHECK_OK(attn_tokenizer_train(&chars, tgt, TRAIN_PAIRS, &fx.tgt_tok));
-    CHECK_OK(attn_corpus_encode(fx.train, fx.src_tok, fx.tgt_tok));
-    CHECK_OK(attn_corpus_encode(fx.valid, fx.src_tok, fx.tgt_tok));
-    CHECK_OK(attn_tokenizer_to_json(fx.src_tok, &fx.src_json));
-    CHECK_OK(attn_tokenizer_to_json(fx.tgt_tok, &fx.tgt_json));
-    fx.metadata[0] = (attn_metadata_entry){ATTN_SRC_TOKENIZER_KEY, fx.src_json};
-    fx.metadata[1] = (attn_metadata_entry){ATTN_TGT_TOKENIZER_KEY, fx.tgt_json};
-
-    attn_model_config c = attn_model_config_default(ATTN_ARCH_TRANSFORMER);
-    c.d_model = 16;
-    c.num_heads = 2;
-    c.ffn_dim = 32;
-    c.encoder_layers = 1;
-    c.decoder_layers = 1;
-    c.dropout = 0.1;
-    c.label_smoothing = 0.1;
-    c.src_vocab = attn_vocab_size(attn_tokenizer_vocab(fx.src_tok));
-    c.tgt_vocab = attn_vocab_size(attn_tokenizer_vocab(fx.tgt_tok));
-    c.max_len = 16;
-    fx.config = c;
-    snprintf(fx.scratch, sizeof fx.scratch, "/tmp/attn_test_ema_XXXXXX");
-    CHECK(mkdtemp(fx.scratch) != NULL, "a scratch folder");
+    trainer_fixture_make(&fx, "/tmp/attn_test_ema_XXXXXX");
 }
 
 static void free_fixture(void)
 {
-    attn_corpus_destroy(fx.train);
-    attn_corpus_destroy(fx.valid);
-    attn_tokenizer_destroy(fx.src_tok);
-    attn_tokenizer_destroy(fx.tgt_tok);
-    free(fx.src_json);
-    free(fx.tgt_json);
+    trainer_fixture_free(&fx);
 }
 
 static const char *const FILE_NAMES[] = {"a.safetensors", "a.ckpt.safetensors", "b.safetensors",

@@ -1,9 +1,10 @@
 /* The training loop's mechanics: exact resume, determinism, gradient accumulation against a
  * hand-made step, the files it writes, stopping rules, skipped steps, arena reuse, argument
  * and checkpoint errors; greedy decoding against a decoder re-run over each prefix. A tiny
- * Transformer (and tiny RNNs) on a small copy corpus keeps every run short. */
+ * Transformer (and tiny RNNs) on a small reversal corpus (trainer_fixture.h) keeps every run
+ * short. */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
-#include "harness.h"
+#include "trainer_fixture.h"
 #include "../models/models_testing.h"
 
 #include <math.h>
@@ -13,84 +14,27 @@
 
 /* ---- fixture ------------------------------------------------------------------------------- */
 
-enum { TRAIN_PAIRS = 48, VALID_PAIRS = 12, MAX_STEPS = 24 };
+enum { MAX_STEPS = 24 };
 
-typedef struct fixture {
-    char sources[TRAIN_PAIRS + VALID_PAIRS][12];
-    char targets[TRAIN_PAIRS + VALID_PAIRS][12];
-    attn_corpus *train, *valid;
-    attn_tokenizer *src_tok, *tgt_tok;
-    char *src_json, *tgt_json;
-    attn_metadata_entry metadata[2];
-    attn_model_config config;
-} fixture;
+static trainer_fixture fx;
 
-static fixture fx;
-static char scratch[64];
 /* The precision busy_options() trains in (the bf16 tests switch it). */
 static attn_precision fx_precision = ATTN_PRECISION_FP32;
 
 static void make_fixture(void)
 {
-    attn_rng rng;
-    attn_rng_seed(&rng, 5);
-    const char *src[TRAIN_PAIRS + VALID_PAIRS], *tgt[TRAIN_PAIRS + VALID_PAIRS];
-    for (int i = 0; i < TRAIN_PAIRS + VALID_PAIRS; i++) {
-        int len = 2 + (int)attn_rng_below(&rng, 6);
-        for (int j = 0; j < len; j++)
-            fx.sources[i][j] = (char)('a' + attn_rng_below(&rng, 6));
-        fx.sources[i][len] = '\0';
-        for (int j = 0; j < len; j++)
-            fx.targets[i][j] = fx.sources[i][len - 1 - j];
-        fx.targets[i][len] = '\0';
-        src[i] = fx.sources[i];
-        tgt[i] = fx.targets[i];
-    }
-    CHECK_OK(attn_corpus_from_strings(src, tgt, TRAIN_PAIRS, &fx.train));
-    CHECK_OK(
-        attn_corpus_from_strings(src + TRAIN_PAIRS, tgt + TRAIN_PAIRS, VALID_PAIRS, &fx.valid));
-    attn_tokenizer_config chars;
-    CHECK_OK(attn_tokenizer_config_parse("char", &chars));
-    CHECK_OK(attn_tokenizer_train(&chars, src, TRAIN_PAIRS, &fx.src_tok));
-    CHECK_OK(attn_tokenizer_train(&chars, tgt, TRAIN_PAIRS, &fx.tgt_tok));
-    CHECK_OK(attn_corpus_encode(fx.train, fx.src_tok, fx.tgt_tok));
-    CHECK_OK(attn_corpus_encode(fx.valid, fx.src_tok, fx.tgt_tok));
-    CHECK_OK(attn_tokenizer_to_json(fx.src_tok, &fx.src_json));
-    CHECK_OK(attn_tokenizer_to_json(fx.tgt_tok, &fx.tgt_json));
-    fx.metadata[0] = (attn_metadata_entry){ATTN_SRC_TOKENIZER_KEY, fx.src_json};
-    fx.metadata[1] = (attn_metadata_entry){ATTN_TGT_TOKENIZER_KEY, fx.tgt_json};
-
-    attn_model_config c = attn_model_config_default(ATTN_ARCH_TRANSFORMER);
-    c.d_model = 16;
-    c.num_heads = 2;
-    c.ffn_dim = 32;
-    c.encoder_layers = 1;
-    c.decoder_layers = 1;
-    c.dropout = 0.1; /* masks must be redrawn identically on resume */
-    c.label_smoothing = 0.1;
-    c.src_vocab = attn_vocab_size(attn_tokenizer_vocab(fx.src_tok));
-    c.tgt_vocab = attn_vocab_size(attn_tokenizer_vocab(fx.tgt_tok));
-    c.max_len = 16;
-    fx.config = c;
-
-    snprintf(scratch, sizeof scratch, "/tmp/attn_test_loop_XXXXXX");
-    CHECK(mkdtemp(scratch) != NULL, "a scratch folder");
+    trainer_fixture_make(&fx, "/tmp/attn_test_loop_XXXXXX");
 }
 
 static void free_fixture(void)
 {
-    attn_corpus_destroy(fx.train);
-    attn_corpus_destroy(fx.valid);
-    attn_tokenizer_destroy(fx.src_tok);
-    attn_tokenizer_destroy(fx.tgt_tok);
-    free(fx.src_json);
-    free(fx.tgt_json);
+    trainer_fixture_free(&fx);
 }
 
 static const char *scratch_path(int slot, const char *name)
 {
     static char paths[8][128];
-    snprintf(paths[slot], sizeof paths[slot], "%s/%s", scratch, name);
+    snprintf(paths[slot], sizeof paths[slot], "%s/%s", fx.scratch, name);
     return paths[slot];
 }
 
@@ -1325,6 +1269,6 @@ int main(void)
                            "last-only.safetensors", "other.ckpt.safetensors"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         remove(scratch_path(0, names[i]));
-    rmdir(scratch);
+    rmdir(fx.scratch);
     return test_summary();
 }
