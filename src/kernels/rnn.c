@@ -520,6 +520,33 @@ static attn_rnn_grads grads_or_none(const attn_rnn_grads *grads)
 
 /* ---- public entry points ------------------------------------------------------------- */
 
+/* The checks of a whole layer's forward (with stored matrices, that they fit), then the run. */
+static attn_status checked_layer_forward(const char *fn, const attn_rnn_layer_dims *dims,
+                                         attn_rnn_forward_args *args)
+{
+    ATTN_TRY(check_layer_dims(fn, dims, &args->layout));
+    if (dims->batch == 0)
+        return ATTN_OK;
+    ATTN_TRY(check_params(fn, args->params));
+    ATTN_TRY(check_lengths(fn, args->lengths, dims->batch, dims->seq_len));
+    const attn_rnn_stored *stored = args->stored;
+    ATTN_CHECK_ARG(stored == NULL ||
+                       (stored->w_ih->out == args->layout.gate_rows &&
+                        stored->w_ih->in == dims->input_size &&
+                        stored->w_hh->out == args->layout.gate_rows &&
+                        stored->w_hh->in == dims->hidden_size && stored->scratch != NULL),
+                   "%s: the stored matrices do not fit the layer", fn);
+    const float *x = args->x, *output = args->output, *saved = args->saved,
+                *workspace = args->workspace;
+    if (dims->seq_len > 0) {
+        RNN_NOT_NULL(fn, x);
+        RNN_NOT_NULL(fn, output);
+    }
+    RNN_NOT_NULL(fn, saved);
+    RNN_NOT_NULL(fn, workspace);
+    return run_forward(args);
+}
+
 attn_status attn_rnn_layer_forward(const attn_rnn_layer_dims *dims, const attn_rnn_params *params,
                                    const float *x, const int64_t *lengths, const float *h0,
                                    const float *c0, float *output, float *h_n, float *c_n,
@@ -536,18 +563,7 @@ attn_status attn_rnn_layer_forward(const attn_rnn_layer_dims *dims, const attn_r
                                   .c_n = c_n,
                                   .saved = saved,
                                   .workspace = workspace};
-    ATTN_TRY(check_layer_dims(fn, dims, &args.layout));
-    if (dims->batch == 0)
-        return ATTN_OK;
-    ATTN_TRY(check_params(fn, params));
-    ATTN_TRY(check_lengths(fn, lengths, dims->batch, dims->seq_len));
-    if (dims->seq_len > 0) {
-        RNN_NOT_NULL(fn, x);
-        RNN_NOT_NULL(fn, output);
-    }
-    RNN_NOT_NULL(fn, saved);
-    RNN_NOT_NULL(fn, workspace);
-    return run_forward(&args);
+    return checked_layer_forward(fn, dims, &args);
 }
 
 size_t attn_rnn_stored_scratch_bytes(const attn_rnn_layer_dims *dims, const attn_rnn_stored *stored)
@@ -574,23 +590,7 @@ attn_status attn_rnn_layer_forward_stored(const attn_rnn_layer_dims *dims,
                                   .output = output,
                                   .saved = saved,
                                   .workspace = workspace};
-    ATTN_TRY(check_layer_dims(fn, dims, &args.layout));
-    if (dims->batch == 0)
-        return ATTN_OK;
-    ATTN_TRY(check_params(fn, params));
-    ATTN_TRY(check_lengths(fn, lengths, dims->batch, dims->seq_len));
-    ATTN_CHECK_ARG(stored->w_ih->out == args.layout.gate_rows &&
-                       stored->w_ih->in == dims->input_size &&
-                       stored->w_hh->out == args.layout.gate_rows &&
-                       stored->w_hh->in == dims->hidden_size && stored->scratch != NULL,
-                   "%s: the stored matrices do not fit the layer", fn);
-    if (dims->seq_len > 0) {
-        RNN_NOT_NULL(fn, x);
-        RNN_NOT_NULL(fn, output);
-    }
-    RNN_NOT_NULL(fn, saved);
-    RNN_NOT_NULL(fn, workspace);
-    return run_forward(&args);
+    return checked_layer_forward(fn, dims, &args);
 }
 
 attn_status attn_rnn_layer_backward(const attn_rnn_layer_dims *dims, const attn_rnn_params *params,
