@@ -1,57 +1,15 @@
-/* Helpers shared by the autodiff, nn and model tests: a scratch folder, and a gradient check
- * of anything built on a graph against central finite differences of its forward.
- * Include it first: it asks for POSIX (mkdtemp, nftw). */
+/* Helpers shared by the autodiff, nn and model tests: a gradient check of anything built on a
+ * graph against central finite differences of its forward. */
 #ifndef ATTN_TEST_AUTODIFF_TESTING_H
 #define ATTN_TEST_AUTODIFF_TESTING_H
 
-#define _XOPEN_SOURCE 700
-
 #include "harness.h"
 
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-/* ---- scratch files ---------------------------------------------------------------------- */
-
-static char ad_scratch_root[512];
-
-static inline int ad_remove_entry(const char *path, const struct stat *info, int type,
-                                  struct FTW *ftw)
-{
-    (void)info, (void)type, (void)ftw;
-    return remove(path);
-}
-
-static inline void ad_scratch_remove_all(void)
-{
-    if (ad_scratch_root[0] != '\0')
-        nftw(ad_scratch_root, ad_remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-/* "<fresh folder under $TMPDIR or /tmp>/<name>", in one of two static buffers. The folder is
- * removed when the program exits. */
-static inline const char *ad_scratch_path(const char *name)
-{
-    if (ad_scratch_root[0] == '\0') {
-        const char *base = getenv("TMPDIR");
-        snprintf(ad_scratch_root, sizeof ad_scratch_root, "%s/attn_autodiff_XXXXXX",
-                 base != NULL && base[0] != '\0' ? base : "/tmp");
-        if (mkdtemp(ad_scratch_root) == NULL) {
-            perror("mkdtemp");
-            exit(2);
-        }
-        atexit(ad_scratch_remove_all);
-    }
-    static char path[2][640];
-    static int which;
-    which ^= 1;
-    snprintf(path[which], sizeof path[which], "%s/%s", ad_scratch_root, name);
-    return path[which];
-}
 
 /* ---- finite-difference gradient checks -------------------------------------------------- */
 

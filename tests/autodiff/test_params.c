@@ -189,7 +189,7 @@ static void test_save_and_load_by_name(void)
                                attn_init_normal(1.0f)};
     attn_params *store = store_of(3, names, shapes, ndims, inits);
     CHECK_OK(attn_params_init(store, 11));
-    const char *path = ad_scratch_path("params.safetensors");
+    const char *path = test_scratch_path("params.safetensors");
     attn_metadata_entry meta = {"note", "{\"x\": 1}"};
     CHECK_OK(attn_params_save(store, path, &meta, 1));
 
@@ -228,7 +228,7 @@ static void test_save_and_load_by_name(void)
           "names %s and %s", tensors[0].name, tensors[3].name);
     CHECK_FAILS(attn_params_tensors(store, ATTN_PARAM_VALUES, NULL, tensors, 2),
                 ATTN_ERR_INVALID_ARGUMENT);
-    const char *checkpoint = ad_scratch_path("checkpoint.safetensors");
+    const char *checkpoint = test_scratch_path("checkpoint.safetensors");
     CHECK_OK(attn_tensor_file_write(checkpoint, tensors, 6, NULL, 0));
     CHECK_OK(attn_tensor_file_open(checkpoint, &file));
     CHECK_OK(attn_params_load(other, file, ATTN_PARAM_ADAM_M, "adam_m."));
@@ -277,7 +277,7 @@ static void test_load_refuses_values_no_run_writes(void)
     attn_params *store = store_of(2, names, shapes, ndims, inits);
     attn_params *other = store_of(2, names, shapes, ndims, inits);
     CHECK_OK(attn_params_init(store, 3));
-    const char *path = ad_scratch_path("corrupt.safetensors");
+    const char *path = test_scratch_path("corrupt.safetensors");
     const float bad_values[] = {NAN, INFINITY, -INFINITY};
     for (size_t k = 0; k < sizeof bad_values / sizeof bad_values[0]; k++) {
         float *dec_w = attn_params_data(store, 1, ATTN_PARAM_VALUES);

@@ -2,7 +2,6 @@
  * tokenizers (from a path and from an open file); files that are no model, lack tokenizers or
  * are cut short fail with a message naming them; translating through the bundle equals
  * attn_decode on the same ids; encode counts unknown tokens and refuses over-long text. */
-#define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include "harness.h"
 
 #include <stdlib.h>
@@ -10,17 +9,9 @@
 
 enum { PAIRS = 40 };
 
-static char scratch[64];
 static char sources[PAIRS][12], targets[PAIRS][12];
 static const char *source_texts[PAIRS], *target_texts[PAIRS];
 static attn_tokenizer *src_tok, *tgt_tok;
-
-static const char *scratch_path(int slot, const char *name)
-{
-    static char paths[8][128];
-    snprintf(paths[slot], sizeof paths[slot], "%s/%s", scratch, name);
-    return paths[slot];
-}
 
 /* A reverse-the-word corpus of letters a..f, and its character tokenizers. */
 static void make_data(void)
@@ -126,8 +117,8 @@ static void check_matches_file(const attn_bundle *bundle, const char *path)
 
 static void test_loads_model_and_checkpoint(void)
 {
-    const char *model_path = scratch_path(0, "model.safetensors");
-    const char *checkpoint_path = scratch_path(1, "model.last.safetensors");
+    const char *model_path = test_scratch_path("model.safetensors");
+    const char *checkpoint_path = test_scratch_path("model.last.safetensors");
     train_files(model_path, checkpoint_path);
 
     attn_bundle *bundle = NULL;
@@ -175,10 +166,10 @@ static void check_message(const char *needle)
 static void test_files_that_are_not_bundles(void)
 {
     attn_bundle *bundle = NULL;
-    const char *model_path = scratch_path(0, "model.safetensors");
+    const char *model_path = test_scratch_path("model.safetensors");
 
     /* Not a safetensors file at all. */
-    const char *text = scratch_path(2, "text.safetensors");
+    const char *text = test_scratch_path("text.safetensors");
     FILE *f = fopen(text, "w");
     CHECK(f != NULL, "write %s", text);
     if (f != NULL) {
@@ -190,13 +181,13 @@ static void test_files_that_are_not_bundles(void)
     CHECK(bundle == NULL, "no bundle on failure");
 
     /* A missing file. */
-    CHECK_FAILS(attn_bundle_load(scratch_path(2, "missing.safetensors"), &bundle), ATTN_ERR_IO);
+    CHECK_FAILS(attn_bundle_load(test_scratch_path("missing.safetensors"), &bundle), ATTN_ERR_IO);
     check_message("missing.safetensors");
 
     /* Tensors but no model config. */
     const float weights[4] = {1, 2, 3, 4};
     attn_named_tensor tensor = {"w", ATTN_DTYPE_F32, 1, {4}, weights};
-    const char *bare = scratch_path(2, "weights.safetensors");
+    const char *bare = test_scratch_path("weights.safetensors");
     CHECK_OK(attn_tensor_file_write(bare, &tensor, 1, NULL, 0));
     CHECK_FAILS(attn_bundle_load(bare, &bundle), ATTN_ERR_FORMAT);
     check_message("not a model saved by attn");
@@ -207,7 +198,7 @@ static void test_files_that_are_not_bundles(void)
     attn_model *model = NULL;
     CHECK_OK(attn_model_create(&c, &model));
     CHECK_OK(attn_model_init(model, 1));
-    const char *untokenized = scratch_path(2, "untokenized.safetensors");
+    const char *untokenized = test_scratch_path("untokenized.safetensors");
     CHECK_OK(attn_model_save(model, untokenized, NULL, 0));
     attn_model_destroy(model);
     CHECK_FAILS(attn_bundle_load(untokenized, &bundle), ATTN_ERR_FORMAT);
@@ -219,7 +210,7 @@ static void test_files_that_are_not_bundles(void)
                                      {ATTN_TGT_TOKENIZER_KEY, "{}"}};
     CHECK_OK(attn_model_create(&c, &model));
     CHECK_OK(attn_model_init(model, 1));
-    const char *bad_json = scratch_path(2, "bad_tokenizer.safetensors");
+    const char *bad_json = test_scratch_path("bad_tokenizer.safetensors");
     CHECK_OK(attn_model_save(model, bad_json, broken, 2));
     attn_model_destroy(model);
     CHECK_FAILS(attn_bundle_load(bad_json, &bundle), ATTN_ERR_FORMAT);
@@ -232,7 +223,7 @@ static void test_files_that_are_not_bundles(void)
         char buffer[4096];
         size_t got = fread(buffer, 1, sizeof buffer, in);
         fclose(in);
-        const char *truncated = scratch_path(2, "truncated.safetensors");
+        const char *truncated = test_scratch_path("truncated.safetensors");
         FILE *out = fopen(truncated, "wb");
         CHECK(out != NULL && got == sizeof buffer, "write %s", truncated);
         if (out != NULL) {
@@ -249,7 +240,7 @@ static void test_files_that_are_not_bundles(void)
     CHECK_OK(attn_bundle_metadata(src_tok, tgt_tok, metadata));
     CHECK_OK(attn_model_create(&classifier, &model));
     CHECK_OK(attn_model_init(model, 1));
-    const char *classifier_path = scratch_path(2, "classifier.safetensors");
+    const char *classifier_path = test_scratch_path("classifier.safetensors");
     CHECK_OK(attn_model_save(model, classifier_path, metadata, ATTN_BUNDLE_METADATA_COUNT));
     attn_model_destroy(model);
     attn_bundle_metadata_free(metadata);
@@ -272,7 +263,7 @@ static void test_files_that_are_not_bundles(void)
 static void test_encode(void)
 {
     attn_bundle *bundle = NULL;
-    CHECK_OK(attn_bundle_load(scratch_path(0, "model.safetensors"), &bundle));
+    CHECK_OK(attn_bundle_load(test_scratch_path("model.safetensors"), &bundle));
     if (bundle == NULL)
         return;
     int32_t *ids = NULL, *plain = NULL;
@@ -316,7 +307,7 @@ static void test_encode(void)
 static void test_decode_equals_attn_decode(void)
 {
     attn_bundle *bundle = NULL;
-    CHECK_OK(attn_bundle_load(scratch_path(0, "model.safetensors"), &bundle));
+    CHECK_OK(attn_bundle_load(test_scratch_path("model.safetensors"), &bundle));
     if (bundle == NULL)
         return;
     const char *texts[3] = {"abc", "fedcba", "a"};
@@ -338,7 +329,7 @@ static void test_decode_equals_attn_decode(void)
     }
     attn_model *model = NULL;
     attn_graph *graph = NULL;
-    CHECK_OK(attn_model_load(scratch_path(0, "model.safetensors"), &model));
+    CHECK_OK(attn_model_load(test_scratch_path("model.safetensors"), &model));
     CHECK_OK(attn_graph_create(attn_model_params(model), &graph));
     CHECK_OK(attn_decode(model, graph, 3, 6, src, lengths, &options, &reference));
     CHECK(ours != NULL && reference != NULL && ours->size == 3 && reference->size == 3 &&
@@ -386,8 +377,6 @@ static void test_decode_equals_attn_decode(void)
 
 int main(void)
 {
-    snprintf(scratch, sizeof scratch, "/tmp/attn_test_bundle_XXXXXX");
-    CHECK(mkdtemp(scratch) != NULL, "a scratch folder");
     make_data();
     RUN_TEST(test_loads_model_and_checkpoint);
     RUN_TEST(test_files_that_are_not_bundles);
@@ -395,12 +384,5 @@ int main(void)
     RUN_TEST(test_decode_equals_attn_decode);
     attn_tokenizer_destroy(src_tok);
     attn_tokenizer_destroy(tgt_tok);
-    const char *names[] = {"model.safetensors",       "model.last.safetensors",
-                           "text.safetensors",        "weights.safetensors",
-                           "untokenized.safetensors", "bad_tokenizer.safetensors",
-                           "truncated.safetensors",   "classifier.safetensors"};
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-        remove(scratch_path(3, names[i]));
-    remove(scratch);
     return test_summary();
 }

@@ -3,7 +3,6 @@
  * differ are refused, naming both files and the difference. attn_bundle_average of one file
  * is the file, of two is their mean to the float (also written over one of its inputs), and
  * files of different configs or tokenizers are refused. */
-#define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include "harness.h"
 
 #include <stdlib.h>
@@ -11,19 +10,9 @@
 
 enum { PAIRS = 30 };
 
-static char scratch[64];
 static char sources[PAIRS][10], targets[PAIRS][10];
 static const char *source_texts[PAIRS], *target_texts[PAIRS];
 static attn_tokenizer *src_tok, *tgt_tok, *other_tgt_tok;
-
-static const char *scratch_path(const char *name)
-{
-    static char paths[8][128];
-    static int next;
-    char *path = paths[next++ % 8];
-    snprintf(path, sizeof paths[0], "%s/%s", scratch, name);
-    return path;
-}
 
 /* A reverse-the-word corpus of letters a..f, its character tokenizers, and a target tokenizer
  * of the same size but another order of tokens (the words reversed again: the same letters,
@@ -78,7 +67,7 @@ static attn_model_config tiny_config(attn_model_arch arch, int64_t ffn_dim)
 static const char *write_model(const char *name, attn_model_arch arch, int64_t ffn_dim,
                                uint64_t seed, const attn_tokenizer *target)
 {
-    const char *path = scratch_path(name);
+    const char *path = test_scratch_path(name);
     attn_model_config c = tiny_config(arch, ffn_dim);
     attn_model *model = NULL;
     attn_metadata_entry metadata[ATTN_BUNDLE_METADATA_COUNT];
@@ -181,7 +170,7 @@ static void test_average(void)
     const char *wide = write_model("wide.safetensors", ATTN_ARCH_TRANSFORMER, 24, 13, tgt_tok);
     const char *other =
         write_model("avg_other.safetensors", ATTN_ARCH_TRANSFORMER, 16, 14, other_tgt_tok);
-    const char *out = scratch_path("mean.safetensors");
+    const char *out = test_scratch_path("mean.safetensors");
 
     const char *one[1] = {a};
     CHECK_OK(attn_bundle_average(one, 1, out));
@@ -215,7 +204,7 @@ static void test_average(void)
     attn_bundle_destroy(mean);
 
     /* Over one of its inputs: every input is read before the output is written. */
-    const char *copy = scratch_path("copy.safetensors");
+    const char *copy = test_scratch_path("copy.safetensors");
     CHECK_OK(attn_bundle_average(one, 1, copy));
     const char *onto[2] = {copy, b};
     CHECK_OK(attn_bundle_average(onto, 2, copy));
@@ -234,7 +223,7 @@ static void test_average(void)
     const char *vocabularies[2] = {a, other};
     CHECK_FAILS(attn_bundle_average(vocabularies, 2, out), ATTN_ERR_INVALID_ARGUMENT);
     check_message("different target vocabularies");
-    const char *missing[2] = {a, scratch_path("missing.safetensors")};
+    const char *missing[2] = {a, test_scratch_path("missing.safetensors")};
     CHECK_FAILS(attn_bundle_average(missing, 2, out), ATTN_ERR_IO);
     check_message("missing.safetensors");
     CHECK_FAILS(attn_bundle_average(one, 0, out), ATTN_ERR_INVALID_ARGUMENT);
@@ -244,19 +233,11 @@ static void test_average(void)
 
 int main(void)
 {
-    snprintf(scratch, sizeof scratch, "/tmp/attn_test_ensemble_XXXXXX");
-    CHECK(mkdtemp(scratch) != NULL, "a scratch folder");
     make_data();
     RUN_TEST(test_ensemble);
     RUN_TEST(test_average);
     attn_tokenizer_destroy(src_tok);
     attn_tokenizer_destroy(tgt_tok);
     attn_tokenizer_destroy(other_tgt_tok);
-    const char *names[] = {"a.safetensors",         "r.safetensors",     "other.safetensors",
-                           "avg_a.safetensors",     "avg_b.safetensors", "wide.safetensors",
-                           "avg_other.safetensors", "mean.safetensors",  "copy.safetensors"};
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-        remove(scratch_path(names[i]));
-    remove(scratch);
     return test_summary();
 }

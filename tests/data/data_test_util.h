@@ -55,26 +55,10 @@ static inline void skipped(const char *what)
     printf("skipped %s: shared/data not found beside the repository\n", what);
 }
 
-/* A scratch directory for files the tests write, removed by remove_scratch(). */
-static char scratch_dir[64];
-static char scratch_files[32][128];
-static int scratch_count;
-
+/* Writes the bytes to <scratch folder>/<name> and returns its path. */
 static inline const char *write_scratch(const char *name, const char *bytes, size_t size)
 {
-    if (scratch_dir[0] == '\0') {
-        snprintf(scratch_dir, sizeof scratch_dir, "/tmp/attn_data_test_XXXXXX");
-        if (mkdtemp(scratch_dir) == NULL) {
-            perror("mkdtemp");
-            exit(1);
-        }
-    }
-    if (scratch_count == 32) {
-        fprintf(stderr, "too many scratch files\n");
-        exit(1);
-    }
-    char *path = scratch_files[scratch_count++];
-    snprintf(path, 128, "%s/%s", scratch_dir, name);
+    const char *path = test_scratch_path(name);
     FILE *f = fopen(path, "wb");
     if (f == NULL || fwrite(bytes, 1, size, f) != size || fclose(f) != 0) {
         perror(path);
@@ -86,14 +70,6 @@ static inline const char *write_scratch(const char *name, const char *bytes, siz
 static inline const char *write_scratch_text(const char *name, const char *text)
 {
     return write_scratch(name, text, strlen(text));
-}
-
-static inline void remove_scratch(void)
-{
-    for (int i = 0; i < scratch_count; i++)
-        unlink(scratch_files[i]);
-    if (scratch_dir[0] != '\0')
-        rmdir(scratch_dir);
 }
 
 /* The message of the last failure contains every one of the given strings. */

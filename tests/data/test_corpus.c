@@ -720,6 +720,5 @@ int main(void)
     RUN_TEST(test_unshuffled_epochs_repeat);
     RUN_TEST(test_oversized_pair_is_alone);
     RUN_TEST(test_batches_on_g2p);
-    remove_scratch();
     return test_summary();
 }

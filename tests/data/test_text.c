@@ -233,6 +233,5 @@ int main(void)
     RUN_TEST(test_vocab_order_and_limits);
     RUN_TEST(test_vocab_rejects_bad_input);
     RUN_TEST(test_vocab_json_round_trip);
-    remove_scratch();
     return test_summary();
 }

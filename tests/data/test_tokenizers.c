@@ -735,6 +735,5 @@ int main(void)
     RUN_TEST(test_json_round_trip);
     RUN_TEST(test_json_rejects_malformed);
     RUN_TEST(test_bad_arguments);
-    remove_scratch();
     return test_summary();
 }

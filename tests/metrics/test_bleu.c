@@ -444,6 +444,5 @@ int main(void)
     RUN_TEST(test_13a_rules);
     RUN_TEST(test_statistics_and_line);
     RUN_TEST(test_bad_input);
-    remove_scratch();
     return test_summary();
 }

@@ -267,6 +267,5 @@ int main(void)
     RUN_TEST(test_g2p_tie_goes_to_longer);
     RUN_TEST(test_g2p_malformed);
     RUN_TEST(test_g2p_real_test_split);
-    remove_scratch();
     return test_summary();
 }

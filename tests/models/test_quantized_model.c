@@ -230,7 +230,7 @@ static void test_files_reload_exactly(void)
 {
     static const attn_precision precisions[2] = {ATTN_PRECISION_BF16, ATTN_PRECISION_INT8};
     attn_model_config c = transformer(24, 3, 1);
-    const char *path = ad_scratch_path("quantized.safetensors");
+    const char *path = test_scratch_path("quantized.safetensors");
     for (int p = 0; p < 2; p++) {
         attn_model *m = new_model(&c, 9, 0.3f);
         CHECK_OK(attn_model_set_precision(m, precisions[p]));

@@ -581,7 +581,7 @@ static void test_save_and_load_give_identical_logits(void)
     c.input_feeding = 1;
     c.layers = 2;
     attn_model *m = new_model(&c, 10, MODEL_OWN_INIT);
-    const char *path = ad_scratch_path("rnn.safetensors");
+    const char *path = test_scratch_path("rnn.safetensors");
     const attn_metadata_entry extra = {"note", "rnn test"};
     CHECK_OK(attn_model_save(m, path, &extra, 1));
     attn_model *loaded = NULL;

@@ -264,7 +264,7 @@ static void test_save_and_load_give_identical_logits(void)
         attn_model_config c = tiny_config((attn_model_arch)arch);
         c.norm_first = arch == 1;
         attn_model *m = new_model(&c, 6, MODEL_OWN_INIT);
-        const char *path = ad_scratch_path("model.safetensors");
+        const char *path = test_scratch_path("model.safetensors");
         attn_metadata_entry extra = {"tokenizer", "{\"kind\": \"char\"}"};
         CHECK_OK(attn_model_save(m, path, &extra, 1));
         attn_model *back = NULL;
@@ -297,7 +297,7 @@ static void test_save_and_load_give_identical_logits(void)
     /* A file without a config, or with weights of another model. */
     attn_model_config c = tiny_config(ATTN_ARCH_TRANSFORMER);
     attn_model *m = new_model(&c, 6, MODEL_OWN_INIT);
-    const char *bare = ad_scratch_path("bare.safetensors");
+    const char *bare = test_scratch_path("bare.safetensors");
     CHECK_OK(attn_params_save(attn_model_params(m), bare, NULL, 0));
     attn_model *back = NULL;
     CHECK_FAILS(attn_model_load(bare, &back), ATTN_ERR_FORMAT);
@@ -311,7 +311,7 @@ static void test_save_and_load_give_identical_logits(void)
     CHECK(strstr(attn_last_error(), "linear1") != NULL, "names the mismatch: %s",
           attn_last_error());
     attn_tensor_file_close(file);
-    CHECK_FAILS(attn_model_load(ad_scratch_path("missing.safetensors"), &back), ATTN_ERR_IO);
+    CHECK_FAILS(attn_model_load(test_scratch_path("missing.safetensors"), &back), ATTN_ERR_IO);
     attn_model_destroy(other);
     attn_model_destroy(m);
 }

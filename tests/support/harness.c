@@ -1,8 +1,14 @@
+#define _XOPEN_SOURCE 700 /* mkdtemp, nftw */
+
 #include "harness.h"
 
+#include <ftw.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int test_checks_failed;
 int test_checks_passed;
@@ -122,4 +128,62 @@ void *test_alloc(size_t bytes)
         exit(2);
     }
     return p;
+}
+
+static char scratch_root[512];
+static pid_t scratch_owner;
+static char **scratch_paths;
+static size_t scratch_path_count, scratch_path_capacity;
+
+static int remove_scratch_entry(const char *path, const struct stat *info, int type,
+                                struct FTW *ftw)
+{
+    (void)info, (void)type, (void)ftw;
+    chmod(path, 0700); /* a folder a test made read-only must be emptied too */
+    return remove(path);
+}
+
+static void remove_scratch_folder(void)
+{
+    /* A forked child that exits must not take the parent's files with it. */
+    if (getpid() == scratch_owner)
+        nftw(scratch_root, remove_scratch_entry, 16, FTW_DEPTH | FTW_PHYS);
+    for (size_t i = 0; i < scratch_path_count; i++)
+        free(scratch_paths[i]);
+    free(scratch_paths);
+}
+
+const char *test_scratch_folder(void)
+{
+    if (scratch_root[0] == '\0') {
+        const char *base = getenv("TMPDIR");
+        snprintf(scratch_root, sizeof scratch_root, "%s/attn_test_XXXXXX",
+                 base != NULL && base[0] != '\0' ? base : "/tmp");
+        if (mkdtemp(scratch_root) == NULL) {
+            perror("mkdtemp");
+            exit(2);
+        }
+        scratch_owner = getpid();
+        atexit(remove_scratch_folder);
+    }
+    return scratch_root;
+}
+
+const char *test_scratch_path(const char *name)
+{
+    const char *folder = test_scratch_folder();
+    if (scratch_path_count == scratch_path_capacity) {
+        scratch_path_capacity = scratch_path_capacity == 0 ? 64 : 2 * scratch_path_capacity;
+        char **grown = realloc(scratch_paths, scratch_path_capacity * sizeof *grown);
+        if (grown == NULL) {
+            perror("test_scratch_path");
+            exit(2);
+        }
+        scratch_paths = grown;
+    }
+    const size_t bytes = strlen(folder) + 1 + strlen(name) + 1;
+    char *path = test_alloc(bytes);
+    snprintf(path, bytes, "%s/%s", folder, name);
+    scratch_paths[scratch_path_count++] = path;
+    return path;
 }

@@ -66,4 +66,11 @@ int test_arrays_close(const char *what, const float *a, const double *b, size_t 
 
 void *test_alloc(size_t bytes); /* exits the test program on failure */
 
+/* The files a test program writes go in one fresh folder under $TMPDIR (or /tmp),
+ * attn_test_XXXXXX, made at the first call; when the program exits, the folder goes with
+ * everything in it, whatever a test left (read-only folders included). */
+const char *test_scratch_folder(void);
+/* "<scratch folder>/<name>": a string of its own, valid until the program exits. */
+const char *test_scratch_path(const char *name);
+
 #endif

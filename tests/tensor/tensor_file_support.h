@@ -1,5 +1,4 @@
-/* File helpers shared by the tensor-file tests: a scratch folder, raw file bytes, crafted
- * safetensors files. */
+/* File helpers shared by the tensor-file tests: raw file bytes, crafted safetensors files. */
 #ifndef ATTN_TEST_TENSOR_FILE_SUPPORT_H
 #define ATTN_TEST_TENSOR_FILE_SUPPORT_H
 
@@ -7,53 +6,11 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static char scratch_root[512];
-
-static inline int remove_entry(const char *path, const struct stat *info, int type, struct FTW *ftw)
-{
-    (void)info, (void)type, (void)ftw;
-    chmod(path, 0700); /* folders a test made read-only must be emptied too */
-    return remove(path);
-}
-
-static inline void scratch_remove_all(void)
-{
-    if (scratch_root[0] != '\0')
-        nftw(scratch_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-/* A fresh folder under $TMPDIR (or /tmp), removed when the test program exits. */
-static inline const char *scratch_folder(void)
-{
-    if (scratch_root[0] == '\0') {
-        const char *base = getenv("TMPDIR");
-        snprintf(scratch_root, sizeof scratch_root, "%s/attn_tensor_file_XXXXXX",
-                 base != NULL && base[0] != '\0' ? base : "/tmp");
-        if (mkdtemp(scratch_root) == NULL) {
-            perror("mkdtemp");
-            exit(2);
-        }
-        atexit(scratch_remove_all);
-    }
-    return scratch_root;
-}
-
-/* "<scratch>/<name>" in a static buffer that the next call reuses. */
-static inline const char *scratch_path(const char *name)
-{
-    static char path[2][640];
-    static int which;
-    which ^= 1;
-    snprintf(path[which], sizeof path[which], "%s/%s", scratch_folder(), name);
-    return path[which];
-}
 
 static inline void write_bytes(const char *path, const void *bytes, size_t n)
 {

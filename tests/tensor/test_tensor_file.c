@@ -33,7 +33,7 @@ static void test_round_trip_keeps_tensors_and_metadata(void)
         {"vocabulary", "h\xc3\xa9llo \xe4\xb8\x96\xe7\x95\x8c\ttab"},
         {"empty", ""},
     };
-    const char *path = scratch_path("round_trip.safetensors");
+    const char *path = test_scratch_path("round_trip.safetensors");
     CHECK_OK(attn_tensor_file_write(path, tensors, n, metadata, 3));
 
     attn_tensor_file *file = NULL;
@@ -108,9 +108,9 @@ static void test_writes_are_deterministic_and_replace_the_file(void)
     float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8};
     attn_named_tensor first = {"x", ATTN_DTYPE_F32, 1, {4}, a};
     attn_named_tensor second = {"x", ATTN_DTYPE_F32, 1, {4}, b};
-    const char *path_a = scratch_path("same_a.safetensors");
+    const char *path_a = test_scratch_path("same_a.safetensors");
     char path_b[640];
-    snprintf(path_b, sizeof path_b, "%s", scratch_path("same_b.safetensors"));
+    snprintf(path_b, sizeof path_b, "%s", test_scratch_path("same_b.safetensors"));
     CHECK_OK(attn_tensor_file_write(path_a, &first, 1, NULL, 0));
     CHECK_OK(attn_tensor_file_write(path_b, &first, 1, NULL, 0));
     size_t size_a = 0, size_b = 0;
@@ -128,12 +128,13 @@ static void test_writes_are_deterministic_and_replace_the_file(void)
     CHECK_OK(attn_tensor_file_read_f32(file, "x", 1, shape, back));
     CHECK(memcmp(back, b, sizeof b) == 0, "the second write replaced the first");
     attn_tensor_file_close(file);
-    CHECK(count_entries(scratch_folder(), "same_a.safetensors.tmp.") == 0, "no temporary left");
+    CHECK(count_entries(test_scratch_folder(), "same_a.safetensors.tmp.") == 0,
+          "no temporary left");
 }
 
 static void test_no_tensors_no_metadata(void)
 {
-    const char *path = scratch_path("nothing.safetensors");
+    const char *path = test_scratch_path("nothing.safetensors");
     CHECK_OK(attn_tensor_file_write(path, NULL, 0, NULL, 0));
     size_t size = 0;
     unsigned char *bytes = read_bytes(path, &size);
@@ -150,7 +151,7 @@ static void test_no_tensors_no_metadata(void)
  * key lookup must report the key as missing, not search an absent table. */
 static void test_lookup_in_a_file_without_metadata(void)
 {
-    const char *path = scratch_path("weights_only.safetensors");
+    const char *path = test_scratch_path("weights_only.safetensors");
     static const char header[] = "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
     const size_t header_len = sizeof header - 1;
     unsigned char bytes[8 + sizeof header + 4] = {0};
@@ -171,7 +172,7 @@ static void test_lookup_in_a_file_without_metadata(void)
     CHECK(attn_tensor_file_contains(file, "w"), "the tensor is still found");
     attn_tensor_file_close(file);
 
-    path = scratch_path("nothing_at_all.safetensors");
+    path = test_scratch_path("nothing_at_all.safetensors");
     CHECK_OK(attn_tensor_file_write(path, NULL, 0, NULL, 0));
     CHECK_OK(attn_tensor_file_open(path, &file));
     CHECK_FAILS(attn_tensor_file_metadata(file, "k", &value), ATTN_ERR_FORMAT);
@@ -226,7 +227,7 @@ static void test_header_layout_is_byte_exact(void)
     const unsigned char float_bytes[8] = {0x00, 0x00, 0xC0, 0x3F, 0x00, 0x00, 0x00, 0xC0};
     float values[2] = {1.5f, -2.0f};
     attn_named_tensor a = {"a", ATTN_DTYPE_F32, 1, {2}, values};
-    const char *path = scratch_path("layout.safetensors");
+    const char *path = test_scratch_path("layout.safetensors");
     CHECK_OK(attn_tensor_file_write(path, &a, 1, NULL, 0));
     check_layout(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
                  float_bytes, 8);
@@ -372,7 +373,7 @@ static void check_rejected(const char *path, const char *what, const char *messa
 
 static void test_malformed_files_are_rejected(void)
 {
-    const char *path = scratch_path("malformed.safetensors");
+    const char *path = test_scratch_path("malformed.safetensors");
     for (size_t i = 0; i < sizeof malformed_cases / sizeof malformed_cases[0]; i++) {
         const malformed_case *c = &malformed_cases[i];
         write_crafted(path, c->header, c->data_size);
@@ -427,7 +428,7 @@ static void test_unusual_but_valid_files_are_accepted(void)
          " \"data_offsets\": [0, 2.0]}}",
          2, 1},
     };
-    const char *path = scratch_path("unusual.safetensors");
+    const char *path = test_scratch_path("unusual.safetensors");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         write_crafted(path, cases[i].header, cases[i].data_size);
         attn_tensor_file *file = NULL;
@@ -462,13 +463,13 @@ static void test_every_truncation_is_detected(void)
     attn_named_tensor tensors[] = {{"w", ATTN_DTYPE_F32, 2, {2, 3}, w},
                                    {"step", ATTN_DTYPE_I64, 0, {0}, &step}};
     attn_metadata_entry meta = {"config", "{\"layers\": 2}"};
-    const char *path = scratch_path("full.safetensors");
+    const char *path = test_scratch_path("full.safetensors");
     CHECK_OK(attn_tensor_file_write(path, tensors, 2, &meta, 1));
     size_t size = 0;
     unsigned char *bytes = read_bytes(path, &size);
     if (bytes == NULL)
         return;
-    const char *cut_path = scratch_path("cut.safetensors");
+    const char *cut_path = test_scratch_path("cut.safetensors");
     int all_rejected = 1;
     for (size_t length = 0; length < size; length++) {
         write_bytes(cut_path, bytes, length);
@@ -499,7 +500,7 @@ static void test_corrupted_headers_never_crash(void)
     attn_named_tensor tensors[] = {{"weights", ATTN_DTYPE_F32, 2, {2, 4}, w},
                                    {"mask", ATTN_DTYPE_U8, 1, {5}, m}};
     attn_metadata_entry meta = {"k", "v"};
-    const char *path = scratch_path("fuzz.safetensors");
+    const char *path = test_scratch_path("fuzz.safetensors");
     CHECK_OK(attn_tensor_file_write(path, tensors, 2, &meta, 1));
     size_t size = 0;
     unsigned char *original = read_bytes(path, &size);
@@ -546,12 +547,12 @@ static void test_corrupted_headers_never_crash(void)
 
 static void test_missing_file_and_folders_are_io_errors(void)
 {
-    const char *path = scratch_path("does_not_exist.safetensors");
+    const char *path = test_scratch_path("does_not_exist.safetensors");
     attn_tensor_file *file = NULL;
     CHECK_FAILS(attn_tensor_file_open(path, &file), ATTN_ERR_IO);
     CHECK(strstr(attn_last_error(), path) && strstr(attn_last_error(), strerror(ENOENT)),
           "message names the file and the reason: %s", attn_last_error());
-    CHECK_FAILS(attn_tensor_file_open(scratch_folder(), &file), ATTN_ERR_IO);
+    CHECK_FAILS(attn_tensor_file_open(test_scratch_folder(), &file), ATTN_ERR_IO);
     CHECK(strstr(attn_last_error(), "not a regular file") != NULL, "a folder: %s",
           attn_last_error());
 }
@@ -582,7 +583,7 @@ static void check_all_16_bit_patterns(attn_dtype dtype, int exponent_bits, int m
     for (uint32_t i = 0; i < 65536; i++)
         patterns[i] = (uint16_t)i;
     attn_named_tensor t = {"all", dtype, 2, {256, 256}, patterns};
-    const char *path = scratch_path("patterns.safetensors");
+    const char *path = test_scratch_path("patterns.safetensors");
     CHECK_OK(attn_tensor_file_write(path, &t, 1, NULL, 0));
     attn_tensor_file *file = NULL;
     CHECK_OK(attn_tensor_file_open(path, &file));
@@ -617,7 +618,7 @@ static void test_double_loads_rounded_and_checked(void)
     double too_big[2] = {1.0, -1e39};
     attn_named_tensor big_tensor = {"big", ATTN_DTYPE_F64, 1, {2}, too_big};
     attn_named_tensor both[2] = {ok_tensor, big_tensor};
-    const char *path = scratch_path("double.safetensors");
+    const char *path = test_scratch_path("double.safetensors");
     CHECK_OK(attn_tensor_file_write(path, both, 2, NULL, 0));
     attn_tensor_file *file = NULL;
     CHECK_OK(attn_tensor_file_open(path, &file));
@@ -642,7 +643,7 @@ static void test_reads_check_name_dtype_and_shape(void)
     int64_t step = 3;
     attn_named_tensor tensors[] = {{"w", ATTN_DTYPE_F32, 2, {2, 3}, w},
                                    {"step", ATTN_DTYPE_I64, 1, {1}, &step}};
-    const char *path = scratch_path("checks.safetensors");
+    const char *path = test_scratch_path("checks.safetensors");
     CHECK_OK(attn_tensor_file_write(path, tensors, 2, NULL, 0));
     attn_tensor_file *file = NULL;
     CHECK_OK(attn_tensor_file_open(path, &file));
@@ -692,7 +693,7 @@ static void test_reads_check_name_dtype_and_shape(void)
 static void test_writer_rejects_bad_arguments(void)
 {
     float data[4] = {0};
-    const char *path = scratch_path("rejected.safetensors");
+    const char *path = test_scratch_path("rejected.safetensors");
     const attn_named_tensor good = {"g", ATTN_DTYPE_F32, 1, {4}, data};
     struct {
         const char *what;
@@ -727,7 +728,7 @@ static void test_writer_rejects_bad_arguments(void)
     CHECK_FAILS(attn_tensor_file_write("", &good, 1, NULL, 0), ATTN_ERR_INVALID_ARGUMENT);
     CHECK_FAILS(attn_tensor_file_write(path, NULL, 1, NULL, 0), ATTN_ERR_INVALID_ARGUMENT);
     CHECK_FAILS(attn_tensor_file_write(path, &good, 1, NULL, 2), ATTN_ERR_INVALID_ARGUMENT);
-    CHECK(!path_exists(path) && count_entries(scratch_folder(), "rejected.") == 0,
+    CHECK(!path_exists(path) && count_entries(test_scratch_folder(), "rejected.") == 0,
           "bad arguments leave no file and no temporary");
     CHECK(strcmp(attn_dtype_name(ATTN_DTYPE_BF16), "BF16") == 0 &&
               strcmp(attn_dtype_name((attn_dtype)77), "?") == 0,

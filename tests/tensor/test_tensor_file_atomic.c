@@ -65,7 +65,7 @@ typedef struct target {
 
 static void target_init(target *t, const char *folder_name, const char *file_name)
 {
-    snprintf(t->folder, sizeof t->folder, "%s", scratch_path(folder_name));
+    snprintf(t->folder, sizeof t->folder, "%s", test_scratch_path(folder_name));
     snprintf(t->path, sizeof t->path, "%s/%s", t->folder, file_name);
     snprintf(t->temp_prefix, sizeof t->temp_prefix, "%s.tmp.", file_name);
     t->old_bytes = NULL;
@@ -123,7 +123,7 @@ static void check_failed_write_kept_old_file(const target *t, int error)
 
 static void test_missing_folder_is_io_error(void)
 {
-    const char *path = scratch_path("no_such_folder/model.safetensors");
+    const char *path = test_scratch_path("no_such_folder/model.safetensors");
     float x = 1.0f;
     attn_named_tensor t = {"x", ATTN_DTYPE_F32, 0, {0}, &x};
     CHECK_FAILS(attn_tensor_file_write(path, &t, 1, NULL, 0), ATTN_ERR_IO);
@@ -132,8 +132,9 @@ static void test_missing_folder_is_io_error(void)
     CHECK(!path_exists(path), "nothing created");
 
     char through_file[700];
-    write_bytes(scratch_path("plain_file"), "x", 1);
-    snprintf(through_file, sizeof through_file, "%s/model.safetensors", scratch_path("plain_file"));
+    write_bytes(test_scratch_path("plain_file"), "x", 1);
+    snprintf(through_file, sizeof through_file, "%s/model.safetensors",
+             test_scratch_path("plain_file"));
     CHECK_FAILS(attn_tensor_file_write(through_file, &t, 1, NULL, 0), ATTN_ERR_IO);
     CHECK(strstr(attn_last_error(), strerror(ENOTDIR)) != NULL, "a file as a folder: %s",
           attn_last_error());
@@ -161,7 +162,7 @@ static void test_unwritable_folder_keeps_old_file(void)
     target t;
     target_init(&t, "read_only", "model.safetensors");
     target_write_old(&t);
-    chmod(scratch_folder(), 0755); /* "nobody" must reach the folder to fail writing in it */
+    chmod(test_scratch_folder(), 0755); /* "nobody" must reach the folder to fail writing in it */
     chmod(t.path, 0644);
     check_child(run_in_child(unwritable_folder_body, &t), "unwritable folder");
     chmod(t.folder, 0755);
@@ -173,7 +174,7 @@ static void test_unwritable_folder_keeps_old_file(void)
  * written, synced and closed, so this exercises the last cleanup path. */
 static void test_failed_rename_leaves_everything_in_place(void)
 {
-    const char *occupied = scratch_path("occupied.safetensors");
+    const char *occupied = test_scratch_path("occupied.safetensors");
     mkdir(occupied, 0755);
     char inside[700];
     snprintf(inside, sizeof inside, "%s/keep.txt", occupied);
@@ -185,7 +186,7 @@ static void test_failed_rename_leaves_everything_in_place(void)
     unsigned char *kept = read_bytes(inside, &size);
     CHECK(kept && size == 4 && memcmp(kept, "keep", 4) == 0, "the folder's content survives");
     free(kept);
-    CHECK(count_entries(scratch_folder(), "occupied.safetensors.tmp.") == 0,
+    CHECK(count_entries(test_scratch_folder(), "occupied.safetensors.tmp.") == 0,
           "no temporary file is left");
 }
 
@@ -294,9 +295,9 @@ static void test_killed_writer_leaves_old_or_new_file(void)
         crash_weights[parity] = test_alloc(CRASH_FLOATS * sizeof *crash_weights[parity]);
         test_fill_uniform(crash_weights[parity], CRASH_FLOATS, -1.0f, 1.0f, 100 + parity);
     }
-    const char *folder = scratch_folder();
+    const char *folder = test_scratch_folder();
     char path[700];
-    snprintf(path, sizeof path, "%s", scratch_path("crash.safetensors"));
+    snprintf(path, sizeof path, "%s", test_scratch_path("crash.safetensors"));
     double start = seconds_now();
     CHECK_OK(write_version(path, 0));
     double write_seconds = seconds_now() - start;

@@ -31,11 +31,12 @@ static void test_removes_only_stale_temporaries(void)
 {
     char dead[800], dead_other[800], live[800], not_pid[800], model[660];
     const long gone = (long)ended_pid();
-    snprintf(model, sizeof model, "%s", scratch_path("m.safetensors"));
+    snprintf(model, sizeof model, "%s", test_scratch_path("m.safetensors"));
     snprintf(dead, sizeof dead, "%s.tmp.%ld", model, gone);
     snprintf(live, sizeof live, "%s.tmp.%ld", model, (long)getpid());
     snprintf(not_pid, sizeof not_pid, "%s.tmp.12x", model);
-    snprintf(dead_other, sizeof dead_other, "%s.tmp.%ld", scratch_path("other.safetensors"), gone);
+    snprintf(dead_other, sizeof dead_other, "%s.tmp.%ld", test_scratch_path("other.safetensors"),
+             gone);
     touch(model);
     touch(dead);
     touch(live);
@@ -56,7 +57,7 @@ static void test_relative_path(void)
 {
     char cwd[1024];
     CHECK(getcwd(cwd, sizeof cwd) != NULL, "getcwd");
-    CHECK(chdir(scratch_folder()) == 0, "chdir");
+    CHECK(chdir(test_scratch_folder()) == 0, "chdir");
     char dead[128];
     snprintf(dead, sizeof dead, "r.safetensors.tmp.%ld", (long)ended_pid());
     touch(dead);
@@ -69,8 +70,8 @@ static void test_relative_path(void)
 static void test_missing_folder_and_bad_arguments(void)
 {
     int64_t removed = -1;
-    CHECK_OK(
-        attn_tensor_file_remove_stale_temporaries(scratch_path("none/m.safetensors"), &removed));
+    CHECK_OK(attn_tensor_file_remove_stale_temporaries(test_scratch_path("none/m.safetensors"),
+                                                       &removed));
     CHECK(removed == 0, "removed %lld files from a missing folder", (long long)removed);
     CHECK_FAILS(attn_tensor_file_remove_stale_temporaries(NULL, NULL), ATTN_ERR_INVALID_ARGUMENT);
     CHECK_FAILS(attn_tensor_file_remove_stale_temporaries("", NULL), ATTN_ERR_INVALID_ARGUMENT);

@@ -3,7 +3,6 @@
  * the weights after each update, validation and the model file on the average with the
  * training weights left alone (fp32 and bf16), exact resume, and the refusals. A tiny
  * Transformer on a small reversal corpus keeps every run short. */
-#define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include "trainer_fixture.h"
 #include "../models/models_testing.h"
 
@@ -123,7 +122,7 @@ static trainer_fixture fx;
 
 static void make_fixture(void)
 {
-    trainer_fixture_make(&fx, "/tmp/attn_test_ema_XXXXXX");
+    trainer_fixture_make(&fx);
 }
 
 static void free_fixture(void)
@@ -136,9 +135,7 @@ static const char *const FILE_NAMES[] = {"a.safetensors", "a.ckpt.safetensors", 
 
 static const char *scratch_path(int which)
 {
-    static char paths[4][128];
-    snprintf(paths[which], sizeof paths[which], "%s/%s", fx.scratch, FILE_NAMES[which]);
-    return paths[which];
+    return test_scratch_path(FILE_NAMES[which]);
 }
 
 /* Shuffling, dropout, accumulation, AdamW and clipping: what exact resume must carry. A rate
@@ -496,8 +493,5 @@ int main(void)
     RUN_TEST(test_resume_refuses_another_rate);
     RUN_TEST(test_rate_out_of_range);
     free_fixture();
-    for (int i = 0; i < 4; i++)
-        remove(scratch_path(i));
-    rmdir(fx.scratch);
     return test_summary();
 }

@@ -3,7 +3,6 @@
  * and checkpoint errors; greedy decoding against a decoder re-run over each prefix. A tiny
  * Transformer (and tiny RNNs) on a small reversal corpus (trainer_fixture.h) keeps every run
  * short. */
-#define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include "trainer_fixture.h"
 #include "../models/models_testing.h"
 
@@ -23,19 +22,12 @@ static attn_precision fx_precision = ATTN_PRECISION_FP32;
 
 static void make_fixture(void)
 {
-    trainer_fixture_make(&fx, "/tmp/attn_test_loop_XXXXXX");
+    trainer_fixture_make(&fx);
 }
 
 static void free_fixture(void)
 {
     trainer_fixture_free(&fx);
-}
-
-static const char *scratch_path(int slot, const char *name)
-{
-    static char paths[8][128];
-    snprintf(paths[slot], sizeof paths[slot], "%s/%s", fx.scratch, name);
-    return paths[slot];
 }
 
 /* Options that exercise every curve-shaping feature: shuffling, dropout, accumulation,
@@ -141,7 +133,7 @@ static void check_resume(int threads, int64_t stop)
     CHECK(whole.last_epoch >= 2, "the run crosses epoch boundaries (%lld epochs)",
           (long long)whole.last_epoch);
 
-    const char *checkpoint = scratch_path(0, "resume.ckpt.safetensors");
+    const char *checkpoint = test_scratch_path("resume.ckpt.safetensors");
     o.checkpoint_path = checkpoint;
     o.max_steps = stop;
     free(run_once(o, &first, 1));
@@ -396,8 +388,8 @@ static void test_step_matches_hand_made_update(void)
 
 static void test_files(void)
 {
-    const char *best = scratch_path(1, "model.safetensors");
-    const char *checkpoint = scratch_path(2, "model.last.safetensors");
+    const char *best = test_scratch_path("model.safetensors");
+    const char *checkpoint = test_scratch_path("model.last.safetensors");
     attn_trainer_options o = busy_options();
     o.max_steps = 10;
     o.best_path = best;
@@ -450,7 +442,7 @@ static void test_files(void)
     attn_trainer *t = NULL;
     CHECK_OK(attn_trainer_create(&model, fx.train, fx.valid, &o, &t));
     CHECK_FAILS(attn_trainer_resume(t, best), ATTN_ERR_FORMAT);
-    CHECK_FAILS(attn_trainer_resume(t, scratch_path(3, "missing.safetensors")), ATTN_ERR_IO);
+    CHECK_FAILS(attn_trainer_resume(t, test_scratch_path("missing.safetensors")), ATTN_ERR_IO);
     attn_trainer_destroy(t);
     attn_model_destroy(loaded);
 }
@@ -458,7 +450,7 @@ static void test_files(void)
 /* Without a validation corpus, the model file holds the last parameters. */
 static void test_model_file_without_validation(void)
 {
-    const char *best = scratch_path(1, "last-only.safetensors");
+    const char *best = test_scratch_path("last-only.safetensors");
     attn_model *m = new_model(&fx.config, 6, MODEL_OWN_INIT);
     attn_trainable model;
     CHECK_OK(attn_trainable_from_model(m, &model));
@@ -745,7 +737,7 @@ static double state_number(const char *state, const char *key)
  * rate before the checkpoint (a clock restarted at 0 would go back up towards the peak). */
 static void test_cosine_over_a_time_budget_resumes(void)
 {
-    const char *checkpoint = scratch_path(6, "timed.ckpt.safetensors");
+    const char *checkpoint = test_scratch_path("timed.ckpt.safetensors");
     attn_trainer_options o = time_budget_options(30.0);
     o.max_steps = 6;
     o.checkpoint_path = checkpoint;
@@ -812,7 +804,7 @@ static void test_cosine_over_a_time_budget_resumes(void)
 
 static void test_resume_refuses_another_run(void)
 {
-    const char *checkpoint = scratch_path(4, "other.ckpt.safetensors");
+    const char *checkpoint = test_scratch_path("other.ckpt.safetensors");
     attn_trainer_options o = busy_options();
     o.max_steps = 2;
     o.checkpoint_path = checkpoint;
@@ -875,7 +867,7 @@ static void test_resume_refuses_another_run(void)
     size_t size = in ? fread(bytes, 1, sizeof bytes, in) : 0;
     if (in)
         fclose(in);
-    const char *truncated = scratch_path(5, "truncated.safetensors");
+    const char *truncated = test_scratch_path("truncated.safetensors");
     FILE *out = fopen(truncated, "wb");
     if (out) {
         fwrite(bytes, 1, size / 2, out);
@@ -1183,7 +1175,7 @@ static void check_cancel(cancel_point point, int64_t cancel_at_call, int64_t exp
     memset(&second, 0, sizeof second);
     float *whole_values = run_once(o, &whole, 1);
 
-    const char *checkpoint = scratch_path(0, "cancel.ckpt.safetensors");
+    const char *checkpoint = test_scratch_path("cancel.ckpt.safetensors");
     remove(checkpoint);
     o.checkpoint_path = checkpoint;
     o.callback = record_event;
@@ -1265,10 +1257,5 @@ int main(void)
     RUN_TEST(test_bad_arguments);
     RUN_TEST(test_cancel_flag_drops_the_unfinished_update);
     free_fixture();
-    const char *names[] = {"resume.ckpt.safetensors", "model.safetensors", "model.last.safetensors",
-                           "last-only.safetensors", "other.ckpt.safetensors"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        remove(scratch_path(0, names[i]));
-    rmdir(fx.scratch);
     return test_summary();
 }

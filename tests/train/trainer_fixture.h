@@ -1,19 +1,14 @@
 /* The trainer tests' fixture: a tiny Transformer config and a reversal task of 48 training
  * and 12 validation strings over six letters, tokenized by characters, with the tokenizers'
- * JSON as the files' metadata and a scratch folder for the files a test writes. Small enough
- * that a run of a few dozen updates takes milliseconds. */
+ * JSON as the files' metadata. Small enough that a run of a few dozen updates takes
+ * milliseconds. */
 #ifndef ATTN_TEST_TRAINER_FIXTURE_H
 #define ATTN_TEST_TRAINER_FIXTURE_H
 
-/* Include it first, or define _POSIX_C_SOURCE 200809L before any header (mkdtemp). */
-#ifndef _POSIX_C_SOURCE
-#define _POSIX_C_SOURCE 200809L
-#endif
 #include "harness.h"
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 enum { TRAIN_PAIRS = 48, VALID_PAIRS = 12 };
 
@@ -25,11 +20,9 @@ typedef struct trainer_fixture {
     char *src_json, *tgt_json;
     attn_metadata_entry metadata[2];
     attn_model_config config;
-    char scratch[64];
 } trainer_fixture;
 
-/* scratch_template: a mkdtemp template such as "/tmp/attn_test_loop_XXXXXX". */
-static void trainer_fixture_make(trainer_fixture *fx, const char *scratch_template)
+static void trainer_fixture_make(trainer_fixture *fx)
 {
     attn_rng rng;
     attn_rng_seed(&rng, 5);
@@ -71,9 +64,6 @@ static void trainer_fixture_make(trainer_fixture *fx, const char *scratch_templa
     c.tgt_vocab = attn_vocab_size(attn_tokenizer_vocab(fx->tgt_tok));
     c.max_len = 16;
     fx->config = c;
-
-    snprintf(fx->scratch, sizeof fx->scratch, "%s", scratch_template);
-    CHECK(mkdtemp(fx->scratch) != NULL, "a scratch folder");
 }
 
 static void trainer_fixture_free(trainer_fixture *fx)

@@ -405,7 +405,7 @@ static void test_files_are_written_whole_or_not_at_all(void)
     float w[6 * 7];
     phoenix_weights(w);
     attn_viz_matrix m = phoenix(w);
-    const char *path = scratch_path(0, "map.png");
+    const char *path = test_scratch_path("map.png");
     CHECK_OK(attn_viz_heatmap_write(path, &m, 1, NULL));
     struct stat info;
     CHECK(stat(path, &info) == 0 && info.st_size > 100, "the PNG is there");
@@ -420,20 +420,20 @@ static void test_files_are_written_whole_or_not_at_all(void)
         fclose(f);
     }
     CHECK(memcmp(signature, "\x89PNG\r\n\x1a\n", 8) == 0, "PNG signature");
-    CHECK_OK(attn_viz_heatmap_write(scratch_path(1, "map.svg"), &m, 1, NULL));
-    CHECK(folder_entries(scratch_dir()) == 2, "no temporary files left behind");
+    CHECK_OK(attn_viz_heatmap_write(test_scratch_path("map.svg"), &m, 1, NULL));
+    CHECK(folder_entries(test_scratch_folder()) == 2, "no temporary files left behind");
 
-    CHECK_FAILS(attn_viz_heatmap_write(scratch_path(2, "map.jpg"), &m, 1, NULL),
+    CHECK_FAILS(attn_viz_heatmap_write(test_scratch_path("map.jpg"), &m, 1, NULL),
                 ATTN_ERR_INVALID_ARGUMENT);
-    CHECK_FAILS(attn_viz_heatmap_write(scratch_path(2, "no/such/folder/map.png"), &m, 1, NULL),
+    CHECK_FAILS(attn_viz_heatmap_write(test_scratch_path("no/such/folder/map.png"), &m, 1, NULL),
                 ATTN_ERR_IO);
     CHECK(strstr(attn_last_error(), "no/such/folder/map.png") != NULL, "names the path: %s",
           attn_last_error());
     /* Renaming over a folder fails after the temporary file was written: it must go. */
-    const char *folder = scratch_path(3, "taken.svg");
+    const char *folder = test_scratch_path("taken.svg");
     CHECK(mkdir(folder, 0755) == 0, "made a folder named like the output");
     CHECK_FAILS(attn_viz_heatmap_write(folder, &m, 1, NULL), ATTN_ERR_IO);
-    CHECK(folder_entries(scratch_dir()) == 3, "the failed write left no temporary file");
+    CHECK(folder_entries(test_scratch_folder()) == 3, "the failed write left no temporary file");
     CHECK_FAILS(attn_viz_heatmap_write(NULL, &m, 1, NULL), ATTN_ERR_INVALID_ARGUMENT);
 }
 
@@ -449,6 +449,5 @@ int main(void)
     RUN_TEST(test_terminal_text_has_labels_and_shades);
     RUN_TEST(test_bad_heatmaps_are_refused);
     RUN_TEST(test_files_are_written_whole_or_not_at_all);
-    remove_scratch();
     return test_summary();
 }

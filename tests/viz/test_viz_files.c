@@ -5,11 +5,10 @@
 
 static void test_one_matrix_object(void)
 {
-    const char *path = write_scratch(0, "one.json",
-                                     "{\"source\": [\"p\", \"h\", \"o\"],\n"
-                                     " \"target\": [\"F\", \"OW\"],\n"
-                                     " \"weights\": [[0.9, 0.1, 0.0],\n"
-                                     "             [0.0, 0.2, 0.8]]}\n");
+    const char *path = write_scratch("one.json", "{\"source\": [\"p\", \"h\", \"o\"],\n"
+                                                 " \"target\": [\"F\", \"OW\"],\n"
+                                                 " \"weights\": [[0.9, 0.1, 0.0],\n"
+                                                 "             [0.0, 0.2, 0.8]]}\n");
     attn_viz_matrix *m = NULL;
     int64_t count = 0;
     CHECK_OK(attn_viz_matrices_read(path, &m, &count));
@@ -26,13 +25,12 @@ static void test_one_matrix_object(void)
 
 static void test_json_lines_name_their_panels(void)
 {
-    const char *path =
-        write_scratch(0, "heads.jsonl",
-                      "{\"layer\": 2, \"head\": 5, \"weights\": [[1]]}\n"
-                      "\n"
-                      "{\"title\": \"cross-attention\", \"layer\": 1, \"weights\": [[0.5, 0.5]]}\n"
-                      "{\"head\": 3, \"source\": [\"ü\"], \"target\": [\"y\"], \"weights\": "
-                      "[[1]]}\n");
+    const char *path = write_scratch(
+        "heads.jsonl", "{\"layer\": 2, \"head\": 5, \"weights\": [[1]]}\n"
+                       "\n"
+                       "{\"title\": \"cross-attention\", \"layer\": 1, \"weights\": [[0.5, 0.5]]}\n"
+                       "{\"head\": 3, \"source\": [\"ü\"], \"target\": [\"y\"], \"weights\": "
+                       "[[1]]}\n");
     attn_viz_matrix *m = NULL;
     int64_t count = 0;
     CHECK_OK(attn_viz_matrices_read(path, &m, &count));
@@ -51,7 +49,7 @@ static void test_json_lines_name_their_panels(void)
 /* The read must fail with ATTN_ERR_FORMAT and a message holding every one of the fragments. */
 static void expect_matrix_error(const char *text, const char *fragment1, const char *fragment2)
 {
-    const char *path = write_scratch(1, "bad.jsonl", text);
+    const char *path = write_scratch("bad.jsonl", text);
     attn_viz_matrix *m = (attn_viz_matrix *)&m;
     int64_t count = 7;
     CHECK_FAILS(attn_viz_matrices_read(path, &m, &count), ATTN_ERR_FORMAT);
@@ -83,7 +81,7 @@ static void test_bad_matrix_files_say_where(void)
     expect_matrix_error("  \n", "bad.jsonl", "no matrices");
     attn_viz_matrix *m = NULL;
     int64_t count = 0;
-    CHECK_FAILS(attn_viz_matrices_read(scratch_path(2, "absent.json"), &m, &count), ATTN_ERR_IO);
+    CHECK_FAILS(attn_viz_matrices_read(test_scratch_path("absent.json"), &m, &count), ATTN_ERR_IO);
     CHECK(strstr(attn_last_error(), "absent.json") != NULL, "names the file");
     CHECK_FAILS(attn_viz_matrices_read(NULL, &m, &count), ATTN_ERR_INVALID_ARGUMENT);
     attn_viz_matrices_free(NULL, 0);
@@ -91,13 +89,12 @@ static void test_bad_matrix_files_say_where(void)
 
 static void test_training_log_fields_may_be_missing(void)
 {
-    const char *path =
-        write_scratch(0, "train.jsonl",
-                      "{\"step\": 100, \"epoch\": 1, \"train_loss\": 2.5, \"lr\": 0.001}\n"
-                      "{\"step\": 200, \"epoch\": 1, \"train_loss\": 2.0, \"note\": \"x\"}\n"
-                      "\n"
-                      "{\"step\": 200, \"epoch\": 1, \"valid_loss\": 2.25, \"train_loss\": null}\n"
-                      "{\"epoch\": 2, \"train_loss\": 1.5}\n");
+    const char *path = write_scratch(
+        "train.jsonl", "{\"step\": 100, \"epoch\": 1, \"train_loss\": 2.5, \"lr\": 0.001}\n"
+                       "{\"step\": 200, \"epoch\": 1, \"train_loss\": 2.0, \"note\": \"x\"}\n"
+                       "\n"
+                       "{\"step\": 200, \"epoch\": 1, \"valid_loss\": 2.25, \"train_loss\": null}\n"
+                       "{\"epoch\": 2, \"train_loss\": 1.5}\n");
     attn_viz_training_log log;
     CHECK_OK(attn_viz_training_log_read(path, &log));
     CHECK(log.count == 4, "four records, got %lld", (long long)log.count);
@@ -109,26 +106,26 @@ static void test_training_log_fields_may_be_missing(void)
           "train loss, null is missing");
     CHECK(isnan(log.valid_loss[0]) && log.valid_loss[2] == 2.25, "valid loss");
     CHECK(log.lr[0] == 0.001 && isnan(log.lr[1]), "lr");
-    CHECK_OK(attn_viz_loss_curves_write(scratch_path(1, "loss.svg"), &log, NULL, 1, NULL));
+    CHECK_OK(attn_viz_loss_curves_write(test_scratch_path("loss.svg"), &log, NULL, 1, NULL));
     attn_viz_training_log_free(&log);
     CHECK(log.count == 0 && log.step == NULL, "freed and zeroed");
     attn_viz_training_log_free(&log);
 
-    path = write_scratch(0, "epochs.jsonl", "{\"epoch\": 1, \"valid_loss\": 3}\n"
-                                            "{\"epoch\": 2, \"valid_loss\": 2}\n");
+    path = write_scratch("epochs.jsonl", "{\"epoch\": 1, \"valid_loss\": 3}\n"
+                                         "{\"epoch\": 2, \"valid_loss\": 2}\n");
     CHECK_OK(attn_viz_training_log_read(path, &log));
     CHECK(log.x_name != NULL && strcmp(log.x_name, "epoch") == 0 && log.x == log.epoch,
           "epochs when no steps");
     attn_viz_training_log_free(&log);
-    path = write_scratch(0, "bare.jsonl", "{\"train_loss\": 3}\n{\"train_loss\": 2}\n");
+    path = write_scratch("bare.jsonl", "{\"train_loss\": 3}\n{\"train_loss\": 2}\n");
     CHECK_OK(attn_viz_training_log_read(path, &log));
     CHECK(log.x_name != NULL && strcmp(log.x_name, "record") == 0 && log.x != NULL &&
               log.x[0] == 1 && log.x[1] == 2,
           "record numbers when neither");
     attn_viz_training_log_free(&log);
-    path = write_scratch(0, "lr.jsonl", "{\"step\": 1, \"lr\": 3}\n");
+    path = write_scratch("lr.jsonl", "{\"step\": 1, \"lr\": 3}\n");
     CHECK_OK(attn_viz_training_log_read(path, &log));
-    CHECK_FAILS(attn_viz_loss_curves_write(scratch_path(1, "nothing.svg"), &log, NULL, 1, NULL),
+    CHECK_FAILS(attn_viz_loss_curves_write(test_scratch_path("nothing.svg"), &log, NULL, 1, NULL),
                 ATTN_ERR_INVALID_ARGUMENT);
     attn_viz_training_log_free(&log);
 }
@@ -137,13 +134,13 @@ static void test_training_log_fields_may_be_missing(void)
 static void test_several_logs_share_one_chart(void)
 {
     attn_viz_training_log logs[2];
-    const char *first = write_scratch(0, "a.jsonl", "{\"step\": 1, \"train_loss\": 3}\n"
-                                                    "{\"step\": 2, \"valid_loss\": 2}\n");
+    const char *first = write_scratch("a.jsonl", "{\"step\": 1, \"train_loss\": 3}\n"
+                                                 "{\"step\": 2, \"valid_loss\": 2}\n");
     CHECK_OK(attn_viz_training_log_read(first, &logs[0]));
-    const char *second = write_scratch(0, "b.jsonl", "{\"step\": 1, \"valid_loss\": 2.5}\n");
+    const char *second = write_scratch("b.jsonl", "{\"step\": 1, \"valid_loss\": 2.5}\n");
     CHECK_OK(attn_viz_training_log_read(second, &logs[1]));
     const char *names[2] = {"fp32", "bf16"};
-    const char *out = scratch_path(1, "two.svg");
+    const char *out = test_scratch_path("two.svg");
     CHECK_OK(attn_viz_loss_curves_write(out, logs, names, 2, NULL));
     char text[1 << 16] = {0};
     FILE *f = fopen(out, "rb");
@@ -166,7 +163,7 @@ static void test_several_logs_share_one_chart(void)
 
 static void expect_log_error(const char *text, const char *fragment)
 {
-    const char *path = write_scratch(1, "bad.jsonl", text);
+    const char *path = write_scratch("bad.jsonl", text);
     attn_viz_training_log log;
     CHECK_FAILS(attn_viz_training_log_read(path, &log), ATTN_ERR_FORMAT);
     CHECK(strstr(attn_last_error(), fragment) != NULL, "'%s' should mention '%s'",
@@ -183,7 +180,7 @@ static void test_bad_training_logs_say_where(void)
     expect_log_error("{\"valid_loss\": 1e999}\n", "\"valid_loss\" is not a finite number");
     expect_log_error("\n  \n", "no records");
     attn_viz_training_log log;
-    CHECK_FAILS(attn_viz_training_log_read(scratch_path(2, "absent.jsonl"), &log), ATTN_ERR_IO);
+    CHECK_FAILS(attn_viz_training_log_read(test_scratch_path("absent.jsonl"), &log), ATTN_ERR_IO);
     CHECK_FAILS(attn_viz_training_log_read(NULL, &log), ATTN_ERR_INVALID_ARGUMENT);
 }
 
@@ -290,7 +287,7 @@ static void test_bad_charts_are_refused(void)
                 ATTN_ERR_INVALID_ARGUMENT);
     CHECK_OK(attn_viz_chart_render(&single, 1, NULL, ATTN_VIZ_PNG, &bytes, &size));
     free(bytes);
-    CHECK_FAILS(attn_viz_chart_write(scratch_path(0, "chart.gif"), &single, 1, NULL),
+    CHECK_FAILS(attn_viz_chart_write(test_scratch_path("chart.gif"), &single, 1, NULL),
                 ATTN_ERR_INVALID_ARGUMENT);
 }
 
@@ -304,6 +301,5 @@ int main(void)
     RUN_TEST(test_bad_training_logs_say_where);
     RUN_TEST(test_chart_puts_points_where_the_axes_say);
     RUN_TEST(test_bad_charts_are_refused);
-    remove_scratch();
     return test_summary();
 }

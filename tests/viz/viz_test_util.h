@@ -1,4 +1,4 @@
-/* Shared by the picture tests: a scratch folder, small files, and reading back what was drawn. */
+/* Shared by the picture tests: small files, and reading back what was drawn. */
 #ifndef ATTN_VIZ_TEST_UTIL_H
 #define ATTN_VIZ_TEST_UTIL_H
 
@@ -13,31 +13,10 @@
 
 #include "harness.h"
 
-static char scratch[64];
-
-static inline const char *scratch_dir(void)
+/* Writes the text to <scratch folder>/<name> and returns its path. */
+static inline const char *write_scratch(const char *name, const char *text)
 {
-    if (scratch[0] == '\0') {
-        snprintf(scratch, sizeof scratch, "/tmp/attn_viz_test_XXXXXX");
-        if (mkdtemp(scratch) == NULL) {
-            perror("mkdtemp");
-            exit(1);
-        }
-    }
-    return scratch;
-}
-
-/* A path in the scratch folder (a static buffer per slot). */
-static inline const char *scratch_path(int slot, const char *name)
-{
-    static char paths[8][256];
-    snprintf(paths[slot], sizeof paths[slot], "%s/%s", scratch_dir(), name);
-    return paths[slot];
-}
-
-static inline const char *write_scratch(int slot, const char *name, const char *text)
-{
-    const char *path = scratch_path(slot, name);
+    const char *path = test_scratch_path(name);
     FILE *f = fopen(path, "wb");
     if (f == NULL || fputs(text, f) < 0 || fclose(f) != 0) {
         perror(path);
@@ -58,27 +37,6 @@ static inline int folder_entries(const char *path)
         n += strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0;
     closedir(dir);
     return n;
-}
-
-/* Removes the scratch folder and everything directly in it (folders too, when empty). */
-static inline void remove_scratch(void)
-{
-    if (scratch[0] == '\0')
-        return;
-    DIR *dir = opendir(scratch);
-    if (dir != NULL) {
-        struct dirent *entry;
-        while ((entry = readdir(dir)) != NULL) {
-            if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0)
-                continue;
-            char path[512];
-            snprintf(path, sizeof path, "%s/%s", scratch, entry->d_name);
-            if (unlink(path) != 0)
-                rmdir(path);
-        }
-        closedir(dir);
-    }
-    rmdir(scratch);
 }
 
 /* Decodes PNG bytes to 8-bit RGB with libpng; NULL if they are not a PNG. */
