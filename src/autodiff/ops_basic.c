@@ -42,7 +42,10 @@ attn_status attn_ad_linear_rows(attn_graph *graph, int64_t rows, const float *x,
             return ATTN_OK;
         void *scratch = attn_graph_alloc(graph, attn_quantized_linear_scratch_bytes(rows, stored));
         if (scratch == NULL)
-            return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_op_linear: out of memory");
+            return attn_fail(ATTN_ERR_OUT_OF_MEMORY,
+                             "attn_ad_linear_rows: out of memory for %lld rows of "
+                             "quantized activations",
+                             (long long)rows);
         const quantized_linear_args args = {rows, x, ldx, stored, bias, y, ldy, scratch};
         attn_quantized_linear(&args);
         return ATTN_OK;

@@ -455,14 +455,16 @@ int attn_cmd_train(int argc, char **argv)
         fprintf(stderr, "; best valid loss %.4f at step %lld", status.best_valid_loss,
                 (long long)status.best_step);
     fprintf(stderr, "\n");
-    /* Say what is on disk, not what was meant to be: a run whose validation never improved
-     * (a NaN loss from the start) keeps no model. */
+    /* Say what is on disk, not what was meant to be: a run stopped before its first
+     * validation, or whose every validation loss was NaN, keeps no model. */
     struct stat written;
     if (stat(a.out, &written) == 0) {
         fprintf(stderr, "  model: %s\n", a.out);
     } else {
-        fprintf(stderr, "  model: not written (no validation loss was finite, so none was kept); "
-                        "the last weights are in the checkpoint\n");
+        fprintf(stderr, "  model: not written (%s); the last weights are in the checkpoint\n",
+                train_progress_interrupted_by() != 0
+                    ? "interrupted before any validation kept weights"
+                    : "no validation loss was finite, so none was kept");
         exit_code = 1;
     }
     fprintf(stderr, "  checkpoint: %s\n", o.checkpoint_path);

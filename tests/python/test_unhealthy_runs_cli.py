@@ -218,7 +218,8 @@ def test_a_run_that_keeps_no_model_says_so_and_its_log_stays_json(trained, tmp_p
                  *SMALL)
     message = result.stderr.decode()
     assert result.returncode == 1, message
-    assert "model: not written" in message and not out.exists(), message
+    assert "model: not written (no validation loss was finite" in message, message
+    assert not out.exists(), message
     records = [json.loads(line) for line in log.read_text().splitlines()]
     evals = [r for r in records if r["event"] == "eval"]
     assert evals and all(r["valid_loss"] is None for r in evals), evals
@@ -228,13 +229,15 @@ def test_a_run_that_keeps_no_model_says_so_and_its_log_stays_json(trained, tmp_p
 def test_sigterm_ends_a_long_update_within_seconds(tmp_path):
     """One update of this model takes several seconds (long sentences, a wide model, one large
     batch); SIGTERM a second into it must not wait for its end: the update is dropped, the
-    checkpoint holds step 0, and a resumed run starts there."""
+    checkpoint holds step 0, and a resumed run starts there. No validation ran, so no model is
+    kept, and the summary says why."""
     rng = random.Random(1)
     lines = ["".join(rng.choice("abcdefgh") for _ in range(240)) for _ in range(120)]
     train = tmp_path / "long.tsv"
     train.write_text("".join(f"{w}\t{w[::-1]}\n" for w in lines), encoding="utf-8")
     out = tmp_path / "m.safetensors"
-    run_args = ["train", "--train", str(train), "--out", str(out), "--no-valid", "--layers", "2",
+    run_args = ["train", "--train", str(train), "--valid", str(train), "--out", str(out),
+                "--layers", "2",
                 "--d-model", "512", "--heads", "8", "--ffn", "2048", "--batch-tokens", "6000",
                 "--max-steps", "1", "--threads", "2"]
     process = subprocess.Popen([ATTN, *run_args], stderr=subprocess.PIPE)
@@ -255,6 +258,8 @@ def test_sigterm_ends_a_long_update_within_seconds(tmp_path):
     message = (seen + err).decode()
     assert process.returncode == 128 + signal.SIGTERM, message
     assert waited < 10, f"SIGTERM took {waited:.1f} s to end the run"
+    assert "model: not written (interrupted before any validation kept weights)" in message
+    assert not out.exists(), message
     checkpoint = (tmp_path / "m.last.safetensors").read_bytes()
     header_len = struct.unpack("<Q", checkpoint[:8])[0]
     state = json.loads(json.loads(checkpoint[8:8 + header_len])["__metadata__"]["attn_train_state"])
