@@ -11,7 +11,8 @@
 # Environment:
 #   MEMBERS     models in the ensemble, trained with seeds 1..MEMBERS (default 4)
 #   DISTILL     1: also train the student (default 0)
-#   OUT         the run folder (default runs/g2p-ensemble, or runs/g2p-ensemble-rnn for rnn)
+#   OUT         the run folder (default runs/g2p-ensemble-rnn, or runs/g2p-ensemble for the
+#               transformer)
 #   ARCH, SETTINGS, PRECISION, TIME_LIMIT, THREADS, BEAM, DECODE_BATCH, BUILD: as for
 #               recipes/g2p-cmudict.sh, for every member and the student (TIME_LIMIT each)
 #
@@ -26,7 +27,7 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 recipe=g2p-ensemble
-arch=${ARCH:-transformer}
+arch=${ARCH:-rnn}
 members=${MEMBERS:-4}
 distill=${DISTILL:-0}
 build=${BUILD:-$repo/build}
@@ -109,7 +110,15 @@ if [ "$distill" = 1 ]; then
       paste "$out/train.words" - >"$out/distilled.tsv.partial"
     [ "$(wc -l <"$out/distilled.tsv.partial")" -eq "$(wc -l <"$out/train.words")" ] ||
       die "translating the training words lost lines"
-    mv "$out/distilled.tsv.partial" "$out/distilled.tsv"
+    # A word the ensemble pronounced with nothing teaches the student nothing, and attn train
+    # refuses empty targets: leave it out, and say how many.
+    awk -F'\t' '$2 != ""' "$out/distilled.tsv.partial" >"$out/distilled.tsv.kept"
+    dropped=$(($(wc -l <"$out/distilled.tsv.partial") - $(wc -l <"$out/distilled.tsv.kept")))
+    printf '%s: %s of %s training words got an empty pronunciation from the ensemble and are left out of distilled.tsv\n' \
+      "$recipe" "$dropped" "$(wc -l <"$out/train.words")"
+    [ -s "$out/distilled.tsv.kept" ] || die "the ensemble pronounced every training word with nothing"
+    mv "$out/distilled.tsv.kept" "$out/distilled.tsv"
+    rm -f "$out/distilled.tsv.partial"
     rm -f "$out/train.words"
   fi
   train_model "$out/student" "$((members + 1))" "$out/distilled.tsv"

@@ -4,6 +4,7 @@ hour, so only the plumbing is tested here: the models are untrained."""
 import json
 import math
 import os
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -52,7 +53,7 @@ def test_g2p_recipe_writes_one_hypothesis_per_distinct_test_word_and_scores(tmp_
     assert [line.split("\t")[0] for line in hypotheses] == words
     assert all(line.count("\t") == 1 for line in hypotheses)
     scores = json.loads((out / "scores.json").read_text())
-    assert scores["arch"] == "transformer" and scores["time_limit"] == 2
+    assert scores["arch"] == "rnn" and scores["time_limit"] == 2
     assert scores["settings"] == "tuned" and scores["decoding"] == "beam 5"
     # An untrained model may emit far longer pronunciations than the truth, so PER (edits over
     # the reference's length) can pass 100; WER cannot.
@@ -85,7 +86,7 @@ def test_g2p_ensemble_recipe_decodes_with_every_member_and_distils_a_student(tmp
     out = tmp_path / "ensemble"
     env = {"MEMBERS": "2", "DISTILL": "1", "TIME_LIMIT": "2", "OUT": str(out),
            "BUILD": str(build_dir()), "THREADS": "1"}
-    run(["recipes/g2p-ensemble.sh", str(tmp_path / "data")], env)
+    first = run(["recipes/g2p-ensemble.sh", str(tmp_path / "data")], env)
     members = [out / f"member-{i}" / "model.safetensors" for i in (1, 2)]
     for model in members:
         assert model.stat().st_size > 0
@@ -99,9 +100,16 @@ def test_g2p_ensemble_recipe_decodes_with_every_member_and_distils_a_student(tmp
     assert scores["members"] == 2 and 0 <= scores["wer"] <= 100
     train_words = {line.split("\t")[0] for line in
                    (tmp_path / "data" / "train_full.tsv").read_text().splitlines()}
-    distilled = (out / "distilled.tsv").read_text().splitlines()
-    assert {line.split("\t")[0] for line in distilled} == train_words
-    assert len(distilled) == len(train_words)
+    distilled = [line.split("\t") for line in
+                 (out / "distilled.tsv").read_text().splitlines()]
+    # Two seconds of training leave some words with an empty pronunciation: those are left
+    # out (attn train refuses empty targets) and counted; the rest is each word once.
+    dropped = int(re.search(r"(\d+) of (\d+) training words got an empty pronunciation",
+                            first.stdout).group(1))
+    assert all(len(fields) == 2 and fields[1].strip() for fields in distilled), distilled
+    words = [fields[0] for fields in distilled]
+    assert len(set(words)) == len(words) and set(words) <= train_words
+    assert len(words) + dropped == len(train_words)
     student = shlex.split((out / "student" / "command.txt").read_text().splitlines()[0])
     assert student[student.index("--train") + 1] == str(out / "distilled.tsv")
     # A second run keeps what is done: no member is trained again.
