@@ -55,23 +55,6 @@ static inline void skipped(const char *what)
     printf("skipped %s: shared/data not found beside the repository\n", what);
 }
 
-/* Writes the bytes to <scratch folder>/<name> and returns its path. */
-static inline const char *write_scratch(const char *name, const char *bytes, size_t size)
-{
-    const char *path = test_scratch_path(name);
-    FILE *f = fopen(path, "wb");
-    if (f == NULL || fwrite(bytes, 1, size, f) != size || fclose(f) != 0) {
-        perror(path);
-        exit(1);
-    }
-    return path;
-}
-
-static inline const char *write_scratch_text(const char *name, const char *text)
-{
-    return write_scratch(name, text, strlen(text));
-}
-
 /* The message of the last failure contains every one of the given strings. */
 static inline int message_has(const char *a, const char *b)
 {

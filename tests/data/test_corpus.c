@@ -15,9 +15,9 @@ static attn_tokenizer *train(const char *spec, const char *const *lines, int64_t
 
 static void test_tsv_reads_pairs(void)
 {
-    const char *path = write_scratch_text("ok.tsv", "hello\tHH AH L OW\r\n"
-                                                    "world\tW ER L D\n"
-                                                    "a b\t c \n");
+    const char *path = test_write_scratch_text("ok.tsv", "hello\tHH AH L OW\r\n"
+                                                         "world\tW ER L D\n"
+                                                         "a b\t c \n");
     attn_corpus *corpus = NULL;
     CHECK_OK(attn_corpus_read_tsv(path, &corpus));
     CHECK(attn_corpus_size(corpus) == 3, "3 pairs");
@@ -45,7 +45,7 @@ static void test_tsv_errors_name_file_and_line(void)
         {"empty.tsv", "", "no sentences"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        const char *path = write_scratch_text(cases[i].name, cases[i].text);
+        const char *path = test_write_scratch_text(cases[i].name, cases[i].text);
         attn_corpus *corpus = NULL;
         CHECK_FAILS(attn_corpus_read_tsv(path, &corpus), ATTN_ERR_FORMAT);
         CHECK(corpus == NULL, "no corpus from %s", cases[i].name);
@@ -55,16 +55,16 @@ static void test_tsv_errors_name_file_and_line(void)
     attn_corpus *corpus = NULL;
     CHECK_FAILS(attn_corpus_read_tsv("/nonexistent/attn.tsv", &corpus), ATTN_ERR_IO);
     CHECK_FAILS(attn_corpus_read_tsv(NULL, &corpus), ATTN_ERR_INVALID_ARGUMENT);
-    const char *path = write_scratch_text("tabs_message.tsv", "a\tb\tc\td\n");
+    const char *path = test_write_scratch_text("tabs_message.tsv", "a\tb\tc\td\n");
     CHECK_FAILS(attn_corpus_read_tsv(path, &corpus), ATTN_ERR_FORMAT);
     CHECK(message_has("3 TABs", NULL), "counts the TABs: %s", attn_last_error());
 }
 
 static void test_aligned_files(void)
 {
-    const char *es = write_scratch_text("a.es", "hola mundo\nbuenos d\xC3\xAD"
-                                                "as\n");
-    const char *en = write_scratch_text("a.en", "hello world\ngood morning\n");
+    const char *es = test_write_scratch_text("a.es", "hola mundo\nbuenos d\xC3\xAD"
+                                                     "as\n");
+    const char *en = test_write_scratch_text("a.en", "hello world\ngood morning\n");
     attn_corpus *corpus = NULL;
     CHECK_OK(attn_corpus_read_files(es, en, &corpus));
     CHECK(attn_corpus_size(corpus) == 2, "2 pairs");
@@ -73,17 +73,17 @@ static void test_aligned_files(void)
     attn_corpus_destroy(corpus);
     corpus = NULL;
 
-    const char *short_en = write_scratch_text("short.en", "hello world\n");
+    const char *short_en = test_write_scratch_text("short.en", "hello world\n");
     CHECK_FAILS(attn_corpus_read_files(es, short_en, &corpus), ATTN_ERR_FORMAT);
     CHECK(message_has("a.es' has 2 lines", "short.en' has 1"), "names both files and counts: %s",
           attn_last_error());
-    const char *gap = write_scratch_text("gap.en", "hello world\n\n");
+    const char *gap = test_write_scratch_text("gap.en", "hello world\n\n");
     CHECK_FAILS(attn_corpus_read_files(es, gap, &corpus), ATTN_ERR_FORMAT);
     CHECK(message_has("gap.en:2", "empty"), "empty line by file:line: %s", attn_last_error());
-    const char *bad = write_scratch_text("bad.en", "hello\n\xE2\x82\n");
+    const char *bad = test_write_scratch_text("bad.en", "hello\n\xE2\x82\n");
     CHECK_FAILS(attn_corpus_read_files(es, bad, &corpus), ATTN_ERR_FORMAT);
     CHECK(message_has("bad.en:2", "UTF-8"), "invalid UTF-8 by file:line: %s", attn_last_error());
-    const char *empty = write_scratch_text("empty.en", "");
+    const char *empty = test_write_scratch_text("empty.en", "");
     CHECK_FAILS(attn_corpus_read_files(empty, en, &corpus), ATTN_ERR_FORMAT);
     CHECK(message_has("empty.en", "no sentences"), "empty file: %s", attn_last_error());
     CHECK_FAILS(attn_corpus_read_files(es, "/nonexistent/x.en", &corpus), ATTN_ERR_IO);
@@ -164,7 +164,7 @@ static void test_encode_convention(void)
     attn_corpus_destroy(corpus);
 
     /* A source with no tokens is reported by file and line. */
-    const char *path = write_scratch_text("blank_source.tsv", "hello\tHH AH L OW\n \tX\n");
+    const char *path = test_write_scratch_text("blank_source.tsv", "hello\tHH AH L OW\n \tX\n");
     CHECK_OK(attn_corpus_read_tsv(path, &corpus));
     if (corpus != NULL) {
         CHECK_FAILS(attn_corpus_encode(corpus, phonemes, phonemes), ATTN_ERR_FORMAT);

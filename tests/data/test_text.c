@@ -68,19 +68,20 @@ static void test_lines_split_and_strip(void)
 static void test_lines_errors_name_file_and_line(void)
 {
     attn_lines lines;
-    const char *bad = write_scratch_text("bad.txt", "fine\nstill fine\nbroken \xC3\x28 here\nok\n");
+    const char *bad =
+        test_write_scratch_text("bad.txt", "fine\nstill fine\nbroken \xC3\x28 here\nok\n");
     CHECK_FAILS(attn_lines_read(bad, &lines), ATTN_ERR_FORMAT);
     CHECK(message_has("bad.txt:3:", "UTF-8"), "names file and line 3: %s", attn_last_error());
     CHECK(lines.count == 0 && lines.line == NULL, "nothing returned on failure");
 
-    const char *nul = write_scratch("nul.txt", "a\nb\0c\n", 6);
+    const char *nul = test_write_scratch("nul.txt", "a\nb\0c\n", 6);
     CHECK_FAILS(attn_lines_read(nul, &lines), ATTN_ERR_FORMAT);
     CHECK(message_has("nul.txt:2:", "NUL"), "NUL byte on line 2: %s", attn_last_error());
 
-    const char *empty = write_scratch_text("empty.txt", "");
+    const char *empty = test_write_scratch_text("empty.txt", "");
     CHECK_FAILS(attn_lines_read(empty, &lines), ATTN_ERR_FORMAT);
     CHECK(message_has("empty.txt", "no sentences"), "empty file: %s", attn_last_error());
-    const char *bom_only = write_scratch_text("bom.txt", "\xEF\xBB\xBF");
+    const char *bom_only = test_write_scratch_text("bom.txt", "\xEF\xBB\xBF");
     CHECK_FAILS(attn_lines_read(bom_only, &lines), ATTN_ERR_FORMAT);
 
     CHECK_FAILS(attn_lines_read("/nonexistent/attn/file.txt", &lines), ATTN_ERR_IO);

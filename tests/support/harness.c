@@ -187,3 +187,19 @@ const char *test_scratch_path(const char *name)
     scratch_paths[scratch_path_count++] = path;
     return path;
 }
+
+const char *test_write_scratch(const char *name, const void *bytes, size_t size)
+{
+    const char *path = test_scratch_path(name);
+    FILE *f = fopen(path, "wb");
+    if (f == NULL || fwrite(bytes, 1, size, f) != size || fclose(f) != 0) {
+        perror(path);
+        exit(2);
+    }
+    return path;
+}
+
+const char *test_write_scratch_text(const char *name, const char *text)
+{
+    return test_write_scratch(name, text, strlen(text));
+}

@@ -72,5 +72,8 @@ void *test_alloc(size_t bytes); /* exits the test program on failure */
 const char *test_scratch_folder(void);
 /* "<scratch folder>/<name>": a string of its own, valid until the program exits. */
 const char *test_scratch_path(const char *name);
+/* Writes the bytes to <scratch folder>/<name> (exits the program on failure); its path. */
+const char *test_write_scratch(const char *name, const void *bytes, size_t size);
+const char *test_write_scratch_text(const char *name, const char *text);
 
 #endif

@@ -5,10 +5,10 @@
 
 static void test_one_matrix_object(void)
 {
-    const char *path = write_scratch("one.json", "{\"source\": [\"p\", \"h\", \"o\"],\n"
-                                                 " \"target\": [\"F\", \"OW\"],\n"
-                                                 " \"weights\": [[0.9, 0.1, 0.0],\n"
-                                                 "             [0.0, 0.2, 0.8]]}\n");
+    const char *path = test_write_scratch_text("one.json", "{\"source\": [\"p\", \"h\", \"o\"],\n"
+                                                           " \"target\": [\"F\", \"OW\"],\n"
+                                                           " \"weights\": [[0.9, 0.1, 0.0],\n"
+                                                           "             [0.0, 0.2, 0.8]]}\n");
     attn_viz_matrix *m = NULL;
     int64_t count = 0;
     CHECK_OK(attn_viz_matrices_read(path, &m, &count));
@@ -25,7 +25,7 @@ static void test_one_matrix_object(void)
 
 static void test_json_lines_name_their_panels(void)
 {
-    const char *path = write_scratch(
+    const char *path = test_write_scratch_text(
         "heads.jsonl", "{\"layer\": 2, \"head\": 5, \"weights\": [[1]]}\n"
                        "\n"
                        "{\"title\": \"cross-attention\", \"layer\": 1, \"weights\": [[0.5, 0.5]]}\n"
@@ -49,7 +49,7 @@ static void test_json_lines_name_their_panels(void)
 /* The read must fail with ATTN_ERR_FORMAT and a message holding every one of the fragments. */
 static void expect_matrix_error(const char *text, const char *fragment1, const char *fragment2)
 {
-    const char *path = write_scratch("bad.jsonl", text);
+    const char *path = test_write_scratch_text("bad.jsonl", text);
     attn_viz_matrix *m = (attn_viz_matrix *)&m;
     int64_t count = 7;
     CHECK_FAILS(attn_viz_matrices_read(path, &m, &count), ATTN_ERR_FORMAT);
@@ -89,7 +89,7 @@ static void test_bad_matrix_files_say_where(void)
 
 static void test_training_log_fields_may_be_missing(void)
 {
-    const char *path = write_scratch(
+    const char *path = test_write_scratch_text(
         "train.jsonl", "{\"step\": 100, \"epoch\": 1, \"train_loss\": 2.5, \"lr\": 0.001}\n"
                        "{\"step\": 200, \"epoch\": 1, \"train_loss\": 2.0, \"note\": \"x\"}\n"
                        "\n"
@@ -111,19 +111,19 @@ static void test_training_log_fields_may_be_missing(void)
     CHECK(log.count == 0 && log.step == NULL, "freed and zeroed");
     attn_viz_training_log_free(&log);
 
-    path = write_scratch("epochs.jsonl", "{\"epoch\": 1, \"valid_loss\": 3}\n"
-                                         "{\"epoch\": 2, \"valid_loss\": 2}\n");
+    path = test_write_scratch_text("epochs.jsonl", "{\"epoch\": 1, \"valid_loss\": 3}\n"
+                                                   "{\"epoch\": 2, \"valid_loss\": 2}\n");
     CHECK_OK(attn_viz_training_log_read(path, &log));
     CHECK(log.x_name != NULL && strcmp(log.x_name, "epoch") == 0 && log.x == log.epoch,
           "epochs when no steps");
     attn_viz_training_log_free(&log);
-    path = write_scratch("bare.jsonl", "{\"train_loss\": 3}\n{\"train_loss\": 2}\n");
+    path = test_write_scratch_text("bare.jsonl", "{\"train_loss\": 3}\n{\"train_loss\": 2}\n");
     CHECK_OK(attn_viz_training_log_read(path, &log));
     CHECK(log.x_name != NULL && strcmp(log.x_name, "record") == 0 && log.x != NULL &&
               log.x[0] == 1 && log.x[1] == 2,
           "record numbers when neither");
     attn_viz_training_log_free(&log);
-    path = write_scratch("lr.jsonl", "{\"step\": 1, \"lr\": 3}\n");
+    path = test_write_scratch_text("lr.jsonl", "{\"step\": 1, \"lr\": 3}\n");
     CHECK_OK(attn_viz_training_log_read(path, &log));
     CHECK_FAILS(attn_viz_loss_curves_write(test_scratch_path("nothing.svg"), &log, NULL, 1, NULL),
                 ATTN_ERR_INVALID_ARGUMENT);
@@ -134,10 +134,10 @@ static void test_training_log_fields_may_be_missing(void)
 static void test_several_logs_share_one_chart(void)
 {
     attn_viz_training_log logs[2];
-    const char *first = write_scratch("a.jsonl", "{\"step\": 1, \"train_loss\": 3}\n"
-                                                 "{\"step\": 2, \"valid_loss\": 2}\n");
+    const char *first = test_write_scratch_text("a.jsonl", "{\"step\": 1, \"train_loss\": 3}\n"
+                                                           "{\"step\": 2, \"valid_loss\": 2}\n");
     CHECK_OK(attn_viz_training_log_read(first, &logs[0]));
-    const char *second = write_scratch("b.jsonl", "{\"step\": 1, \"valid_loss\": 2.5}\n");
+    const char *second = test_write_scratch_text("b.jsonl", "{\"step\": 1, \"valid_loss\": 2.5}\n");
     CHECK_OK(attn_viz_training_log_read(second, &logs[1]));
     const char *names[2] = {"fp32", "bf16"};
     const char *out = test_scratch_path("two.svg");
@@ -163,7 +163,7 @@ static void test_several_logs_share_one_chart(void)
 
 static void expect_log_error(const char *text, const char *fragment)
 {
-    const char *path = write_scratch("bad.jsonl", text);
+    const char *path = test_write_scratch_text("bad.jsonl", text);
     attn_viz_training_log log;
     CHECK_FAILS(attn_viz_training_log_read(path, &log), ATTN_ERR_FORMAT);
     CHECK(strstr(attn_last_error(), fragment) != NULL, "'%s' should mention '%s'",

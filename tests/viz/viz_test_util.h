@@ -13,18 +13,6 @@
 
 #include "harness.h"
 
-/* Writes the text to <scratch folder>/<name> and returns its path. */
-static inline const char *write_scratch(const char *name, const char *text)
-{
-    const char *path = test_scratch_path(name);
-    FILE *f = fopen(path, "wb");
-    if (f == NULL || fputs(text, f) < 0 || fclose(f) != 0) {
-        perror(path);
-        exit(1);
-    }
-    return path;
-}
-
 /* Entries of a folder other than . and .. */
 static inline int folder_entries(const char *path)
 {
