@@ -81,6 +81,20 @@ def test_g2p_recipe_with_defaults_gives_attn_train_nothing_but_the_data(tmp_path
         assert scores["arch"] == arch and scores["decoding"] == "beam 5"
 
 
+def test_g2p_recipe_trains_the_transformer_in_bf16_unless_told(tmp_path):
+    """bf16 gave the Transformer the better hour (docs/results.md); PRECISION=fp32 still wins."""
+    small_g2p(tmp_path / "data")
+    for env, precision in (({}, "bf16"), ({"PRECISION": "fp32"}, "fp32")):
+        out = tmp_path / precision
+        run(["recipes/g2p-cmudict.sh", str(tmp_path / "data")],
+            {"ARCH": "transformer", "TIME_LIMIT": "2", "OUT": str(out), "BUILD": str(build_dir()),
+             "THREADS": "1", **env})
+        train_line = (out / "command.txt").read_text().splitlines()[0].split(" ")
+        assert train_line[train_line.index("--precision") + 1] == precision
+        scores = json.loads((out / "scores.json").read_text())
+        assert scores["settings"] == "tuned" and scores["precision"] == precision
+
+
 def test_g2p_ensemble_recipe_decodes_with_every_member_and_distils_a_student(tmp_path):
     words = small_g2p(tmp_path / "data")
     out = tmp_path / "ensemble"
