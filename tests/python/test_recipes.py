@@ -148,7 +148,7 @@ def test_bible_recipe_writes_one_line_per_test_sentence(tmp_path):
     assert len((out / "test.hyp").read_text().splitlines()) == 3
     scores = json.loads((out / "scores.json").read_text())
     assert scores["recipe"] == "bible-es-en" and "bleu" in scores and "chrf" in scores
-    assert scores["precision"] == "fp32" and scores["decoding"] == "beam 5"
+    assert scores["precision"] == "bf16" and scores["decoding"] == "beam 5"
 
 
 @pytest.mark.parametrize("recipe", ["g2p-cmudict", "bible-es-en", "g2p-ensemble"])
