@@ -10,8 +10,8 @@
 # Environment:
 #   ARCH        transformer (default) or rnn: the two documented configurations below
 #   PRECISION   bf16 (default) or fp32: the operands of training's products (--precision);
-#               bf16 makes about 1.5 times the updates of fp32 in an hour with the same loss per
-#               update (docs/results.md)
+#               bf16 makes 1.7 times the Transformer's updates of fp32 (1.2 times the RNN's)
+#               with the same loss per update (docs/results.md)
 #   TIME_LIMIT  seconds of training (default 3600, the documented budget)
 #   OUT         the run folder (default runs/bible-es-en, or runs/bible-es-en-rnn for rnn)
 #   BUILD       the build folder holding attn (default build; built when attn is missing)
