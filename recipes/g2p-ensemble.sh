@@ -112,14 +112,13 @@ if [ "$distill" = 1 ]; then
       die "translating the training words lost lines"
     # A word the ensemble pronounced with nothing teaches the student nothing, and attn train
     # refuses empty targets: leave it out, and say how many.
+    words=$(wc -l <"$out/train.words")
     awk -F'\t' '$2 != ""' "$out/distilled.tsv.partial" >"$out/distilled.tsv.kept"
-    dropped=$(($(wc -l <"$out/distilled.tsv.partial") - $(wc -l <"$out/distilled.tsv.kept")))
     printf '%s: %s of %s training words got an empty pronunciation from the ensemble and are left out of distilled.tsv\n' \
-      "$recipe" "$dropped" "$(wc -l <"$out/train.words")"
+      "$recipe" "$((words - $(wc -l <"$out/distilled.tsv.kept")))" "$words"
     [ -s "$out/distilled.tsv.kept" ] || die "the ensemble pronounced every training word with nothing"
     mv "$out/distilled.tsv.kept" "$out/distilled.tsv"
-    rm -f "$out/distilled.tsv.partial"
-    rm -f "$out/train.words"
+    rm -f "$out/distilled.tsv.partial" "$out/train.words"
   fi
   train_model "$out/student" "$((members + 1))" "$out/distilled.tsv"
 fi
