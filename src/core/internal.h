@@ -40,6 +40,14 @@ ATTN_INTERNAL attn_status attn_fail(attn_status status, const char *fmt, ...) AT
             return attn_try_status_;                                                      \
     } while (0)
 
+/* ---- JSON -------------------------------------------------------------------------------- */
+
+struct cJSON;
+/* A JSON number (null when not finite) that parses back to exactly `value`; cJSON's own may
+ * lose the last bit. attn_json_add_exact_number returns 0 when out of memory. */
+ATTN_INTERNAL struct cJSON *attn_json_exact_number(double value);
+ATTN_INTERNAL int attn_json_add_exact_number(struct cJSON *object, const char *name, double value);
+
 /* ---- threads: the library's only parallel construct ------------------------------------ */
 
 /* Runs body(ctx, begin, end, thread_index) over a static partition of [0, n) into

@@ -232,7 +232,7 @@ attn_status attn_model_config_to_json(const attn_model_config *config, char **js
             ok = cJSON_AddNumberToObject(root, f->name, (double)*int_at(&c, f)) != NULL;
             break;
         case FIELD_NUMBER:
-            ok = cJSON_AddNumberToObject(root, f->name, *number_at(&c, f)) != NULL;
+            ok = attn_json_add_exact_number(root, f->name, *number_at(&c, f));
             break;
         case FIELD_BOOL:
             ok = cJSON_AddBoolToObject(root, f->name, *small_at(&c, f)) != NULL;

@@ -38,7 +38,7 @@ static int add_string(cJSON *object, const char *name, const char *value)
 
 static int add_number(cJSON *object, const char *name, double value)
 {
-    return cJSON_AddNumberToObject(object, name, value) != NULL;
+    return attn_json_add_exact_number(object, name, value);
 }
 
 static int add_u64(cJSON *object, const char *name, uint64_t value, int hex)

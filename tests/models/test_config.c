@@ -201,9 +201,35 @@ static void test_bad_configs_are_rejected(void)
     CHECK(c.arch == ATTN_ARCH_TRANSFORMER, "unknown arch: the transformer's defaults");
 }
 
+/* cJSON's own printing writes 0.30000000000000004 as 0.3 (it reads back within an epsilon);
+ * a config must come back to the bit, and still read as short as it can. */
+static void test_numbers_survive_to_the_last_bit(void)
+{
+    attn_model_config c = filled(ATTN_ARCH_TRANSFORMER);
+    c.dropout = 0.1 + 0.2;
+    c.label_smoothing = 1.0 - 0x1p-53;
+    c.layer_norm_eps = 0x1p-1070; /* subnormal */
+    char *json = NULL;
+    CHECK_OK(attn_model_config_to_json(&c, &json));
+    attn_model_config back;
+    memset(&back, 0x5a, sizeof back);
+    CHECK_OK(attn_model_config_from_json(json, &back));
+    CHECK(back.dropout == c.dropout && back.label_smoothing == c.label_smoothing &&
+              back.layer_norm_eps == c.layer_norm_eps,
+          "every bit of every number survives JSON: %s", json);
+    c = filled(ATTN_ARCH_TRANSFORMER);
+    free(json);
+    json = NULL;
+    CHECK_OK(attn_model_config_to_json(&c, &json));
+    CHECK(json && strstr(json, "\"dropout\":0.1,") && strstr(json, "\"layer_norm_eps\":1e-05,"),
+          "numbers stay as short as they can: %s", json);
+    free(json);
+}
+
 int main(void)
 {
     RUN_TEST(test_round_trips);
+    RUN_TEST(test_numbers_survive_to_the_last_bit);
     RUN_TEST(test_missing_fields_take_defaults);
     RUN_TEST(test_bad_configs_are_rejected);
     return test_summary();
