@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # G2P ensembles and distillation on the CMU Pronouncing Dictionary (issue 17): train several
 # models of one configuration with different seeds (each one run of recipes/g2p-cmudict.sh),
+# one after the other or JOBS at a time, join them to any models trained elsewhere (JOIN),
 # decode the test words with their ensemble (`attn translate --model A,B,...`: each step's
 # log-probabilities averaged), and optionally distil one student from the ensemble: the
 # ensemble translates the training words and a model of the same configuration learns its
@@ -9,8 +10,17 @@
 #   recipes/g2p-ensemble.sh [DATA_DIR]
 #
 # Environment:
-#   MEMBERS     models in the ensemble, trained with seeds 1..MEMBERS (default 4)
+#   MEMBERS     models the recipe trains, with seeds 1..MEMBERS (default 4; the ensemble needs
+#               two or more with those JOIN adds)
 #   DISTILL     1: also train the student (default 0)
+#   JOBS        members trained at the same time (default 1). On two cores, JOBS=2 trains two
+#               members in the hour one takes: a G2P RNN in bf16 on one core learns at 76% of
+#               the speed of one on both (docs/results.md)
+#   MEMBER_THREADS  threads of each member's training and decoding (default 1 when JOBS > 1,
+#               else THREADS)
+#   JOIN        model files trained elsewhere, comma-separated, that join the members in the
+#               ensemble (and in the student's teacher): e.g. recipes/g2p-cmudict.sh's
+#               Transformer, whose errors differ most from the RNNs'
 #   OUT         the run folder (default runs/g2p-ensemble-rnn, or runs/g2p-ensemble for the
 #               transformer)
 #   ARCH, SETTINGS, PRECISION, TIME_LIMIT, THREADS, BEAM, DECODE_BATCH, BUILD: as for
@@ -34,6 +44,8 @@ build=${BUILD:-$repo/build}
 threads=${THREADS:-0}
 beam=${BEAM:-5}
 decode_batch=${DECODE_BATCH:-32}
+jobs=${JOBS:-1}
+join=${JOIN:-}
 data=${1:-$repo/../shared/data/g2p-std}
 
 die() { printf '%s: %s\n' "$recipe" "$*" >&2; exit 1; }
@@ -43,8 +55,18 @@ case $arch in
   rnn) out=${OUT:-$repo/runs/$recipe-rnn} ;;
   *) die "ARCH must be transformer or rnn, not '$arch'" ;;
 esac
-[[ $members =~ ^[0-9]+$ && $members -ge 2 ]] ||
-  die "MEMBERS must be a number of models of at least 2, not '$members'"
+[[ $jobs =~ ^[0-9]+$ && $jobs -ge 1 ]] || die "JOBS must be a number of members of at least 1, not '$jobs'"
+member_threads=${MEMBER_THREADS:-$([ "$jobs" -gt 1 ] && echo 1 || echo "$threads")}
+[[ $member_threads =~ ^[0-9]+$ ]] || die "MEMBER_THREADS must be a number of threads, not '$member_threads'"
+joined=()
+if [ -n "$join" ]; then
+  IFS=, read -r -a joined <<<"$join"
+  for model in "${joined[@]}"; do
+    [ -s "$model" ] || die "JOIN: no model file '$model'"
+  done
+fi
+[[ $members =~ ^[0-9]+$ && $members -ge 1 && $((members + ${#joined[@]})) -ge 2 ]] ||
+  die "MEMBERS must be a number of models, at least 2 with those JOIN adds, not '$members'"
 case $distill in
   0 | 1) ;;
   *) die "DISTILL must be 0 or 1, not '$distill'" ;;
@@ -64,19 +86,41 @@ out=$(cd "$out" && pwd)
 
 # One member: the single-model recipe with its own seed and folder (ARCH, SETTINGS, PRECISION,
 # TIME_LIMIT, ... pass through the environment).
-train_model() { # folder seed [training file]
+train_model() { # folder seed threads [training file]
   if [ -s "$1/scores.json" ]; then
     printf '%s: %s is trained already (scores.json), kept\n' "$recipe" "$1"
     return
   fi
-  OUT=$1 SEED=$2 TRAIN=${3:-} BUILD=$build "$repo/recipes/g2p-cmudict.sh" "$data" ||
-    die "training $1 failed"
+  OUT=$1 SEED=$2 THREADS=$3 TRAIN=${4:-} BUILD=$build \
+    "$repo/recipes/g2p-cmudict.sh" "$data" || die "training $1 failed"
 }
 
+# JOBS members at a time, each writing its progress to member-N.log, so that their lines do
+# not interleave.
+running=()
+declare -A pids
+wait_for_members() {
+  for i in "${running[@]}"; do
+    wait "${pids[$i]}" || die "training member $i failed (see $out/member-$i.log)"
+    cat "$out/member-$i.log"
+  done
+  running=()
+}
 models=()
 for ((i = 1; i <= members; i++)); do
-  train_model "$out/member-$i" "$i"
+  if [ "$jobs" -gt 1 ]; then
+    train_model "$out/member-$i" "$i" "$member_threads" >"$out/member-$i.log" 2>&1 &
+    pids[$i]=$!
+    running+=("$i")
+    [ "${#running[@]}" -lt "$jobs" ] || wait_for_members
+  else
+    train_model "$out/member-$i" "$i" "$member_threads"
+  fi
   models+=("$out/member-$i/model.safetensors")
+done
+wait_for_members
+for model in "${joined[@]}"; do
+  models+=("$(cd "$(dirname "$model")" && pwd)/$(basename "$model")")
 done
 ensemble=$(IFS=,; printf '%s' "${models[*]}")
 decode_flags=(--threads "$threads" --batch "$decode_batch" --beam "$beam")
@@ -97,8 +141,9 @@ printf '\n' >>"$out/ensemble/command.txt"
   tee "$out/ensemble/scores.txt"
 wer=$("$attn" eval --metric wer --score-only --ref "$data/test.tsv" --hyp "$out/ensemble/test.hyp")
 per=$("$attn" eval --metric per --score-only --ref "$data/test.tsv" --hyp "$out/ensemble/test.hyp")
-printf '{"recipe":"%s","arch":"%s","members":%s,"data":"%s","decoding":"beam %s","wer":%s,"per":%s}\n' \
-  "$recipe" "$arch" "$members" "$data" "$beam" "$wer" "$per" >"$out/ensemble/scores.json"
+printf '{"recipe":"%s","arch":"%s","members":%s,"joined":%s,"data":"%s","decoding":"beam %s","wer":%s,"per":%s}\n' \
+  "$recipe" "$arch" "$members" "${#joined[@]}" "$data" "$beam" "$wer" "$per" \
+  >"$out/ensemble/scores.json"
 
 if [ "$distill" = 1 ]; then
   if [ ! -s "$out/distilled.tsv" ]; then
@@ -120,7 +165,7 @@ if [ "$distill" = 1 ]; then
     mv "$out/distilled.tsv.kept" "$out/distilled.tsv"
     rm -f "$out/distilled.tsv.partial" "$out/train.words"
   fi
-  train_model "$out/student" "$((members + 1))" "$out/distilled.tsv"
+  train_model "$out/student" "$((members + 1))" "$threads" "$out/distilled.tsv"
 fi
 printf '%s: wrote %s/{member-1..%s,ensemble%s}\n' "$recipe" "$out" "$members" \
   "$([ "$distill" = 1 ] && printf ',distilled.tsv,student')"

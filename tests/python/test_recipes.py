@@ -133,6 +133,37 @@ def test_g2p_ensemble_recipe_decodes_with_every_member_and_distils_a_student(tmp
     assert [model.stat().st_mtime_ns for model in members] == before
 
 
+def test_g2p_ensemble_recipe_trains_members_side_by_side_and_joins_other_models(tmp_path):
+    """JOBS=2: both members train at once, one thread each; JOIN adds a model trained
+    elsewhere (here the Transformer recipe's) to the ensemble."""
+    words = small_g2p(tmp_path / "data")
+    other = tmp_path / "transformer"
+    run(["recipes/g2p-cmudict.sh", str(tmp_path / "data")],
+        {"ARCH": "transformer", "TIME_LIMIT": "2", "OUT": str(other), "BUILD": str(build_dir()),
+         "THREADS": "1"})
+    out = tmp_path / "ensemble"
+    run(["recipes/g2p-ensemble.sh", str(tmp_path / "data")],
+        {"MEMBERS": "2", "JOBS": "2", "TIME_LIMIT": "2", "OUT": str(out),
+         "BUILD": str(build_dir()), "JOIN": str(other / "model.safetensors")})
+    for i in (1, 2):
+        train_line = shlex.split((out / f"member-{i}" / "command.txt").read_text().splitlines()[0])
+        assert train_line[train_line.index("--threads") + 1] == "1"
+        assert train_line[train_line.index("--seed") + 1] == str(i)
+        assert "WER =" in (out / f"member-{i}.log").read_text()
+    # Side by side: member 2 had finished training before member 1 had finished decoding and
+    # scoring (one after the other, it would not have begun).
+    trained = (out / "member-2" / "train.jsonl").stat().st_mtime_ns
+    assert trained < (out / "member-1" / "scores.json").stat().st_mtime_ns
+    decode = shlex.split((out / "ensemble" / "command.txt").read_text())
+    members = [str(out / f"member-{i}" / "model.safetensors") for i in (1, 2)]
+    assert decode[decode.index("--model") + 1] == ",".join(
+        [*members, str(other / "model.safetensors")])
+    hypotheses = (out / "ensemble" / "test.hyp").read_text().splitlines()
+    assert [line.split("\t")[0] for line in hypotheses] == words
+    scores = json.loads((out / "ensemble" / "scores.json").read_text())
+    assert scores["members"] == 2 and scores["joined"] == 1
+
+
 def test_bible_recipe_writes_one_line_per_test_sentence(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
@@ -161,7 +192,9 @@ def test_recipes_refuse_bad_settings_with_a_message(tmp_path, recipe):
         cases.append(({"SETTINGS": "best"}, "SETTINGS must be"))
     if recipe == "g2p-ensemble":
         cases = [({"ARCH": "lstm"}, "ARCH must be"), ({"MEMBERS": "1"}, "MEMBERS must be"),
-                 ({"DISTILL": "yes"}, "DISTILL must be"), ({}, "no data folder")]
+                 ({"DISTILL": "yes"}, "DISTILL must be"), ({"JOBS": "0"}, "JOBS must be"),
+                 ({"JOIN": str(tmp_path / "none.safetensors")}, "JOIN: no model file"),
+                 ({}, "no data folder")]
     for env, message in cases:
         result = subprocess.run([f"recipes/{recipe}.sh", str(tmp_path / "missing")], cwd=_ROOT,
                                 env={**os.environ, "OUT": str(tmp_path / "o"), **env},
