@@ -422,14 +422,15 @@ int attn_cmd_train(int argc, char **argv)
     if (valid != NULL)
         snprintf(validation, sizeof validation, ", validation %lld",
                  (long long)attn_corpus_size(valid));
+    const int threads = attn_get_num_threads();
     fprintf(stderr,
             "attn train: %lld training pairs%s; vocabularies %lld + %lld; %lld "
             "parameters; %d thread%s%s, %s; %s step %lld\n",
             (long long)attn_corpus_size(train), validation,
             (long long)attn_vocab_size(attn_tokenizer_vocab(src_tok)),
             (long long)attn_vocab_size(attn_tokenizer_vocab(tgt_tok)),
-            (long long)attn_params_numel(attn_model_params(model)), attn_get_num_threads(),
-            attn_get_num_threads() == 1 ? "" : "s", ranks.size > 1 ? " in each of the processes" : "", attn_isa_name(attn_get_isa()),
+            (long long)attn_params_numel(attn_model_params(model)), threads, threads == 1 ? "" : "s",
+            ranks.size > 1 ? " in each of the processes" : "", attn_isa_name(attn_get_isa()),
             a.resume != NULL ? "resuming at" : "starting at", (long long)status.step);
     if (ranks.size > 1)
         fprintf(stderr,
