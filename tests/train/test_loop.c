@@ -391,6 +391,10 @@ static void test_files(void)
     const char *best = test_scratch_path("model.safetensors");
     const char *checkpoint = test_scratch_path("model.last.safetensors");
     attn_trainer_options o = busy_options();
+    /* Numbers whose last bit a 15-digit JSON printer loses must come back exactly. */
+    o.clip_norm = 0.1 + 0.2;
+    o.schedule.lr = nextafter(o.schedule.lr, 1.0);
+    o.adam.beta2 = nextafter(o.adam.beta2, 0.0);
     o.max_steps = 10;
     o.best_path = best;
     o.checkpoint_path = checkpoint;
@@ -432,7 +436,8 @@ static void test_files(void)
     CHECK(read.seed == o.seed && read.accumulate == o.accumulate &&
               read.adam.variant == ATTN_ADAMW && read.schedule.kind == ATTN_LR_COSINE &&
               read.schedule.total_steps == 40 && read.clip_norm == o.clip_norm &&
-              read.batch_tokens == o.batch_tokens && read.max_steps == 0,
+              read.batch_tokens == o.batch_tokens && read.max_steps == 0 &&
+              read.schedule.lr == o.schedule.lr && read.adam.beta2 == o.adam.beta2,
           "the curve-shaping options come back from the checkpoint, the others stay");
     attn_tensor_file_close(file);
 
