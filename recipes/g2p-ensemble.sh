@@ -97,29 +97,43 @@ train_model() { # folder seed threads [training file]
 }
 
 # JOBS members at a time, each writing its progress to member-N.log, so that their lines do
-# not interleave.
-running=()
-declare -A pids
-wait_for_members() {
-  for i in "${running[@]}"; do
-    wait "${pids[$i]}" || die "training member $i failed (see $out/member-$i.log)"
+# not interleave; the next starts as soon as one ends. Each runs in its own process group,
+# which the recipe stops when it ends early (a member failed, Ctrl-C, a kill): bash starts
+# background commands with Ctrl-C ignored, so they would otherwise train on, unwatched.
+declare -A member_of=() # process id -> member number, for the members training now
+stop_members() {
+  for pid in "${!member_of[@]}"; do
+    kill -TERM -- "-$pid" 2>/dev/null || true
+  done
+}
+trap stop_members EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+wait_for_members() { # until no more than $1 members train
+  local pid status
+  while [ "${#member_of[@]}" -gt "$1" ]; do
+    status=0
+    wait -n -p pid "${!member_of[@]}" || status=$?
+    local i=${member_of[$pid]}
+    unset "member_of[$pid]"
+    [ "$status" -eq 0 ] || die "training member $i failed (see $out/member-$i.log)"
     cat "$out/member-$i.log"
   done
-  running=()
 }
 models=()
 for ((i = 1; i <= members; i++)); do
   if [ "$jobs" -gt 1 ]; then
+    wait_for_members $((jobs - 1))
+    set -m
     train_model "$out/member-$i" "$i" "$member_threads" >"$out/member-$i.log" 2>&1 &
-    pids[$i]=$!
-    running+=("$i")
-    [ "${#running[@]}" -lt "$jobs" ] || wait_for_members
+    set +m
+    member_of[$!]=$i
   else
     train_model "$out/member-$i" "$i" "$member_threads"
   fi
   models+=("$out/member-$i/model.safetensors")
 done
-wait_for_members
+wait_for_members 0
 for model in "${joined[@]}"; do
   models+=("$(cd "$(dirname "$model")" && pwd)/$(basename "$model")")
 done
@@ -148,7 +162,8 @@ printf '{"recipe":"%s","arch":"%s","members":%s,"joined":%s,"data":"%s","decodin
 
 if [ "$distill" = 1 ]; then
   if [ ! -s "$out/distilled.tsv" ]; then
-    printf '%s: translating the training words with the ensemble of %s\n' "$recipe" "$members"
+    printf '%s: translating the training words with the ensemble of %s\n' "$recipe" \
+      "$((members + ${#joined[@]}))"
     distinct_words "$train" >"$out/train.words"
     # Written under another name first, so that a stopped translation is not taken for a
     # finished one by the next run.

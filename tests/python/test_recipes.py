@@ -7,6 +7,7 @@ import os
 import re
 import shlex
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,14 @@ def run(command, env, timeout=300):
                             text=True, timeout=timeout)
     assert result.returncode == 0, f"{command} failed:\n{result.stdout}\n{result.stderr}"
     return result
+
+
+def running(pid):
+    """Whether the process runs (a zombie waiting for a parent to reap it does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def small_g2p(folder):
@@ -166,6 +175,68 @@ def test_g2p_ensemble_recipe_trains_members_side_by_side_and_joins_other_models(
     assert [line.split("\t")[0] for line in hypotheses] == words
     scores = json.loads((out / "ensemble" / "scores.json").read_text())
     assert scores["members"] == 2 and scores["joined"] == 1
+
+
+def fake_training_build(folder, started, failing_seed=None):
+    """A BUILD folder whose attn "trains" by sleeping for minutes, noting its process id in
+    `started`; with failing_seed, that member fails instead, once another has begun."""
+    folder.mkdir()
+    failing = "" if failing_seed is None else (
+        f'case " $* " in *" --seed {failing_seed} "*)\n'
+        f'  while [ ! -s "{started}" ]; do sleep 0.1; done\n'
+        '  echo "attn: a made-up failure" >&2; exit 3 ;;\n'
+        "esac\n")
+    (folder / "attn").write_text(f'#!/bin/sh\n{failing}echo $$ >>"{started}"\nexec sleep 300\n')
+    (folder / "attn").chmod(0o755)
+    return folder
+
+
+def wait_until_gone(pids, seconds=10):
+    deadline = time.monotonic() + seconds
+    while any(running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [pid for pid in pids if running(pid)]
+    for pid in left:
+        os.kill(pid, 9)
+    assert not left, f"trainings {left} outlived the recipe"
+
+
+def test_g2p_ensemble_recipe_stops_the_other_members_when_one_fails(tmp_path):
+    """JOBS=2 with member 2 failing while member 1 would train for minutes: the recipe says
+    which member failed, exits non-zero without waiting, and leaves no training behind."""
+    small_g2p(tmp_path / "data")
+    started = tmp_path / "started"
+    fake = fake_training_build(tmp_path / "fake-build", started, failing_seed=2)
+    begun = time.monotonic()
+    result = subprocess.run(["recipes/g2p-ensemble.sh", str(tmp_path / "data")], cwd=_ROOT,
+                            env={**os.environ, "MEMBERS": "2", "JOBS": "2", "TIME_LIMIT": "300",
+                                 "OUT": str(tmp_path / "ensemble"), "BUILD": str(fake)},
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "training member 2 failed" in result.stderr, result.stderr
+    assert time.monotonic() - begun < 30
+    wait_until_gone([int(pid) for pid in started.read_text().split()])
+
+
+def test_g2p_ensemble_recipe_stopped_stops_its_members(tmp_path):
+    """A kill of the recipe (Ctrl-C reaches members the same way) ends the members it started
+    in the background too."""
+    small_g2p(tmp_path / "data")
+    started = tmp_path / "started"
+    fake = fake_training_build(tmp_path / "fake-build", started)
+    recipe = subprocess.Popen(["recipes/g2p-ensemble.sh", str(tmp_path / "data")], cwd=_ROOT,
+                              env={**os.environ, "MEMBERS": "2", "JOBS": "2", "TIME_LIMIT": "300",
+                                   "OUT": str(tmp_path / "ensemble"), "BUILD": str(fake)},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while (not started.exists() or len(started.read_text().split()) < 2) and \
+            time.monotonic() < deadline:
+        time.sleep(0.1)
+    pids = [int(pid) for pid in started.read_text().split()]
+    assert len(pids) == 2, "both members began"
+    recipe.terminate()
+    assert recipe.wait(timeout=30) != 0
+    wait_until_gone(pids)
 
 
 def test_bible_recipe_writes_one_line_per_test_sentence(tmp_path):
