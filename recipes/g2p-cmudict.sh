@@ -58,8 +58,8 @@ case $settings in
   *) die "SETTINGS must be tuned or defaults, not '$settings'" ;;
 esac
 # bf16 trains the Transformer 1.7 times as many updates in the hour as fp32 and gave 23.86%
-# WER against 25.33% (docs/results.md); the RNN gains 1.2 times the updates and has not been
-# compared for an hour.
+# WER against 25.33% (docs/results.md); the default RNN gains 1.25 times the updates but gave
+# no better model in its hour (22.68% against 22.50%).
 if [ "$settings/$arch" = tuned/transformer ]; then precision=${PRECISION:-bf16}; else precision=${PRECISION:-fp32}; fi
 case $precision in
   fp32 | bf16) ;;
