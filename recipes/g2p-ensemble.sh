@@ -110,11 +110,11 @@ trap stop_members EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 wait_for_members() { # until no more than $1 members train
-  local pid status
+  local pid status i
   while [ "${#member_of[@]}" -gt "$1" ]; do
     status=0
     wait -n -p pid "${!member_of[@]}" || status=$?
-    local i=${member_of[$pid]}
+    i=${member_of[$pid]}
     unset "member_of[$pid]"
     [ "$status" -eq 0 ] || die "training member $i failed (see $out/member-$i.log)"
     cat "$out/member-$i.log"
