@@ -7,9 +7,7 @@
  * themselves (ATTN_ISA_REFERENCE makes the whole of MHA run on scalar references). The
  * loops here (broadcasting biases, summing bias gradients, averaging heads) are memory-bound
  * passes over data the GEMMs just touched, so one portable version serves every ISA. */
-#include "core/internal.h"
-#include "attn/attn_attention.h"
-#include "attn/attn_kernels.h"
+#include "attention/mha_internal.h"
 
 #include <string.h>
 
@@ -31,6 +29,7 @@ typedef struct mha_plan {
     int64_t q_ld, kv_ld;
     int64_t proj_floats, attn_offset, lse_offset, saved_floats;
     attn_precision precision; /* of the projections: the options' (the attention's own) */
+    attn_mha_packed_weights prepacked; /* all NULL when none was given */
 } mha_plan;
 
 /* a * b for non-negative sizes, failing instead of overflowing. */
@@ -232,23 +231,33 @@ static void head_average_range(void *ctx, int64_t begin, int64_t end, int thread
 
 /* ---- projections ---------------------------------------------------------------------- */
 
-/* p[r, 0:cols] = x[r, :] w^T + bias for rows r, w [cols, in_dim], p with leading dim ldp. */
+/* p[r, 0:cols] = x[r, :] w^T + bias for rows r, w [cols, in_dim], p with leading dim ldp;
+ * w_t (may be NULL) is w^T packed. */
 static attn_status project(attn_precision precision, int64_t rows, int64_t in_dim, const float *x,
-                           const float *w, int64_t cols, const float *bias, float *p, int64_t ldp)
+                           const float *w, const attn_gemm_packed_b *w_t, int64_t cols,
+                           const float *bias, float *p, int64_t ldp)
 {
     if (bias != NULL)
         fill_bias_rows(rows, cols, bias, p, ldp);
+    const float beta = bias != NULL ? 1.0f : 0.0f;
+    if (w_t != NULL)
+        return attn_gemm_with_packed_b(ATTN_NO_TRANS, rows, 1.0f, x, in_dim, w_t, beta, p, ldp);
     return attn_gemm_precision(precision, ATTN_NO_TRANS, ATTN_TRANS, rows, cols, in_dim, 1.0f, x,
-                               in_dim, w, in_dim, bias != NULL ? 1.0f : 0.0f, p, ldp);
+                               in_dim, w, in_dim, beta, p, ldp);
 }
 
 /* The backward of project() for dp (leading dim ldp): dx += dp w, dw += dp^T x,
- * dbias += column sums of dp. Any output may be NULL. */
+ * dbias += column sums of dp. Any output may be NULL; w_packed (may be NULL) is w packed. */
 static attn_status project_backward(attn_precision precision, int64_t rows, int64_t in_dim,
-                                    const float *x, const float *w, int64_t cols, const float *dp,
-                                    int64_t ldp, float *dx, float *dw, float *dbias)
+                                    const float *x, const float *w,
+                                    const attn_gemm_packed_b *w_packed, int64_t cols,
+                                    const float *dp, int64_t ldp, float *dx, float *dw,
+                                    float *dbias)
 {
-    if (dx != NULL)
+    if (dx != NULL && w_packed != NULL)
+        ATTN_TRY(attn_gemm_with_packed_b(ATTN_NO_TRANS, rows, 1.0f, dp, ldp, w_packed, 1.0f, dx,
+                                         in_dim));
+    else if (dx != NULL)
         ATTN_TRY(attn_gemm_precision(precision, ATTN_NO_TRANS, ATTN_NO_TRANS, rows, in_dim, cols,
                                      1.0f, dp, ldp, w, in_dim, 1.0f, dx, in_dim));
     if (dw != NULL)
@@ -298,15 +307,16 @@ static attn_status project_inputs(const mha_plan *plan, const float *query, cons
     const int64_t e = plan->embed;
     const int64_t rows_q = plan->batch * plan->len_q, rows_k = plan->batch * plan->len_k;
     if (plan->self_fused)
-        return project(plan->precision, rows_q, e, query, plan->w_q, 3 * e, plan->b_q, proj, 3 * e);
-    ATTN_TRY(project(plan->precision, rows_q, e, query, plan->w_q, e, plan->b_q,
+        return project(plan->precision, rows_q, e, query, plan->w_q, plan->prepacked.in_proj_t, 3 * e,
+                       plan->b_q, proj, 3 * e);
+    ATTN_TRY(project(plan->precision, rows_q, e, query, plan->w_q, NULL, e, plan->b_q,
                      proj + plan->q_offset, plan->q_ld));
     if (plan->kv_fused)
-        return project(plan->precision, rows_k, e, key, plan->w_k, 2 * e, plan->b_k,
+        return project(plan->precision, rows_k, e, key, plan->w_k, NULL, 2 * e, plan->b_k,
                        proj + plan->k_offset, plan->kv_ld);
-    ATTN_TRY(project(plan->precision, rows_k, plan->kdim, key, plan->w_k, e, plan->b_k,
+    ATTN_TRY(project(plan->precision, rows_k, plan->kdim, key, plan->w_k, NULL, e, plan->b_k,
                      proj + plan->k_offset, plan->kv_ld));
-    return project(plan->precision, rows_k, plan->vdim, value, plan->w_v, e, plan->b_v,
+    return project(plan->precision, rows_k, plan->vdim, value, plan->w_v, NULL, e, plan->b_v,
                    proj + plan->v_offset, plan->kv_ld);
 }
 
@@ -340,15 +350,17 @@ static attn_status attend_with_mean_weights(const mha_plan *plan, const attn_sdp
     return ATTN_OK;
 }
 
-attn_status attn_mha_forward(const attn_mha_dims *dims, const attn_mha_params *params,
-                             const float *query, const float *key, const float *value,
-                             const attn_sdpa_options *options, float *out, float *weights,
-                             int average_attn_weights, float *saved, float *scratch)
+static attn_status forward(const char *fn, const attn_mha_dims *dims,
+                           const attn_mha_params *params, const attn_mha_packed_weights *packed,
+                           const float *query, const float *key, const float *value,
+                           const attn_sdpa_options *options, float *out, float *weights,
+                           int average_attn_weights, float *saved, float *scratch)
 {
-    const char *fn = __func__;
     mha_plan plan;
     ATTN_TRY(check_dims(fn, dims, &plan));
     plan.precision = options != NULL ? options->precision : ATTN_PRECISION_FP32;
+    if (packed != NULL)
+        plan.prepacked = *packed;
     ATTN_TRY(check_params(fn, params, query, key, value, &plan));
     ATTN_CHECK_ARG(average_attn_weights == 0 || average_attn_weights == 1,
                    "%s: average_attn_weights must be 0 or 1, got %d", fn, average_attn_weights);
@@ -376,7 +388,27 @@ attn_status attn_mha_forward(const attn_mha_dims *dims, const attn_mha_params *p
         ATTN_TRY(attn_sdpa_forward(&q, &k, &v, options, &a, saved + plan.lse_offset, weights));
     }
     return project(plan.precision, plan.batch * plan.len_q, e, saved + plan.attn_offset,
-                   params->out_proj_weight, e, params->out_proj_bias, out, e);
+                   params->out_proj_weight, plan.prepacked.out_proj_t, e, params->out_proj_bias, out,
+                   e);
+}
+
+attn_status attn_mha_forward(const attn_mha_dims *dims, const attn_mha_params *params,
+                             const float *query, const float *key, const float *value,
+                             const attn_sdpa_options *options, float *out, float *weights,
+                             int average_attn_weights, float *saved, float *scratch)
+{
+    return forward(__func__, dims, params, NULL, query, key, value, options, out, weights,
+                   average_attn_weights, saved, scratch);
+}
+
+attn_status attn_mha_forward_packed(const attn_mha_dims *dims, const attn_mha_params *params,
+                                    const attn_mha_packed_weights *packed, const float *query,
+                                    const float *key, const float *value,
+                                    const attn_sdpa_options *options, float *out, float *weights,
+                                    int average_attn_weights, float *saved, float *scratch)
+{
+    return forward(__func__, dims, params, packed, query, key, value, options, out, weights,
+                   average_attn_weights, saved, scratch);
 }
 
 /* ---- backward ------------------------------------------------------------------------- */
@@ -433,30 +465,32 @@ static attn_status project_inputs_backward(const mha_plan *plan, const float *qu
     const int64_t e = plan->embed;
     const int64_t rows_q = plan->batch * plan->len_q, rows_k = plan->batch * plan->len_k;
     if (plan->self_fused && grad_query == grad_key && grad_key == grad_value)
-        return project_backward(plan->precision, rows_q, e, query, plan->w_q, 3 * e, dproj, 3 * e,
-                                grad_query, g->w_q, g->b_q);
-    ATTN_TRY(project_backward(plan->precision, rows_q, e, query, plan->w_q, e,
+        return project_backward(plan->precision, rows_q, e, query, plan->w_q, plan->prepacked.in_proj,
+                                3 * e, dproj, 3 * e, grad_query, g->w_q, g->b_q);
+    ATTN_TRY(project_backward(plan->precision, rows_q, e, query, plan->w_q, NULL, e,
                               dproj + plan->q_offset, plan->q_ld, grad_query, g->w_q, g->b_q));
     if (plan->kv_fused && grad_key == grad_value)
-        return project_backward(plan->precision, rows_k, e, key, plan->w_k, 2 * e,
+        return project_backward(plan->precision, rows_k, e, key, plan->w_k, NULL, 2 * e,
                                 dproj + plan->k_offset, plan->kv_ld, grad_key, g->w_k, g->b_k);
-    ATTN_TRY(project_backward(plan->precision, rows_k, plan->kdim, key, plan->w_k, e,
+    ATTN_TRY(project_backward(plan->precision, rows_k, plan->kdim, key, plan->w_k, NULL, e,
                               dproj + plan->k_offset, plan->kv_ld, grad_key, g->w_k, g->b_k));
-    return project_backward(plan->precision, rows_k, plan->vdim, value, plan->w_v, e,
+    return project_backward(plan->precision, rows_k, plan->vdim, value, plan->w_v, NULL, e,
                             dproj + plan->v_offset, plan->kv_ld, grad_value, g->w_v, g->b_v);
 }
 
-attn_status attn_mha_backward(const attn_mha_dims *dims, const attn_mha_params *params,
-                              const float *query, const float *key, const float *value,
-                              const attn_sdpa_options *options, const float *saved,
-                              const float *grad_out, float *scratch, float *grad_query,
-                              float *grad_key, float *grad_value, const attn_mha_grads *grads)
+static attn_status backward(const char *fn, const attn_mha_dims *dims,
+                            const attn_mha_params *params, const attn_mha_packed_weights *packed,
+                            const float *query, const float *key, const float *value,
+                            const attn_sdpa_options *options, const float *saved,
+                            const float *grad_out, float *scratch, float *grad_query,
+                            float *grad_key, float *grad_value, const attn_mha_grads *grads)
 {
-    const char *fn = __func__;
     mha_plan plan;
     mha_param_grads g;
     ATTN_TRY(check_dims(fn, dims, &plan));
     plan.precision = options != NULL ? options->precision : ATTN_PRECISION_FP32;
+    if (packed != NULL)
+        plan.prepacked = *packed;
     ATTN_TRY(check_params(fn, params, query, key, value, &plan));
     ATTN_TRY(check_grads(fn, &plan, grads, &g));
     if (plan.batch == 0 || plan.len_q == 0)
@@ -473,8 +507,8 @@ attn_status attn_mha_backward(const attn_mha_dims *dims, const attn_mha_params *
     float *dattn = scratch + plan.proj_floats;
 
     memset(dattn, 0, (size_t)(rows_q * e) * sizeof(float));
-    ATTN_TRY(project_backward(plan.precision, rows_q, e, attn_out, params->out_proj_weight, e,
-                              grad_out, e, dattn, g.w_out, g.b_out));
+    ATTN_TRY(project_backward(plan.precision, rows_q, e, attn_out, params->out_proj_weight,
+                              plan.prepacked.out_proj, e, grad_out, e, dattn, g.w_out, g.b_out));
 
     const int need_dproj = grad_query != NULL || grad_key != NULL || grad_value != NULL ||
                            g.w_q != NULL || g.w_k != NULL || g.w_v != NULL || g.b_q != NULL;
@@ -493,4 +527,26 @@ attn_status attn_mha_backward(const attn_mha_dims *dims, const attn_mha_params *
                                 &dv));
     return project_inputs_backward(&plan, query, key, value, dproj, grad_query, grad_key,
                                    grad_value, &g);
+}
+
+attn_status attn_mha_backward(const attn_mha_dims *dims, const attn_mha_params *params,
+                              const float *query, const float *key, const float *value,
+                              const attn_sdpa_options *options, const float *saved,
+                              const float *grad_out, float *scratch, float *grad_query,
+                              float *grad_key, float *grad_value, const attn_mha_grads *grads)
+{
+    return backward(__func__, dims, params, NULL, query, key, value, options, saved, grad_out,
+                    scratch, grad_query, grad_key, grad_value, grads);
+}
+
+attn_status attn_mha_backward_packed(const attn_mha_dims *dims, const attn_mha_params *params,
+                                     const attn_mha_packed_weights *packed, const float *query,
+                                     const float *key, const float *value,
+                                     const attn_sdpa_options *options, const float *saved,
+                                     const float *grad_out, float *scratch, float *grad_query,
+                                     float *grad_key, float *grad_value,
+                                     const attn_mha_grads *grads)
+{
+    return backward(__func__, dims, params, packed, query, key, value, options, saved, grad_out,
+                    scratch, grad_query, grad_key, grad_value, grads);
 }

@@ -15,6 +15,14 @@ ATTN_INTERNAL int attn_ad_same_shape(const attn_var *a, const attn_var *b);
 /* "[2, 3, 4]" into buf (for messages). */
 ATTN_INTERNAL const char *attn_ad_shape_text(const attn_var *v, char *buf, size_t size);
 
+/* The gradient of var (NULL when var needs none) for a backward that writes every element
+ * of it: *accumulate is 0 when nothing has reached var yet, and the buffer is then new and
+ * uninitialised (write it: dx = ...), else 1 (add to it: dx += ...). Writing the first
+ * contribution saves zeroing the buffer and reading the zeros back, a sizeable share of a
+ * Transformer step's memory traffic; attn_graph_grad is this plus the zeroing. */
+ATTN_INTERNAL attn_status attn_ad_grad_to_write(attn_graph *graph, attn_var *var, float **grad,
+                                                int *accumulate);
+
 /* For optional inputs (a bias, a second direction's weights): the value's data, or NULL for
  * a NULL variable; and its gradient (attn_graph_grad), or NULL for a NULL variable. */
 ATTN_INTERNAL const float *attn_ad_optional_data(const attn_var *v);
@@ -60,6 +68,9 @@ ATTN_INTERNAL attn_status attn_ad_record(attn_graph *graph, int n_outputs, attn_
  * the size. They only stream memory, so one portable loop serves every instruction set. */
 /* dst[i] += src[i] */
 ATTN_INTERNAL void attn_ad_accumulate(int64_t n, const float *src, float *dst);
+/* dst[i] += src[i] (accumulate 1) or dst[i] = src[i] (0; the bits adding to zeros gives) */
+ATTN_INTERNAL void attn_ad_write_or_accumulate(int64_t n, const float *src, float *dst,
+                                               int accumulate);
 /* dst[0, n) = 0, split over the threads: zeroing gradients is a large share of a step's
  * otherwise serial work (attn_graph_grad, attn_params_zero_grad). */
 ATTN_INTERNAL void attn_ad_zero(int64_t n, float *dst);

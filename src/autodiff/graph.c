@@ -394,15 +394,24 @@ attn_status attn_graph_grad(attn_graph *graph, attn_var *var, float **grad)
     ATTN_CHECK_NOT_NULL(graph);
     ATTN_CHECK_NOT_NULL(var);
     ATTN_CHECK_NOT_NULL(grad);
+    int accumulate;
+    ATTN_TRY(attn_ad_grad_to_write(graph, var, grad, &accumulate));
+    if (*grad != NULL && !accumulate)
+        attn_ad_zero(attn_tensor_numel(&var->value), *grad);
+    return ATTN_OK;
+}
+
+attn_status attn_ad_grad_to_write(attn_graph *graph, attn_var *var, float **grad, int *accumulate)
+{
     *grad = NULL;
+    *accumulate = 1;
     if (!var->requires_grad)
         return ATTN_OK;
     if (var->grad == NULL) {
-        size_t count = (size_t)attn_tensor_numel(&var->value);
-        var->grad = attn_graph_alloc_floats(graph, count);
+        var->grad = attn_graph_alloc_floats(graph, (size_t)attn_tensor_numel(&var->value));
         if (var->grad == NULL)
             return ATTN_ERR_OUT_OF_MEMORY;
-        attn_ad_zero((int64_t)count, var->grad);
+        *accumulate = 0;
     }
     *grad = var->grad;
     return ATTN_OK;
@@ -571,6 +580,21 @@ void attn_ad_accumulate(int64_t n, const float *src, float *dst)
 {
     stream_job job = {src, NULL, dst};
     attn_parallel_for(n, STREAM_CHUNK, accumulate_range, &job);
+}
+
+/* 0 + src rather than a plain copy: the bits of adding src to zeros, -0 included. */
+static void write_range(void *ctx, int64_t begin, int64_t end, int thread_index)
+{
+    (void)thread_index;
+    const stream_job *job = ctx;
+    for (int64_t i = begin; i < end; i++)
+        job->dst[i] = 0.0f + job->a[i];
+}
+
+void attn_ad_write_or_accumulate(int64_t n, const float *src, float *dst, int accumulate)
+{
+    stream_job job = {src, NULL, dst};
+    attn_parallel_for(n, STREAM_CHUNK, accumulate ? accumulate_range : write_range, &job);
 }
 
 static void zero_range(void *ctx, int64_t begin, int64_t end, int thread_index)

@@ -10,6 +10,7 @@
  * weights' is NULL when nothing reached them. */
 #include "autodiff/autodiff_internal.h"
 #include "attention/classic_internal.h"
+#include "attention/mha_internal.h"
 
 #include <string.h>
 
@@ -64,6 +65,24 @@ static attn_mha_params raw_mha(const attn_mha_vars *p)
     return raw;
 }
 
+/* In bf16, the weights of the store packed once per update (attn_ad_packed_weight): the
+ * output projection's always, the input projection's for self-attention, the one case that
+ * multiplies by the whole of it. */
+static attn_status packed_mha_weights(attn_graph *graph, const attn_mha_vars *p, int self_attention,
+                                      attn_mha_packed_weights *packed)
+{
+    memset(packed, 0, sizeof *packed);
+    if (products_precision(graph) != ATTN_PRECISION_BF16)
+        return ATTN_OK;
+    attn_params *store = attn_graph_params(graph);
+    if (self_attention) {
+        ATTN_TRY(attn_ad_packed_weight(store, p->in_proj_weight, ATTN_TRANS, &packed->in_proj_t));
+        ATTN_TRY(attn_ad_packed_weight(store, p->in_proj_weight, ATTN_NO_TRANS, &packed->in_proj));
+    }
+    ATTN_TRY(attn_ad_packed_weight(store, p->out_proj_weight, ATTN_TRANS, &packed->out_proj_t));
+    return attn_ad_packed_weight(store, p->out_proj_weight, ATTN_NO_TRANS, &packed->out_proj);
+}
+
 static attn_status mha_backward(attn_graph *graph, const attn_var *output, void *raw)
 {
     mha_ctx *ctx = raw;
@@ -85,9 +104,12 @@ static attn_status mha_backward(attn_graph *graph, const attn_var *output, void 
     ATTN_TRY(attn_ad_optional_grad(graph, ctx->params.out_proj_weight, &grads.out_proj_weight));
     ATTN_TRY(attn_ad_optional_grad(graph, ctx->params.out_proj_bias, &grads.out_proj_bias));
     attn_mha_params params = raw_mha(&ctx->params);
-    return attn_mha_backward(&ctx->dims, &params, ctx->query->value.data, ctx->key->value.data,
-                             ctx->value->value.data, &ctx->options, ctx->saved, output->grad,
-                             scratch, dq, dk, dv, &grads);
+    attn_mha_packed_weights packed;
+    ATTN_TRY(packed_mha_weights(graph, &ctx->params,
+                                ctx->query == ctx->key && ctx->key == ctx->value, &packed));
+    return attn_mha_backward_packed(&ctx->dims, &params, &packed, ctx->query->value.data,
+                                    ctx->key->value.data, ctx->value->value.data, &ctx->options,
+                                    ctx->saved, output->grad, scratch, dq, dk, dv, &grads);
 }
 
 static attn_status check_params(const char *fn, const attn_mha_vars *p, int64_t embed)
@@ -192,8 +214,11 @@ attn_status attn_op_multi_head_attention(attn_graph *graph, const attn_mha_vars 
             return attn_fail(ATTN_ERR_OUT_OF_MEMORY,
                              "%s: out of memory for the observed attention weights", fn);
     }
-    ATTN_TRY(attn_mha_forward(&dims, &raw, query->value.data, key->value.data, value->value.data,
-                              &options, y->value.data, weights, 0, saved, NULL));
+    attn_mha_packed_weights packed;
+    ATTN_TRY(packed_mha_weights(graph, params, query == key && key == value, &packed));
+    ATTN_TRY(attn_mha_forward_packed(&dims, &raw, &packed, query->value.data, key->value.data,
+                                     value->value.data, &options, y->value.data, weights, 0, saved,
+                                     NULL));
     if (observer != NULL) {
         attn_status said = observer(observer_ctx, index, weights, batch, num_heads, len_q, len_k);
         if (said != ATTN_OK)

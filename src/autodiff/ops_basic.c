@@ -7,6 +7,7 @@
  * left here (broadcasting a bias, adding arrays, summing bias gradients, copying) only streams
  * memory, so portable loops serve every instruction set. */
 #include "autodiff/autodiff_internal.h"
+#include "kernels/elementwise.h"
 
 #include <math.h>
 #include <string.h>
@@ -71,12 +72,14 @@ static attn_status linear_backward(attn_graph *graph, const attn_var *output, vo
     const float *dy = output->grad;
     const attn_precision precision = attn_ad_product_precision(graph);
     float *dx, *dw, *db = NULL;
-    ATTN_TRY(attn_graph_grad(graph, ctx->x, &dx));
+    int dx_accumulates;
+    ATTN_TRY(attn_ad_grad_to_write(graph, ctx->x, &dx, &dx_accumulates));
     ATTN_TRY(attn_graph_grad(graph, ctx->weight, &dw));
     if (ctx->bias != NULL)
         ATTN_TRY(attn_graph_grad(graph, ctx->bias, &db));
     if (dx != NULL)
-        ATTN_TRY(times_weight(graph, ATTN_NO_TRANS, rows, dy, out, ctx->weight, 1.0f, dx, in));
+        ATTN_TRY(times_weight(graph, ATTN_NO_TRANS, rows, dy, out, ctx->weight,
+                              dx_accumulates ? 1.0f : 0.0f, dx, in));
     if (dw != NULL)
         ATTN_TRY(attn_gemm_precision(precision, ATTN_TRANS, ATTN_NO_TRANS, out, in, rows, 1.0f, dy,
                                      out, ctx->x->value.data, in, 1.0f, dw, in));
@@ -204,13 +207,14 @@ static attn_status add_backward(attn_graph *graph, const attn_var *output, void 
     add_ctx *ctx = raw;
     const int64_t n = attn_tensor_numel(&output->value);
     float *da, *db;
-    ATTN_TRY(attn_graph_grad(graph, ctx->a, &da));
+    int accumulate;
+    ATTN_TRY(attn_ad_grad_to_write(graph, ctx->a, &da, &accumulate));
     if (da != NULL)
-        attn_ad_accumulate(n, output->grad, da);
+        attn_ad_write_or_accumulate(n, output->grad, da, accumulate);
     if (ctx->b != NULL) {
-        ATTN_TRY(attn_graph_grad(graph, ctx->b, &db));
+        ATTN_TRY(attn_ad_grad_to_write(graph, ctx->b, &db, &accumulate));
         if (db != NULL)
-            attn_ad_accumulate(n, output->grad, db);
+            attn_ad_write_or_accumulate(n, output->grad, db, accumulate);
     }
     return ATTN_OK;
 }
@@ -300,9 +304,12 @@ static attn_status activation_backward(attn_graph *graph, const attn_var *output
 {
     activation_ctx *ctx = raw;
     float *dx;
-    ATTN_TRY(attn_graph_grad(graph, ctx->x, &dx));
-    return attn_activation_backward(ctx->act, attn_tensor_numel(&output->value), ctx->x->value.data,
-                                    output->grad, dx);
+    int accumulate;
+    ATTN_TRY(attn_ad_grad_to_write(graph, ctx->x, &dx, &accumulate));
+    if (dx == NULL)
+        return ATTN_OK;
+    return attn_activation_backward_to(ctx->act, attn_tensor_numel(&output->value),
+                                       ctx->x->value.data, output->grad, dx, accumulate);
 }
 
 attn_status attn_op_activation(attn_graph *graph, attn_var *x, attn_activation act, attn_var **out)
@@ -340,9 +347,12 @@ static attn_status dropout_backward(attn_graph *graph, const attn_var *output, v
 {
     dropout_ctx *ctx = raw;
     float *dx;
-    ATTN_TRY(attn_graph_grad(graph, ctx->x, &dx));
-    return attn_dropout_backward_bits(attn_tensor_numel(&output->value), ctx->p, ctx->keep_bits,
-                                      output->grad, dx);
+    int accumulate;
+    ATTN_TRY(attn_ad_grad_to_write(graph, ctx->x, &dx, &accumulate));
+    if (dx == NULL)
+        return ATTN_OK;
+    return attn_dropout_backward_bits_to(attn_tensor_numel(&output->value), ctx->p, ctx->keep_bits,
+                                         output->grad, dx, accumulate);
 }
 
 attn_status attn_op_dropout(attn_graph *graph, attn_var *x, float p, attn_var **out)

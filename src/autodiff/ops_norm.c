@@ -1,9 +1,9 @@
 /* Layer norm on the tape, alone or fused with the residual addition before it. The kernels
  * (attn_layer_norm_*) dispatch on the instruction set; the residual sum only streams memory. */
 #include "autodiff/autodiff_internal.h"
+#include "kernels/elementwise.h"
 
 #include <math.h>
-#include <string.h>
 
 typedef struct layer_norm_ctx {
     attn_var *x, *residual, *gamma, *beta;
@@ -16,33 +16,36 @@ static attn_status layer_norm_backward(attn_graph *graph, const attn_var *output
     layer_norm_ctx *ctx = raw;
     const int64_t rows = attn_ad_rows(output), dim = attn_ad_last_dim(output);
     float *dx, *dres = NULL, *dgamma = NULL, *dbeta = NULL;
-    ATTN_TRY(attn_graph_grad(graph, ctx->x, &dx));
+    int dx_accumulates, dres_accumulates = 1;
+    ATTN_TRY(attn_ad_grad_to_write(graph, ctx->x, &dx, &dx_accumulates));
     if (ctx->residual != NULL)
-        ATTN_TRY(attn_graph_grad(graph, ctx->residual, &dres));
+        ATTN_TRY(attn_ad_grad_to_write(graph, ctx->residual, &dres, &dres_accumulates));
     if (ctx->gamma != NULL) {
         ATTN_TRY(attn_graph_grad(graph, ctx->gamma, &dgamma));
         ATTN_TRY(attn_graph_grad(graph, ctx->beta, &dbeta));
     }
-    /* The kernel always writes an input gradient; with a residual (or an input that needs
-     * none) it goes to scratch first and is then added where it is wanted. */
-    float *dinput = dx;
-    const int scratch = ctx->residual != NULL || dx == NULL;
-    if (scratch) {
-        size_t n = (size_t)(rows * dim);
-        dinput = attn_graph_alloc_floats(graph, n);
+    /* The kernel writes the input's gradient once: straight into a gradient nothing has
+     * reached yet, else into scratch; each other gradient then takes a copy or adds it. (When
+     * x is the residual, dres is dx and adds the written gradient to itself.) */
+    float *dinput;
+    if (dx != NULL && !dx_accumulates) {
+        dinput = dx;
+        dx = NULL;
+    } else if (dres != NULL && !dres_accumulates) {
+        dinput = dres;
+        dres = NULL;
+    } else {
+        dinput = attn_graph_alloc_floats(graph, (size_t)(rows * dim));
         if (dinput == NULL)
             return ATTN_ERR_OUT_OF_MEMORY;
-        memset(dinput, 0, n * sizeof(float));
     }
-    ATTN_TRY(attn_layer_norm_backward(rows, dim, ctx->input,
-                                      ctx->gamma ? ctx->gamma->value.data : NULL, ctx->mean,
-                                      ctx->rstd, output->grad, dinput, dgamma, dbeta));
-    if (scratch) {
-        if (dx != NULL)
-            attn_ad_accumulate(rows * dim, dinput, dx);
-        if (dres != NULL)
-            attn_ad_accumulate(rows * dim, dinput, dres);
-    }
+    ATTN_TRY(attn_layer_norm_backward_to(rows, dim, ctx->input,
+                                         ctx->gamma ? ctx->gamma->value.data : NULL, ctx->mean,
+                                         ctx->rstd, output->grad, dinput, dgamma, dbeta, 0));
+    if (dx != NULL)
+        attn_ad_write_or_accumulate(rows * dim, dinput, dx, dx_accumulates);
+    if (dres != NULL)
+        attn_ad_write_or_accumulate(rows * dim, dinput, dres, dres_accumulates);
     return ATTN_OK;
 }
 

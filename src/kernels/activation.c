@@ -57,6 +57,13 @@ void attn_activation_forward_range_portable(void *job_ptr, int64_t begin, int64_
     }
 }
 
+/* What dx[i] adds to: itself, or zero when the backward writes dx (the same bits, even for a
+ * product of -0). */
+static inline float prior(const attn_activation_job *job, const float *dx, int64_t i)
+{
+    return job->accumulate ? dx[i] : 0.0f;
+}
+
 void attn_activation_backward_range_portable(void *job_ptr, int64_t begin, int64_t end, int thread)
 {
     const attn_activation_job *job = job_ptr;
@@ -71,13 +78,13 @@ void attn_activation_backward_range_portable(void *job_ptr, int64_t begin, int64
         for (int64_t i = lo; i < hi; i++) {
             uint32_t bits = attn_float_bits(x[i]);
             uint32_t positive = attn_mask_if(((int32_t)bits > 0) & (bits <= 0x7f800000u));
-            dx[i] += attn_bits_float(attn_float_bits(dy[i]) & positive);
+            dx[i] = prior(job, dx, i) + attn_bits_float(attn_float_bits(dy[i]) & positive);
         }
         break;
     case ATTN_ACT_GELU:
         for (int64_t i = lo; i < hi; i++) {
             float pdf = attn_fast_exp(-0.5f * x[i] * x[i]) * ATTN_INV_SQRT_2PI;
-            dx[i] += (gelu_cdf(x[i]) + x[i] * pdf) * dy[i];
+            dx[i] = prior(job, dx, i) + (gelu_cdf(x[i]) + x[i] * pdf) * dy[i];
         }
         break;
     case ATTN_ACT_GELU_TANH:
@@ -86,16 +93,16 @@ void attn_activation_backward_range_portable(void *job_ptr, int64_t begin, int64
             float du =
                 2.0f * ATTN_SQRT_2_OVER_PI * (1.0f + 3.0f * ATTN_GELU_TANH_CUBIC * x[i] * x[i]);
             float d = attn_fast_sigmoid(u) + x[i] * attn_fast_sigmoid_derivative(u) * du;
-            dx[i] += d * dy[i];
+            dx[i] = prior(job, dx, i) + d * dy[i];
         }
         break;
     case ATTN_ACT_TANH:
         for (int64_t i = lo; i < hi; i++)
-            dx[i] += attn_fast_tanh_derivative(x[i]) * dy[i];
+            dx[i] = prior(job, dx, i) + attn_fast_tanh_derivative(x[i]) * dy[i];
         break;
     case ATTN_ACT_SIGMOID:
         for (int64_t i = lo; i < hi; i++)
-            dx[i] += attn_fast_sigmoid_derivative(x[i]) * dy[i];
+            dx[i] = prior(job, dx, i) + attn_fast_sigmoid_derivative(x[i]) * dy[i];
         break;
     }
 }
@@ -135,22 +142,35 @@ attn_status attn_activation_forward(attn_activation act, int64_t n, const float 
     return ATTN_OK;
 }
 
-attn_status attn_activation_backward(attn_activation act, int64_t n, const float *x,
-                                     const float *dy, float *dx)
+static attn_status backward(const char *function, attn_activation act, int64_t n, const float *x,
+                            const float *dy, float *dx, int accumulate)
 {
-    ATTN_TRY(check_arguments(__func__, act, n));
+    ATTN_TRY(check_arguments(function, act, n));
     if (n == 0)
         return ATTN_OK;
-    ATTN_CHECK_NOT_NULL(x);
-    ATTN_CHECK_NOT_NULL(dy);
-    ATTN_CHECK_NOT_NULL(dx);
+    ATTN_CHECK_ARG(x != NULL && dy != NULL && dx != NULL, "%s: x, dy and dx must not be NULL",
+                   function);
     if (attn_active_isa() == ATTN_ISA_REFERENCE) {
         for (int64_t i = 0; i < n; i++)
-            dx[i] = (float)(dx[i] + attn_ref_activation_derivative(act, x[i]) * dy[i]);
+            dx[i] = (float)((accumulate ? dx[i] : 0.0) +
+                            attn_ref_activation_derivative(act, x[i]) * dy[i]);
         return ATTN_OK;
     }
-    attn_activation_job job = {.act = act, .n = n, .x = x, .dy = dy, .out = dx};
+    attn_activation_job job = {
+        .act = act, .n = n, .x = x, .dy = dy, .out = dx, .accumulate = accumulate};
     run(&job, attn_activation_backward_range_portable, attn_activation_backward_range_avx2,
         attn_activation_backward_range_avx512);
     return ATTN_OK;
+}
+
+attn_status attn_activation_backward(attn_activation act, int64_t n, const float *x,
+                                     const float *dy, float *dx)
+{
+    return backward(__func__, act, n, x, dy, dx, 1);
+}
+
+attn_status attn_activation_backward_to(attn_activation act, int64_t n, const float *x,
+                                        const float *dy, float *dx, int accumulate)
+{
+    return backward(__func__, act, n, x, dy, dx, accumulate);
 }

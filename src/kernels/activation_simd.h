@@ -102,7 +102,8 @@ void SIMD_NAME(attn_activation_backward_range)(void *job_ptr, int64_t begin, int
     for (int64_t i = lo; i < hi; i += SIMD_LANES) {                                                \
         int64_t k = hi - i < SIMD_LANES ? hi - i : SIMD_LANES;                                     \
         vf d = SIMD_NAME(derivative)(ACT, vf_load_upto(x + i, k));                                 \
-        vf_store_upto(dx + i, k, vf_fmadd(d, vf_load_upto(dy + i, k), vf_load_upto(dx + i, k)));   \
+        vf prior = job->accumulate ? vf_load_upto(dx + i, k) : vf_zero();                          \
+        vf_store_upto(dx + i, k, vf_fmadd(d, vf_load_upto(dy + i, k), prior));                     \
     }
     SIMD_FOR_EACH_ACTIVATION(job->act, BACKWARD_LOOP)
 #undef BACKWARD_LOOP

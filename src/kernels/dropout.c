@@ -57,8 +57,9 @@ void attn_dropout_backward_bits_range_portable(void *job_ptr, int64_t begin, int
     (void)thread;
     for (int64_t i = lo; i < hi; i++) {
         int keep = (job->keep_bits_in[i >> 3] >> (i & 7)) & 1;
-        job->out[i] +=
-            attn_bits_float(attn_float_bits(job->in[i] * job->scale) & attn_mask_if(keep));
+        float prior = job->accumulate ? job->out[i] : 0.0f;
+        job->out[i] =
+            prior + attn_bits_float(attn_float_bits(job->in[i] * job->scale) & attn_mask_if(keep));
     }
 }
 
@@ -89,11 +90,15 @@ static void backward_reference(int64_t n, float p, uint64_t seed, uint64_t offse
 }
 
 static void backward_bits_reference(int64_t n, float p, const uint8_t *keep_bits, const float *dy,
-                                    float *dx)
+                                    float *dx, int accumulate)
 {
-    for (int64_t i = 0; i < n; i++)
+    for (int64_t i = 0; i < n; i++) {
+        double prior = accumulate ? dx[i] : 0.0;
         if ((keep_bits[i / 8] >> (i % 8)) & 1)
-            dx[i] = (float)(dx[i] + (double)dy[i] / (1.0 - (double)p));
+            dx[i] = (float)(prior + (double)dy[i] / (1.0 - (double)p));
+        else
+            dx[i] = (float)prior;
+    }
 }
 
 /* ---- entry points -------------------------------------------------------------------------------
@@ -173,21 +178,33 @@ attn_status attn_dropout_backward(int64_t n, float p, uint64_t seed, uint64_t of
     return ATTN_OK;
 }
 
-attn_status attn_dropout_backward_bits(int64_t n, float p, const uint8_t *keep_bits,
-                                       const float *dy, float *dx)
+static attn_status backward_bits(const char *function, int64_t n, float p, const uint8_t *keep_bits,
+                                 const float *dy, float *dx, int accumulate)
 {
-    ATTN_TRY(check_arguments(__func__, n, p));
+    ATTN_TRY(check_arguments(function, n, p));
     if (n == 0)
         return ATTN_OK;
-    ATTN_CHECK_NOT_NULL(keep_bits);
-    ATTN_CHECK_NOT_NULL(dy);
-    ATTN_CHECK_NOT_NULL(dx);
+    ATTN_CHECK_ARG(keep_bits != NULL && dy != NULL && dx != NULL,
+                   "%s: keep_bits, dy and dx must not be NULL", function);
     if (attn_active_isa() == ATTN_ISA_REFERENCE) {
-        backward_bits_reference(n, p, keep_bits, dy, dx);
+        backward_bits_reference(n, p, keep_bits, dy, dx, accumulate);
         return ATTN_OK;
     }
-    attn_dropout_job job = {.in = dy, .out = dx, .keep_bits_in = keep_bits};
+    attn_dropout_job job = {
+        .in = dy, .out = dx, .keep_bits_in = keep_bits, .accumulate = accumulate};
     run(&job, n, p, attn_dropout_backward_bits_range_portable,
         attn_dropout_backward_bits_range_avx2, attn_dropout_backward_bits_range_avx512);
     return ATTN_OK;
+}
+
+attn_status attn_dropout_backward_bits(int64_t n, float p, const uint8_t *keep_bits,
+                                       const float *dy, float *dx)
+{
+    return backward_bits(__func__, n, p, keep_bits, dy, dx, 1);
+}
+
+attn_status attn_dropout_backward_bits_to(int64_t n, float p, const uint8_t *keep_bits,
+                                          const float *dy, float *dx, int accumulate)
+{
+    return backward_bits(__func__, n, p, keep_bits, dy, dx, accumulate);
 }

@@ -93,6 +93,7 @@ void attn_dropout_backward_bits_range_avx2(void *job_ptr, int64_t begin, int64_t
         __m256 keep =
             _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(byte, lane_bit), lane_bit));
         vf g = _mm256_and_ps(keep, vf_mul(vf_load_upto(job->in + i, k), scale));
-        vf_store_upto(job->out + i, k, vf_add(vf_load_upto(job->out + i, k), g));
+        vf prior = job->accumulate ? vf_load_upto(job->out + i, k) : vf_zero();
+        vf_store_upto(job->out + i, k, vf_add(prior, g));
     }
 }

@@ -97,7 +97,8 @@ void attn_dropout_backward_bits_range_avx512(void *job_ptr, int64_t begin, int64
         __mmask16 valid = first_lanes(hi - i);
         __mmask16 keep = load_bits(job->keep_bits_in + i / 8, hi - i) & valid;
         __m512 dy = _mm512_maskz_loadu_ps(valid, job->in + i);
-        __m512 dx = _mm512_maskz_loadu_ps(valid, job->out + i);
+        __m512 dx =
+            job->accumulate ? _mm512_maskz_loadu_ps(valid, job->out + i) : _mm512_setzero_ps();
         _mm512_mask_storeu_ps(job->out + i, valid,
                               _mm512_add_ps(dx, _mm512_maskz_mul_ps(keep, dy, scale)));
     }

@@ -84,7 +84,8 @@ typedef struct attn_layer_norm_job {
     float eps;
     float *y, *mean_out, *rstd_out; /* forward outputs (mean_out, rstd_out may be NULL) */
     const float *mean, *rstd;       /* backward inputs */
-    float *dx;                      /* backward, accumulated */
+    float *dx;                      /* backward */
+    int accumulate;                 /* backward: dx += (1) or dx = (0) */
     /* Backward over blocks of block_rows rows: block b adds its rows' dy * xhat and dy to
      * row b of gamma_partial / beta_partial [blocks, dim] (each NULL when not wanted),
      * which the caller then sums over blocks in a fixed order. */
@@ -103,7 +104,8 @@ typedef struct attn_activation_job {
     int64_t n;
     const float *x;
     const float *dy; /* backward only */
-    float *out;      /* y for the forward; dx (accumulated) for the backward */
+    float *out;      /* y for the forward; dx for the backward */
+    int accumulate;  /* backward: dx += (1) or dx = (0) */
 } attn_activation_job;
 
 ATTN_DECLARE_KERNEL(attn_activation_forward_range);
@@ -120,7 +122,8 @@ typedef struct attn_dropout_job {
     uint64_t keep_threshold;
     float scale;     /* 1 / (1 - p) */
     const float *in; /* x for the forward, dy for the backward */
-    float *out;      /* y for the forward; dx (accumulated) for the backward */
+    float *out;      /* y for the forward; dx for the backward */
+    int accumulate;  /* the backward from bits: dx += (1) or dx = (0); the other adds */
     uint8_t *mask;   /* forward, one byte per element, may be NULL */
     /* The mask one bit per element, bit i % 8 of byte i / 8: written by the forward (may be
      * NULL), read by the backward from bits. A range starts at a multiple of
@@ -132,5 +135,20 @@ typedef struct attn_dropout_job {
 ATTN_DECLARE_KERNEL(attn_dropout_forward_range);
 ATTN_DECLARE_KERNEL(attn_dropout_backward_range);
 ATTN_DECLARE_KERNEL(attn_dropout_backward_bits_range);
+
+/* The backward entry points with a choice the public ones (which accumulate) do not offer:
+ * accumulate 0 writes dx instead of adding to it, bit for bit what adding to zeros gives.
+ * The graph uses it for the first contribution to a gradient, which then needs no zeroing
+ * and no read before the write. */
+ATTN_INTERNAL attn_status attn_activation_backward_to(attn_activation act, int64_t n,
+                                                      const float *x, const float *dy, float *dx,
+                                                      int accumulate);
+ATTN_INTERNAL attn_status attn_dropout_backward_bits_to(int64_t n, float p,
+                                                        const uint8_t *keep_bits, const float *dy,
+                                                        float *dx, int accumulate);
+ATTN_INTERNAL attn_status attn_layer_norm_backward_to(int64_t rows, int64_t dim, const float *x,
+                                                      const float *gamma, const float *mean,
+                                                      const float *rstd, const float *dy, float *dx,
+                                                      float *dgamma, float *dbeta, int accumulate);
 
 #endif /* ATTN_KERNELS_ELEMENTWISE_H */

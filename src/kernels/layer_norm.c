@@ -109,7 +109,8 @@ void attn_layer_norm_backward_blocks_portable(void *job_ptr, int64_t begin, int6
             for (int64_t j = 0; j < n; j++) {
                 float g = gamma != NULL ? dy[j] * gamma[j] : dy[j];
                 float xhat = (x[j] - mean) * rstd;
-                dx[j] += rstd * (g - (mean_g + xhat * mean_g_xhat));
+                float prior = job->accumulate ? dx[j] : 0.0f;
+                dx[j] = prior + rstd * (g - (mean_g + xhat * mean_g_xhat));
             }
             if (gamma_partial != NULL)
                 for (int64_t j = 0; j < n; j++)
@@ -159,7 +160,7 @@ static attn_status forward_reference(int64_t rows, int64_t dim, const float *x, 
 
 static attn_status backward_reference(int64_t rows, int64_t dim, const float *x, const float *gamma,
                                       const float *mean, const float *rstd, const float *dy,
-                                      float *dx, float *dgamma, float *dbeta)
+                                      float *dx, float *dgamma, float *dbeta, int accumulate)
 {
     double *buffer = attn_ref_doubles((size_t)dim, 6, "attn_layer_norm_backward");
     if (buffer == NULL)
@@ -173,7 +174,11 @@ static attn_status backward_reference(int64_t rows, int64_t dim, const float *x,
     for (int64_t r = 0; r < rows; r++) {
         to_double(dim, x + r * dim, xd);
         to_double(dim, dy + r * dim, dyd);
-        to_double(dim, dx + r * dim, dxd);
+        if (accumulate)
+            to_double(dim, dx + r * dim, dxd);
+        else
+            for (int64_t j = 0; j < dim; j++)
+                dxd[j] = 0.0;
         attn_ref_layer_norm_backward_row(dim, xd, gamma ? gd : NULL, mean[r], rstd[r], dyd, dxd,
                                          dgd, dbd);
         for (int64_t j = 0; j < dim; j++)
@@ -230,22 +235,21 @@ attn_status attn_layer_norm_forward(int64_t rows, int64_t dim, const float *x, c
     return ATTN_OK;
 }
 
-attn_status attn_layer_norm_backward(int64_t rows, int64_t dim, const float *x, const float *gamma,
-                                     const float *mean, const float *rstd, const float *dy,
-                                     float *dx, float *dgamma, float *dbeta)
+static attn_status backward(const char *function, int64_t rows, int64_t dim, const float *x,
+                            const float *gamma, const float *mean, const float *rstd,
+                            const float *dy, float *dx, float *dgamma, float *dbeta, int accumulate)
 {
-    CHECK_SIZES(rows, dim);
+    ATTN_CHECK_ARG(rows >= 0, "%s: negative rows (%lld)", function, (long long)rows);
+    ATTN_CHECK_ARG(dim > 0, "%s: dim must be positive, got %lld", function, (long long)dim);
     if (rows == 0)
         return ATTN_OK;
-    ATTN_CHECK_NOT_NULL(x);
-    ATTN_CHECK_NOT_NULL(mean);
-    ATTN_CHECK_NOT_NULL(rstd);
-    ATTN_CHECK_NOT_NULL(dy);
-    ATTN_CHECK_NOT_NULL(dx);
+    ATTN_CHECK_ARG(x != NULL && mean != NULL && rstd != NULL && dy != NULL && dx != NULL,
+                   "%s: x, mean, rstd, dy and dx must not be NULL", function);
 
     attn_isa isa = attn_active_isa();
     if (isa == ATTN_ISA_REFERENCE)
-        return backward_reference(rows, dim, x, gamma, mean, rstd, dy, dx, dgamma, dbeta);
+        return backward_reference(rows, dim, x, gamma, mean, rstd, dy, dx, dgamma, dbeta,
+                                  accumulate);
 
     const int64_t block_rows = (rows + MAX_BLOCKS - 1) / MAX_BLOCKS;
     const int64_t blocks = (rows + block_rows - 1) / block_rows;
@@ -266,6 +270,7 @@ attn_status attn_layer_norm_backward(int64_t rows, int64_t dim, const float *x, 
                                .mean = mean,
                                .rstd = rstd,
                                .dx = dx,
+                               .accumulate = accumulate,
                                .block_rows = block_rows,
                                .gamma_partial = dgamma ? partials : NULL,
                                .beta_partial = dbeta ? partials + blocks * dim : NULL};
@@ -290,4 +295,19 @@ attn_status attn_layer_norm_backward(int64_t rows, int64_t dim, const float *x, 
     }
     attn_scratch_release(partials);
     return ATTN_OK;
+}
+
+attn_status attn_layer_norm_backward(int64_t rows, int64_t dim, const float *x, const float *gamma,
+                                     const float *mean, const float *rstd, const float *dy,
+                                     float *dx, float *dgamma, float *dbeta)
+{
+    return backward(__func__, rows, dim, x, gamma, mean, rstd, dy, dx, dgamma, dbeta, 1);
+}
+
+attn_status attn_layer_norm_backward_to(int64_t rows, int64_t dim, const float *x,
+                                        const float *gamma, const float *mean, const float *rstd,
+                                        const float *dy, float *dx, float *dgamma, float *dbeta,
+                                        int accumulate)
+{
+    return backward(__func__, rows, dim, x, gamma, mean, rstd, dy, dx, dgamma, dbeta, accumulate);
 }

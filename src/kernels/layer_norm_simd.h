@@ -97,7 +97,8 @@ void SIMD_NAME(attn_layer_norm_backward_blocks)(void *job_ptr, int64_t begin, in
                 vf xhat = vf_mul(vf_sub(vf_load_upto(x + j, k), mean), rstd);
                 vf g = gamma != NULL ? vf_mul(d, vf_load_upto(gamma + j, k)) : d;
                 vf centred = vf_sub(g, vf_fmadd(xhat, mean_gx, mean_g));
-                vf_store_upto(dx + j, k, vf_fmadd(rstd, centred, vf_load_upto(dx + j, k)));
+                vf prior = job->accumulate ? vf_load_upto(dx + j, k) : vf_zero();
+                vf_store_upto(dx + j, k, vf_fmadd(rstd, centred, prior));
                 if (gamma_partial != NULL)
                     vf_store_upto(gamma_partial + j, k,
                                   vf_fmadd(d, xhat, vf_load_upto(gamma_partial + j, k)));

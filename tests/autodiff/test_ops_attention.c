@@ -293,6 +293,109 @@ static void test_graph_precision_reaches_attention(void)
     free(bf16);
 }
 
+/* In bf16, multi-head attention on a store's parameters multiplies by weights packed once per
+ * update (the output projection's, and the input projection's in self-attention): output,
+ * input and parameter gradients equal the public kernel's plain bf16 products bit for bit,
+ * for self- and cross-attention, and after an update changes the values (and
+ * attn_params_values_changed says so) they follow the new weights. */
+static void test_bf16_attention_reads_its_weights_packed_once_per_update(void)
+{
+    enum { B = 2, LQ = 9, LK = 7, E = 16, H = 2 };
+    static const char *const names[] = {"in_w", "in_b", "out_w", "out_b"};
+    const int64_t shapes[][2] = {{3 * E, E}, {3 * E, 0}, {E, E}, {E, 0}};
+    const int ndims[] = {2, 1, 2, 1};
+    attn_params *store = NULL;
+    CHECK_OK(attn_params_create(&store));
+    for (int i = 0; i < 4; i++)
+        CHECK_OK(
+            attn_params_add(store, names[i], ndims[i], shapes[i], attn_init_uniform(0.5f), NULL));
+    CHECK_OK(attn_params_finalize(store));
+    CHECK_OK(attn_params_init(store, 7));
+    attn_graph *graph = NULL;
+    CHECK_OK(attn_graph_create(store, &graph));
+    attn_graph_set_precision(graph, ATTN_PRECISION_BF16);
+    static float q[B * LQ * E], kv[B * LK * E], dy[B * LQ * E];
+    test_fill_uniform(q, B * LQ * E, -1.0f, 1.0f, 41);
+    test_fill_uniform(kv, B * LK * E, -1.0f, 1.0f, 42);
+    test_fill_uniform(dy, B * LQ * E, -1.0f, 1.0f, 43);
+    attn_sdpa_options options = attn_sdpa_default_options();
+    options.precision = ATTN_PRECISION_BF16;
+    const attn_mha_params raw = {attn_params_data(store, 0, ATTN_PARAM_VALUES),
+                                 NULL,
+                                 NULL,
+                                 NULL,
+                                 attn_params_data(store, 1, ATTN_PARAM_VALUES),
+                                 attn_params_data(store, 2, ATTN_PARAM_VALUES),
+                                 attn_params_data(store, 3, ATTN_PARAM_VALUES)};
+    float *values = attn_params_buffer(store, ATTN_PARAM_VALUES);
+    const int64_t numel = attn_params_numel(store);
+    for (int update = 0; update < 2; update++) {
+        if (update == 1) {
+            for (int i = 0; i < 3 * E * E; i++)
+                ((float *)raw.in_proj_weight)[i] *= -1.5f;
+            for (int i = 0; i < E * E; i++)
+                ((float *)raw.out_proj_weight)[i] += 0.25f;
+            attn_params_values_changed(store);
+        }
+        for (int cross = 0; cross <= 1; cross++) {
+            const int64_t len_k = cross ? LK : LQ;
+            attn_params_zero_grad(store);
+            attn_graph_reset(graph);
+            attn_mha_vars p;
+            CHECK_OK(attn_graph_param(graph, 0, &p.in_proj_weight));
+            CHECK_OK(attn_graph_param(graph, 1, &p.in_proj_bias));
+            CHECK_OK(attn_graph_param(graph, 2, &p.out_proj_weight));
+            CHECK_OK(attn_graph_param(graph, 3, &p.out_proj_bias));
+            const int64_t q_shape[3] = {B, LQ, E}, kv_shape[3] = {B, LK, E};
+            attn_var *query = NULL, *memory = NULL, *y = NULL;
+            CHECK_OK(attn_graph_input(graph, 3, q_shape, q, 1, &query));
+            if (cross)
+                CHECK_OK(attn_graph_input(graph, 3, kv_shape, kv, 1, &memory));
+            else
+                memory = query;
+            CHECK_OK(attn_op_multi_head_attention(graph, &p, H, query, memory, memory, NULL, &y));
+            CHECK_OK(attn_graph_backward_from(graph, y, dy));
+
+            const attn_mha_dims dims = {B, LQ, len_k, E, H, 0, 0};
+            attn_mha_buffer_sizes sizes;
+            CHECK_OK(attn_mha_sizes(&dims, &sizes));
+            float *saved = test_alloc(sizes.saved_floats * sizeof(float));
+            float *scratch = test_alloc(sizes.backward_scratch_floats * sizeof(float));
+            float *out = test_alloc(B * LQ * E * sizeof(float));
+            float *grads = calloc((size_t)numel, sizeof(float));
+            float *grad_q = calloc(B * LQ * E, sizeof(float));
+            float *grad_kv = calloc(B * LK * E, sizeof(float));
+            const float *memory_data = cross ? kv : q;
+            CHECK_OK(attn_mha_forward(&dims, &raw, q, memory_data, memory_data, &options, out, NULL,
+                                      0, saved, NULL));
+            attn_mha_grads g = {grads + (raw.in_proj_weight - values),
+                                NULL,
+                                NULL,
+                                NULL,
+                                grads + (raw.in_proj_bias - values),
+                                grads + (raw.out_proj_weight - values),
+                                grads + (raw.out_proj_bias - values)};
+            float *grad_memory = cross ? grad_kv : grad_q;
+            CHECK_OK(attn_mha_backward(&dims, &raw, q, memory_data, memory_data, &options, saved,
+                                       dy, scratch, grad_q, grad_memory, grad_memory, &g));
+            const int same_out = memcmp(out, y->value.data, B * LQ * E * sizeof(float)) == 0;
+            const int same_dq = memcmp(grad_q, query->grad, B * LQ * E * sizeof(float)) == 0;
+            const int same_dkv =
+                !cross || memcmp(grad_kv, memory->grad, B * LK * E * sizeof(float)) == 0;
+            const int same_params = memcmp(grads, attn_params_buffer(store, ATTN_PARAM_GRADS),
+                                           (size_t)numel * sizeof(float)) == 0;
+            CHECK(same_out && same_dq && same_dkv && same_params,
+                  "update %d, %s: the plain bf16 kernel's output (%d), query gradient (%d), "
+                  "memory gradient (%d), parameter gradients (%d)",
+                  update, cross ? "cross-attention" : "self-attention", same_out, same_dq, same_dkv,
+                  same_params);
+            free(saved), free(scratch), free(out), free(grads), free(grad_q), free(grad_kv);
+        }
+    }
+    attn_graph_destroy(graph);
+    attn_params_destroy(store);
+}
+
 /* ---- argument checks ------------------------------------------------------------------ */
 
 static void test_bad_multi_head_attention_arguments_are_rejected(void)
@@ -398,6 +501,7 @@ int main(void)
     RUN_TEST(test_gradients_match_finite_differences);
     RUN_TEST(test_every_isa_matches_the_reference_and_repeats_exactly);
     RUN_TEST(test_graph_precision_reaches_attention);
+    RUN_TEST(test_bf16_attention_reads_its_weights_packed_once_per_update);
     RUN_TEST(test_bad_multi_head_attention_arguments_are_rejected);
     RUN_TEST(test_bad_attention_step_arguments_are_rejected);
     return test_summary();

@@ -2,6 +2,7 @@
  * the double reference, the reference derivatives against finite differences, extreme and
  * special inputs, in-place use, accumulation, determinism and argument checks. */
 #include "kernel_testing.h"
+#include "kernels/elementwise.h"
 #include "kernels/fast_math.h"
 #include "kernels/ref_elementwise.h"
 
@@ -224,6 +225,42 @@ static void test_backward_accumulates(void)
     attn_set_isa(ATTN_ISA_AUTO);
 }
 
+/* The graph's first contribution to a gradient writes it (accumulate 0) into memory that holds
+ * anything: the result must be the bits of adding to zeros, -0 included, whatever was there,
+ * and accumulate 1 must be the public entry point's. */
+static void test_backward_can_write_instead_of_adding(void)
+{
+    enum { N = 1037 };
+    float x[N], dy[N], from_zeros[N], written[N], start[N], added[N], public_added[N];
+    test_fill_uniform(x, N, -6.0f, 6.0f, 96);
+    test_fill_uniform(dy, N, -1.0f, 1.0f, 97);
+    test_fill_uniform(start, N, -1.0f, 1.0f, 98);
+    for (int i = 0; i < N; i += 7)
+        dy[i] = -0.0f; /* products of -0 */
+    for (int k = 0; k < TEST_ISA_COUNT; k++) {
+        if (!test_use_isa(test_isas[k]))
+            continue;
+        for (int a = 0; a < ACTIVATION_COUNT; a++) {
+            for (int i = 0; i < N; i++) {
+                from_zeros[i] = 0.0f;
+                written[i] = NAN;
+            }
+            memcpy(added, start, sizeof added);
+            memcpy(public_added, start, sizeof public_added);
+            CHECK_OK(attn_activation_backward(all_activations[a], N, x, dy, from_zeros));
+            CHECK_OK(attn_activation_backward_to(all_activations[a], N, x, dy, written, 0));
+            CHECK_OK(attn_activation_backward(all_activations[a], N, x, dy, public_added));
+            CHECK_OK(attn_activation_backward_to(all_activations[a], N, x, dy, added, 1));
+            CHECK(test_same_bits(written, from_zeros, N) && test_same_bits(added, public_added, N),
+                  "%s %s: writing gives the bits of adding to zeros (%d), adding those of the "
+                  "public backward (%d)",
+                  attn_isa_name(test_isas[k]), activation_names[a],
+                  test_same_bits(written, from_zeros, N), test_same_bits(added, public_added, N));
+        }
+    }
+    attn_set_isa(ATTN_ISA_AUTO);
+}
+
 static void test_deterministic_across_runs_and_thread_counts(void)
 {
     const size_t n = 200003;
@@ -282,6 +319,7 @@ int main(void)
     RUN_TEST(test_reference_derivative_matches_finite_differences);
     RUN_TEST(test_forward_in_place);
     RUN_TEST(test_backward_accumulates);
+    RUN_TEST(test_backward_can_write_instead_of_adding);
     RUN_TEST(test_deterministic_across_runs_and_thread_counts);
     RUN_TEST(test_rejects_bad_arguments);
     return test_summary();

@@ -3,6 +3,7 @@
  * accumulation, the backward from the forward's stored bits equals the re-hashing one, and
  * argument checks. */
 #include "kernel_testing.h"
+#include "kernels/elementwise.h"
 
 static void test_mask_and_values_follow_the_contract(void)
 {
@@ -262,6 +263,48 @@ static void test_backward_from_bits_equals_rehashing(void)
     free(mask), free(bits);
 }
 
+/* The graph's first contribution to a gradient writes dx (accumulate 0) into memory that holds
+ * anything: dropped elements become zeros and the rest the bits of adding to zeros;
+ * accumulate 1 is the public entry point. */
+static void test_backward_from_bits_can_write_instead_of_adding(void)
+{
+    const int64_t n = 1037;
+    float *x = test_floats((size_t)n), *y = test_floats((size_t)n), *dy = test_floats((size_t)n);
+    float *from_zeros = test_floats((size_t)n), *written = test_floats((size_t)n);
+    float *start = test_floats((size_t)n), *added = test_floats((size_t)n);
+    float *public_added = test_floats((size_t)n);
+    uint8_t *bits = test_alloc((size_t)(n + 7) / 8);
+    test_fill_uniform(x, (size_t)n, -2.0f, 2.0f, 108);
+    test_fill_uniform(dy, (size_t)n, -2.0f, 2.0f, 109);
+    test_fill_uniform(start, (size_t)n, -1.0f, 1.0f, 110);
+    for (int64_t i = 0; i < n; i += 7)
+        dy[i] = -0.0f;
+    for (int k = 0; k < TEST_ISA_COUNT; k++) {
+        if (!test_use_isa(test_isas[k]))
+            continue;
+        CHECK_OK(attn_dropout_forward_bits(n, 0.3f, 5, 77, x, y, bits));
+        for (int64_t i = 0; i < n; i++) {
+            from_zeros[i] = 0.0f;
+            written[i] = NAN;
+        }
+        memcpy(added, start, (size_t)n * sizeof(float));
+        memcpy(public_added, start, (size_t)n * sizeof(float));
+        CHECK_OK(attn_dropout_backward_bits(n, 0.3f, bits, dy, from_zeros));
+        CHECK_OK(attn_dropout_backward_bits_to(n, 0.3f, bits, dy, written, 0));
+        CHECK_OK(attn_dropout_backward_bits(n, 0.3f, bits, dy, public_added));
+        CHECK_OK(attn_dropout_backward_bits_to(n, 0.3f, bits, dy, added, 1));
+        CHECK(test_same_bits(written, from_zeros, (size_t)n) &&
+                  test_same_bits(added, public_added, (size_t)n),
+              "%s: writing gives the bits of adding to zeros (%d), adding those of the public "
+              "backward (%d)",
+              attn_isa_name(test_isas[k]), test_same_bits(written, from_zeros, (size_t)n),
+              test_same_bits(added, public_added, (size_t)n));
+    }
+    attn_set_isa(ATTN_ISA_AUTO);
+    free(x), free(y), free(dy), free(from_zeros), free(written), free(start), free(added);
+    free(public_added), free(bits);
+}
+
 static void test_bits_variants_reject_bad_arguments(void)
 {
     float x[4] = {0}, y[4];
@@ -294,5 +337,6 @@ int main(void)
     RUN_TEST(test_rejects_bad_arguments);
     RUN_TEST(test_backward_from_bits_equals_rehashing);
     RUN_TEST(test_bits_variants_reject_bad_arguments);
+    RUN_TEST(test_backward_from_bits_can_write_instead_of_adding);
     return test_summary();
 }

@@ -2,6 +2,7 @@
  * affine parameters), the reference backward against finite differences, large means and
  * constant rows, accumulation, determinism and argument checks. */
 #include "kernel_testing.h"
+#include "kernels/elementwise.h"
 #include "kernels/ref_elementwise.h"
 
 #define EPS 1e-5f
@@ -256,6 +257,55 @@ static void test_backward_accumulates(void)
     attn_set_isa(ATTN_ISA_AUTO);
 }
 
+/* The graph's first contribution to a gradient writes dx (accumulate 0) into memory that holds
+ * anything: the bits of adding to zeros; accumulate 1 is the public entry point. */
+static void test_backward_can_write_instead_of_adding(void)
+{
+    enum { ROWS = 37, DIM = 80 };
+    float x[ROWS * DIM], dy[ROWS * DIM], gamma[DIM], y[ROWS * DIM], mean[ROWS], rstd[ROWS];
+    float from_zeros[ROWS * DIM], written[ROWS * DIM], start[ROWS * DIM];
+    float added[ROWS * DIM], public_added[ROWS * DIM];
+    float dgamma[2][DIM], dbeta[2][DIM];
+    test_fill_uniform(x, ROWS * DIM, -2.0f, 2.0f, 74);
+    test_fill_uniform(dy, ROWS * DIM, -1.0f, 1.0f, 75);
+    test_fill_uniform(gamma, DIM, 0.5f, 1.5f, 76);
+    test_fill_uniform(start, ROWS * DIM, -1.0f, 1.0f, 77);
+    for (int k = 0; k < TEST_ISA_COUNT; k++) {
+        if (!test_use_isa(test_isas[k]))
+            continue;
+        for (int affine = 0; affine <= 1; affine++) {
+            const float *g = affine ? gamma : NULL;
+            for (int i = 0; i < ROWS * DIM; i++) {
+                from_zeros[i] = 0.0f;
+                written[i] = NAN;
+            }
+            memset(dgamma, 0, sizeof dgamma);
+            memset(dbeta, 0, sizeof dbeta);
+            memcpy(added, start, sizeof added);
+            memcpy(public_added, start, sizeof public_added);
+            CHECK_OK(attn_layer_norm_forward(ROWS, DIM, x, g, NULL, EPS, y, mean, rstd));
+            CHECK_OK(attn_layer_norm_backward(ROWS, DIM, x, g, mean, rstd, dy, from_zeros,
+                                              affine ? dgamma[0] : NULL, affine ? dbeta[0] : NULL));
+            CHECK_OK(attn_layer_norm_backward_to(ROWS, DIM, x, g, mean, rstd, dy, written,
+                                                 affine ? dgamma[1] : NULL,
+                                                 affine ? dbeta[1] : NULL, 0));
+            CHECK_OK(attn_layer_norm_backward(ROWS, DIM, x, g, mean, rstd, dy, public_added, NULL,
+                                              NULL));
+            CHECK_OK(
+                attn_layer_norm_backward_to(ROWS, DIM, x, g, mean, rstd, dy, added, NULL, NULL, 1));
+            const int same_dx = test_same_bits(written, from_zeros, ROWS * DIM);
+            const int same_params = test_same_bits(dgamma[0], dgamma[1], DIM) &&
+                                    test_same_bits(dbeta[0], dbeta[1], DIM);
+            const int same_added = test_same_bits(added, public_added, ROWS * DIM);
+            CHECK(same_dx && same_params && same_added,
+                  "%s, affine %d: written dx = dx added to zeros (%d), same dgamma and dbeta "
+                  "(%d), adding = the public backward (%d)",
+                  attn_isa_name(test_isas[k]), affine, same_dx, same_params, same_added);
+        }
+    }
+    attn_set_isa(ATTN_ISA_AUTO);
+}
+
 static void test_deterministic_across_runs_and_thread_counts(void)
 {
     const int64_t rows = 300, dim = 1037;
@@ -336,6 +386,7 @@ int main(void)
     RUN_TEST(test_constant_row);
     RUN_TEST(test_reference_backward_matches_finite_differences);
     RUN_TEST(test_backward_accumulates);
+    RUN_TEST(test_backward_can_write_instead_of_adding);
     RUN_TEST(test_deterministic_across_runs_and_thread_counts);
     RUN_TEST(test_rejects_bad_arguments);
     return test_summary();
