@@ -67,20 +67,21 @@ static attn_mha_params raw_mha(const attn_mha_vars *p)
 
 /* In bf16, the weights of the store packed once per update (attn_ad_packed_weight): the
  * output projection's always, the input projection's for self-attention, the one case that
- * multiplies by the whole of it. */
+ * multiplies by the whole of it. The forward multiplies by W^T (ATTN_TRANS), the backward by W
+ * (ATTN_NO_TRANS), so each asks only for its own layout: inference never packs the second. */
 static attn_status packed_mha_weights(attn_graph *graph, const attn_mha_vars *p, int self_attention,
-                                      attn_mha_packed_weights *packed)
+                                      attn_transpose layout, attn_mha_packed_weights *packed)
 {
     memset(packed, 0, sizeof *packed);
     if (products_precision(graph) != ATTN_PRECISION_BF16)
         return ATTN_OK;
     attn_params *store = attn_graph_params(graph);
-    if (self_attention) {
-        ATTN_TRY(attn_ad_packed_weight(store, p->in_proj_weight, ATTN_TRANS, &packed->in_proj_t));
-        ATTN_TRY(attn_ad_packed_weight(store, p->in_proj_weight, ATTN_NO_TRANS, &packed->in_proj));
-    }
-    ATTN_TRY(attn_ad_packed_weight(store, p->out_proj_weight, ATTN_TRANS, &packed->out_proj_t));
-    return attn_ad_packed_weight(store, p->out_proj_weight, ATTN_NO_TRANS, &packed->out_proj);
+    const int forward = layout == ATTN_TRANS;
+    if (self_attention)
+        ATTN_TRY(attn_ad_packed_weight(store, p->in_proj_weight, layout,
+                                       forward ? &packed->in_proj_t : &packed->in_proj));
+    return attn_ad_packed_weight(store, p->out_proj_weight, layout,
+                                 forward ? &packed->out_proj_t : &packed->out_proj);
 }
 
 static attn_status mha_backward(attn_graph *graph, const attn_var *output, void *raw)
@@ -106,7 +107,8 @@ static attn_status mha_backward(attn_graph *graph, const attn_var *output, void 
     attn_mha_params params = raw_mha(&ctx->params);
     attn_mha_packed_weights packed;
     ATTN_TRY(packed_mha_weights(graph, &ctx->params,
-                                ctx->query == ctx->key && ctx->key == ctx->value, &packed));
+                                ctx->query == ctx->key && ctx->key == ctx->value, ATTN_NO_TRANS,
+                                &packed));
     return attn_mha_backward_packed(&ctx->dims, &params, &packed, ctx->query->value.data,
                                     ctx->key->value.data, ctx->value->value.data, &ctx->options,
                                     ctx->saved, output->grad, scratch, dq, dk, dv, &grads);
@@ -215,7 +217,7 @@ attn_status attn_op_multi_head_attention(attn_graph *graph, const attn_mha_vars 
                              "%s: out of memory for the observed attention weights", fn);
     }
     attn_mha_packed_weights packed;
-    ATTN_TRY(packed_mha_weights(graph, params, query == key && key == value, &packed));
+    ATTN_TRY(packed_mha_weights(graph, params, query == key && key == value, ATTN_TRANS, &packed));
     ATTN_TRY(attn_mha_forward_packed(&dims, &raw, &packed, query->value.data, key->value.data,
                                      value->value.data, &options, y->value.data, weights, 0, saved,
                                      NULL));
