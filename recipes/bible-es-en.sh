@@ -12,8 +12,9 @@
 #               Transformer is the better model of an hour here (28.03 against 22.82 BLEU,
 #               docs/results.md)
 #   PRECISION   bf16 (default) or fp32: the operands of training's products (--precision);
-#               bf16 makes 1.7 times the Transformer's updates of fp32 (1.2 times the RNN's)
-#               with the same loss per update (docs/results.md)
+#               bf16 makes 1.6 times the Transformer's updates of fp32 (1.2 times the RNN's)
+#               with the same loss per update, and 0.75 BLEU more in the hour (28.03
+#               against 27.28, docs/results.md)
 #   TIME_LIMIT  seconds of training (default 3600, the documented budget)
 #   OUT         the run folder (default runs/bible-es-en, or runs/bible-es-en-rnn for rnn)
 #   BUILD       the build folder holding attn (default build; built when attn is missing)
