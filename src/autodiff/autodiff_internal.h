@@ -66,8 +66,6 @@ ATTN_INTERNAL attn_status attn_ad_record(attn_graph *graph, int n_outputs, attn_
 
 /* Memory-bound passes, threaded through attn_parallel_for with a split that depends only on
  * the size. They only stream memory, so one portable loop serves every instruction set. */
-/* dst[i] += src[i] */
-ATTN_INTERNAL void attn_ad_accumulate(int64_t n, const float *src, float *dst);
 /* dst[i] += src[i] (accumulate 1) or dst[i] = src[i] (0; the bits adding to zeros gives) */
 ATTN_INTERNAL void attn_ad_write_or_accumulate(int64_t n, const float *src, float *dst,
                                                int accumulate);

@@ -488,8 +488,9 @@ attn_status attn_graph_backward_from(attn_graph *graph, attn_var *output, const 
     ATTN_TRY(check_backward_start(__func__, graph, output));
     ATTN_CHECK_NOT_NULL(grad_output);
     float *grad;
-    ATTN_TRY(attn_graph_grad(graph, output, &grad));
-    attn_ad_accumulate(attn_tensor_numel(&output->value), grad_output, grad);
+    int accumulate;
+    ATTN_TRY(attn_ad_grad_to_write(graph, output, &grad, &accumulate));
+    attn_ad_write_or_accumulate(attn_tensor_numel(&output->value), grad_output, grad, accumulate);
     return run_tape(graph);
 }
 
@@ -574,12 +575,6 @@ static void accumulate_range(void *ctx, int64_t begin, int64_t end, int thread_i
     const stream_job *job = ctx;
     for (int64_t i = begin; i < end; i++)
         job->dst[i] += job->a[i];
-}
-
-void attn_ad_accumulate(int64_t n, const float *src, float *dst)
-{
-    stream_job job = {src, NULL, dst};
-    attn_parallel_for(n, STREAM_CHUNK, accumulate_range, &job);
 }
 
 /* 0 + src rather than a plain copy: the bits of adding src to zeros, -0 included. */

@@ -306,8 +306,6 @@ static attn_status activation_backward(attn_graph *graph, const attn_var *output
     float *dx;
     int accumulate;
     ATTN_TRY(attn_ad_grad_to_write(graph, ctx->x, &dx, &accumulate));
-    if (dx == NULL)
-        return ATTN_OK;
     return attn_activation_backward_to(ctx->act, attn_tensor_numel(&output->value),
                                        ctx->x->value.data, output->grad, dx, accumulate);
 }
@@ -349,8 +347,6 @@ static attn_status dropout_backward(attn_graph *graph, const attn_var *output, v
     float *dx;
     int accumulate;
     ATTN_TRY(attn_ad_grad_to_write(graph, ctx->x, &dx, &accumulate));
-    if (dx == NULL)
-        return ATTN_OK;
     return attn_dropout_backward_bits_to(attn_tensor_numel(&output->value), ctx->p, ctx->keep_bits,
                                          output->grad, dx, accumulate);
 }

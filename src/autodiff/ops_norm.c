@@ -24,24 +24,29 @@ static attn_status layer_norm_backward(attn_graph *graph, const attn_var *output
         ATTN_TRY(attn_graph_grad(graph, ctx->gamma, &dgamma));
         ATTN_TRY(attn_graph_grad(graph, ctx->beta, &dbeta));
     }
-    /* The kernel writes the input's gradient once: straight into a gradient nothing has
-     * reached yet, else into scratch; each other gradient then takes a copy or adds it. (When
-     * x is the residual, dres is dx and adds the written gradient to itself.) */
+    /* The kernel puts the input's gradient straight into x's or the residual's: one nothing
+     * has reached yet (written), or the only one wanted (added to); the other then takes a
+     * copy of the written gradient or adds it. Scratch only when both were reached before, or
+     * neither is wanted. (When x is the residual, dres is dx and adds the written gradient to
+     * itself.) */
     float *dinput;
-    if (dx != NULL && !dx_accumulates) {
+    int dinput_accumulates = 0;
+    if (dx != NULL && (!dx_accumulates || dres == NULL)) {
         dinput = dx;
+        dinput_accumulates = dx_accumulates;
         dx = NULL;
-    } else if (dres != NULL && !dres_accumulates) {
+    } else if (dres != NULL && (!dres_accumulates || dx == NULL)) {
         dinput = dres;
+        dinput_accumulates = dres_accumulates;
         dres = NULL;
     } else {
         dinput = attn_graph_alloc_floats(graph, (size_t)(rows * dim));
         if (dinput == NULL)
             return ATTN_ERR_OUT_OF_MEMORY;
     }
-    ATTN_TRY(attn_layer_norm_backward_to(rows, dim, ctx->input,
-                                         ctx->gamma ? ctx->gamma->value.data : NULL, ctx->mean,
-                                         ctx->rstd, output->grad, dinput, dgamma, dbeta, 0));
+    ATTN_TRY(attn_layer_norm_backward_to(
+        rows, dim, ctx->input, ctx->gamma ? ctx->gamma->value.data : NULL, ctx->mean, ctx->rstd,
+        output->grad, dinput, dgamma, dbeta, dinput_accumulates));
     if (dx != NULL)
         attn_ad_write_or_accumulate(rows * dim, dinput, dx, dx_accumulates);
     if (dres != NULL)

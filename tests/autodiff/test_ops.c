@@ -99,21 +99,23 @@ static attn_var *build_dropout(attn_graph *g, attn_var **x, void *ctx)
     return y;
 }
 
-/* x feeds four kinds of node. The backward reaches x first through the dropout, which writes
- * its gradient (nothing has reached it yet), and then through layer norm, the activation and
- * the linear layer, which add to it; layer norm's residual (the linear output) is written by
- * layer norm while its x is added to. */
+/* x feeds five nodes. The backward reaches x first through the dropout, which writes its
+ * gradient (nothing has reached it yet), and then through two layer norms, the activation and
+ * the linear layer, which add to it; the fused layer norm writes its residual's gradient (the
+ * linear output's) and adds to x's, the plain one adds to x's directly. */
 static attn_var *build_mixed_fan_out(attn_graph *g, attn_var **x, void *ctx)
 {
     (void)ctx;
-    attn_var *lin, *act, *norm, *drop, *sum, *y;
+    attn_var *lin, *act, *fused, *plain, *drop, *sum, *sum2, *y;
     attn_graph_set_dropout_seed(g, 5, 1);
     AD_TRY_OP(attn_op_linear(g, x[0], x[1], NULL, &lin));
     AD_TRY_OP(attn_op_activation(g, x[0], ATTN_ACT_TANH, &act));
-    AD_TRY_OP(attn_op_add_layer_norm(g, x[0], lin, NULL, NULL, 1e-5f, &norm));
+    AD_TRY_OP(attn_op_add_layer_norm(g, x[0], lin, NULL, NULL, 1e-5f, &fused));
+    AD_TRY_OP(attn_op_layer_norm(g, x[0], NULL, NULL, 1e-5f, &plain));
     AD_TRY_OP(attn_op_dropout(g, x[0], 0.3f, &drop));
-    AD_TRY_OP(attn_op_add(g, norm, act, &sum));
-    AD_TRY_OP(attn_op_add(g, sum, drop, &y));
+    AD_TRY_OP(attn_op_add(g, fused, act, &sum));
+    AD_TRY_OP(attn_op_add(g, sum, plain, &sum2));
+    AD_TRY_OP(attn_op_add(g, sum2, drop, &y));
     return y;
 }
 
@@ -227,7 +229,7 @@ static int make_cases(ad_op_case *cases)
             "activation", build_activation, (void *)&activations[i], 1, {ad_spec(2, 3, 7, 0)}, 0};
     cases[n++] =
         (ad_op_case){"dropout (two masks)", build_dropout, NULL, 1, {ad_spec(2, 6, 7, 0)}, 1};
-    cases[n++] = (ad_op_case){"one input into dropout, layer norm, activation and linear",
+    cases[n++] = (ad_op_case){"one input into dropout, two layer norms, activation and linear",
                               build_mixed_fan_out,
                               NULL,
                               2,
