@@ -14,9 +14,11 @@
 #               two or more with those JOIN adds)
 #   DISTILL     1: also train the student (default 0)
 #   JOBS        members trained at the same time (default 1). On two cores, JOBS=2 trains two
-#               members in the hour one takes: two G2P RNNs in bf16 side by side, one core
-#               each, read 8,650-8,730 target tokens/s each against 12,280 for one in fp32 on
-#               both (docs/results.md)
+#               members in the hour one takes, each with about 60-70% of the updates: the
+#               one-layer default RNN in bf16 read 8,650-8,730 target tokens/s a core against
+#               12,280 in fp32 on both; the recipe's 2+2 GRU 6,950 against 11,620 on both,
+#               and gave 23.23% WER (seed 2) against 22.26% (seed 1, both cores;
+#               docs/results.md)
 #   MEMBER_THREADS  threads of each member's training and decoding (default 1 when JOBS > 1,
 #               else THREADS)
 #   JOIN        model files trained elsewhere, comma-separated, that join the members in the
