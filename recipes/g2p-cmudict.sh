@@ -96,8 +96,8 @@ if [ ! -x "$attn" ]; then
 fi
 
 # Both are attn train's own plan for the hour (the cosine annealed over the time limit,
-# warm-up 1000 updates or 5% of the budget, peak rate 1e-3, batches of 4096 tokens; `attn
-# train --help`) in bf16, with the model below.
+# warm-up of 5% of the planned updates but at most 1000, peak rate 1e-3, batches of 4096
+# tokens; `attn train --help`) in bf16, with the model below.
 # Transformer: the plan's model, 3+3 layers of width 256, 4 heads, FFN 1024. It gave 23.86%
 # WER on two cores, where the configuration chosen by hand before (batches of 3000 tokens,
 # warm-up 1000, fp32) gave 28.06% on one core and the same plan in fp32 25.33%.

@@ -14,7 +14,7 @@
 #               two or more with those JOIN adds)
 #   DISTILL     1: also train the student (default 0)
 #   JOBS        members trained at the same time (default 1). On two cores, JOBS=2 trains two
-#               members in the hour one takes, each with about 60-70% of the updates: the
+#               members in the hour one takes, each with about 55-70% of the updates: the
 #               one-layer default RNN in bf16 read 8,650-8,730 target tokens/s a core against
 #               12,280 in fp32 on both; the recipe's 2+2 GRU 6,950 against 11,620 on both,
 #               and gave 23.23% WER (seed 2) against 22.26% (seed 1, both cores;
