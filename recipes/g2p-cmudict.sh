@@ -99,9 +99,9 @@ fi
 # warm-up of 5% of the planned updates but at most 1000, peak rate 1e-3, batches of 4096
 # tokens; `attn train --help`) in bf16, with the model below.
 # Transformer: the plan's model, 3+3 layers of width 256, 4 heads, FFN 1024. It gave 23.86%
-# WER on two cores (24.17% and 23.30% with seeds 2 and 3), where the configuration chosen by hand before
-# (batches of 3000 tokens, warm-up 1000, fp32) gave 28.06% on one core and the same plan in
-# fp32 25.33%.
+# WER on two cores (24.17% and 23.30% with seeds 2 and 3), where the configuration chosen by
+# hand before (batches of 3000 tokens, warm-up 1000, fp32) gave 28.06% on one core and the
+# same plan in fp32 25.33%.
 # RNN: the plan's bidirectional GRU of 256 with Bahdanau attention made two layers deep
 # (encoder and decoder) and dropout 0.3: 22.26% WER, where the plan's one layer with dropout
 # 0.1 gave 22.50% (22.68-23.14% with other seeds and bf16), three layers with dropout 0.3
