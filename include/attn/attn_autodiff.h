@@ -359,6 +359,18 @@ ATTN_API attn_status attn_op_multi_head_attention(attn_graph *graph, const attn_
 ATTN_API attn_status attn_op_cross_entropy(attn_graph *graph, attn_var *logits,
                                            const int32_t *targets, int32_t ignore_index,
                                            float smoothing, attn_var **out);
+/* Token-level knowledge distillation (Hinton et al. 2015; Kim and Rush 2016's word level):
+ * the mean over non-ignored rows of
+ *   (1 - teacher_weight) * the loss above + teacher_weight * H(teacher[r], softmax(logits[r])),
+ * the second term the cross-entropy against the teacher's distribution over the classes
+ * (attn_soft_cross_entropy_forward), teacher [rows, V] read during this call only.
+ * teacher_weight in [0, 1]; with teacher NULL (or weight 0) it is attn_op_cross_entropy to the
+ * bit. */
+ATTN_API attn_status attn_op_cross_entropy_with_teacher(attn_graph *graph, attn_var *logits,
+                                                        const int32_t *targets,
+                                                        int32_t ignore_index, float smoothing,
+                                                        const float *teacher,
+                                                        float teacher_weight, attn_var **out);
 /* out [B, D] = mean of x[b, t, :] over t < lengths[b] for x [B, T, D]
  * (0 <= lengths[b] <= T; a length of 0 gives zeros). */
 ATTN_API attn_status attn_op_mean_pool(attn_graph *graph, attn_var *x, const int32_t *lengths,

@@ -118,6 +118,25 @@ ATTN_API attn_status attn_cross_entropy_backward(int64_t rows, int64_t vocab,
                                                  const float *row_lse, float grad_scale,
                                                  float *dlogits);
 
+/* The cross-entropy of each counted row against a distribution (a teacher's, for token-level
+ * knowledge distillation): per row r whose target is not ignore_index,
+ *   loss = -sum_c probs[r, c] * log softmax(logits[r])[c],
+ * computed in double (classes whose probability is 0 are left out, so a masked class with a
+ * -inf logit is fine). Writes the summed loss (in row order) and the number of counted rows;
+ * targets only mark the rows (an ignored row's probs are not read). probs may be any
+ * non-negative weights: the backward, dlogits += grad_scale * (sum(probs[r]) *
+ * softmax(logits[r]) - probs[r]), is the gradient of the same formula. One double-precision
+ * implementation serves every instruction set: a batch has few rows and a small vocabulary. */
+ATTN_API attn_status attn_soft_cross_entropy_forward(int64_t rows, int64_t vocab,
+                                                     const float *logits, const float *probs,
+                                                     const int32_t *targets, int32_t ignore_index,
+                                                     double *loss_sum, int64_t *counted);
+ATTN_API attn_status attn_soft_cross_entropy_backward(int64_t rows, int64_t vocab,
+                                                      const float *logits, const float *probs,
+                                                      const int32_t *targets,
+                                                      int32_t ignore_index, float grad_scale,
+                                                      float *dlogits);
+
 /* ---- layer norm over the last dimension --------------------------------------------- */
 
 /* y = (x - mean) / sqrt(var + eps) * gamma + beta (biased variance, as PyTorch). gamma and

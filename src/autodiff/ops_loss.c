@@ -1,4 +1,5 @@
-/* The loss (cross-entropy, one node from logits to the mean) and mean pooling over the
+/* The loss (cross-entropy, one node from logits to the mean, with a teacher's distributions
+ * mixed in for distillation) and mean pooling over the
  * unpadded positions (for sequence classifiers). Pooling reads each element once, so one
  * portable loop serves every instruction set. */
 #include "autodiff/autodiff_internal.h"
@@ -13,6 +14,8 @@ typedef struct cross_entropy_ctx {
     float smoothing;
     int64_t counted;
     float *row_lse;
+    const float *teacher; /* [rows, vocab] or NULL */
+    float teacher_weight;
 } cross_entropy_ctx;
 
 static attn_status cross_entropy_backward(attn_graph *graph, const attn_var *output, void *raw)
@@ -22,16 +25,33 @@ static attn_status cross_entropy_backward(attn_graph *graph, const attn_var *out
     ATTN_TRY(attn_graph_grad(graph, ctx->logits, &dlogits));
     if (dlogits == NULL || ctx->counted == 0)
         return ATTN_OK;
-    const float scale = (float)((double)output->grad[0] / (double)ctx->counted);
-    return attn_cross_entropy_backward(attn_ad_rows(ctx->logits), attn_ad_last_dim(ctx->logits),
-                                       ctx->logits->value.data, ctx->targets, ctx->ignore_index,
-                                       ctx->smoothing, ctx->row_lse, scale, dlogits);
+    const int64_t rows = attn_ad_rows(ctx->logits), vocab = attn_ad_last_dim(ctx->logits);
+    const double mean = (double)output->grad[0] / (double)ctx->counted;
+    const double weight = ctx->teacher != NULL ? (double)ctx->teacher_weight : 0.0;
+    if (weight < 1.0)
+        ATTN_TRY(attn_cross_entropy_backward(rows, vocab, ctx->logits->value.data, ctx->targets,
+                                             ctx->ignore_index, ctx->smoothing, ctx->row_lse,
+                                             (float)(mean * (1.0 - weight)), dlogits));
+    if (weight > 0.0)
+        ATTN_TRY(attn_soft_cross_entropy_backward(rows, vocab, ctx->logits->value.data,
+                                                  ctx->teacher, ctx->targets, ctx->ignore_index,
+                                                  (float)(mean * weight), dlogits));
+    return ATTN_OK;
 }
 
 attn_status attn_op_cross_entropy(attn_graph *graph, attn_var *logits, const int32_t *targets,
                                   int32_t ignore_index, float smoothing, attn_var **out)
 {
-    const char *fn = __func__;
+    return attn_op_cross_entropy_with_teacher(graph, logits, targets, ignore_index, smoothing, NULL,
+                                              0.0f, out);
+}
+
+attn_status attn_op_cross_entropy_with_teacher(attn_graph *graph, attn_var *logits,
+                                               const int32_t *targets, int32_t ignore_index,
+                                               float smoothing, const float *teacher,
+                                               float teacher_weight, attn_var **out)
+{
+    const char *fn = teacher != NULL ? __func__ : "attn_op_cross_entropy";
     char a[96];
     ATTN_CHECK_NOT_NULL(out);
     *out = NULL;
@@ -42,6 +62,8 @@ attn_status attn_op_cross_entropy(attn_graph *graph, attn_var *logits, const int
                    attn_ad_shape_text(logits, a, sizeof a));
     ATTN_CHECK_ARG(smoothing >= 0.0f && smoothing <= 1.0f,
                    "%s: smoothing must be in [0, 1], got %g", fn, (double)smoothing);
+    ATTN_CHECK_ARG(teacher_weight >= 0.0f && teacher_weight <= 1.0f,
+                   "%s: teacher_weight must be in [0, 1], got %g", fn, (double)teacher_weight);
     const int64_t rows = attn_ad_rows(logits), vocab = attn_ad_last_dim(logits);
     ATTN_CHECK_ARG(rows == 0 || targets != NULL, "%s: targets must not be NULL", fn);
     for (int64_t r = 0; r < rows; r++)
@@ -49,13 +71,15 @@ attn_status attn_op_cross_entropy(attn_graph *graph, attn_var *logits, const int
                        "%s: targets[%lld] = %d is outside [0, %lld) and is not the ignore index "
                        "%d",
                        fn, (long long)r, (int)targets[r], (long long)vocab, (int)ignore_index);
+    /* Without a teacher, or with none of its weight, this is the plain loss to the bit. */
+    const double weight = teacher != NULL ? (double)teacher_weight : 0.0;
 
     attn_var *inputs[1] = {logits};
     const int wants = attn_graph_wants_grad(graph, 1, inputs);
     attn_var *loss;
     ATTN_TRY(attn_graph_new_var(graph, 0, NULL, wants, &loss));
     int32_t *copy = NULL;
-    float *row_lse = NULL;
+    float *row_lse = NULL, *teacher_copy = NULL;
     if (wants) {
         copy = attn_graph_alloc(graph, (size_t)rows * sizeof *copy);
         row_lse = attn_graph_alloc_floats(graph, (size_t)rows);
@@ -63,14 +87,29 @@ attn_status attn_op_cross_entropy(attn_graph *graph, attn_var *logits, const int
             return ATTN_ERR_OUT_OF_MEMORY;
         if (rows > 0)
             memcpy(copy, targets, (size_t)rows * sizeof *copy);
+        /* The caller's array need only live through this call, as the targets. */
+        if (weight > 0.0 && rows > 0) {
+            teacher_copy = attn_graph_alloc_floats(graph, (size_t)(rows * vocab));
+            if (teacher_copy == NULL)
+                return ATTN_ERR_OUT_OF_MEMORY;
+            memcpy(teacher_copy, teacher, (size_t)(rows * vocab) * sizeof *teacher_copy);
+        }
     }
     double sum;
     int64_t counted;
     ATTN_TRY(attn_cross_entropy_forward(rows, vocab, logits->value.data, targets, ignore_index,
                                         smoothing, &sum, &counted, row_lse));
+    if (weight > 0.0) {
+        double teacher_sum;
+        int64_t teacher_counted;
+        ATTN_TRY(attn_soft_cross_entropy_forward(rows, vocab, logits->value.data, teacher, targets,
+                                                 ignore_index, &teacher_sum, &teacher_counted));
+        sum = (1.0 - weight) * sum + weight * teacher_sum;
+    }
     loss->value.data[0] = counted > 0 ? (float)(sum / (double)counted) : 0.0f;
     if (wants) {
-        cross_entropy_ctx ctx = {logits, copy, ignore_index, smoothing, counted, row_lse};
+        cross_entropy_ctx ctx = {logits,  copy,    ignore_index, smoothing,
+                                 counted, row_lse, teacher_copy, (float)weight};
         ATTN_TRY(attn_ad_record(graph, 1, &loss, cross_entropy_backward, &ctx, sizeof ctx,
                                 "cross_entropy"));
     }

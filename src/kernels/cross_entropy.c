@@ -6,11 +6,15 @@
  *   loss = (1 - eps) (lse - x[target]) + eps (lse - mean(x)),
  * computed as (max - x) + log(sum(exp(x - max))) in double so that large logits do not
  * lose the small difference. The row losses are summed in row order, so the total does not
- * depend on the thread count. */
+ * depend on the thread count.
+ *
+ * Last, the cross-entropy against a distribution (a teacher's), for distillation. */
 #include "kernels/elementwise.h"
 #include "kernels/portable_rows.h"
 #include "kernels/ref_elementwise.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdlib.h>
 
 /* ---- portable kernels ------------------------------------------------------------------- */
@@ -225,5 +229,104 @@ attn_status attn_cross_entropy_backward(int64_t rows, int64_t vocab, const float
                                        attn_cross_entropy_backward_rows_avx2,
                                        attn_cross_entropy_backward_rows_avx512),
                       &job);
+    return ATTN_OK;
+}
+
+/* ---- against a distribution ------------------------------------------------------------ */
+
+/* log(sum(exp(x))) of one row in double, from its maximum so large logits keep their
+ * differences; -inf for a row of -inf. */
+static double row_log_sum_exp(int64_t vocab, const float *x)
+{
+    double m = -INFINITY;
+    for (int64_t c = 0; c < vocab; c++)
+        m = x[c] > m ? x[c] : m;
+    if (m == -INFINITY)
+        return m;
+    double sum = 0.0;
+    for (int64_t c = 0; c < vocab; c++)
+        sum += exp((double)x[c] - m);
+    return m + log(sum);
+}
+
+static attn_status check_soft_arguments(const char *function, int64_t rows, int64_t vocab,
+                                        const float *logits, const float *probs,
+                                        const int32_t *targets, int32_t ignore_index,
+                                        int64_t *counted)
+{
+    ATTN_CHECK_ARG(rows >= 0, "%s: negative rows (%lld)", function, (long long)rows);
+    ATTN_CHECK_ARG(vocab > 0, "%s: vocab must be positive, got %lld", function, (long long)vocab);
+    *counted = 0;
+    if (rows == 0)
+        return ATTN_OK;
+    ATTN_CHECK_ARG(logits != NULL, "%s: logits must not be NULL", function);
+    ATTN_CHECK_ARG(probs != NULL, "%s: probs must not be NULL", function);
+    ATTN_CHECK_ARG(targets != NULL, "%s: targets must not be NULL", function);
+    for (int64_t r = 0; r < rows; r++) {
+        if (targets[r] == ignore_index)
+            continue;
+        for (int64_t c = 0; c < vocab; c++) {
+            const float p = probs[r * vocab + c];
+            ATTN_CHECK_ARG(p >= 0.0f && p <= FLT_MAX,
+                           "%s: probs[%lld, %lld] = %g: a distribution's entries must be finite "
+                           "and non-negative",
+                           function, (long long)r, (long long)c, (double)p);
+        }
+        (*counted)++;
+    }
+    return ATTN_OK;
+}
+
+attn_status attn_soft_cross_entropy_forward(int64_t rows, int64_t vocab, const float *logits,
+                                            const float *probs, const int32_t *targets,
+                                            int32_t ignore_index, double *loss_sum,
+                                            int64_t *counted)
+{
+    ATTN_CHECK_NOT_NULL(loss_sum);
+    ATTN_CHECK_NOT_NULL(counted);
+    *loss_sum = 0.0;
+    *counted = 0;
+    int64_t rows_counted;
+    ATTN_TRY(check_soft_arguments(__func__, rows, vocab, logits, probs, targets, ignore_index,
+                                  &rows_counted));
+    double total = 0.0;
+    for (int64_t r = 0; r < rows; r++) {
+        if (targets[r] == ignore_index)
+            continue;
+        const float *x = logits + r * vocab, *p = probs + r * vocab;
+        const double lse = row_log_sum_exp(vocab, x);
+        double loss = 0.0;
+        for (int64_t c = 0; c < vocab; c++)
+            if (p[c] != 0.0f)
+                loss += (double)p[c] * (lse - (double)x[c]);
+        total += loss;
+    }
+    *loss_sum = total;
+    *counted = rows_counted;
+    return ATTN_OK;
+}
+
+attn_status attn_soft_cross_entropy_backward(int64_t rows, int64_t vocab, const float *logits,
+                                             const float *probs, const int32_t *targets,
+                                             int32_t ignore_index, float grad_scale, float *dlogits)
+{
+    int64_t rows_counted;
+    ATTN_TRY(check_soft_arguments(__func__, rows, vocab, logits, probs, targets, ignore_index,
+                                  &rows_counted));
+    if (rows == 0)
+        return ATTN_OK;
+    ATTN_CHECK_NOT_NULL(dlogits);
+    for (int64_t r = 0; r < rows; r++) {
+        if (targets[r] == ignore_index)
+            continue;
+        const float *x = logits + r * vocab, *p = probs + r * vocab;
+        float *dx = dlogits + r * vocab;
+        const double lse = row_log_sum_exp(vocab, x);
+        double mass = 0.0;
+        for (int64_t c = 0; c < vocab; c++)
+            mass += p[c];
+        for (int64_t c = 0; c < vocab; c++)
+            dx[c] += (float)((double)grad_scale * (mass * exp((double)x[c] - lse) - (double)p[c]));
+    }
     return ATTN_OK;
 }

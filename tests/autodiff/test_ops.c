@@ -122,13 +122,19 @@ static attn_var *build_mixed_fan_out(attn_graph *g, attn_var **x, void *ctx)
 typedef struct loss_args {
     const int32_t *targets;
     float smoothing;
+    const float *teacher; /* NULL: attn_op_cross_entropy */
+    float teacher_weight;
 } loss_args;
 
 static attn_var *build_cross_entropy(attn_graph *g, attn_var **x, void *ctx)
 {
     const loss_args *a = ctx;
     attn_var *y;
-    AD_TRY_OP(attn_op_cross_entropy(g, x[0], a->targets, -1, a->smoothing, &y));
+    if (a->teacher != NULL)
+        AD_TRY_OP(attn_op_cross_entropy_with_teacher(g, x[0], a->targets, -1, a->smoothing,
+                                                     a->teacher, a->teacher_weight, &y));
+    else
+        AD_TRY_OP(attn_op_cross_entropy(g, x[0], a->targets, -1, a->smoothing, &y));
     return y;
 }
 
@@ -177,8 +183,16 @@ static float position_table[5 * 4];
 static const attn_activation activations[] = {ATTN_ACT_RELU, ATTN_ACT_GELU, ATTN_ACT_GELU_TANH,
                                               ATTN_ACT_TANH, ATTN_ACT_SIGMOID};
 static const int32_t ce_targets[] = {0, 4, -1, 2, 3, 1};
-static loss_args ce_plain = {ce_targets, 0.0f};
-static loss_args ce_smooth = {ce_targets, 0.1f};
+static loss_args ce_plain = {ce_targets, 0.0f, NULL, 0.0f};
+static loss_args ce_smooth = {ce_targets, 0.1f, NULL, 0.0f};
+/* Six rows of five classes: the third row is ignored (its values are never read), some
+ * classes have probability 0, the last row is one-hot on a class that is not the target. */
+static const float ce_teacher[6 * 5] = {0.5f, 0.25f, 0.125f, 0.125f, 0.0f, 0.1f, 0.2f, 0.3f,
+                                        0.0f, 0.4f,  -9.0f,  NAN,    0.0f, 0.0f, 0.0f, 0.0f,
+                                        0.0f, 0.9f,  0.05f,  0.05f,  0.2f, 0.2f, 0.2f, 0.2f,
+                                        0.2f, 0.0f,  0.0f,   0.0f,   1.0f, 0.0f};
+static loss_args ce_taught = {ce_targets, 0.1f, ce_teacher, 0.7f};
+static loss_args ce_teacher_only = {ce_targets, 0.0f, ce_teacher, 1.0f};
 static const int32_t pool_lengths[] = {4, 1, 0};
 
 static int make_cases(ad_op_case *cases)
@@ -239,6 +253,18 @@ static int make_cases(ad_op_case *cases)
         (ad_op_case){"cross-entropy", build_cross_entropy, &ce_plain, 1, {ad_spec(3, 2, 3, 5)}, 0};
     cases[n++] = (ad_op_case){
         "cross-entropy, smoothing", build_cross_entropy, &ce_smooth, 1, {ad_spec(2, 6, 5, 0)}, 0};
+    cases[n++] = (ad_op_case){"cross-entropy, smoothing, teacher weight 0.7",
+                              build_cross_entropy,
+                              &ce_taught,
+                              1,
+                              {ad_spec(3, 2, 3, 5)},
+                              0};
+    cases[n++] = (ad_op_case){"cross-entropy, the teacher alone",
+                              build_cross_entropy,
+                              &ce_teacher_only,
+                              1,
+                              {ad_spec(2, 6, 5, 0)},
+                              0};
     cases[n++] = (ad_op_case){"mean pool", build_mean_pool,       (void *)pool_lengths,
                               1,           {ad_spec(3, 3, 4, 5)}, 0};
     cases[n++] = (ad_op_case){"concat with fan-out",
@@ -360,11 +386,70 @@ static void test_bad_arguments_are_rejected(void)
     attn_graph_destroy(g);
 }
 
+/* The value of the distillation loss against the formula in double, and the two ways of
+ * asking for no teacher, which must give attn_op_cross_entropy's loss to the bit. */
+static void test_teacher_loss_is_the_mixture(void)
+{
+    enum { ROWS = 6, VOCAB = 5 };
+    attn_graph *g = NULL;
+    CHECK_OK(attn_graph_create(NULL, &g));
+    attn_var *x = ad_var_of(g, 2, ROWS, VOCAB, 0), *y = NULL;
+    for (int i = 0; i < ROWS * VOCAB; i++)
+        x->value.data[i] = 3.0f * sinf(1.7f * (float)i);
+    const double eps = 0.1, w = 0.7;
+    double sum = 0.0;
+    int counted = 0;
+    for (int r = 0; r < ROWS; r++) {
+        if (ce_targets[r] == -1)
+            continue;
+        const float *row = x->value.data + r * VOCAB;
+        double z = 0.0, mean_logit = 0.0, teacher = 0.0;
+        for (int c = 0; c < VOCAB; c++) {
+            z += exp((double)row[c]);
+            mean_logit += row[c] / (double)VOCAB;
+        }
+        const double lse = log(z);
+        for (int c = 0; c < VOCAB; c++)
+            teacher += ce_teacher[r * VOCAB + c] * (lse - row[c]);
+        const double gold = (1.0 - eps) * (lse - row[ce_targets[r]]) + eps * (lse - mean_logit);
+        sum += (1.0 - w) * gold + w * teacher;
+        counted++;
+    }
+    CHECK_OK(attn_op_cross_entropy_with_teacher(g, x, ce_targets, -1, (float)eps, ce_teacher,
+                                                (float)w, &y));
+    const double want = sum / counted;
+    CHECK(fabs(y->value.data[0] - want) <= 1e-6 * fabs(want), "loss %.9g, formula %.9g",
+          (double)y->value.data[0], want);
+
+    attn_var *plain, *no_teacher, *no_weight;
+    CHECK_OK(attn_op_cross_entropy(g, x, ce_targets, -1, 0.1f, &plain));
+    CHECK_OK(
+        attn_op_cross_entropy_with_teacher(g, x, ce_targets, -1, 0.1f, NULL, 0.5f, &no_teacher));
+    CHECK_OK(attn_op_cross_entropy_with_teacher(g, x, ce_targets, -1, 0.1f, ce_teacher, 0.0f,
+                                                &no_weight));
+    CHECK(no_teacher->value.data[0] == plain->value.data[0] &&
+              no_weight->value.data[0] == plain->value.data[0],
+          "no teacher and weight 0 are the plain loss: %.9g %.9g %.9g",
+          (double)no_teacher->value.data[0], (double)no_weight->value.data[0],
+          (double)plain->value.data[0]);
+
+    const float negative[ROWS * VOCAB] = {[7] = -0.25f};
+    CHECK_FAILS(attn_op_cross_entropy_with_teacher(g, x, ce_targets, -1, 0.1f, negative, 0.5f, &y),
+                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(attn_last_error(), "probs[1, 2]") != NULL, "the bad entry is named: %s",
+          attn_last_error());
+    CHECK_FAILS(
+        attn_op_cross_entropy_with_teacher(g, x, ce_targets, -1, 0.1f, ce_teacher, 1.5f, &y),
+        ATTN_ERR_INVALID_ARGUMENT);
+    attn_graph_destroy(g);
+}
+
 int main(void)
 {
     CHECK_OK(attn_positional_encoding(5, 4, ATTN_PE_INTERLEAVED, position_table));
     RUN_TEST(test_gradients_match_finite_differences);
     RUN_TEST(test_every_isa_matches_the_reference_and_repeats_exactly);
     RUN_TEST(test_bad_arguments_are_rejected);
+    RUN_TEST(test_teacher_loss_is_the_mixture);
     return test_summary();
 }

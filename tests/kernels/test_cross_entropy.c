@@ -1,6 +1,7 @@
 /* Cross-entropy with label smoothing and an ignore index: every instruction set against
  * the double reference, the reference backward against finite differences, ignored rows,
- * smoothing limits, extreme logits, accumulation, determinism and argument checks. */
+ * smoothing limits, extreme logits, accumulation, determinism and argument checks; and the
+ * cross-entropy against a distribution (distillation) against the hard one. */
 #include "kernel_testing.h"
 #include "kernels/ref_elementwise.h"
 
@@ -414,6 +415,85 @@ static void test_rejects_bad_arguments(void)
     CHECK_OK(attn_cross_entropy_backward(0, 3, NULL, NULL, IGNORE, 0, NULL, 1, NULL));
 }
 
+/* ---- against a distribution (distillation) ------------------------------------------------ */
+
+/* One-hot distributions on the targets are the hard cross-entropy; the backward is that
+ * kernel's gradient; masked classes (-inf logits) of probability 0 are fine; rows of other
+ * mass scale the softmax term by it. */
+static void test_soft_targets_match_the_hard_loss(void)
+{
+    enum { ROWS = 23, VOCAB = 37 };
+    float *logits = test_floats(ROWS * VOCAB), *probs = test_floats(ROWS * VOCAB);
+    test_fill_uniform(logits, ROWS * VOCAB, -6.0f, 6.0f, 11);
+    int32_t *targets = make_targets(ROWS, VOCAB, 12);
+    for (int64_t r = 0; r < ROWS; r++)
+        for (int64_t c = 0; c < VOCAB; c++)
+            probs[r * VOCAB + c] = targets[r] == c ? 1.0f : 0.0f;
+    double soft = 0.0, hard = 0.0;
+    int64_t soft_rows = 0, hard_rows = 0;
+    CHECK_OK(attn_soft_cross_entropy_forward(ROWS, VOCAB, logits, probs, targets, IGNORE, &soft,
+                                             &soft_rows));
+    float *lse = test_floats(ROWS);
+    CHECK_OK(attn_set_isa(ATTN_ISA_REFERENCE));
+    CHECK_OK(attn_cross_entropy_forward(ROWS, VOCAB, logits, targets, IGNORE, 0.0f, &hard,
+                                        &hard_rows, lse));
+    CHECK(soft_rows == hard_rows && fabs(soft - hard) <= 1e-12 * fabs(hard),
+          "one-hot: %.15g over %lld rows, the hard loss %.15g over %lld", soft,
+          (long long)soft_rows, hard, (long long)hard_rows);
+    float *d_soft = test_floats(ROWS * VOCAB), *d_hard = test_floats(ROWS * VOCAB);
+    memset(d_soft, 0, ROWS * VOCAB * sizeof(float));
+    memset(d_hard, 0, ROWS * VOCAB * sizeof(float));
+    CHECK_OK(attn_soft_cross_entropy_backward(ROWS, VOCAB, logits, probs, targets, IGNORE, 0.5f,
+                                              d_soft));
+    CHECK_OK(
+        attn_cross_entropy_backward(ROWS, VOCAB, logits, targets, IGNORE, 0.0f, lse, 0.5f, d_hard));
+    CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
+    double worst = 0.0;
+    for (int64_t i = 0; i < ROWS * VOCAB; i++)
+        worst = fmax(worst, fabs(d_soft[i] - d_hard[i]));
+    CHECK(worst <= 1e-7, "one-hot backward is the hard one (worst %g)", worst);
+
+    /* A masked class of probability 0; a row of mass 2 (two halves' worth of teachers). */
+    logits[3] = -INFINITY;
+    probs[0 * VOCAB + 3] = 0.0f;
+    for (int64_t c = 0; c < VOCAB; c++)
+        probs[1 * VOCAB + c] = 2.0f / VOCAB;
+    int32_t rows_kept[2] = {0, 0};
+    double loss;
+    int64_t counted;
+    CHECK_OK(attn_soft_cross_entropy_forward(2, VOCAB, logits, probs, rows_kept, IGNORE, &loss,
+                                             &counted));
+    CHECK(isfinite(loss) && counted == 2, "a masked class of probability 0 is fine (%g)", loss);
+    memset(d_soft, 0, 2 * VOCAB * sizeof(float));
+    CHECK_OK(
+        attn_soft_cross_entropy_backward(2, VOCAB, logits, probs, rows_kept, IGNORE, 1.0f, d_soft));
+    double softmax_sum = 0.0;
+    for (int64_t c = 0; c < VOCAB; c++)
+        softmax_sum += d_soft[VOCAB + c] + probs[VOCAB + c];
+    CHECK(d_soft[3] == 0.0f && fabs(softmax_sum - 2.0) <= 1e-5,
+          "masked: no gradient (%g); mass 2 doubles the softmax term (%g)", (double)d_soft[3],
+          softmax_sum);
+
+    probs[5] = -0.5f;
+    CHECK_FAILS(attn_soft_cross_entropy_forward(ROWS, VOCAB, logits, probs, targets, IGNORE, &loss,
+                                                &counted),
+                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(attn_last_error(), "probs[0, 5]") != NULL, "%s", attn_last_error());
+    probs[5] = NAN;
+    CHECK_FAILS(
+        attn_soft_cross_entropy_backward(ROWS, VOCAB, logits, probs, targets, IGNORE, 1.0f, d_soft),
+        ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_soft_cross_entropy_forward(ROWS, VOCAB, logits, NULL, targets, IGNORE, &loss,
+                                                &counted),
+                ATTN_ERR_INVALID_ARGUMENT);
+    free(logits);
+    free(probs);
+    free(targets);
+    free(lse);
+    free(d_soft);
+    free(d_hard);
+}
+
 int main(void)
 {
     RUN_TEST(test_every_isa_matches_reference);
@@ -424,5 +504,6 @@ int main(void)
     RUN_TEST(test_backward_accumulates);
     RUN_TEST(test_deterministic_across_runs_and_thread_counts);
     RUN_TEST(test_rejects_bad_arguments);
+    RUN_TEST(test_soft_targets_match_the_hard_loss);
     return test_summary();
 }
