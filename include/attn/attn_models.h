@@ -202,18 +202,26 @@ typedef struct attn_model_batch {
     const int32_t *tgt;
     const int32_t *tgt_lengths;
     const int32_t *labels;
+    /* Distillation, for the training loss only (NULL: none): a teacher's distribution over the
+     * target vocabulary at every predicted position, [size, tgt_len - 1, teacher_vocab] as the
+     * logits (teacher_vocab must be the model's tgt_vocab; rows past a target's end are not
+     * read), mixed into the loss with teacher_weight (attn_op_cross_entropy_with_teacher). */
+    const float *teacher;
+    int64_t teacher_vocab;
+    double teacher_weight;
 } attn_model_batch;
 
 /* The training loss: mean cross-entropy over every predicted (non-padding) token, or over
- * the sentences for the classifier, with the config's label smoothing. A scalar variable on
- * graph, which must be a graph of this model's store (attn_graph_create(attn_model_params)).
+ * the sentences for the classifier, with the config's label smoothing and the batch's teacher
+ * (if it has one) mixed in. A scalar variable on graph, which must be a graph of this model's
+ * store (attn_graph_create(attn_model_params)).
  * Set the graph's mode first: training (dropout) and recording (for attn_graph_backward). */
 ATTN_API attn_status attn_model_forward_loss(attn_model *model, attn_graph *graph,
                                              const attn_model_batch *batch, attn_var **loss);
 /* The same loss with what a trainer reports beside it: smoothed != 0 gives the training loss
- * above, 0 plain cross-entropy (validation); *tokens gets the number of scored rows
- * (predicted tokens, or sentences for the classifier) and *correct how many of them have
- * their label as the logits' arg-max (the first on ties). attn_model_forward_loss, the
+ * above, 0 plain cross-entropy without the teacher (validation); *tokens gets the number of
+ * scored rows (predicted tokens, or sentences for the classifier) and *correct how many of them
+ * have their label as the logits' arg-max (the first on ties). attn_model_forward_loss, the
  * trainer and `attn bench train` all run this one function. */
 ATTN_API attn_status attn_model_forward_loss_counted(attn_model *model, attn_graph *graph,
                                                      const attn_model_batch *batch, int smoothed,

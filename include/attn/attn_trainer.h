@@ -97,6 +97,36 @@ typedef struct attn_trainable {
  * outlive the trainable. */
 ATTN_API attn_status attn_trainable_from_model(attn_model *model, attn_trainable *out);
 
+/* ---- distillation ------------------------------------------------------------------------ */
+
+/* Teachers' distributions over the target vocabulary at every target position of a training
+ * corpus, for token-level knowledge distillation (Hinton et al. 2015; Kim and Rush 2016's
+ * word level, Sun et al. 2019 for G2P): each teacher reads pair i's source and its gold target
+ * prefix (teacher forcing, no dropout, fp32), and the mean of the teachers' softmaxes is kept
+ * for every position the student predicts. Computed once before training, so the student's
+ * steps cost what they cost without teachers; memory: 4 bytes x vocabulary x target tokens
+ * (+ </s> per pair). */
+typedef struct attn_teacher_targets attn_teacher_targets;
+
+/* Runs count >= 1 teachers (encoder-decoders of fp32 weights with the same target vocabulary,
+ * whose tokenizers encoded corpus: attn_bundle_check_tokenizers) over the encoded corpus in
+ * batches of batch_tokens padded tokens. The corpus must not change afterwards (the pairs are
+ * found by index). */
+ATTN_API attn_status attn_teacher_targets_compute(attn_model *const *teachers, int64_t count,
+                                                  const attn_corpus *corpus,
+                                                  int64_t batch_tokens,
+                                                  attn_teacher_targets **out);
+ATTN_API void attn_teacher_targets_destroy(attn_teacher_targets *targets);
+/* The target vocabulary (the distributions' width), the pairs and the positions held. */
+ATTN_API int64_t attn_teacher_targets_vocab(const attn_teacher_targets *targets);
+ATTN_API int64_t attn_teacher_targets_pairs(const attn_teacher_targets *targets);
+ATTN_API int64_t attn_teacher_targets_positions(const attn_teacher_targets *targets);
+/* The distributions of a batch of that corpus in the logits' layout, out [size, target_len - 1,
+ * vocab]: row (b, t) for t < target_lengths[b] - 1, zeros past each target's end. A batch of
+ * another corpus (a pair out of range, or of another length) is ATTN_ERR_INVALID_ARGUMENT. */
+ATTN_API attn_status attn_teacher_targets_gather(const attn_teacher_targets *targets,
+                                                 const attn_batch *batch, float *out);
+
 /* ---- options ----------------------------------------------------------------------------- */
 
 typedef enum attn_train_event_kind {
@@ -159,6 +189,14 @@ typedef struct attn_trainer_options {
      * moments and S (under ATTN_CHECKPOINT_EMA_PREFIX + name). Costs one more copy of the
      * parameters, and one pass over them per update. */
     double ema;
+    /* Token-level distillation: with teacher (NULL: none), each training batch's loss mixes in
+     * the teachers' distributions with teacher_weight in (0, 1] (attn_op_cross_entropy_with_
+     * teacher); validation stays the plain cross-entropy against the gold targets. teacher
+     * must be computed on this trainer's training corpus and outlive the trainer. The
+     * checkpoint stores the weight, not the distributions: a resumed run is given the teachers
+     * again. */
+    const attn_teacher_targets *teacher;
+    double teacher_weight;
     /* ---- stopping rules, evaluation and files: may change on resume ---- */
     int64_t max_epochs;         /* stop after this many epochs (0: no limit) */
     int64_t max_steps;          /* stop at this step (0: no limit) */
@@ -303,7 +341,8 @@ ATTN_API void attn_distributed_abort(int code);
 /* ---- checkpoints -------------------------------------------------------------------------- */
 
 /* The curve-shaping options stored in a checkpoint's state (batch_tokens, shuffle, seed,
- * accumulate, adam without no_decay, schedule, clip_norm, precision, ema), written over
+ * accumulate, adam without no_decay, schedule, clip_norm, precision, ema, teacher_weight),
+ * written over
  * *options; the other fields are left alone. Lets a program resume with the options the run
  * started with. The file is one opened with attn_tensor_file_open. */
 ATTN_API attn_status attn_trainer_options_from_checkpoint(const attn_tensor_file *file,

@@ -26,7 +26,9 @@ _VALUES, _GRADS = 0, 1
 class _Batch(ctypes.Structure):
     _fields_ = [("size", ctypes.c_int64), ("src_len", ctypes.c_int64), ("src", c_int32_p),
                 ("src_lengths", c_int32_p), ("tgt_len", ctypes.c_int64), ("tgt", c_int32_p),
-                ("tgt_lengths", c_int32_p), ("labels", c_int32_p)]
+                ("tgt_lengths", c_int32_p), ("labels", c_int32_p),
+                ("teacher", ctypes.POINTER(ctypes.c_float)), ("teacher_vocab", ctypes.c_int64),
+                ("teacher_weight", ctypes.c_double)]
 
 
 class _Init(ctypes.Structure):

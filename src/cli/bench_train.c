@@ -138,8 +138,8 @@ static int make_batch(const train_shape *s, train_run *run, attn_model_batch *ba
         src_lengths[b] = (int32_t)s->src_len;
         tgt_lengths[b] = (int32_t)tgt_len;
     }
-    *batch =
-        (attn_model_batch){s->batch, s->src_len, src, src_lengths, tgt_len, tgt, tgt_lengths, NULL};
+    *batch = (attn_model_batch){s->batch, s->src_len,   src,  src_lengths, tgt_len,
+                                tgt,      tgt_lengths, NULL, NULL,        0,       0.0};
     return 1;
 }
 

@@ -444,6 +444,16 @@ static attn_status check_batch(const char *fn, const attn_model *model,
     } else {
         ATTN_CHECK_ARG(batch->size == 0 || batch->labels != NULL,
                        "%s: batch->labels must not be NULL", fn);
+        ATTN_CHECK_ARG(batch->teacher == NULL,
+                       "%s: the classifier learns from labels, not a teacher's distributions", fn);
+    }
+    if (batch->teacher != NULL) {
+        ATTN_CHECK_ARG(batch->teacher_vocab == c->tgt_vocab,
+                       "%s: the teacher's distributions are over %lld target tokens, the model's "
+                       "vocabulary has %lld",
+                       fn, (long long)batch->teacher_vocab, (long long)c->tgt_vocab);
+        ATTN_CHECK_ARG(batch->teacher_weight >= 0.0 && batch->teacher_weight <= 1.0,
+                       "%s: teacher_weight must be in [0, 1], got %g", fn, batch->teacher_weight);
     }
     return ATTN_OK;
 }
@@ -544,6 +554,10 @@ static attn_status forward_loss(const char *fn, attn_model *model, attn_graph *g
         count_predictions(logits->value.data, rows, logits->value.shape[logits->value.ndim - 1],
                           labels, tokens, correct);
     const float smoothing = smoothed ? (float)c->label_smoothing : 0.0f;
+    if (smoothed && batch->teacher != NULL)
+        return attn_op_cross_entropy_with_teacher(graph, logits, labels, -1, smoothing,
+                                                  batch->teacher, (float)batch->teacher_weight,
+                                                  loss);
     return attn_op_cross_entropy(graph, logits, labels, -1, smoothing, loss);
 }
 

@@ -62,6 +62,8 @@ static int add_options(cJSON *object, const attn_trainer *t)
     /* Absent when off, as in the checkpoints of builds before it. */
     if (o->ema > 0.0)
         ok = ok && add_number(object, "ema", o->ema);
+    if (o->teacher_weight > 0.0)
+        ok = ok && add_number(object, "teacher_weight", o->teacher_weight);
     ok = ok && add_string(adam, "variant", variant_names[o->adam.variant]);
     ok = ok && add_number(adam, "beta1", o->adam.beta1);
     ok = ok && add_number(adam, "beta2", o->adam.beta2);
@@ -373,6 +375,12 @@ static attn_status read_options(const json_reader *r, const cJSON *root, attn_tr
         return attn_fail(ATTN_ERR_FORMAT,
                          "%s: %s: training state field \"ema\" must be in [0, 1), got %g", r->fn,
                          r->path, o->ema);
+    ATTN_TRY(read_number_or(r, options, "teacher_weight", 0.0, &o->teacher_weight));
+    if (!(o->teacher_weight >= 0.0 && o->teacher_weight <= 1.0))
+        return attn_fail(ATTN_ERR_FORMAT,
+                         "%s: %s: training state field \"teacher_weight\" must be in [0, 1], got "
+                         "%g",
+                         r->fn, r->path, o->teacher_weight);
     ATTN_TRY(read_object(r, options, "optimizer", &adam));
     int variant = 0, kind = 0;
     ATTN_TRY(read_name(r, adam, "variant", variant_names, COUNT(variant_names), &variant));
@@ -496,6 +504,8 @@ static attn_status compare_options(const json_reader *r, const attn_trainer *t,
                          "a new run with ema",
                          r->fn, r->path);
     ATTN_TRY(compare_number(r, "ema (the smoothing rate)", s->ema, o->ema));
+    ATTN_TRY(
+        compare_number(r, "teacher_weight (0: no teachers)", s->teacher_weight, o->teacher_weight));
     if (s->precision != o->precision)
         return differs(r, "the precision", attn_precision_name(s->precision),
                        attn_precision_name(o->precision));

@@ -71,6 +71,14 @@ static attn_status check_options(const attn_trainer_options *o)
                    "%s: ema (the smoothing rate) must be in [0, 1), got %g (0 turns it off; "
                    "Marian's usual rate is 1e-4)",
                    fn, o->ema);
+    ATTN_CHECK_ARG(o->teacher_weight >= 0.0 && o->teacher_weight <= 1.0,
+                   "%s: teacher_weight must be in [0, 1], got %g", fn, o->teacher_weight);
+    ATTN_CHECK_ARG((o->teacher != NULL) == (o->teacher_weight > 0.0),
+                   o->teacher != NULL ? "%s: teacher_weight is 0, so the teachers would teach "
+                                        "nothing: give a weight in (0, 1]"
+                                      : "%s: teacher_weight is %g but there are no teachers' "
+                                        "distributions (teacher is NULL)",
+                   fn, o->teacher_weight);
     ATTN_CHECK_ARG(o->clip_norm >= 0.0 && isfinite(o->clip_norm),
                    "%s: clip_norm must be finite and >= 0, got %g", fn, o->clip_norm);
     ATTN_CHECK_ARG(o->max_epochs >= 0 && o->max_steps >= 0,
@@ -275,6 +283,12 @@ attn_status attn_trainer_create(const attn_trainable *model, const attn_corpus *
     ATTN_CHECK_NOT_NULL(train);
     ATTN_CHECK_NOT_NULL(options);
     ATTN_TRY(check_options(options));
+    ATTN_CHECK_ARG(options->teacher == NULL ||
+                       attn_teacher_targets_pairs(options->teacher) == attn_corpus_size(train),
+                   "%s: the teachers' distributions cover %lld pairs, the training corpus has "
+                   "%lld: compute them on this corpus",
+                   fn, (long long)attn_teacher_targets_pairs(options->teacher),
+                   (long long)attn_corpus_size(train));
     attn_trainer *t = calloc(1, sizeof *t);
     if (t == NULL)
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
@@ -340,9 +354,38 @@ double attn_trainer_seconds(const attn_trainer *trainer)
 
 static attn_model_batch model_batch(const attn_batch *b)
 {
-    attn_model_batch m = {b->size,       b->source_len, b->source,         b->source_lengths,
-                          b->target_len, b->target,     b->target_lengths, NULL};
+    attn_model_batch m = {b->size,
+                          b->source_len,
+                          b->source,
+                          b->source_lengths,
+                          b->target_len,
+                          b->target,
+                          b->target_lengths,
+                          NULL,
+                          NULL,
+                          0,
+                          0.0};
     return m;
+}
+
+/* The teachers' distributions of the batch's positions, on the graph's arena (freed at the
+ * next reset), for the training loss. */
+static attn_status teacher_rows(attn_trainer *t, const attn_batch *b, attn_model_batch *input)
+{
+    const attn_teacher_targets *teacher = t->options.teacher;
+    const int64_t vocab = attn_teacher_targets_vocab(teacher);
+    const int64_t steps = b->target_len > 1 ? b->target_len - 1 : 0;
+    size_t floats;
+    if (!attn_mul_size((size_t)(b->size * steps), (size_t)vocab, &floats))
+        return ATTN_ERR_OUT_OF_MEMORY;
+    float *rows = attn_graph_alloc_floats(t->graph, floats);
+    if (rows == NULL && floats > 0)
+        return ATTN_ERR_OUT_OF_MEMORY;
+    ATTN_TRY(attn_teacher_targets_gather(teacher, b, rows));
+    input->teacher = rows;
+    input->teacher_vocab = vocab;
+    input->teacher_weight = t->options.teacher_weight;
+    return ATTN_OK;
 }
 
 /* The target tokens a batch's loss scores: every position after each target's first (a
@@ -409,6 +452,8 @@ static attn_status compute_gradients(attn_trainer *t, double *loss_sum, int64_t 
         }
         attn_model_batch input = model_batch(batch);
         attn_graph_reset(graph);
+        if (o->teacher != NULL)
+            ATTN_TRY(teacher_rows(t, batch, &input));
         attn_graph_set_training(graph, 1);
         attn_graph_set_recording(graph, 1);
         attn_graph_set_dropout_seed(graph, o->seed, (uint64_t)(t->step * batches + micro));

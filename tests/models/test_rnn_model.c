@@ -40,8 +40,9 @@ static const int32_t batch_tgt_lengths[BATCH] = {6, 3, 5};
 
 static attn_model_batch fixed_batch(void)
 {
-    attn_model_batch b = {BATCH,   SRC_LEN,   batch_src,         batch_src_lengths,
-                          TGT_LEN, batch_tgt, batch_tgt_lengths, NULL};
+    attn_model_batch b = {
+        BATCH, SRC_LEN, batch_src, batch_src_lengths, TGT_LEN, batch_tgt, batch_tgt_lengths, NULL,
+        NULL,  0,       0.0};
     return b;
 }
 
@@ -681,7 +682,7 @@ static void test_bad_arguments_are_rejected(void)
     CHECK(out != NULL && out->value.shape[1] == 0 && out->value.shape[2] == 11,
           "zero steps give [B, 0, V]");
     attn_graph_reset(g);
-    attn_model_batch empty = {0, SRC_LEN, NULL, NULL, TGT_LEN, NULL, NULL, NULL};
+    attn_model_batch empty = {0, SRC_LEN, NULL, NULL, TGT_LEN, NULL, NULL, NULL, NULL, 0, 0.0};
     CHECK_OK(attn_model_forward_loss(m, g, &empty, &out));
     CHECK(out && out->value.data[0] == 0.0f, "an empty batch: loss 0");
     attn_graph_reset(g);

@@ -46,7 +46,7 @@ static const int32_t batch_labels[BATCH] = {2, 0, 1};
 static attn_model_batch fixed_batch(void)
 {
     attn_model_batch b = {BATCH,     SRC_LEN, batch_src,         batch_src_lengths,
-                          TGT_LEN,   batch_tgt, batch_tgt_lengths, batch_labels};
+                          TGT_LEN,   batch_tgt, batch_tgt_lengths, batch_labels, NULL, 0, 0.0};
     return b;
 }
 
@@ -466,7 +466,7 @@ static void test_learns_to_copy(void)
     copy_data data;
     make_copy_data(&data, 12);
     attn_model_batch batch = {COPY_BATCH,  COPY_MAX,         data.src,         data.src_lengths,
-                              COPY_MAX + 2, data.tgt,        data.tgt_lengths, NULL};
+                              COPY_MAX + 2, data.tgt,        data.tgt_lengths, NULL, NULL, 0, 0.0};
     attn_graph *g = NULL;
     CHECK_OK(attn_graph_create(store, &g));
     int before = greedy_exact_matches(m, &data);
@@ -543,7 +543,7 @@ static void test_bad_arguments_are_rejected(void)
     CHECK(strstr(attn_last_error(), "max_len") != NULL, "%s", attn_last_error());
     CHECK_FAILS(attn_model_decode(m, g, NULL, NULL, 1, 2, batch_tgt, 2, NULL, &out), bad);
     CHECK(strstr(attn_last_error(), "memory") != NULL, "%s", attn_last_error());
-    attn_model_batch empty = {0, SRC_LEN, NULL, NULL, TGT_LEN, NULL, NULL, NULL};
+    attn_model_batch empty = {0, SRC_LEN, NULL, NULL, TGT_LEN, NULL, NULL, NULL, NULL, 0, 0.0};
     CHECK_OK(attn_model_forward_loss(m, g, &empty, &out));
     CHECK(out && out->value.data[0] == 0.0f, "an empty batch: loss 0");
     attn_graph_destroy(g);
