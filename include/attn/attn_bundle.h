@@ -84,6 +84,13 @@ ATTN_API attn_status attn_bundle_decode(attn_bundle *bundle, int64_t n, const in
  * architectures may differ. Else ATTN_ERR_INVALID_ARGUMENT with a message naming both files
  * and what differs (e.g. the first id whose token differs). */
 ATTN_API attn_status attn_bundle_check_ensemble(attn_bundle *const *bundles, int64_t count);
+/* ATTN_OK when the bundle tokenizes as source and target do (kind, vocabulary, BPE merges):
+ * a teacher for a student learning from the data those tokenizers were learned on. Else
+ * ATTN_ERR_INVALID_ARGUMENT naming the file, name (what the tokenizers are, e.g. "the training
+ * data's tokenizers"; NULL: "the tokenizers") and what differs. */
+ATTN_API attn_status attn_bundle_check_tokenizers(const attn_bundle *bundle,
+                                                  const attn_tokenizer *source,
+                                                  const attn_tokenizer *target, const char *name);
 /* attn_bundle_decode with the ensemble of count >= 1 bundles (attn_decode_ensemble: the mean
  * of the models' log-probabilities, renormalised; alignments from the first model). ids are
  * source ids from any of them (attn_bundle_encode of the first: the tokenizers agree, which

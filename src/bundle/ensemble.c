@@ -1,5 +1,6 @@
 /* Several bundles as one ensemble (attn_bundle_check_ensemble, attn_bundle_decode_ensemble), and
- * the one check both ensembles and averaging make: two files tokenize alike. */
+ * the one check ensembles, averaging and distillation make: two files (or a file and a
+ * student's tokenizers) tokenize alike. */
 #include "attn/attn_bundle.h"
 
 #include "bundle/bundle_internal.h"
@@ -59,21 +60,43 @@ static void tokenizer_difference(const attn_tokenizer *a, const attn_tokenizer *
         snprintf(what, size, "%lld BPE merges vs %lld", (long long)ma, (long long)mb);
 }
 
-attn_status attn_bundle_check_same_tokenizers(const attn_bundle *first, const attn_bundle *other,
-                                              const char *fn)
+static attn_status check_tokenizers(const char *fn, const char *first_name,
+                                    const attn_tokenizer *const first[2], const char *other_name,
+                                    const attn_tokenizer *const other[2])
 {
     for (int side = 0; side < 2; side++) {
         char what[640];
-        tokenizer_difference(attn_bundle_tokenizer(first, (attn_bundle_side)side),
-                             attn_bundle_tokenizer(other, (attn_bundle_side)side), what,
-                             sizeof what);
+        tokenizer_difference(first[side], other[side], what, sizeof what);
         if (what[0] != '\0')
             return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
                              "%s: %s and %s have different %s vocabularies (%s, in that order)", fn,
-                             attn_bundle_name(first), attn_bundle_name(other), SIDE_NAMES[side],
-                             what);
+                             first_name, other_name, SIDE_NAMES[side], what);
     }
     return ATTN_OK;
+}
+
+attn_status attn_bundle_check_same_tokenizers(const attn_bundle *first, const attn_bundle *other,
+                                              const char *fn)
+{
+    const attn_tokenizer *a[2] = {attn_bundle_tokenizer(first, ATTN_BUNDLE_SOURCE),
+                                  attn_bundle_tokenizer(first, ATTN_BUNDLE_TARGET)};
+    const attn_tokenizer *b[2] = {attn_bundle_tokenizer(other, ATTN_BUNDLE_SOURCE),
+                                  attn_bundle_tokenizer(other, ATTN_BUNDLE_TARGET)};
+    return check_tokenizers(fn, attn_bundle_name(first), a, attn_bundle_name(other), b);
+}
+
+attn_status attn_bundle_check_tokenizers(const attn_bundle *bundle, const attn_tokenizer *source,
+                                         const attn_tokenizer *target, const char *name)
+{
+    static const char fn[] = "attn_bundle_check_tokenizers";
+    ATTN_CHECK_NOT_NULL(bundle);
+    ATTN_CHECK_NOT_NULL(source);
+    ATTN_CHECK_NOT_NULL(target);
+    const attn_tokenizer *a[2] = {attn_bundle_tokenizer(bundle, ATTN_BUNDLE_SOURCE),
+                                  attn_bundle_tokenizer(bundle, ATTN_BUNDLE_TARGET)};
+    const attn_tokenizer *b[2] = {source, target};
+    return check_tokenizers(fn, attn_bundle_name(bundle), a, name != NULL ? name : "the tokenizers",
+                            b);
 }
 
 static attn_status check_ensemble(attn_bundle *const *bundles, int64_t count, const char *fn)

@@ -281,6 +281,7 @@ int attn_cmd_train(int argc, char **argv)
     attn_bundle *resumed = NULL;
     attn_model *model = NULL;
     attn_trainer *trainer = NULL;
+    attn_teacher_targets *teacher = NULL;
     attn_metadata_entry metadata[ATTN_BUNDLE_METADATA_COUNT] = {{NULL, NULL}, {NULL, NULL}};
     char *checkpoint = NULL;
     attn_tensor_file_lock *locks[2] = {NULL, NULL};
@@ -392,6 +393,12 @@ int attn_cmd_train(int argc, char **argv)
     o.callback = speaks() ? train_progress_on_event : NULL;
     o.callback_user = speaks() ? &p : NULL;
     o.distributed = ranks.started;
+    if (a.teacher != NULL || o.teacher_weight > 0.0) {
+        exit_code = train_teach(&a, &o, train, src_tok, tgt_tok, &teacher);
+        if (exit_code != 0)
+            goto done;
+        o.teacher = teacher;
+    }
     attn_trainable trainable;
     TRY(attn_trainable_from_model(model, &trainable));
     TRY(attn_trainer_create(&trainable, train, valid, &o, &trainer));
@@ -488,6 +495,7 @@ done:
     if (p.log != NULL)
         fclose(p.log);
     attn_trainer_destroy(trainer);
+    attn_teacher_targets_destroy(teacher);
     attn_model_destroy(model);
     attn_tensor_file_close(resume_file);
     attn_bundle_destroy(resumed);

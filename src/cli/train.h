@@ -1,6 +1,6 @@
 /* The parts of `attn train` (train.c is the command itself): its options (train_args.c), the
- * model the flags or --config describe (train_model.c), and the progress display and JSON
- * log (train_progress.c). */
+ * model the flags or --config describe (train_model.c), the --teacher models' distributions
+ * (train_teachers.c), and the progress display and JSON log (train_progress.c). */
 #ifndef ATTN_CLI_TRAIN_H
 #define ATTN_CLI_TRAIN_H
 
@@ -28,7 +28,9 @@ typedef struct train_args {
     int bidirectional, no_bidirectional, input_feeding, reverse_source, no_valid;
     double dropout, label_smoothing;
     double lr, min_lr, weight_decay, clip_norm, time_limit;
-    double ema; /* the smoothing rate of the weights' moving average (0: off) */
+    double ema;            /* the smoothing rate of the weights' moving average (0: off) */
+    const char *teacher;   /* comma-separated model files to distil from (NULL: none) */
+    double teacher_weight; /* the teachers' share of the training loss */
     int64_t warmup, batch_tokens, accumulate, epochs, max_steps, seed, threads;
     int64_t eval_every, patience, checkpoint_every, log_every, max_skipped, check_every;
     int64_t max_len; /* longest pair kept, in tokens of either side (0: no limit) */
@@ -103,6 +105,16 @@ void train_longest(const attn_corpus *corpus, int64_t *source, int64_t *target);
  * Returns 0 or an exit code after a message. */
 int train_fit_model_to_data(const char *config_path, int64_t src_vocab, int64_t tgt_vocab,
                             int64_t longest_source, int64_t longest_target, attn_model_config *c);
+
+/* ---- teachers (train_teachers.c) ------------------------------------------------------------ */
+
+/* The distributions of the --teacher models over the encoded training corpus, in batches of
+ * o->batch_tokens, after checking that they tokenize as source and target; on --resume, that
+ * teachers are given exactly when the checkpoint's run had them (o->teacher_weight > 0).
+ * Returns 0, or an exit code after a message. */
+int train_teach(const train_args *a, const attn_trainer_options *o, const attn_corpus *train,
+                const attn_tokenizer *source, const attn_tokenizer *target,
+                attn_teacher_targets **out);
 
 /* ---- progress (train_progress.c) ------------------------------------------------------------ */
 

@@ -161,6 +161,17 @@ static const cli_option train_options[] = {
                 "9 / (updates + 10)); e.g. --ema 1e-3. The checkpoint keeps the training weights "
                 "and S (0: off) [0]"),
      .group = GROUP_TRAINING},
+    {CLI_OPTION("--teacher", CLI_STRING, FIELD(teacher), "A.safetensors[,B...]",
+                "token-level distillation: before training, these models (trained on the same "
+                "data and tokens) read every training pair, and the mean of their distributions "
+                "at each target position joins the training loss (validation stays the gold "
+                "cross-entropy); needs 4 bytes x target vocabulary x target tokens of memory. "
+                "Give them again on --resume"),
+     .group = GROUP_TRAINING},
+    {CLI_OPTION("--teacher-weight", CLI_NUMBER, FIELD(teacher_weight), "W",
+                "with --teacher: the loss is (1-W) x the smoothed gold cross-entropy + W x the "
+                "cross-entropy against the teachers [0.5]"),
+     .group = GROUP_TRAINING},
     {CLI_OPTION("--seed", CLI_INT, FIELD(seed), "N",
                 "seed of the initial weights, batch order and dropout [1]"),
      .min = 0, .max = INFINITY, .group = GROUP_TRAINING},
@@ -285,6 +296,7 @@ static void set_defaults(train_args *a)
     a->seed = 1;
     a->log_every = 50;
     a->max_len = 256;
+    a->teacher_weight = 0.5;
     a->max_skipped = attn_trainer_default_options().max_skipped_updates;
     a->check_every = attn_trainer_default_options().check_every;
 }
@@ -315,6 +327,12 @@ static int check_args(const train_args *a)
         return train_usage_error("--ema %g: the smoothing rate must be in [0, 1) (1e-4 to 1e-3 "
                                  "are usual; 0 turns it off)",
                                  a->ema);
+    if (a->teacher == NULL && a->resume == NULL && train_args_given(a, "--teacher-weight"))
+        return train_usage_error("--teacher-weight weighs the --teacher models: give them too");
+    if (!(a->teacher_weight > 0.0 && a->teacher_weight <= 1.0))
+        return train_usage_error("--teacher-weight %g: the teachers' share of the loss must be in "
+                                 "(0, 1] (0.5 is usual)",
+                                 a->teacher_weight);
     /* The checkpoint holds a resumed run's schedule; a new one must know where it ends. */
     if (a->resume == NULL && a->schedule == ATTN_LR_COSINE && a->max_steps <= 0 && a->epochs <= 0 &&
         !(a->time_limit > 0.0))
@@ -360,6 +378,7 @@ attn_status train_options_for_new_run(const train_args *a, int64_t width, int64_
     o->clip_norm = a->clip_norm;
     o->precision = (attn_precision)a->precision;
     o->ema = a->ema;
+    o->teacher_weight = a->teacher != NULL ? a->teacher_weight : 0.0;
     /* The trainer's betas and epsilon (the paper's), the variant's weight decay. */
     const double beta2 = o->adam.beta2, eps = o->adam.eps;
     o->adam = attn_adam_default_options((attn_adam_variant)a->optimizer);
@@ -412,6 +431,8 @@ void train_options_overlay(const train_args *a, attn_trainer_options *o)
         o->precision = (attn_precision)a->precision;
     if (train_args_given(a, "--ema"))
         o->ema = a->ema;
+    if (train_args_given(a, "--teacher-weight"))
+        o->teacher_weight = a->teacher_weight;
     if (train_args_given(a, "--weight-decay"))
         o->adam.weight_decay = a->weight_decay;
     if (train_args_given(a, "--optimizer"))

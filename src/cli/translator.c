@@ -28,8 +28,8 @@ int cli_translator_load(cli_translator *t, const char *command, const char *path
         if (comma != NULL)
             *comma = '\0';
         if (*path == '\0') {
-            fprintf(stderr, "attn %s: --model %s: model %lld of the list is empty\n", command,
-                    paths, (long long)(m + 1));
+            fprintf(stderr, "attn %s: model %lld of the list %s is empty\n", command,
+                    (long long)(m + 1), paths);
             code = 1;
         } else if (attn_bundle_load(path, &t->bundles[m]) != ATTN_OK) {
             cli_library_error(command);
