@@ -20,6 +20,10 @@
 #   SEED        seed of the initial weights, batch order and dropout (default 1)
 #   TRAIN       the training pairs (default DATA_DIR's train_full.tsv, else train.tsv): e.g. a
 #               teacher's translations of them for distillation (recipes/g2p-ensemble.sh)
+#   TEACHERS    model files, comma-separated, trained on the same data, whose token
+#               distributions the model learns besides the data (attn train --teacher:
+#               token-level distillation, docs/training.md; recipes/g2p-ensemble.sh's
+#               DISTILL=token). Default none
 #   TIME_LIMIT  seconds of training (default 3600, the documented budget)
 #   OUT         the run folder (default runs/g2p-cmudict-rnn, or runs/g2p-cmudict for the
 #               transformer)
@@ -71,6 +75,14 @@ esac
 run_flags=()
 [ -z "${PRECISION:-}" ] && [ "$precision" = fp32 ] || run_flags+=(--precision "$precision")
 [ -z "${SEED:-}" ] || run_flags+=(--seed "$seed")
+teachers=()
+if [ -n "${TEACHERS:-}" ]; then
+  IFS=, read -r -a teachers <<<"$TEACHERS"
+  for model in "${teachers[@]}"; do
+    [ -s "$model" ] || die "TEACHERS: no model file '$model'"
+  done
+  run_flags+=(--teacher "$TEACHERS")
+fi
 [[ $time_limit =~ ^[0-9]+$ && $time_limit -gt 0 ]] ||
   die "TIME_LIMIT must be a positive number of seconds, not '$time_limit'"
 [ $# -le 1 ] || die "usage: recipes/$recipe.sh [DATA_DIR]"
@@ -144,9 +156,9 @@ printf '\n' >>"$out/command.txt"
 wer=$("$attn" eval --metric wer --score-only --ref "$data/test.tsv" --hyp "$out/test.hyp")
 per=$("$attn" eval --metric per --score-only --ref "$data/test.tsv" --hyp "$out/test.hyp")
 steps=$(awk -F'"step":' 'END { split($2, a, /[,}]/); print a[1] }' "$out/train.jsonl")
-printf '{"recipe":"%s","arch":"%s","settings":"%s","precision":"%s","seed":%s,"data":"%s","train":"%s","time_limit":%s,"steps":%s,"decoding":"%s","threads":%s,"wer":%s,"per":%s}\n' \
-  "$recipe" "$arch" "$settings" "$precision" "$seed" "$data" "$train" "$time_limit" \
-  "${steps:-0}" "$decoding" "$threads" "$wer" "$per" \
+printf '{"recipe":"%s","arch":"%s","settings":"%s","precision":"%s","seed":%s,"data":"%s","train":"%s","teachers":%s,"time_limit":%s,"steps":%s,"decoding":"%s","threads":%s,"wer":%s,"per":%s}\n' \
+  "$recipe" "$arch" "$settings" "$precision" "$seed" "$data" "$train" "${#teachers[@]}" \
+  "$time_limit" "${steps:-0}" "$decoding" "$threads" "$wer" "$per" \
   >"$out/scores.json"
 printf '%s: wrote %s/{model.safetensors,train.jsonl,train.log,test.hyp,scores.txt,scores.json,command.txt}\n' \
   "$recipe" "$out"

@@ -3,16 +3,22 @@
 # models of one configuration with different seeds (each one run of recipes/g2p-cmudict.sh),
 # one after the other or JOBS at a time, join them to any models trained elsewhere (JOIN),
 # decode the test words with their ensemble (`attn translate --model A,B,...`: each step's
-# log-probabilities averaged), and optionally distil one student from the ensemble: the
-# ensemble translates the training words and a model of the same configuration learns its
-# output (sequence-level distillation, Kim and Rush 2016).
+# log-probabilities averaged), and optionally distil one student of the same configuration
+# from the ensemble: from its token distributions on the training data (token-level
+# distillation, attn train --teacher; Sun et al. 2019), or from its pronunciations of the
+# training words (sequence-level, Kim and Rush 2016).
 #
 #   recipes/g2p-ensemble.sh [DATA_DIR]
 #
 # Environment:
 #   MEMBERS     models the recipe trains, with seeds 1..MEMBERS (default 4; the ensemble needs
 #               two or more with those JOIN adds)
-#   DISTILL     1: also train the student (default 0)
+#   DISTILL     token: also train a student on the data and the ensemble's token
+#               distributions (the members and JOIN are its --teacher models); 1: a student
+#               on the ensemble's pronunciations of the training words instead; 0: no
+#               student (default). One hour of the 2-layer LSTM taught by six members gave
+#               21.67% WER against 22.28% for the same seed alone (docs/results.md); the
+#               sequence-level student gained nothing on its configuration
 #   JOBS        members trained at the same time (default 1). On two cores, JOBS=2 trains two
 #               members in the hour one takes, each with about 55-70% of the updates: the
 #               one-layer default RNN in bf16 read 8,650-8,730 target tokens/s a core against
@@ -35,7 +41,8 @@
 #
 # Writes to OUT: member-N/ (a g2p-cmudict run folder each), ensemble/ (test.hyp, scores.txt,
 # scores.json, command.txt); with DISTILL=1 distilled.tsv (each distinct training word with
-# the ensemble's pronunciation) and student/ (a g2p-cmudict run folder trained on it).
+# the ensemble's pronunciation) and student/ (a g2p-cmudict run folder trained on it); with
+# DISTILL=token student/ (a g2p-cmudict run folder taught by the ensemble's members).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -71,8 +78,8 @@ fi
 [[ $members =~ ^[0-9]+$ && $members -ge 1 && $((members + ${#joined[@]})) -ge 2 ]] ||
   die "MEMBERS must be a number of models, at least 2 with those JOIN adds, not '$members'"
 case $distill in
-  0 | 1) ;;
-  *) die "DISTILL must be 0 or 1, not '$distill'" ;;
+  0 | 1 | token) ;;
+  *) die "DISTILL must be 0, 1 or token, not '$distill'" ;;
 esac
 [ $# -le 1 ] || die "usage: recipes/$recipe.sh [DATA_DIR]"
 [ -d "$data" ] || die "no data folder $data (give the standard split or scripts/get-data.sh cmudict's output)"
@@ -89,12 +96,12 @@ out=$(cd "$out" && pwd)
 
 # One member: the single-model recipe with its own seed and folder (ARCH, SETTINGS, PRECISION,
 # TIME_LIMIT, ... pass through the environment).
-train_model() { # folder seed threads [training file]
+train_model() { # folder seed threads [training file [teachers]]
   if [ -s "$1/scores.json" ]; then
     printf '%s: %s is trained already (scores.json), kept\n' "$recipe" "$1"
     return
   fi
-  OUT=$1 SEED=$2 THREADS=$3 TRAIN=${4:-} BUILD=$build \
+  OUT=$1 SEED=$2 THREADS=$3 TRAIN=${4:-} TEACHERS=${5:-} BUILD=$build \
     "$repo/recipes/g2p-cmudict.sh" "$data" || die "training $1 failed"
 }
 
@@ -184,6 +191,12 @@ if [ "$distill" = 1 ]; then
     rm -f "$out/distilled.tsv.partial" "$out/train.words"
   fi
   train_model "$out/student" "$((members + 1))" "$threads" "$out/distilled.tsv"
+elif [ "$distill" = token ]; then
+  train_model "$out/student" "$((members + 1))" "$threads" "" "$ensemble"
 fi
-printf '%s: wrote %s/{member-1..%s,ensemble%s}\n' "$recipe" "$out" "$members" \
-  "$([ "$distill" = 1 ] && printf ',distilled.tsv,student')"
+written=
+case $distill in
+  1) written=,distilled.tsv,student ;;
+  token) written=,student ;;
+esac
+printf '%s: wrote %s/{member-1..%s,ensemble%s}\n' "$recipe" "$out" "$members" "$written"

@@ -148,6 +148,23 @@ def test_g2p_ensemble_recipe_decodes_with_every_member_and_distils_a_student(tmp
     assert [model.stat().st_mtime_ns for model in members] == before
 
 
+def test_g2p_ensemble_recipe_teaches_a_student_with_the_members_distributions(tmp_path):
+    small_g2p(tmp_path / "data")
+    out = tmp_path / "ensemble"
+    run(["recipes/g2p-ensemble.sh", str(tmp_path / "data")],
+        {"MEMBERS": "2", "DISTILL": "token", "TIME_LIMIT": "2", "OUT": str(out),
+         "BUILD": str(build_dir()), "THREADS": "1"})
+    members = [out / f"member-{i}" / "model.safetensors" for i in (1, 2)]
+    student = shlex.split((out / "student" / "command.txt").read_text().splitlines()[0])
+    assert student[student.index("--teacher") + 1] == f"{members[0]},{members[1]}"
+    assert student[student.index("--train") + 1] == str(tmp_path / "data" / "train_full.tsv")
+    assert "2 teachers read the 300 training pairs" in \
+        (out / "student" / "train.log").read_text()
+    scores = json.loads((out / "student" / "scores.json").read_text())
+    assert scores["teachers"] == 2 and scores["seed"] == 3 and 0 <= scores["wer"] <= 100
+    assert not (out / "distilled.tsv").exists()
+
+
 def test_g2p_ensemble_recipe_trains_members_side_by_side_and_joins_other_models(tmp_path):
     """JOBS=2: both members train at once, one thread each; JOIN adds a model trained
     elsewhere (here the Transformer recipe's) to the ensemble."""
@@ -280,9 +297,12 @@ def test_recipes_refuse_bad_settings_with_a_message(tmp_path, recipe):
         cases = [({"PRECISION": "int8"}, "PRECISION must be")] + cases
     if recipe == "g2p-cmudict":
         cases.append(({"SETTINGS": "best"}, "SETTINGS must be"))
+        cases.append(({"TEACHERS": str(tmp_path / "none.safetensors")},
+                      "TEACHERS: no model file"))
     if recipe == "g2p-ensemble":
         cases = [({"ARCH": "lstm"}, "ARCH must be"), ({"MEMBERS": "1"}, "MEMBERS must be"),
-                 ({"DISTILL": "yes"}, "DISTILL must be"), ({"JOBS": "0"}, "JOBS must be"),
+                 ({"DISTILL": "yes"}, "DISTILL must be 0, 1 or token"),
+                 ({"JOBS": "0"}, "JOBS must be"),
                  ({"JOIN": str(tmp_path / "none.safetensors")}, "JOIN: no model file"),
                  ({}, "no data folder")]
     for env, message in cases:
