@@ -50,6 +50,10 @@ int train_teach(const train_args *a, const attn_trainer_options *o, const attn_c
     if (code == 0) {
         for (int64_t k = 0; k < teachers.count; k++)
             models[k] = attn_bundle_model(teachers.bundles[k]);
+        /* A pass over the whole corpus per teacher: minutes on a large one, so say it starts. */
+        fprintf(stderr, "attn train: running %lld teacher%s over the %lld training pairs\n",
+                (long long)teachers.count, teachers.count == 1 ? "" : "s",
+                (long long)attn_corpus_size(train));
         const double start = seconds_now();
         if (attn_teacher_targets_compute(models, teachers.count, train, o->batch_tokens, out) !=
             ATTN_OK)
