@@ -97,6 +97,9 @@ typedef struct attn_trainable {
  * outlive the trainable. */
 ATTN_API attn_status attn_trainable_from_model(attn_model *model, attn_trainable *out);
 
+/* A batcher's batch as a model reads it (views of the same arrays; no labels, no teacher). */
+ATTN_API attn_model_batch attn_model_batch_of(const attn_batch *batch);
+
 /* ---- distillation ------------------------------------------------------------------------ */
 
 /* Teachers' distributions over the target vocabulary at every target position of a training

@@ -39,22 +39,6 @@ int64_t attn_teacher_targets_positions(const attn_teacher_targets *targets)
     return targets != NULL ? targets->positions : 0;
 }
 
-static attn_model_batch teacher_batch(const attn_batch *b)
-{
-    attn_model_batch m = {b->size,
-                          b->source_len,
-                          b->source,
-                          b->source_lengths,
-                          b->target_len,
-                          b->target,
-                          b->target_lengths,
-                          NULL,
-                          NULL,
-                          0,
-                          0.0};
-    return m;
-}
-
 /* The positions each pair's target predicts (its tokens after <s>, </s> included), from one
  * pass of the batcher, and the offsets they give. */
 static attn_status count_positions(attn_batcher *batcher, int64_t batches, attn_teacher_targets *t)
@@ -131,7 +115,7 @@ static attn_status run_teacher(attn_model *teacher, attn_batcher *batcher, int64
         status = attn_batcher_next(batcher, &batch);
         if (status != ATTN_OK)
             break;
-        attn_model_batch input = teacher_batch(batch);
+        attn_model_batch input = attn_model_batch_of(batch);
         attn_var *logits;
         attn_graph_reset(graph);
         status = attn_model_forward_logits(teacher, graph, &input, &logits);

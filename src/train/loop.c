@@ -352,22 +352,6 @@ double attn_trainer_seconds(const attn_trainer *trainer)
 
 /* ---- one step ------------------------------------------------------------------------------ */
 
-static attn_model_batch model_batch(const attn_batch *b)
-{
-    attn_model_batch m = {b->size,
-                          b->source_len,
-                          b->source,
-                          b->source_lengths,
-                          b->target_len,
-                          b->target,
-                          b->target_lengths,
-                          NULL,
-                          NULL,
-                          0,
-                          0.0};
-    return m;
-}
-
 /* The teachers' distributions of the batch's positions, on the graph's arena (freed at the
  * next reset), for the training loss. */
 static attn_status teacher_rows(attn_trainer *t, const attn_batch *b, attn_model_batch *input)
@@ -450,7 +434,7 @@ static attn_status compute_gradients(attn_trainer *t, double *loss_sum, int64_t 
             memcpy(t->local_sum, grads, (size_t)n * sizeof(float));
             attn_params_zero_grad(store);
         }
-        attn_model_batch input = model_batch(batch);
+        attn_model_batch input = attn_model_batch_of(batch);
         attn_graph_reset(graph);
         if (o->teacher != NULL)
             ATTN_TRY(teacher_rows(t, batch, &input));
@@ -605,7 +589,7 @@ static attn_status score_values(attn_trainer *trainer, double *loss, double *acc
     for (int64_t i = 0; i < count; i++) {
         const attn_batch *batch;
         ATTN_TRY(attn_batcher_next(batches, &batch));
-        attn_model_batch input = model_batch(batch);
+        attn_model_batch input = attn_model_batch_of(batch);
         attn_graph_reset(trainer->graph);
         attn_graph_set_training(trainer->graph, 0);
         attn_graph_set_recording(trainer->graph, 0);

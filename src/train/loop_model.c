@@ -1,10 +1,14 @@
-/* The Transformer family and the RNN encoder-decoders behind the trainer's model interface. */
+/* The Transformer family and the RNN encoder-decoders behind the trainer's model interface, and
+ * the batcher's batches in the models' layout. */
 #include "core/internal.h"
 #include "attn/attn_trainer.h"
 
 #include <string.h>
 
-static attn_params *model_params(void *self) { return attn_model_params(self); }
+static attn_params *model_params(void *self)
+{
+    return attn_model_params(self);
+}
 
 static attn_status model_config_json(void *self, char **json)
 {
@@ -38,4 +42,18 @@ attn_status attn_trainable_from_model(attn_model *model, attn_trainable *out)
     out->forward_loss = model_forward_loss;
     out->config_json = model_config_json;
     return ATTN_OK;
+}
+
+attn_model_batch attn_model_batch_of(const attn_batch *b)
+{
+    attn_model_batch m;
+    memset(&m, 0, sizeof m);
+    m.size = b->size;
+    m.src_len = b->source_len;
+    m.src = b->source;
+    m.src_lengths = b->source_lengths;
+    m.tgt_len = b->target_len;
+    m.tgt = b->target;
+    m.tgt_lengths = b->target_lengths;
+    return m;
 }

@@ -17,17 +17,7 @@ static double *teachers_mean(attn_model *const *teachers, int count, const attn_
     const int64_t vocab = fx.config.tgt_vocab, steps = b->target_len - 1;
     double *mean = test_alloc((size_t)(b->size * steps * vocab) * sizeof(double));
     memset(mean, 0, (size_t)(b->size * steps * vocab) * sizeof(double));
-    attn_model_batch input = {b->size,
-                              b->source_len,
-                              b->source,
-                              b->source_lengths,
-                              b->target_len,
-                              b->target,
-                              b->target_lengths,
-                              NULL,
-                              NULL,
-                              0,
-                              0.0};
+    attn_model_batch input = attn_model_batch_of(b);
     for (int k = 0; k < count; k++) {
         attn_graph *g = NULL;
         CHECK_OK(attn_graph_create(attn_model_params(teachers[k]), &g));
@@ -140,17 +130,10 @@ static double loss_against(attn_model *student, const attn_teacher_targets *targ
     const int64_t vocab = attn_teacher_targets_vocab(targets);
     float *rows = test_alloc((size_t)(b->size * (b->target_len - 1) * vocab) * sizeof(float));
     CHECK_OK(attn_teacher_targets_gather(targets, b, rows));
-    attn_model_batch input = {b->size,
-                              b->source_len,
-                              b->source,
-                              b->source_lengths,
-                              b->target_len,
-                              b->target,
-                              b->target_lengths,
-                              NULL,
-                              rows,
-                              vocab,
-                              1.0};
+    attn_model_batch input = attn_model_batch_of(b);
+    input.teacher = rows;
+    input.teacher_vocab = vocab;
+    input.teacher_weight = 1.0;
     attn_graph *g = NULL;
     CHECK_OK(attn_graph_create(attn_model_params(student), &g));
     attn_graph_set_training(g, 0);

@@ -332,17 +332,7 @@ static void test_step_matches_hand_made_update(void)
     attn_params_zero_grad(p);
     for (int i = 0; i < 2; i++) {
         CHECK_OK(attn_batcher_next(batches, &b));
-        attn_model_batch mb = {b->size,
-                               b->source_len,
-                               b->source,
-                               b->source_lengths,
-                               b->target_len,
-                               b->target,
-                               b->target_lengths,
-                               NULL,
-                               NULL,
-                               0,
-                               0.0};
+        attn_model_batch mb = attn_model_batch_of(b);
         if (i == 1) {
             memcpy(first, grads, (size_t)n * sizeof *first);
             attn_params_zero_grad(p);
