@@ -327,7 +327,7 @@ static int check_args(const train_args *a)
         return train_usage_error("--ema %g: the smoothing rate must be in [0, 1) (1e-4 to 1e-3 "
                                  "are usual; 0 turns it off)",
                                  a->ema);
-    if (a->teacher == NULL && a->resume == NULL && train_args_given(a, "--teacher-weight"))
+    if (a->teacher == NULL && train_args_given(a, "--teacher-weight"))
         return train_usage_error("--teacher-weight weighs the --teacher models: give them too");
     if (!(a->teacher_weight > 0.0 && a->teacher_weight <= 1.0))
         return train_usage_error("--teacher-weight %g: the teachers' share of the loss must be in "

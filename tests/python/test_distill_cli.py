@@ -61,6 +61,8 @@ def test_student_learns_from_teachers_and_resumes_exactly(tmp_path, reverse_data
     without = run(*resume)
     assert without.returncode == 1
     assert b"learned from teachers" in without.stderr and b"--teacher" in without.stderr
+    weight_alone = run(*resume, "--teacher-weight", "0.8")
+    assert weight_alone.returncode == 2 and b"give them too" in weight_alone.stderr
     second = run(*resume, "--teacher", teachers)
     assert second.returncode == 0, second.stderr.decode()
     assert (tmp_path / "parts.safetensors").read_bytes() == \
