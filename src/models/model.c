@@ -447,14 +447,11 @@ static attn_status check_batch(const char *fn, const attn_model *model,
         ATTN_CHECK_ARG(batch->teacher == NULL,
                        "%s: the classifier learns from labels, not a teacher's distributions", fn);
     }
-    if (batch->teacher != NULL) {
-        ATTN_CHECK_ARG(batch->teacher_vocab == c->tgt_vocab,
-                       "%s: the teacher's distributions are over %lld target tokens, the model's "
-                       "vocabulary has %lld",
-                       fn, (long long)batch->teacher_vocab, (long long)c->tgt_vocab);
-        ATTN_CHECK_ARG(batch->teacher_weight >= 0.0 && batch->teacher_weight <= 1.0,
-                       "%s: teacher_weight must be in [0, 1], got %g", fn, batch->teacher_weight);
-    }
+    /* The loss reads tgt_vocab floats a position; its op checks the weight. */
+    ATTN_CHECK_ARG(batch->teacher == NULL || batch->teacher_vocab == c->tgt_vocab,
+                   "%s: the teacher's distributions are over %lld target tokens, the model's "
+                   "vocabulary has %lld",
+                   fn, (long long)batch->teacher_vocab, (long long)c->tgt_vocab);
     return ATTN_OK;
 }
 

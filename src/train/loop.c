@@ -73,11 +73,13 @@ static attn_status check_options(const attn_trainer_options *o)
                    fn, o->ema);
     ATTN_CHECK_ARG(o->teacher_weight >= 0.0 && o->teacher_weight <= 1.0,
                    "%s: teacher_weight must be in [0, 1], got %g", fn, o->teacher_weight);
-    ATTN_CHECK_ARG((o->teacher != NULL) == (o->teacher_weight > 0.0),
-                   o->teacher != NULL ? "%s: teacher_weight is 0, so the teachers would teach "
-                                        "nothing: give a weight in (0, 1]"
-                                      : "%s: teacher_weight is %g but there are no teachers' "
-                                        "distributions (teacher is NULL)",
+    ATTN_CHECK_ARG(o->teacher == NULL || o->teacher_weight > 0.0,
+                   "%s: teacher_weight is 0, so the teachers would teach nothing: give a weight "
+                   "in (0, 1]",
+                   fn);
+    ATTN_CHECK_ARG(o->teacher != NULL || o->teacher_weight == 0.0,
+                   "%s: teacher_weight is %g but there are no teachers' distributions (teacher "
+                   "is NULL)",
                    fn, o->teacher_weight);
     ATTN_CHECK_ARG(o->clip_norm >= 0.0 && isfinite(o->clip_norm),
                    "%s: clip_norm must be finite and >= 0, got %g", fn, o->clip_norm);
