@@ -282,6 +282,7 @@ int attn_cmd_train(int argc, char **argv)
     attn_model *model = NULL;
     attn_trainer *trainer = NULL;
     attn_teacher_targets *teacher = NULL;
+    cli_translator teachers = {0};
     attn_metadata_entry metadata[ATTN_BUNDLE_METADATA_COUNT] = {{NULL, NULL}, {NULL, NULL}};
     char *checkpoint = NULL;
     attn_tensor_file_lock *locks[2] = {NULL, NULL};
@@ -305,6 +306,8 @@ int attn_cmd_train(int argc, char **argv)
         TRY(attn_set_num_threads((int)a.threads));
     TRY(read_corpus(a.train, a.train_src, a.train_tgt, &train));
     TRY(read_corpus(a.valid, a.valid_src, a.valid_tgt, &valid));
+    if (a.teacher != NULL && (exit_code = cli_translator_load(&teachers, "train", a.teacher)) != 0)
+        goto done;
 
     if (a.resume != NULL) {
         /* The model and tokenizers the checkpoint's run used, and its state: one read. */
@@ -318,13 +321,19 @@ int attn_cmd_train(int argc, char **argv)
         TRY(hold_out_validation(&a, o.seed, train, &valid));
     } else {
         TRY(hold_out_validation(&a, (uint64_t)a.seed, train, &valid));
-        attn_tokenizer_config src_config, tgt_config;
-        TRY(attn_tokenizer_config_parse(a.src_tokens, &src_config));
-        TRY(attn_tokenizer_config_parse(a.tgt_tokens, &tgt_config));
-        TRY(attn_tokenizer_train(&src_config, attn_corpus_sources(train), attn_corpus_size(train),
-                                 &src_tok));
-        TRY(attn_tokenizer_train(&tgt_config, attn_corpus_targets(train), attn_corpus_size(train),
-                                 &tgt_tok));
+        if (a.teacher != NULL) {
+            exit_code = train_adopt_teacher_tokenizers(&a, &teachers, &src_tok, &tgt_tok);
+            if (exit_code != 0)
+                goto done;
+        } else {
+            attn_tokenizer_config src_config, tgt_config;
+            TRY(attn_tokenizer_config_parse(a.src_tokens, &src_config));
+            TRY(attn_tokenizer_config_parse(a.tgt_tokens, &tgt_config));
+            TRY(attn_tokenizer_train(&src_config, attn_corpus_sources(train),
+                                     attn_corpus_size(train), &src_tok));
+            TRY(attn_tokenizer_train(&tgt_config, attn_corpus_targets(train),
+                                     attn_corpus_size(train), &tgt_tok));
+        }
     }
     TRY(attn_corpus_encode(train, src_tok, tgt_tok));
     if (valid != NULL)
@@ -394,10 +403,13 @@ int attn_cmd_train(int argc, char **argv)
     o.callback_user = speaks() ? &p : NULL;
     o.distributed = ranks.started;
     if (a.teacher != NULL || o.teacher_weight > 0.0) {
-        exit_code = train_teach(&a, &o, train, src_tok, tgt_tok, &teacher);
+        exit_code =
+            train_teach(&a, &o, a.teacher != NULL ? &teachers : NULL, train, src_tok, tgt_tok,
+                        &teacher);
         if (exit_code != 0)
             goto done;
         o.teacher = teacher;
+        cli_translator_free(&teachers); /* their part is done: free their memory for training */
     }
     attn_trainable trainable;
     TRY(attn_trainable_from_model(model, &trainable));
@@ -496,6 +508,7 @@ done:
         fclose(p.log);
     attn_trainer_destroy(trainer);
     attn_teacher_targets_destroy(teacher);
+    cli_translator_free(&teachers);
     attn_model_destroy(model);
     attn_tensor_file_close(resume_file);
     attn_bundle_destroy(resumed);

@@ -6,6 +6,7 @@
 
 #include "attn/attn.h"
 #include "cli/options.h"
+#include "cli/translator.h"
 
 #include <stdio.h>
 
@@ -108,11 +109,21 @@ int train_fit_model_to_data(const char *config_path, int64_t src_vocab, int64_t 
 
 /* ---- teachers (train_teachers.c) ------------------------------------------------------------ */
 
-/* The distributions of the --teacher models over the encoded training corpus, in batches of
- * o->batch_tokens, after checking that they tokenize as source and target; on --resume, that
- * teachers are given exactly when the checkpoint's run had them (o->teacher_weight > 0).
- * Returns 0, or an exit code after a message. */
-int train_teach(const train_args *a, const attn_trainer_options *o, const attn_corpus *train,
+/* A new run with --teacher reads and writes with its teachers' tokenizers (copies in *source
+ * and *target), not ones learned from its data: the teachers' distributions are over their
+ * vocabulary, and the data may hold more than the teachers saw (words they pronounce). A
+ * --src-tokens or --tgt-tokens of another kind is refused. Returns 0, or an exit code after
+ * a message. */
+int train_adopt_teacher_tokenizers(const train_args *a, const cli_translator *teachers,
+                                   attn_tokenizer **source, attn_tokenizer **target);
+
+/* The distributions of the teachers (NULL: no --teacher) over the encoded training corpus, in
+ * batches of o->batch_tokens, after checking that they tokenize as source and target and
+ * warning of tokens they lack; on --resume, that teachers are given exactly when the
+ * checkpoint's run had them (o->teacher_weight > 0). Returns 0, or an exit code after a
+ * message. */
+int train_teach(const train_args *a, const attn_trainer_options *o,
+                const cli_translator *teachers, const attn_corpus *train,
                 const attn_tokenizer *source, const attn_tokenizer *target,
                 attn_teacher_targets **out);
 

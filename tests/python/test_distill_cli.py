@@ -1,6 +1,7 @@
 """Token-level distillation on the command line: attn train --teacher (learns from the
 teachers, says what they cost, keeps the weight in the checkpoint and needs the teachers again
-to resume exactly) and its refusals (teachers of other tokens, a weight alone or out of range,
+to resume exactly; reads and writes with the teachers' tokenizers, so it may learn from more
+data than they saw) and its refusals (tokens of another kind, a weight alone or out of range,
 a resume with or without teachers that the run did not have)."""
 import json
 import random
@@ -18,10 +19,14 @@ def run(*args, timeout=120):
     return subprocess.run([ATTN, *map(str, args)], capture_output=True, timeout=timeout)
 
 
-def state_of(path):
+def metadata_of(path):
     data = path.read_bytes()
     (size,) = struct.unpack("<Q", data[:8])
-    return json.loads(json.loads(data[8:8 + size])["__metadata__"]["attn_train_state"])
+    return json.loads(data[8:8 + size])["__metadata__"]
+
+
+def state_of(path):
+    return json.loads(metadata_of(path)["attn_train_state"])
 
 
 @pytest.fixture
@@ -82,15 +87,48 @@ def test_student_learns_from_teachers_and_resumes_exactly(tmp_path, reverse_data
     assert b"learned from no teachers" in plain_resume.stderr
 
 
+def test_student_takes_its_teachers_tokenizers_and_learns_from_more_data(
+        tmp_path, reverse_data, teacher):
+    """Words the teachers never saw, with letters in another order of frequency (a student
+    learning its own tokenizers from them would number the letters differently) and one letter
+    the teachers lack: the student keeps the teachers' numbering and says what reads <unk>."""
+    more = tmp_path / "more.tsv"
+    extra = ["jjjj", "jjij", "ijjz", "hjjh"] * 50
+    more.write_text(reverse_data.read_text() + "".join(f"{w}\t{w[::-1]}\n" for w in extra))
+    out = tmp_path / "student.safetensors"
+    taught = run("train", "--train", more, "--no-valid", *TINY, "--out", out, "--max-steps", 2,
+                 "--src-tokens", "char", "--teacher", f"{teacher},{teacher}")
+    assert taught.returncode == 0, taught.stderr.decode()
+    assert b"2 teachers read the 600 training pairs" in taught.stderr
+    assert b"50 source and 50 target tokens of the training data are not in the teachers'" \
+        in taught.stderr, taught.stderr.decode()
+    for key in ("attn_src_tokenizer", "attn_tgt_tokenizer"):
+        assert metadata_of(out)[key] == metadata_of(teacher)[key]
+    # Without teachers the same data numbers its letters otherwise: the test means something.
+    alone = run("train", "--train", more, "--no-valid", *TINY, "--out",
+                tmp_path / "alone.safetensors", "--max-steps", 1)
+    assert alone.returncode == 0, alone.stderr.decode()
+    assert metadata_of(tmp_path / "alone.safetensors")["attn_src_tokenizer"] != \
+        metadata_of(teacher)["attn_src_tokenizer"]
+
+
 def test_refusals(tmp_path, reverse_data, teacher):
     out = tmp_path / "m.safetensors"
     base = ["train", "--train", reverse_data, "--no-valid", *TINY, "--out", out,
             "--max-steps", 1]
     other_tokens = run(*base, "--tgt-tokens", "word", "--teacher", teacher)
-    assert other_tokens.returncode == 1
+    assert other_tokens.returncode == 2
     message = other_tokens.stderr.decode()
-    assert "--teacher" in message and "target vocabularies" in message, message
-    assert "--tgt-tokens" in message, message
+    assert "--tgt-tokens word" in message and "teachers' tokenizers" in message, message
+    assert "theirs is char" in message, message
+    # Teachers of different vocabularies cannot be averaged.
+    shifted = tmp_path / "shifted.tsv"
+    shifted.write_text(reverse_data.read_text() + "jjjj\tjjjj\n" * 300)
+    other = tmp_path / "other.safetensors"
+    assert run("train", "--train", shifted, "--no-valid", *TINY, "--out", other,
+               "--max-steps", 1).returncode == 0
+    mixed = run(*base, "--teacher", f"{teacher},{other}")
+    assert mixed.returncode == 1 and b"vocabular" in mixed.stderr, mixed.stderr.decode()
     alone = run(*base, "--teacher-weight", "0.3")
     assert alone.returncode == 2 and b"give them too" in alone.stderr, alone.stderr.decode()
     for bad in ("0", "1.5", "-1"):
