@@ -19,6 +19,11 @@
 #               student (default). One hour of the 2-layer LSTM taught by six members gave
 #               21.67% WER against 22.28% for the same seed alone (docs/results.md); the
 #               sequence-level student gained nothing on its configuration
+#   UNLABELLED  a word list (one word per line, e.g. /usr/share/dict/american-english-large
+#               from Debian's wamerican-large) whose words the student also learns, as the
+#               ensemble pronounces them (unlabelled.tsv): lower-cased, possessives ('s) and
+#               words with letters the training words lack dropped, and none of the training
+#               or test words kept, so no test word reaches the student. Needs DISTILL
 #   JOBS        members trained at the same time (default 1). On two cores, JOBS=2 trains two
 #               members in the hour one takes, each with about 55-70% of the updates: the
 #               one-layer default RNN in bf16 read 8,650-8,730 target tokens/s a core against
@@ -42,7 +47,9 @@
 # Writes to OUT: member-N/ (a g2p-cmudict run folder each), ensemble/ (test.hyp, scores.txt,
 # scores.json, command.txt); with DISTILL=1 distilled.tsv (each distinct training word with
 # the ensemble's pronunciation) and student/ (a g2p-cmudict run folder trained on it); with
-# DISTILL=token student/ (a g2p-cmudict run folder taught by the ensemble's members).
+# DISTILL=token student/ (a g2p-cmudict run folder taught by the ensemble's members); with
+# UNLABELLED also unlabelled.tsv (each kept word with the ensemble's pronunciation) and
+# student-train.tsv (the student's training pairs: the data or distilled.tsv, then those).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -56,6 +63,7 @@ beam=${BEAM:-5}
 decode_batch=${DECODE_BATCH:-32}
 jobs=${JOBS:-1}
 join=${JOIN:-}
+unlabelled=${UNLABELLED:-}
 data=${1:-$repo/../shared/data/g2p-std}
 
 die() { printf '%s: %s\n' "$recipe" "$*" >&2; exit 1; }
@@ -81,6 +89,10 @@ case $distill in
   0 | 1 | token) ;;
   *) die "DISTILL must be 0, 1 or token, not '$distill'" ;;
 esac
+if [ -n "$unlabelled" ]; then
+  [ "$distill" != 0 ] || die "UNLABELLED needs a student to teach: set DISTILL to token or 1"
+  [ -s "$unlabelled" ] || die "UNLABELLED: no word list '$unlabelled' (apt-get install wamerican-large gives /usr/share/dict/american-english-large)"
+fi
 [ $# -le 1 ] || die "usage: recipes/$recipe.sh [DATA_DIR]"
 [ -d "$data" ] || die "no data folder $data (give the standard split or scripts/get-data.sh cmudict's output)"
 data=$(cd "$data" && pwd)
@@ -169,34 +181,61 @@ printf '{"recipe":"%s","arch":"%s","members":%s,"joined":%s,"data":"%s","decodin
   "$recipe" "$arch" "$members" "${#joined[@]}" "$data" "$beam" "$wer" "$per" \
   >"$out/ensemble/scores.json"
 
+# Translates the words of $1 with the ensemble into $2 as "word<TAB>pronunciation", leaving
+# out the words it pronounced with nothing (they teach the student nothing, and attn train
+# refuses empty targets) and saying how many. Written under other names first, so that a
+# stopped translation is not taken for a finished one by the next run.
+translate_words() { # words pairs what
+  "$attn" translate --model "$ensemble" "${decode_flags[@]}" <"$1" | paste "$1" - >"$2.partial"
+  [ "$(wc -l <"$2.partial")" -eq "$(wc -l <"$1")" ] || die "translating the $3 lost lines"
+  awk -F'\t' '$2 != ""' "$2.partial" >"$2.kept"
+  printf '%s: %s of %s %s got an empty pronunciation from the ensemble and are left out of %s\n' \
+    "$recipe" "$(($(wc -l <"$1") - $(wc -l <"$2.kept")))" "$(wc -l <"$1")" "$3" "$(basename "$2")"
+  [ -s "$2.kept" ] || die "the ensemble pronounced every one of the $3 with nothing"
+  mv "$2.kept" "$2"
+  rm -f "$2.partial"
+}
+
+student_train=
 if [ "$distill" = 1 ]; then
   if [ ! -s "$out/distilled.tsv" ]; then
     printf '%s: translating the training words with the ensemble of %s\n' "$recipe" \
       "$((members + ${#joined[@]}))"
     distinct_words "$train" >"$out/train.words"
-    # Written under another name first, so that a stopped translation is not taken for a
-    # finished one by the next run.
-    "$attn" translate --model "$ensemble" "${decode_flags[@]}" <"$out/train.words" |
-      paste "$out/train.words" - >"$out/distilled.tsv.partial"
-    [ "$(wc -l <"$out/distilled.tsv.partial")" -eq "$(wc -l <"$out/train.words")" ] ||
-      die "translating the training words lost lines"
-    # A word the ensemble pronounced with nothing teaches the student nothing, and attn train
-    # refuses empty targets: leave it out, and say how many.
-    words=$(wc -l <"$out/train.words")
-    awk -F'\t' '$2 != ""' "$out/distilled.tsv.partial" >"$out/distilled.tsv.kept"
-    printf '%s: %s of %s training words got an empty pronunciation from the ensemble and are left out of distilled.tsv\n' \
-      "$recipe" "$((words - $(wc -l <"$out/distilled.tsv.kept")))" "$words"
-    [ -s "$out/distilled.tsv.kept" ] || die "the ensemble pronounced every training word with nothing"
-    mv "$out/distilled.tsv.kept" "$out/distilled.tsv"
-    rm -f "$out/distilled.tsv.partial" "$out/train.words"
+    translate_words "$out/train.words" "$out/distilled.tsv" "training words"
+    rm -f "$out/train.words"
   fi
-  train_model "$out/student" "$((members + 1))" "$threads" "$out/distilled.tsv"
-elif [ "$distill" = token ]; then
-  train_model "$out/student" "$((members + 1))" "$threads" "" "$ensemble"
+  student_train=$out/distilled.tsv
 fi
+if [ -n "$unlabelled" ]; then
+  if [ ! -s "$out/unlabelled.tsv" ]; then
+    # Each character of the training words is one source token: a word with any other would
+    # be read with <unk>. The test words are left out so that no test word is learnt.
+    awk -F'\t' -v possessive="'s\$" '
+      FILENAME == ARGV[1] { known[$1] = 1; n = split($1, c, ""); for (i = 1; i <= n; i++) letter[c[i]] = 1; next }
+      FILENAME == ARGV[2] { known[$1] = 1; next }
+      {
+        sub(/\r$/, ""); word = tolower($0)
+        if (word == "" || $0 ~ possessive || (word in known) || (word in seen)) next
+        n = split(word, c, ""); for (i = 1; i <= n; i++) if (!(c[i] in letter)) next
+        seen[word] = 1; print word
+      }' "$train" "$data/test.tsv" "$unlabelled" >"$out/unlabelled.words"
+    [ -s "$out/unlabelled.words" ] || die "UNLABELLED: no word of '$unlabelled' is new to the training and test words"
+    printf '%s: translating %s words of %s with the ensemble of %s\n' "$recipe" \
+      "$(wc -l <"$out/unlabelled.words")" "$unlabelled" "$((members + ${#joined[@]}))"
+    translate_words "$out/unlabelled.words" "$out/unlabelled.tsv" "unlabelled words"
+    rm -f "$out/unlabelled.words"
+  fi
+  cat "${student_train:-$train}" "$out/unlabelled.tsv" >"$out/student-train.tsv"
+  student_train=$out/student-train.tsv
+fi
+teachers=
+[ "$distill" != token ] || teachers=$ensemble
+[ "$distill" = 0 ] || train_model "$out/student" "$((members + 1))" "$threads" "$student_train" "$teachers"
 written=
 case $distill in
   1) written=,distilled.tsv,student ;;
   token) written=,student ;;
 esac
+[ -z "$unlabelled" ] || written=$written,unlabelled.tsv,student-train.tsv
 printf '%s: wrote %s/{member-1..%s,ensemble%s}\n' "$recipe" "$out" "$members" "$written"

@@ -62,10 +62,10 @@ static const cli_option train_options[] = {
                 "architecture [transformer, or --config's]"),
      .choices = arch_names, .choice_values = arch_values, .group = GROUP_MODEL},
     {CLI_OPTION("--src-tokens", CLI_STRING, FIELD(src_tokens), "char|word|bpe:N",
-                "source tokenizer, learned from the training sources [char]"),
+                "source tokenizer, learned from the training sources (with --teacher: the teachers') [char]"),
      .group = GROUP_MODEL},
     {CLI_OPTION("--tgt-tokens", CLI_STRING, FIELD(tgt_tokens), "char|word|bpe:N",
-                "target tokenizer, learned from the training targets [char]"),
+                "target tokenizer, learned from the training targets (with --teacher: the teachers') [char]"),
      .group = GROUP_MODEL},
     {CLI_OPTION("--config", CLI_STRING, FIELD(config), "FILE.json",
                 "model config JSON (as stored in model files); the flags below override it and the "
@@ -162,11 +162,11 @@ static const cli_option train_options[] = {
                 "and S (0: off) [0]"),
      .group = GROUP_TRAINING},
     {CLI_OPTION("--teacher", CLI_STRING, FIELD(teacher), "A.safetensors[,B...]",
-                "token-level distillation: before training, these models (trained on the same "
-                "data and tokens) read every training pair, and the mean of their distributions "
-                "at each target position joins the training loss (validation stays the gold "
-                "cross-entropy); needs 4 bytes x target vocabulary x target tokens of memory. "
-                "Give them again on --resume"),
+                "token-level distillation: before training, these models (sharing their "
+                "tokenizers, which the student takes) read every training pair, and the mean of "
+                "their distributions at each target position joins the training loss (validation "
+                "stays the gold cross-entropy); needs 4 bytes x target vocabulary x target tokens "
+                "of memory. Give them again on --resume"),
      .group = GROUP_TRAINING},
     {CLI_OPTION("--teacher-weight", CLI_NUMBER, FIELD(teacher_weight), "W",
                 "with --teacher: the loss is (1-W) x the smoothed gold cross-entropy + W x the "

@@ -165,6 +165,35 @@ def test_g2p_ensemble_recipe_teaches_a_student_with_the_members_distributions(tm
     assert not (out / "distilled.tsv").exists()
 
 
+def test_g2p_ensemble_recipe_teaches_a_student_unlabelled_words_too(tmp_path):
+    """UNLABELLED: the word list's new words, pronounced by the ensemble, join the student's
+    training pairs; training and test words, possessives and words of other letters do not."""
+    small_g2p(tmp_path / "data")
+    words = tmp_path / "words.txt"
+    words.write_bytes("aardvark\nCat\ndog's\nnaïve\nOtter\ntacos\notter\n\nzebra\r\n"
+                      .encode("utf-8"))
+    out = tmp_path / "ensemble"
+    result = run(["recipes/g2p-ensemble.sh", str(tmp_path / "data")],
+                 {"MEMBERS": "2", "DISTILL": "token", "UNLABELLED": str(words),
+                  "TIME_LIMIT": "2", "OUT": str(out), "BUILD": str(build_dir()),
+                  "THREADS": "1"})
+    assert "translating 3 words of" in result.stdout, result.stdout
+    # Two seconds of training may pronounce a word with nothing: left out and counted.
+    dropped = int(re.search(r"(\d+) of 3 unlabelled words got an empty pronunciation",
+                            result.stdout).group(1))
+    pairs = [line.split("\t") for line in (out / "unlabelled.tsv").read_text().splitlines()]
+    assert all(len(fields) == 2 and fields[1].strip() for fields in pairs), pairs
+    assert {fields[0] for fields in pairs} <= {"otter", "tacos", "zebra"}
+    assert len(pairs) + dropped == 3
+    train = (tmp_path / "data" / "train_full.tsv").read_text()
+    assert (out / "student-train.tsv").read_text() == \
+        train + (out / "unlabelled.tsv").read_text()
+    student = shlex.split((out / "student" / "command.txt").read_text().splitlines()[0])
+    assert student[student.index("--train") + 1] == str(out / "student-train.tsv")
+    members = [out / f"member-{i}" / "model.safetensors" for i in (1, 2)]
+    assert student[student.index("--teacher") + 1] == f"{members[0]},{members[1]}"
+
+
 def test_g2p_ensemble_recipe_trains_members_side_by_side_and_joins_other_models(tmp_path):
     """JOBS=2: both members train at once, one thread each; JOIN adds a model trained
     elsewhere (here the Transformer recipe's) to the ensemble."""
@@ -304,6 +333,9 @@ def test_recipes_refuse_bad_settings_with_a_message(tmp_path, recipe):
                  ({"DISTILL": "yes"}, "DISTILL must be 0, 1 or token"),
                  ({"JOBS": "0"}, "JOBS must be"),
                  ({"JOIN": str(tmp_path / "none.safetensors")}, "JOIN: no model file"),
+                 ({"UNLABELLED": "/dev/null"}, "UNLABELLED needs a student"),
+                 ({"DISTILL": "token", "UNLABELLED": str(tmp_path / "none.txt")},
+                  "UNLABELLED: no word list"),
                  ({}, "no data folder")]
     for env, message in cases:
         result = subprocess.run([f"recipes/{recipe}.sh", str(tmp_path / "missing")], cwd=_ROOT,
