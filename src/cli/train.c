@@ -403,9 +403,8 @@ int attn_cmd_train(int argc, char **argv)
     o.callback_user = speaks() ? &p : NULL;
     o.distributed = ranks.started;
     if (a.teacher != NULL || o.teacher_weight > 0.0) {
-        exit_code =
-            train_teach(&a, &o, a.teacher != NULL ? &teachers : NULL, train, src_tok, tgt_tok,
-                        &teacher);
+        exit_code = train_teach(&a, &o, a.teacher != NULL ? &teachers : NULL, train, src_tok,
+                                tgt_tok, &teacher);
         if (exit_code != 0)
             goto done;
         o.teacher = teacher;
@@ -448,9 +447,10 @@ int attn_cmd_train(int argc, char **argv)
             (long long)attn_corpus_size(train), validation,
             (long long)attn_vocab_size(attn_tokenizer_vocab(src_tok)),
             (long long)attn_vocab_size(attn_tokenizer_vocab(tgt_tok)),
-            (long long)attn_params_numel(attn_model_params(model)), threads, threads == 1 ? "" : "s",
-            ranks.size > 1 ? " in each of the processes" : "", attn_isa_name(attn_get_isa()),
-            a.resume != NULL ? "resuming at" : "starting at", (long long)status.step);
+            (long long)attn_params_numel(attn_model_params(model)), threads,
+            threads == 1 ? "" : "s", ranks.size > 1 ? " in each of the processes" : "",
+            attn_isa_name(attn_get_isa()), a.resume != NULL ? "resuming at" : "starting at",
+            (long long)status.step);
     if (ranks.size > 1)
         fprintf(stderr,
                 "attn train: %d processes (mpirun): each update is %lld batches, %lld per "

@@ -122,10 +122,9 @@ int train_adopt_teacher_tokenizers(const train_args *a, const cli_translator *te
  * warning of tokens they lack; on --resume, that teachers are given exactly when the
  * checkpoint's run had them (o->teacher_weight > 0). Returns 0, or an exit code after a
  * message. */
-int train_teach(const train_args *a, const attn_trainer_options *o,
-                const cli_translator *teachers, const attn_corpus *train,
-                const attn_tokenizer *source, const attn_tokenizer *target,
-                attn_teacher_targets **out);
+int train_teach(const train_args *a, const attn_trainer_options *o, const cli_translator *teachers,
+                const attn_corpus *train, const attn_tokenizer *source,
+                const attn_tokenizer *target, attn_teacher_targets **out);
 
 /* ---- progress (train_progress.c) ------------------------------------------------------------ */
 

@@ -62,10 +62,12 @@ static const cli_option train_options[] = {
                 "architecture [transformer, or --config's]"),
      .choices = arch_names, .choice_values = arch_values, .group = GROUP_MODEL},
     {CLI_OPTION("--src-tokens", CLI_STRING, FIELD(src_tokens), "char|word|bpe:N",
-                "source tokenizer, learned from the training sources (with --teacher: the teachers') [char]"),
+                "source tokenizer, learned from the training sources (with --teacher: the "
+                "teachers') [char]"),
      .group = GROUP_MODEL},
     {CLI_OPTION("--tgt-tokens", CLI_STRING, FIELD(tgt_tokens), "char|word|bpe:N",
-                "target tokenizer, learned from the training targets (with --teacher: the teachers') [char]"),
+                "target tokenizer, learned from the training targets (with --teacher: the "
+                "teachers') [char]"),
      .group = GROUP_MODEL},
     {CLI_OPTION("--config", CLI_STRING, FIELD(config), "FILE.json",
                 "model config JSON (as stored in model files); the flags below override it and the "

@@ -83,10 +83,9 @@ static void count_unknown(const attn_corpus *corpus, int64_t *source, int64_t *t
     }
 }
 
-int train_teach(const train_args *a, const attn_trainer_options *o,
-                const cli_translator *teachers, const attn_corpus *train,
-                const attn_tokenizer *source, const attn_tokenizer *target,
-                attn_teacher_targets **out)
+int train_teach(const train_args *a, const attn_trainer_options *o, const cli_translator *teachers,
+                const attn_corpus *train, const attn_tokenizer *source,
+                const attn_tokenizer *target, attn_teacher_targets **out)
 {
     *out = NULL;
     if (teachers == NULL) {

@@ -42,9 +42,10 @@ int cli_translator_load(cli_translator *t, const char *command, const char *path
     free(list);
     t->bundle = t->bundles[0];
     if (code == 0 && attn_bundle_check_ensemble(t->bundles, t->count) != ATTN_OK)
-        code = cli_library_error_in(command, "%s (the models of an ensemble share their "
-                                             "tokenizers: train them on the same data with the "
-                                             "same --src-tokens and --tgt-tokens)",
+        code = cli_library_error_in(command,
+                                    "%s (the models of an ensemble share their "
+                                    "tokenizers: train them on the same data with the "
+                                    "same --src-tokens and --tgt-tokens)",
                                     paths);
     return code;
 }
