@@ -120,6 +120,9 @@ ATTN_API attn_status attn_tokenizer_train(const attn_tokenizer_config *config,
                                           attn_tokenizer **out);
 ATTN_API void attn_tokenizer_destroy(attn_tokenizer *tokenizer);
 ATTN_API attn_tokenizer_kind attn_tokenizer_get_kind(const attn_tokenizer *tokenizer);
+/* "char", "word" or "bpe", as --src-tokens and the tokenizer JSON spell them ("unknown" for
+ * any other value). */
+ATTN_API const char *attn_tokenizer_kind_name(attn_tokenizer_kind kind);
 /* A BPE vocabulary marks the last piece of each word with this suffix ("low</w>"). */
 #define ATTN_BPE_END_OF_WORD "</w>"
 /* The length of a token's text without the end-of-word suffix: what a reader should see of it

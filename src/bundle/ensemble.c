@@ -12,21 +12,15 @@
 
 static const char *const SIDE_NAMES[2] = {"source", "target"};
 
-static const char *const KIND_NAMES[] = {"char", "word", "bpe"};
-
-static const char *kind_name(attn_tokenizer_kind kind)
-{
-    return (unsigned)kind < sizeof KIND_NAMES / sizeof KIND_NAMES[0] ? KIND_NAMES[kind] : "?";
-}
-
 /* What tells a and b apart for encoding and decoding, written into what (empty: nothing). */
 static void tokenizer_difference(const attn_tokenizer *a, const attn_tokenizer *b, char *what,
                                  size_t size)
 {
     what[0] = '\0';
     if (attn_tokenizer_get_kind(a) != attn_tokenizer_get_kind(b)) {
-        snprintf(what, size, "tokenizer kind %s vs %s", kind_name(attn_tokenizer_get_kind(a)),
-                 kind_name(attn_tokenizer_get_kind(b)));
+        snprintf(what, size, "tokenizer kind %s vs %s",
+                 attn_tokenizer_kind_name(attn_tokenizer_get_kind(a)),
+                 attn_tokenizer_kind_name(attn_tokenizer_get_kind(b)));
         return;
     }
     const attn_vocab *va = attn_tokenizer_vocab(a), *vb = attn_tokenizer_vocab(b);

@@ -329,6 +329,15 @@ static int check_args(const train_args *a)
         return train_usage_error("--ema %g: the smoothing rate must be in [0, 1) (1e-4 to 1e-3 "
                                  "are usual; 0 turns it off)",
                                  a->ema);
+    /* Checked for every run: with --teacher or --resume the tokenizers come from elsewhere,
+     * and a bad value must not pass unread. */
+    attn_tokenizer_config tokens;
+    if (attn_tokenizer_config_parse(a->src_tokens, &tokens) != ATTN_OK)
+        return train_usage_error("--src-tokens %s: expected char, word or bpe:N (N > 0 merges)",
+                                 a->src_tokens);
+    if (attn_tokenizer_config_parse(a->tgt_tokens, &tokens) != ATTN_OK)
+        return train_usage_error("--tgt-tokens %s: expected char, word or bpe:N (N > 0 merges)",
+                                 a->tgt_tokens);
     if (a->teacher == NULL && train_args_given(a, "--teacher-weight"))
         return train_usage_error("--teacher-weight weighs the --teacher models: give them too");
     if (!(a->teacher_weight > 0.0 && a->teacher_weight <= 1.0))

@@ -26,19 +26,6 @@ static attn_status copy_tokenizer(const attn_tokenizer *tokenizer, attn_tokenize
     return status;
 }
 
-static const char *kind_name(attn_tokenizer_kind kind)
-{
-    switch (kind) {
-    case ATTN_TOKENIZER_CHAR:
-        return "char";
-    case ATTN_TOKENIZER_WORD:
-        return "word";
-    case ATTN_TOKENIZER_BPE:
-        return "bpe";
-    }
-    return "?";
-}
-
 /* A --src-tokens or --tgt-tokens given with --teacher must name the teachers' kind. */
 static int check_tokens_flag(const train_args *a, const char *flag, const char *spec,
                              const attn_tokenizer *teachers)
@@ -50,7 +37,8 @@ static int check_tokens_flag(const train_args *a, const char *flag, const char *
     fprintf(stderr,
             "attn train: %s %s, but the student reads and writes with its teachers' tokenizers "
             "and theirs is %s: leave %s out, or give teachers trained with %s %s\n",
-            flag, spec, kind_name(attn_tokenizer_get_kind(teachers)), flag, flag, spec);
+            flag, spec, attn_tokenizer_kind_name(attn_tokenizer_get_kind(teachers)), flag, flag,
+            spec);
     return 1;
 }
 
@@ -100,51 +88,47 @@ int train_teach(const train_args *a, const attn_trainer_options *o, const cli_tr
                         "without --teacher (or start a new run with them)\n");
         return 1;
     }
-    int code = 0;
-    for (int64_t k = 0; k < teachers->count && code == 0; k++)
-        if (attn_bundle_check_tokenizers(teachers->bundles[k], source, target,
-                                         "the student's tokenizers") != ATTN_OK)
-            code = cli_library_error_in(
-                "train",
-                "--teacher %s (the checkpoint's run had other teachers: resume with those)",
-                attn_bundle_name(teachers->bundles[k]));
-    if (code == 0) {
-        /* The data may hold tokens the teachers never learned: they read <unk> there. */
-        int64_t unknown_source, unknown_target;
-        count_unknown(train, &unknown_source, &unknown_target);
-        if (unknown_source + unknown_target > 0)
-            fprintf(stderr,
-                    "attn train: warning: %lld source and %lld target tokens of the training "
-                    "data are not in the teachers' vocabularies and read as <unk>\n",
-                    (long long)unknown_source, (long long)unknown_target);
-    }
-    attn_model **models = NULL;
-    if (code == 0 && (models = calloc((size_t)teachers->count, sizeof *models)) == NULL) {
+    /* cli_translator_load has checked that the teachers share their tokenizers, so the first
+     * speaks for all: a new student took its tokenizers, a resumed one must have them. */
+    if (attn_bundle_check_tokenizers(teachers->bundle, source, target,
+                                     "the student's tokenizers") != ATTN_OK)
+        return cli_library_error_in(
+            "train", "--teacher %s (the checkpoint's run had other teachers: resume with those)",
+            a->teacher);
+    /* The data may hold tokens the teachers never learned: they read <unk> there. */
+    int64_t unknown_source, unknown_target;
+    count_unknown(train, &unknown_source, &unknown_target);
+    if (unknown_source + unknown_target > 0)
+        fprintf(stderr,
+                "attn train: warning: %lld source and %lld target tokens of the training data "
+                "are not in the teachers' vocabularies and read as <unk>\n",
+                (long long)unknown_source, (long long)unknown_target);
+    attn_model **models = calloc((size_t)teachers->count, sizeof *models);
+    if (models == NULL) {
         fprintf(stderr, "attn train: out of memory\n");
-        code = 1;
+        return 1;
     }
-    if (code == 0) {
-        for (int64_t k = 0; k < teachers->count; k++)
-            models[k] = attn_bundle_model(teachers->bundles[k]);
-        /* A pass over the whole corpus per teacher: minutes on a large one, so say it starts. */
-        fprintf(stderr, "attn train: running %lld teacher%s over the %lld training pairs\n",
+    for (int64_t k = 0; k < teachers->count; k++)
+        models[k] = attn_bundle_model(teachers->bundles[k]);
+    /* A pass over the whole corpus per teacher: minutes on a large one, so say it starts. */
+    fprintf(stderr, "attn train: running %lld teacher%s over the %lld training pairs\n",
+            (long long)teachers->count, teachers->count == 1 ? "" : "s",
+            (long long)attn_corpus_size(train));
+    const double start = seconds_now();
+    int code = 0;
+    if (attn_teacher_targets_compute(models, teachers->count, train, o->batch_tokens, out) !=
+        ATTN_OK)
+        code = cli_library_error_in("train", "--teacher %s", a->teacher);
+    else
+        fprintf(stderr,
+                "attn train: %lld teacher%s read the %lld training pairs in %.0f s: "
+                "distributions at %lld target positions (%.0f MB), weight %g in the loss\n",
                 (long long)teachers->count, teachers->count == 1 ? "" : "s",
-                (long long)attn_corpus_size(train));
-        const double start = seconds_now();
-        if (attn_teacher_targets_compute(models, teachers->count, train, o->batch_tokens, out) !=
-            ATTN_OK)
-            code = cli_library_error_in("train", "--teacher %s", a->teacher);
-        else
-            fprintf(stderr,
-                    "attn train: %lld teacher%s read the %lld training pairs in %.0f s: "
-                    "distributions at %lld target positions (%.0f MB), weight %g in the loss\n",
-                    (long long)teachers->count, teachers->count == 1 ? "" : "s",
-                    (long long)attn_teacher_targets_pairs(*out), seconds_now() - start,
-                    (long long)attn_teacher_targets_positions(*out),
-                    4e-6 * (double)attn_teacher_targets_positions(*out) *
-                        (double)attn_teacher_targets_vocab(*out),
-                    o->teacher_weight);
-    }
+                (long long)attn_teacher_targets_pairs(*out), seconds_now() - start,
+                (long long)attn_teacher_targets_positions(*out),
+                4e-6 * (double)attn_teacher_targets_positions(*out) *
+                    (double)attn_teacher_targets_vocab(*out),
+                o->teacher_weight);
     free(models);
     return code;
 }

@@ -16,7 +16,7 @@ struct attn_tokenizer {
     bpe_model bpe; /* ATTN_TOKENIZER_BPE only */
 };
 
-static const char *kind_name(attn_tokenizer_kind kind)
+const char *attn_tokenizer_kind_name(attn_tokenizer_kind kind)
 {
     switch (kind) {
     case ATTN_TOKENIZER_CHAR: return "char";
@@ -374,7 +374,7 @@ static attn_status tokenizer_to_cjson(const attn_tokenizer *tokenizer, cJSON **o
     cJSON *object = cJSON_CreateObject();
     int ok = object != NULL && cJSON_AddStringToObject(object, "format", TOKENIZER_FORMAT) &&
              cJSON_AddNumberToObject(object, "version", TOKENIZER_VERSION) &&
-             cJSON_AddStringToObject(object, "kind", kind_name(config->kind)) &&
+             cJSON_AddStringToObject(object, "kind", attn_tokenizer_kind_name(config->kind)) &&
              cJSON_AddNumberToObject(object, "min_count", (double)config->min_count) &&
              cJSON_AddNumberToObject(object, "max_vocab", (double)config->max_vocab);
     if (ok && config->kind == ATTN_TOKENIZER_BPE) {

@@ -929,12 +929,11 @@ static void completed(void *cls, struct MHD_Connection *connection, void **con_c
 
 static cJSON *tokenizer_json(const attn_tokenizer *tokenizer)
 {
-    static const char *const kinds[] = {"char", "word", "bpe"};
     cJSON *json = cJSON_CreateObject();
     if (json == NULL)
         return NULL;
     const attn_tokenizer_kind kind = attn_tokenizer_get_kind(tokenizer);
-    cJSON_AddStringToObject(json, "kind", (unsigned)kind < 3 ? kinds[kind] : "unknown");
+    cJSON_AddStringToObject(json, "kind", attn_tokenizer_kind_name(kind));
     cJSON_AddNumberToObject(json, "vocab_size",
                             (double)attn_vocab_size(attn_tokenizer_vocab(tokenizer)));
     if (kind == ATTN_TOKENIZER_BPE)

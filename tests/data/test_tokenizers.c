@@ -70,6 +70,14 @@ static void test_config_parse(void)
         CHECK_FAILS(attn_tokenizer_config_parse(bad[i], &config), ATTN_ERR_INVALID_ARGUMENT);
     CHECK(message_has("'Char'", NULL), "names the spec: %s", attn_last_error());
     CHECK_FAILS(attn_tokenizer_config_parse(NULL, &config), ATTN_ERR_INVALID_ARGUMENT);
+    /* A kind's name parses back to the kind (bpe needs its merges). */
+    CHECK_OK(attn_tokenizer_config_parse(attn_tokenizer_kind_name(ATTN_TOKENIZER_CHAR), &config));
+    CHECK(config.kind == ATTN_TOKENIZER_CHAR, "char's name");
+    CHECK_OK(attn_tokenizer_config_parse(attn_tokenizer_kind_name(ATTN_TOKENIZER_WORD), &config));
+    CHECK(config.kind == ATTN_TOKENIZER_WORD, "word's name");
+    CHECK(strcmp(attn_tokenizer_kind_name(ATTN_TOKENIZER_BPE), "bpe") == 0, "bpe's name");
+    CHECK(strcmp(attn_tokenizer_kind_name((attn_tokenizer_kind)7), "unknown") == 0,
+          "a value outside the enum");
 }
 
 static void test_char_tokenizer(void)

@@ -121,6 +121,12 @@ def test_refusals(tmp_path, reverse_data, teacher):
     message = other_tokens.stderr.decode()
     assert "--tgt-tokens word" in message and "teachers' tokenizers" in message, message
     assert "theirs is char" in message, message
+    # A malformed spec is named even where no tokenizer is learned from it.
+    for flag in ("--src-tokens", "--tgt-tokens"):
+        for teachers in ([], ["--teacher", teacher]):
+            malformed = run(*base, flag, "bpe:0", *teachers)
+            assert malformed.returncode == 2, malformed.stderr.decode()
+            assert f"{flag} bpe:0: expected char, word or bpe:N".encode() in malformed.stderr
     # Teachers of different vocabularies cannot be averaged.
     shifted = tmp_path / "shifted.tsv"
     shifted.write_text(reverse_data.read_text() + "jjjj\tjjjj\n" * 300)
