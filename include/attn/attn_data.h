@@ -202,6 +202,39 @@ ATTN_API attn_status attn_corpus_drop_longer(attn_corpus *corpus, int64_t max_so
 ATTN_API attn_status attn_corpus_hold_out(attn_corpus *corpus, int64_t count, uint64_t seed,
                                           attn_corpus **held_out);
 
+/* ---- a language model's text: one stream of tokens -------------------------------------- */
+
+/* The token ids a language model learns from, in order. Plain text becomes a stream line by
+ * line: each line's ids (attn_tokenizer_encode) and then ATTN_EOS_ID, so </s> marks the end of
+ * a line and a model learns where lines end (an empty line is </s> alone). llm.c's token files
+ * are mapped, not read: a file of billions of tokens costs address space, not memory. */
+typedef struct attn_token_stream attn_token_stream;
+
+/* A copy of count ids (each >= 0). */
+ATTN_API attn_status attn_token_stream_from_ids(const int32_t *ids, int64_t count,
+                                                attn_token_stream **out);
+/* n lines of text through the tokenizer, each followed by ATTN_EOS_ID. */
+ATTN_API attn_status attn_token_stream_from_text(const attn_tokenizer *tokenizer,
+                                                 const char *const *lines, int64_t n,
+                                                 attn_token_stream **out);
+/* llm.c's token file (a header of 256 int32: magic 20240520, version 1, the token count; then
+ * the tokens as little-endian uint16), mapped read-only. ATTN_ERR_FORMAT, naming the file, for
+ * another magic or version or a size the count does not explain. The file must not be
+ * truncated while the stream is in use (a mapping cannot survive that). */
+ATTN_API attn_status attn_token_stream_map_llmc(const char *path, attn_token_stream **out);
+/* Writes the stream as an llm.c token file, atomically; ids must fit uint16. */
+ATTN_API attn_status attn_token_stream_write_llmc(const attn_token_stream *stream,
+                                                  const char *path);
+ATTN_API void attn_token_stream_destroy(attn_token_stream *stream);
+ATTN_API int64_t attn_token_stream_size(const attn_token_stream *stream);
+/* Tokens [start, start + count) into out. */
+ATTN_API attn_status attn_token_stream_read(const attn_token_stream *stream, int64_t start,
+                                            int64_t count, int32_t *out);
+/* The largest id (-1 for an empty stream): it must be below the model's vocabulary. */
+ATTN_API int32_t attn_token_stream_max_id(const attn_token_stream *stream);
+/* A hash of the count and every token, for a checkpoint to recognise its data. */
+ATTN_API uint64_t attn_token_stream_fingerprint(const attn_token_stream *stream);
+
 /* ---- length-bucketed batches ------------------------------------------------------------ */
 
 typedef struct attn_batcher_config {
@@ -245,6 +278,26 @@ ATTN_API void attn_batcher_position(const attn_batcher *batcher, int64_t *epoch,
                                     int64_t *batch_index);
 /* Moves to batch batch_index of epoch epoch (both >= 0, batch_index below that epoch's count). */
 ATTN_API attn_status attn_batcher_seek(attn_batcher *batcher, int64_t epoch, int64_t batch_index);
+/* Windows of a token stream for a language model: window w is tokens [w * context,
+ * w * context + context + 1), so consecutive windows share one token and every token after
+ * the first is predicted once an epoch. A batch is `sequences` windows: the rows' target is
+ * the window (target_len context + 1), the source is empty (source_len 0) and pairs[] holds
+ * window indices. Not shuffled, batch k holds windows [k * sequences, (k + 1) * sequences):
+ * the file order of llm.c's loader, wrapping to the start after the last whole batch.
+ * Shuffled, each epoch visits the windows in an order drawn from (seed, epoch). An epoch has
+ * floor(windows / sequences) batches; the windows left over wait for another epoch's order.
+ * ATTN_ERR_INVALID_ARGUMENT when the stream is too short for one batch (the message gives
+ * both sizes). The stream must outlive the batcher. */
+typedef struct attn_window_config {
+    int64_t sequences; /* windows per batch, >= 1 */
+    int64_t context;   /* tokens the model reads per window, >= 1 */
+    uint64_t seed;
+    int shuffle;
+} attn_window_config;
+
+ATTN_API attn_status attn_batcher_create_windows(const attn_token_stream *stream,
+                                                 const attn_window_config *config,
+                                                 attn_batcher **out);
 /* Number of batches in the current position's epoch (it can differ slightly between epochs
  * when shuffling, since the cuts follow the drawn order). */
 ATTN_API int64_t attn_batcher_num_batches(const attn_batcher *batcher);

@@ -86,8 +86,7 @@ typedef struct attn_trainable {
      * *tokens gets the number of predicted tokens and *correct how many of them have the
      * target as the arg-max of the logits. */
     attn_status (*forward_loss)(void *self, attn_graph *graph, const attn_model_batch *batch,
-                                int smoothed, attn_var **loss, int64_t *tokens,
-                                int64_t *correct);
+                                int smoothed, attn_var **loss, int64_t *tokens, int64_t *correct);
     /* The model config as JSON (malloc'ed), stored under ATTN_MODEL_CONFIG_KEY. */
     attn_status (*config_json)(void *self, char **json);
 } attn_trainable;
@@ -116,8 +115,7 @@ typedef struct attn_teacher_targets attn_teacher_targets;
  * batches of batch_tokens padded tokens. The corpus must not change afterwards (the pairs are
  * found by index). */
 ATTN_API attn_status attn_teacher_targets_compute(attn_model *const *teachers, int64_t count,
-                                                  const attn_corpus *corpus,
-                                                  int64_t batch_tokens,
+                                                  const attn_corpus *corpus, int64_t batch_tokens,
                                                   attn_teacher_targets **out);
 ATTN_API void attn_teacher_targets_destroy(attn_teacher_targets *targets);
 /* The target vocabulary (the distributions' width), the pairs and the positions held. */
@@ -140,26 +138,26 @@ typedef enum attn_train_event_kind {
 
 typedef struct attn_train_event {
     attn_train_event_kind kind;
-    int64_t step;            /* updates made so far (the one just made included) */
-    int64_t epoch;           /* epochs completed */
-    int64_t batch_index;     /* next batch of the current epoch */
-    int64_t epoch_batches;   /* batches in the current epoch */
-    int64_t planned_steps;   /* the step the run will stop at, by epochs and max_steps (0: no
-                                bound) */
-    double loss;             /* STEP: training loss per target token of the update's batches;
-                                EVAL: validation cross-entropy per token */
-    double accuracy;         /* STEP: token accuracy of the update's batches; EVAL: validation */
-    int64_t tokens;          /* target tokens scored */
-    double lr;               /* STEP: the rate used */
-    double grad_norm;        /* STEP: global norm before clipping */
-    int skipped;             /* STEP: non-finite gradient norm, no update */
-    int improved;            /* EVAL: a new best validation loss (the model file was written) */
-    double best_valid_loss;  /* INFINITY before the first evaluation */
-    double elapsed;          /* seconds since attn_trainer_run started */
-    double tokens_per_second;/* training target tokens per second in this run */
-    const char *stop_reason; /* DONE: "epochs", "max_steps", "time_limit", "early_stopping",
-                                "stopped" (the callback asked), "cancelled" (the cancel flag,
-                                attn_trainer_set_cancel_flag) */
+    int64_t step;             /* updates made so far (the one just made included) */
+    int64_t epoch;            /* epochs completed */
+    int64_t batch_index;      /* next batch of the current epoch */
+    int64_t epoch_batches;    /* batches in the current epoch */
+    int64_t planned_steps;    /* the step the run will stop at, by epochs and max_steps (0: no
+                                 bound) */
+    double loss;              /* STEP: training loss per target token of the update's batches;
+                                 EVAL: validation cross-entropy per token */
+    double accuracy;          /* STEP: token accuracy of the update's batches; EVAL: validation */
+    int64_t tokens;           /* target tokens scored */
+    double lr;                /* STEP: the rate used */
+    double grad_norm;         /* STEP: global norm before clipping */
+    int skipped;              /* STEP: non-finite gradient norm, no update */
+    int improved;             /* EVAL: a new best validation loss (the model file was written) */
+    double best_valid_loss;   /* INFINITY before the first evaluation */
+    double elapsed;           /* seconds since attn_trainer_run started */
+    double tokens_per_second; /* training target tokens per second in this run */
+    const char *stop_reason;  /* DONE: "epochs", "max_steps", "time_limit", "early_stopping",
+                                 "stopped" (the callback asked), "cancelled" (the cancel flag,
+                                 attn_trainer_set_cancel_flag) */
 } attn_train_event;
 
 /* Called after each event; return nonzero to stop the run (a checkpoint is still written).
@@ -168,17 +166,21 @@ typedef int (*attn_train_callback)(const attn_train_event *event, void *user);
 
 typedef struct attn_trainer_options {
     /* ---- shape the loss curve: stored in the checkpoint, fixed on resume ---- */
-    int64_t batch_tokens;       /* padded source + target tokens per batch (attn_batcher) */
-    int shuffle;                /* shuffle batches each epoch (from seed and epoch) */
-    uint64_t seed;              /* batches and dropout masks */
-    int64_t accumulate;         /* batches per update (>= 1), over all ranks together */
+    int64_t batch_tokens; /* padded source + target tokens per batch (attn_batcher) */
+    /* A language model's batches (attn_trainer_create_lm): windows of context + 1 tokens per
+     * batch and the tokens the model reads per window (attn_batcher_create_windows); batch_tokens
+     * is not used then. */
+    int64_t batch_sequences, context;
+    int shuffle;        /* shuffle batches each epoch (from seed and epoch) */
+    uint64_t seed;      /* batches and dropout masks */
+    int64_t accumulate; /* batches per update (>= 1), over all ranks together */
     /* The optimizer; lr is replaced by the schedule's rate at each step. With weight decay
      * and no_decay NULL, every 1-dimensional parameter (biases, layer-norm gains) is exempt
      * from decay, as is usual for Transformers; ranges the caller gives must outlive the
      * trainer. */
     attn_adam_options adam;
     attn_lr_schedule schedule;
-    double clip_norm;           /* clip the global gradient norm to this (0: no clipping) */
+    double clip_norm; /* clip the global gradient norm to this (0: no clipping) */
     /* Operands of the model's products (attn_graph_set_precision on the trainer's graph, for
      * training and validation): fp32, or bf16 for mixed precision (bf16 operands, fp32 sums;
      * weights, gradients and Adam's moments stay fp32, as do softmax, layer norm and the
@@ -201,15 +203,15 @@ typedef struct attn_trainer_options {
     const attn_teacher_targets *teacher;
     double teacher_weight;
     /* ---- stopping rules, evaluation and files: may change on resume ---- */
-    int64_t max_epochs;         /* stop after this many epochs (0: no limit) */
-    int64_t max_steps;          /* stop at this step (0: no limit) */
-    double time_limit;          /* stop after this many seconds of this run (0: none) */
-    int64_t eval_every;         /* evaluate every N steps (0: at the end of each epoch) */
-    int64_t patience;           /* stop after N evaluations without a new best (0: never) */
-    int64_t checkpoint_every;   /* also write the checkpoint every N steps (0: no) */
-    int64_t max_skipped_updates;/* give up after N non-finite updates in a row (0: never) */
-    const char *best_path;      /* model file (NULL: none) */
-    const char *checkpoint_path;/* checkpoint (NULL: none) */
+    int64_t max_epochs;          /* stop after this many epochs (0: no limit) */
+    int64_t max_steps;           /* stop at this step (0: no limit) */
+    double time_limit;           /* stop after this many seconds of this run (0: none) */
+    int64_t eval_every;          /* evaluate every N steps (0: at the end of each epoch) */
+    int64_t patience;            /* stop after N evaluations without a new best (0: never) */
+    int64_t checkpoint_every;    /* also write the checkpoint every N steps (0: no) */
+    int64_t max_skipped_updates; /* give up after N non-finite updates in a row (0: never) */
+    const char *best_path;       /* model file (NULL: none) */
+    const char *checkpoint_path; /* checkpoint (NULL: none) */
     /* Extra metadata for both files (the tokenizers' JSON); keys must not be the ones the
      * trainer writes (config, state, summary). Copied by attn_trainer_create. */
     const attn_metadata_entry *metadata;
@@ -242,8 +244,18 @@ typedef struct attn_trainer attn_trainer;
  * as they are (initialise them first); the Adam moments are zeroed. */
 ATTN_API attn_status attn_trainer_create(const attn_trainable *model, const attn_corpus *train,
                                          const attn_corpus *valid,
-                                         const attn_trainer_options *options,
-                                         attn_trainer **out);
+                                         const attn_trainer_options *options, attn_trainer **out);
+/* A trainer of a language model (arch transformer_lm) on the windows of a token stream
+ * (attn_batcher_create_windows with options.batch_sequences, options.context, seed and
+ * shuffle; validation windows in order), and an optional validation stream (NULL: none). The
+ * loss, updates, validation, files and resume are as attn_trainer_create's; a checkpoint
+ * recognises its stream by the token count and a hash of the tokens. No teachers. Token ids
+ * must be below the model's vocabulary (attn_token_stream_max_id). */
+ATTN_API attn_status attn_trainer_create_lm(const attn_trainable *model,
+                                            const attn_token_stream *train,
+                                            const attn_token_stream *valid,
+                                            const attn_trainer_options *options,
+                                            attn_trainer **out);
 /* NULL is ignored. */
 ATTN_API void attn_trainer_destroy(attn_trainer *trainer);
 
@@ -280,30 +292,28 @@ ATTN_API void attn_trainer_set_cancel_flag(attn_trainer *trainer,
 /* Scores the validation corpus: plain cross-entropy per target token and token accuracy,
  * with dropout off, of the smoothed weights with options.ema (the training weights are left
  * as they were, to the bit). Fails without a validation corpus. */
-ATTN_API attn_status attn_trainer_evaluate(attn_trainer *trainer, double *loss,
-                                           double *accuracy);
+ATTN_API attn_status attn_trainer_evaluate(attn_trainer *trainer, double *loss, double *accuracy);
 
 /* Writes the checkpoint now (the run does this by itself). */
 ATTN_API attn_status attn_trainer_save_checkpoint(attn_trainer *trainer, const char *path);
 
 /* Where the run stands. */
 typedef struct attn_trainer_status {
-    int64_t step;            /* updates made (skipped ones included) */
-    int64_t adam_step;       /* updates Adam made (its bias-correction count) */
-    int64_t epoch;           /* epoch of the next batch */
-    int64_t batch_index;     /* index of the next batch in that epoch */
-    double best_valid_loss;  /* INFINITY before the first evaluation */
-    int64_t best_step;       /* step of the best validation loss (0: none) */
+    int64_t step;           /* updates made (skipped ones included) */
+    int64_t adam_step;      /* updates Adam made (its bias-correction count) */
+    int64_t epoch;          /* epoch of the next batch */
+    int64_t batch_index;    /* index of the next batch in that epoch */
+    double best_valid_loss; /* INFINITY before the first evaluation */
+    int64_t best_step;      /* step of the best validation loss (0: none) */
     int64_t evals_since_best;
-    double last_loss;        /* training loss of the last update (NaN before the first) */
-    size_t graph_memory_peak;/* most bytes the step's arena has held */
-    double train_seconds;    /* training time of the runs so far, a running one included: the
-                                clock of a cosine annealed over total_seconds */
-    int rank, ranks;         /* this process's rank and the number of ranks (0 and 1 alone) */
+    double last_loss;         /* training loss of the last update (NaN before the first) */
+    size_t graph_memory_peak; /* most bytes the step's arena has held */
+    double train_seconds;     /* training time of the runs so far, a running one included: the
+                                 clock of a cosine annealed over total_seconds */
+    int rank, ranks;          /* this process's rank and the number of ranks (0 and 1 alone) */
 } attn_trainer_status;
 
-ATTN_API attn_status attn_trainer_get_status(const attn_trainer *trainer,
-                                             attn_trainer_status *out);
+ATTN_API attn_status attn_trainer_get_status(const attn_trainer *trainer, attn_trainer_status *out);
 
 /* ---- data parallelism -------------------------------------------------------------------- */
 

@@ -234,7 +234,11 @@ static void say_plan(const attn_trainer_options *o, double time_limit)
         fprintf(stderr, ", peak rate %g", s->lr);
     if (s->kind == ATTN_LR_COSINE)
         fprintf(stderr, " down to %g", s->min_lr);
-    fprintf(stderr, "; batches of %lld tokens", (long long)o->batch_tokens);
+    if (o->context > 0)
+        fprintf(stderr, "; batches of %lld windows of %lld tokens", (long long)o->batch_sequences,
+                (long long)o->context);
+    else
+        fprintf(stderr, "; batches of %lld tokens", (long long)o->batch_tokens);
     if (o->accumulate > 1)
         fprintf(stderr, " x %lld", (long long)o->accumulate);
     if (o->precision != ATTN_PRECISION_FP32)
@@ -290,6 +294,7 @@ int attn_cmd_train(int argc, char **argv)
     train_progress_init(&p, a.log_every, a.time_limit);
     int run_ended = 0; /* every rank got to the end of the run together */
     attn_trainer_options o = attn_trainer_default_options();
+    train_lm_data lm = {0};
 
     checkpoint = a.checkpoint != NULL ? NULL : default_checkpoint_path(a.out);
     if (a.checkpoint == NULL && checkpoint == NULL) {
@@ -304,101 +309,120 @@ int attn_cmd_train(int argc, char **argv)
     }
     if (a.threads > 0)
         TRY(attn_set_num_threads((int)a.threads));
-    TRY(read_corpus(a.train, a.train_src, a.train_tgt, &train));
-    TRY(read_corpus(a.valid, a.valid_src, a.valid_tgt, &valid));
-    if (a.teacher != NULL && (exit_code = cli_translator_load(&teachers, "train", a.teacher)) != 0)
-        goto done;
-
-    if (a.resume != NULL) {
-        /* The model and tokenizers the checkpoint's run used, and its state: one read. */
-        TRY(attn_tensor_file_open(a.resume, &resume_file));
-        TRY_RESUME(attn_bundle_from_file(resume_file, a.resume, &resumed));
-        TRY_RESUME(attn_bundle_release(resumed, &model, &src_tok, &tgt_tok));
-        resumed = NULL;
-        TRY_RESUME(attn_trainer_options_from_checkpoint(resume_file, &o));
-        warn_if_other_threads(resume_file);
-        train_options_overlay(&a, &o);
-        TRY(hold_out_validation(&a, o.seed, train, &valid));
-    } else {
-        TRY(hold_out_validation(&a, (uint64_t)a.seed, train, &valid));
-        if (a.teacher != NULL) {
-            exit_code = train_adopt_teacher_tokenizers(&a, &teachers, &src_tok, &tgt_tok);
-            if (exit_code != 0)
-                goto done;
-        } else {
-            attn_tokenizer_config src_config, tgt_config;
-            TRY(attn_tokenizer_config_parse(a.src_tokens, &src_config));
-            TRY(attn_tokenizer_config_parse(a.tgt_tokens, &tgt_config));
-            TRY(attn_tokenizer_train(&src_config, attn_corpus_sources(train),
-                                     attn_corpus_size(train), &src_tok));
-            TRY(attn_tokenizer_train(&tgt_config, attn_corpus_targets(train),
-                                     attn_corpus_size(train), &tgt_tok));
-        }
-    }
-    TRY(attn_corpus_encode(train, src_tok, tgt_tok));
-    if (valid != NULL)
-        TRY(attn_corpus_encode(valid, src_tok, tgt_tok));
-    note_large_vocabulary(&a, tgt_tok);
-
-    if (a.max_len > 0) {
-        int64_t dropped_train = 0, dropped_valid = 0;
-        TRY(attn_corpus_drop_longer(train, a.max_len, a.max_len, &dropped_train));
-        if (valid != NULL)
-            TRY(attn_corpus_drop_longer(valid, a.max_len, a.max_len, &dropped_valid));
-        if (dropped_train + dropped_valid > 0)
-            fprintf(stderr,
-                    "attn train: skipped %lld training and %lld validation pairs longer than "
-                    "--max-len %lld tokens\n",
-                    (long long)dropped_train, (long long)dropped_valid, (long long)a.max_len);
-        if (attn_corpus_size(train) == 0 || (valid != NULL && attn_corpus_size(valid) == 0)) {
-            fprintf(stderr,
-                    "attn train: every %s pair is longer than --max-len %lld tokens; "
-                    "raise it (0: no limit)\n",
-                    attn_corpus_size(train) == 0 ? "training" : "validation", (long long)a.max_len);
-            exit_code = 1;
-            goto done;
-        }
-    }
-    int64_t longest_source = 0, longest_target = 0;
-    train_longest(train, &longest_source, &longest_target);
-    train_longest(valid, &longest_source, &longest_target);
-    if (model == NULL) {
-        exit_code =
-            train_fit_model_to_data(a.config, attn_vocab_size(attn_tokenizer_vocab(src_tok)),
-                                    attn_vocab_size(attn_tokenizer_vocab(tgt_tok)), longest_source,
-                                    longest_target, &described);
+    if (a.task == TRAIN_TASK_LM) {
+        if (a.resume != NULL)
+            TRY(attn_tensor_file_open(a.resume, &resume_file));
+        exit_code = train_lm_prepare(&a, resume_file, &lm, &model, &o);
         if (exit_code != 0)
             goto done;
-        TRY(attn_model_create(&described, &model));
-        TRY(attn_model_init(model, (uint64_t)a.seed));
-        const int64_t batch_tokens = train_args_given(&a, "--batch-tokens")
-                                         ? a.batch_tokens
-                                         : train_default_batch_tokens(corpus_tokens(train));
-        attn_batcher *counting = NULL;
-        attn_batcher_config in_order = {batch_tokens, 0, 0};
-        TRY(attn_batcher_create(train, &in_order, &counting));
-        int64_t batches = attn_batcher_num_batches(counting);
-        attn_batcher_destroy(counting);
-        /* The Noam schedule scales by the model's width: the rnn's is its hidden size. */
-        int64_t width = described.arch == ATTN_ARCH_RNN ? described.hidden : described.d_model;
-        TRY(train_options_for_new_run(&a, width, batch_tokens, batches, &o));
     } else {
-        const attn_model_config *config = attn_model_get_config(model);
-        int64_t needed = longest_source > longest_target - 1 ? longest_source : longest_target - 1;
-        if (needed > config->max_len) {
-            fprintf(stderr,
-                    "attn train: a sentence has %lld tokens, above the checkpoint "
-                    "model's max_len %lld\n",
-                    (long long)needed, (long long)config->max_len);
-            exit_code = 1;
+        TRY(read_corpus(a.train, a.train_src, a.train_tgt, &train));
+        TRY(read_corpus(a.valid, a.valid_src, a.valid_tgt, &valid));
+        if (a.teacher != NULL &&
+            (exit_code = cli_translator_load(&teachers, "train", a.teacher)) != 0)
             goto done;
+
+        if (a.resume != NULL) {
+            /* The model and tokenizers the checkpoint's run used, and its state: one read. */
+            TRY(attn_tensor_file_open(a.resume, &resume_file));
+            TRY_RESUME(attn_bundle_from_file(resume_file, a.resume, &resumed));
+            TRY_RESUME(attn_bundle_release(resumed, &model, &src_tok, &tgt_tok));
+            resumed = NULL;
+            TRY_RESUME(attn_trainer_options_from_checkpoint(resume_file, &o));
+            warn_if_other_threads(resume_file);
+            train_options_overlay(&a, &o);
+            TRY(hold_out_validation(&a, o.seed, train, &valid));
+        } else {
+            TRY(hold_out_validation(&a, (uint64_t)a.seed, train, &valid));
+            if (a.teacher != NULL) {
+                exit_code = train_adopt_teacher_tokenizers(&a, &teachers, &src_tok, &tgt_tok);
+                if (exit_code != 0)
+                    goto done;
+            } else {
+                attn_tokenizer_config src_config, tgt_config;
+                TRY(attn_tokenizer_config_parse(a.src_tokens, &src_config));
+                TRY(attn_tokenizer_config_parse(a.tgt_tokens, &tgt_config));
+                TRY(attn_tokenizer_train(&src_config, attn_corpus_sources(train),
+                                         attn_corpus_size(train), &src_tok));
+                TRY(attn_tokenizer_train(&tgt_config, attn_corpus_targets(train),
+                                         attn_corpus_size(train), &tgt_tok));
+            }
+        }
+        TRY(attn_corpus_encode(train, src_tok, tgt_tok));
+        if (valid != NULL)
+            TRY(attn_corpus_encode(valid, src_tok, tgt_tok));
+        note_large_vocabulary(&a, tgt_tok);
+
+        if (a.max_len > 0) {
+            int64_t dropped_train = 0, dropped_valid = 0;
+            TRY(attn_corpus_drop_longer(train, a.max_len, a.max_len, &dropped_train));
+            if (valid != NULL)
+                TRY(attn_corpus_drop_longer(valid, a.max_len, a.max_len, &dropped_valid));
+            if (dropped_train + dropped_valid > 0)
+                fprintf(stderr,
+                        "attn train: skipped %lld training and %lld validation pairs longer than "
+                        "--max-len %lld tokens\n",
+                        (long long)dropped_train, (long long)dropped_valid, (long long)a.max_len);
+            if (attn_corpus_size(train) == 0 || (valid != NULL && attn_corpus_size(valid) == 0)) {
+                fprintf(stderr,
+                        "attn train: every %s pair is longer than --max-len %lld tokens; "
+                        "raise it (0: no limit)\n",
+                        attn_corpus_size(train) == 0 ? "training" : "validation",
+                        (long long)a.max_len);
+                exit_code = 1;
+                goto done;
+            }
+        }
+        int64_t longest_source = 0, longest_target = 0;
+        train_longest(train, &longest_source, &longest_target);
+        train_longest(valid, &longest_source, &longest_target);
+        if (model == NULL) {
+            exit_code =
+                train_fit_model_to_data(a.config, attn_vocab_size(attn_tokenizer_vocab(src_tok)),
+                                        attn_vocab_size(attn_tokenizer_vocab(tgt_tok)),
+                                        longest_source, longest_target, &described);
+            if (exit_code != 0)
+                goto done;
+            TRY(attn_model_create(&described, &model));
+            TRY(attn_model_init(model, (uint64_t)a.seed));
+            const int64_t batch_tokens = train_args_given(&a, "--batch-tokens")
+                                             ? a.batch_tokens
+                                             : train_default_batch_tokens(corpus_tokens(train));
+            attn_batcher *counting = NULL;
+            attn_batcher_config in_order = {batch_tokens, 0, 0};
+            TRY(attn_batcher_create(train, &in_order, &counting));
+            int64_t batches = attn_batcher_num_batches(counting);
+            attn_batcher_destroy(counting);
+            /* The Noam schedule scales by the model's width: the rnn's is its hidden size. */
+            int64_t width = described.arch == ATTN_ARCH_RNN ? described.hidden : described.d_model;
+            TRY(train_options_for_new_run(&a, width, batch_tokens, batches, &o));
+        } else {
+            const attn_model_config *config = attn_model_get_config(model);
+            int64_t needed =
+                longest_source > longest_target - 1 ? longest_source : longest_target - 1;
+            if (needed > config->max_len) {
+                fprintf(stderr,
+                        "attn train: a sentence has %lld tokens, above the checkpoint "
+                        "model's max_len %lld\n",
+                        (long long)needed, (long long)config->max_len);
+                exit_code = 1;
+                goto done;
+            }
         }
     }
 
     train_options_for_this_run(&a, a.checkpoint != NULL ? a.checkpoint : checkpoint, &o);
-    TRY(attn_bundle_metadata(src_tok, tgt_tok, metadata));
-    o.metadata = metadata;
-    o.n_metadata = ATTN_BUNDLE_METADATA_COUNT;
+    if (a.task == TRAIN_TASK_LM) {
+        /* A language model keeps the one tokenizer it reads and writes with (none for token
+         * files alone). */
+        metadata[0] = (attn_metadata_entry){ATTN_TGT_TOKENIZER_KEY, lm.tokenizer_json};
+        o.metadata = metadata;
+        o.n_metadata = lm.tokenizer_json != NULL ? 1 : 0;
+    } else {
+        TRY(attn_bundle_metadata(src_tok, tgt_tok, metadata));
+        o.metadata = metadata;
+        o.n_metadata = ATTN_BUNDLE_METADATA_COUNT;
+    }
     o.callback = speaks() ? train_progress_on_event : NULL;
     o.callback_user = speaks() ? &p : NULL;
     o.distributed = ranks.started;
@@ -412,7 +436,10 @@ int attn_cmd_train(int argc, char **argv)
     }
     attn_trainable trainable;
     TRY(attn_trainable_from_model(model, &trainable));
-    TRY(attn_trainer_create(&trainable, train, valid, &o, &trainer));
+    if (a.task == TRAIN_TASK_LM)
+        TRY(attn_trainer_create_lm(&trainable, lm.train, lm.valid, &o, &trainer));
+    else
+        TRY(attn_trainer_create(&trainable, train, valid, &o, &trainer));
     if (a.resume != NULL) {
         TRY(attn_trainer_resume_from_file(trainer, resume_file, a.resume));
         attn_tensor_file_close(resume_file);
@@ -436,17 +463,22 @@ int attn_cmd_train(int argc, char **argv)
 
     attn_trainer_status status;
     TRY(attn_trainer_get_status(trainer, &status));
-    char validation[48] = "";
-    if (valid != NULL)
+    char validation[48] = "", data[160];
+    if (lm.valid != NULL || valid != NULL)
         snprintf(validation, sizeof validation, ", validation %lld",
-                 (long long)attn_corpus_size(valid));
+                 (long long)(lm.valid != NULL ? attn_token_stream_size(lm.valid)
+                                              : attn_corpus_size(valid)));
+    if (a.task == TRAIN_TASK_LM)
+        snprintf(data, sizeof data, "%lld training tokens%s; vocabulary %lld",
+                 (long long)attn_token_stream_size(lm.train), validation,
+                 (long long)attn_model_get_config(model)->tgt_vocab);
+    else
+        snprintf(data, sizeof data, "%lld training pairs%s; vocabularies %lld + %lld",
+                 (long long)attn_corpus_size(train), validation,
+                 (long long)attn_vocab_size(attn_tokenizer_vocab(src_tok)),
+                 (long long)attn_vocab_size(attn_tokenizer_vocab(tgt_tok)));
     const int threads = attn_get_num_threads();
-    fprintf(stderr,
-            "attn train: %lld training pairs%s; vocabularies %lld + %lld; %lld "
-            "parameters; %d thread%s%s, %s; %s step %lld\n",
-            (long long)attn_corpus_size(train), validation,
-            (long long)attn_vocab_size(attn_tokenizer_vocab(src_tok)),
-            (long long)attn_vocab_size(attn_tokenizer_vocab(tgt_tok)),
+    fprintf(stderr, "attn train: %s; %lld parameters; %d thread%s%s, %s; %s step %lld\n", data,
             (long long)attn_params_numel(attn_model_params(model)), threads,
             threads == 1 ? "" : "s", ranks.size > 1 ? " in each of the processes" : "",
             attn_isa_name(attn_get_isa()), a.resume != NULL ? "resuming at" : "starting at",
@@ -516,7 +548,9 @@ done:
     attn_tokenizer_destroy(tgt_tok);
     attn_corpus_destroy(train);
     attn_corpus_destroy(valid);
-    attn_bundle_metadata_free(metadata);
+    if (a.task != TRAIN_TASK_LM)
+        attn_bundle_metadata_free(metadata);
+    train_lm_data_free(&lm);
     attn_tensor_file_unlock(locks[0]);
     attn_tensor_file_unlock(locks[1]);
     free(checkpoint);

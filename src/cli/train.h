@@ -15,16 +15,25 @@
 /* Which options --resume allows: the model and its tokenizers come from the checkpoint. */
 typedef enum train_group { GROUP_DATA, GROUP_MODEL, GROUP_TRAINING, GROUP_RUN } train_group;
 
-enum { TRAIN_MAX_OPTIONS = 64 };
+enum { TRAIN_MAX_OPTIONS = 80 };
+
+/* What the run learns (--task); the classifier tasks will join here. */
+typedef enum train_task { TRAIN_TASK_TRANSLATE = 0, TRAIN_TASK_LM = 1 } train_task;
 
 typedef struct train_args {
     const char *train, *valid, *train_src, *train_tgt, *valid_src, *valid_tgt, *out;
     const char *src_tokens, *tgt_tokens, *config, *checkpoint, *resume, *log;
-    int arch;                   /* attn_model_arch */
-    int cell, attention, local; /* attn_rnn_cell, _attention, _local when given */
-    int schedule;               /* attn_lr_kind */
-    int optimizer;              /* attn_adam_variant */
-    int precision;              /* attn_precision: fp32 or bf16 */
+    int task;                                /* train_task */
+    const char *train_tokens, *valid_tokens; /* --task lm: llm.c token files */
+    const char *init;                        /* --task lm: the model to start from */
+    int64_t context, batch_sequences;        /* --task lm: window length, windows per batch */
+    int shuffle_none;                        /* --shuffle none */
+    double beta1, beta2, eps;                /* Adam's, when given */
+    int arch;                                /* attn_model_arch */
+    int cell, attention, local;              /* attn_rnn_cell, _attention, _local when given */
+    int schedule;                            /* attn_lr_kind */
+    int optimizer;                           /* attn_adam_variant */
+    int precision;                           /* attn_precision: fp32 or bf16 */
     int64_t window, layers, d_model, heads, ffn, hidden, embedding_dim, attention_dim;
     int bidirectional, no_bidirectional, input_feeding, reverse_source, no_valid;
     double dropout, label_smoothing;
@@ -76,6 +85,8 @@ int64_t train_default_batch_tokens(int64_t training_tokens);
 attn_status train_options_for_new_run(const train_args *a, int64_t width, int64_t batch_tokens,
                                       int64_t batches_per_epoch, attn_trainer_options *o);
 
+/* --beta1, --beta2 and --eps over o->adam, those given. */
+void train_adam_flags(const train_args *a, attn_trainer_options *o);
 /* On --resume the curve-shaping options come from the checkpoint; flags given again override
  * them, and the trainer refuses a change that breaks exact resume, naming it. */
 void train_options_overlay(const train_args *a, attn_trainer_options *o);
@@ -106,6 +117,22 @@ void train_longest(const attn_corpus *corpus, int64_t *source, int64_t *target);
  * Returns 0 or an exit code after a message. */
 int train_fit_model_to_data(const char *config_path, int64_t src_vocab, int64_t tgt_vocab,
                             int64_t longest_source, int64_t longest_target, attn_model_config *c);
+
+/* ---- a language model's run (train_lm.c) --------------------------------------------------- */
+
+typedef struct train_lm_data {
+    attn_token_stream *train, *valid; /* valid NULL: none */
+    char *tokenizer_json; /* the tokenizer's JSON for the files (NULL: token files alone) */
+    int64_t vocabulary;   /* the tokenizer's vocabulary (0: none) */
+} train_lm_data;
+
+/* For --task lm: the model (new, from --init, or from the checkpoint resume_file when not
+ * NULL), its tokenizer's JSON, the token streams, and the trainer's options (a new run's
+ * schedule and windows, or the checkpoint's with the flags given over them). Returns 0 or an
+ * exit code after a message. */
+int train_lm_prepare(const train_args *a, attn_tensor_file *resume_file, train_lm_data *d,
+                     attn_model **model, attn_trainer_options *o);
+void train_lm_data_free(train_lm_data *d);
 
 /* ---- teachers (train_teachers.c) ------------------------------------------------------------ */
 

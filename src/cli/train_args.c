@@ -25,12 +25,27 @@ static const int schedule_values[] = {ATTN_LR_INVERSE_SQRT, ATTN_LR_NOAM, ATTN_L
                                       ATTN_LR_CONSTANT};
 static const char *const optimizer_names[] = {"adam", "adamw", NULL};
 static const int optimizer_values[] = {ATTN_ADAM, ATTN_ADAMW};
+static const char *const task_names[] = {"translate", "lm", NULL};
+static const int task_values[] = {TRAIN_TASK_TRANSLATE, TRAIN_TASK_LM};
+static const char *const shuffle_names[] = {"random", "none", NULL};
 static const char *const precision_names[] = {"fp32", "bf16", NULL};
 static const int precision_values[] = {ATTN_PRECISION_FP32, ATTN_PRECISION_BF16};
 
 static const cli_option train_options[] = {
+    {CLI_OPTION("--task", CLI_CHOICE, FIELD(task), "translate|lm",
+                "translate: sentence pairs to an encoder-decoder; lm: plain text to a language "
+                "model (a decoder alone, GPT) [translate]"),
+     .choices = task_names, .choice_values = task_values, .group = GROUP_DATA},
     {CLI_OPTION("--train", CLI_STRING, FIELD(train), "FILE",
-                "training pairs, one 'source<TAB>target' per line"),
+                "training pairs, one 'source<TAB>target' per line; --task lm: plain UTF-8 text, "
+                "each line ending in </s>"),
+     .group = GROUP_DATA},
+    {CLI_OPTION("--train-tokens", CLI_STRING, FIELD(train_tokens), "FILE.bin",
+                "--task lm: training tokens in llm.c's token file format (memory-mapped, never "
+                "read whole), instead of --train"),
+     .group = GROUP_DATA},
+    {CLI_OPTION("--valid-tokens", CLI_STRING, FIELD(valid_tokens), "FILE.bin",
+                "--task lm: validation tokens in llm.c's format"),
      .group = GROUP_DATA},
     {CLI_OPTION("--valid", CLI_STRING, FIELD(valid), "FILE",
                 "validation pairs (TSV): loss and token accuracy, keep-best, early stopping "
@@ -68,6 +83,10 @@ static const cli_option train_options[] = {
     {CLI_OPTION("--tgt-tokens", CLI_STRING, FIELD(tgt_tokens), "char|word|bpe:N",
                 "target tokenizer, learned from the training targets (with --teacher: the "
                 "teachers') [char]"),
+     .group = GROUP_MODEL},
+    {CLI_OPTION("--init", CLI_STRING, FIELD(init), "MODEL.safetensors",
+                "--task lm: start from this model's config, weights and tokenizer (e.g. one "
+                "'attn convert --from llmc' wrote) with a new optimizer and schedule"),
      .group = GROUP_MODEL},
     {CLI_OPTION("--config", CLI_STRING, FIELD(config), "FILE.json",
                 "model config JSON (as stored in model files); the flags below override it and the "
@@ -144,6 +163,22 @@ static const cli_option train_options[] = {
      .group = GROUP_TRAINING},
     {CLI_OPTION("--clip-norm", CLI_NUMBER, FIELD(clip_norm), "N",
                 "clip the global gradient norm (0: off) [1]"),
+     .group = GROUP_TRAINING},
+    {CLI_OPTION("--context", CLI_INT, FIELD(context), "N",
+                "--task lm: tokens the model reads per window (a new model's max_len) [128]"),
+     .min = 1, .max = 1 << 20, .group = GROUP_TRAINING},
+    {CLI_OPTION("--batch-sequences", CLI_INT, FIELD(batch_sequences), "B",
+                "--task lm: windows per batch [4096 tokens' worth: 4096 / --context, at least 1]"),
+     .min = 1, .max = 1 << 20, .group = GROUP_TRAINING},
+    {CLI_OPTION("--shuffle", CLI_CHOICE, FIELD(shuffle_none), "random|none",
+                "random: batches in an order drawn from --seed each epoch; none: in file order "
+                "(--task lm: llm.c's loader's order, wrapping at the end) [random]"),
+     .choices = shuffle_names, .group = GROUP_TRAINING},
+    {CLI_OPTION("--beta1", CLI_NUMBER, FIELD(beta1), "B1", "Adam's first-moment decay [0.9]"),
+     .group = GROUP_TRAINING},
+    {CLI_OPTION("--beta2", CLI_NUMBER, FIELD(beta2), "B2", "Adam's second-moment decay [0.98]"),
+     .group = GROUP_TRAINING},
+    {CLI_OPTION("--eps", CLI_NUMBER, FIELD(eps), "E", "Adam's epsilon [1e-9]"),
      .group = GROUP_TRAINING},
     {CLI_OPTION("--batch-tokens", CLI_INT, FIELD(batch_tokens), "N",
                 "padded source + target tokens per batch [the training tokens / 100 (about 100 "
@@ -276,6 +311,8 @@ static void set_defaults(train_args *a)
 {
     memset(a, 0, sizeof *a);
     a->arch = ATTN_ARCH_TRANSFORMER;
+    a->task = TRAIN_TASK_TRANSLATE;
+    a->context = 128;
     a->src_tokens = "char";
     a->tgt_tokens = "char";
     a->schedule = ATTN_LR_COSINE;
@@ -304,9 +341,47 @@ static void set_defaults(train_args *a)
 }
 
 /* What the options allow together. Returns 0 or the usage exit code after a message. */
+static int check_lm_args(const train_args *a)
+{
+    static const char *const pairs_only[] = {"--train-src", "--train-tgt",   "--valid-src",
+                                             "--valid-tgt", "--src-tokens",  "--teacher",
+                                             "--arch",      "--batch-tokens"};
+    for (size_t i = 0; i < sizeof pairs_only / sizeof *pairs_only; i++)
+        if (train_args_given(a, pairs_only[i]))
+            return train_usage_error("%s is for sentence pairs, not --task lm", pairs_only[i]);
+    if ((a->train != NULL) == (a->train_tokens != NULL))
+        return train_usage_error("--task lm: give the training text as --train FILE.txt or "
+                                 "--train-tokens FILE.bin (one of them)");
+    if (a->valid != NULL && a->valid_tokens != NULL)
+        return train_usage_error("give --valid or --valid-tokens, not both");
+    if (a->train_tokens != NULL && a->valid != NULL)
+        return train_usage_error("--train-tokens has no tokenizer to read --valid text with: "
+                                 "give --valid-tokens");
+    if (a->train != NULL && a->valid_tokens != NULL && a->init == NULL)
+        return train_usage_error("--valid-tokens holds ids of another tokenizer than the one "
+                                 "--train's text will learn: give --valid text");
+    if (a->init != NULL && a->resume != NULL)
+        return train_usage_error("--init starts a run and --resume continues one: give one");
+    if (a->no_valid && (a->valid != NULL || a->valid_tokens != NULL))
+        return train_usage_error("give --valid (or --valid-tokens) or --no-valid, not both");
+    return 0;
+}
+
 static int check_args(const train_args *a)
 {
-    int tsv = a->train != NULL, files = a->train_src != NULL || a->train_tgt != NULL;
+    if (a->task == TRAIN_TASK_LM) {
+        const int code = check_lm_args(a);
+        if (code != 0)
+            return code;
+    } else {
+        static const char *const lm_only[] = {"--train-tokens", "--valid-tokens", "--context",
+                                              "--batch-sequences", "--init"};
+        for (size_t i = 0; i < sizeof lm_only / sizeof *lm_only; i++)
+            if (train_args_given(a, lm_only[i]))
+                return train_usage_error("%s is for --task lm", lm_only[i]);
+    }
+    int tsv = a->train != NULL || a->task == TRAIN_TASK_LM,
+        files = a->train_src != NULL || a->train_tgt != NULL;
     if (!tsv && !files)
         return train_usage_error("no training data: give --train FILE.tsv or --train-src and "
                                  "--train-tgt");
@@ -325,6 +400,12 @@ static int check_args(const train_args *a)
     if (a->no_valid && (a->valid != NULL || a->valid_src != NULL))
         return train_usage_error("give --valid (or --valid-src/--valid-tgt) or --no-valid, not "
                                  "both");
+    if (train_args_given(a, "--beta1") && !(a->beta1 >= 0.0 && a->beta1 < 1.0))
+        return train_usage_error("--beta1 %g must be in [0, 1)", a->beta1);
+    if (train_args_given(a, "--beta2") && !(a->beta2 >= 0.0 && a->beta2 < 1.0))
+        return train_usage_error("--beta2 %g must be in [0, 1)", a->beta2);
+    if (train_args_given(a, "--eps") && !(a->eps > 0.0))
+        return train_usage_error("--eps %g must be positive", a->eps);
     if (!(a->ema >= 0.0 && a->ema < 1.0))
         return train_usage_error("--ema %g: the smoothing rate must be in [0, 1) (1e-4 to 1e-3 "
                                  "are usual; 0 turns it off)",
@@ -379,11 +460,22 @@ int64_t train_default_batch_tokens(int64_t training_tokens)
     return tokens < 512 ? 512 : tokens > 4096 ? 4096 : tokens;
 }
 
+void train_adam_flags(const train_args *a, attn_trainer_options *o)
+{
+    if (train_args_given(a, "--beta1"))
+        o->adam.beta1 = a->beta1;
+    if (train_args_given(a, "--beta2"))
+        o->adam.beta2 = a->beta2;
+    if (train_args_given(a, "--eps"))
+        o->adam.eps = a->eps;
+}
+
 attn_status train_options_for_new_run(const train_args *a, int64_t width, int64_t batch_tokens,
                                       int64_t batches_per_epoch, attn_trainer_options *o)
 {
     *o = attn_trainer_default_options();
     o->batch_tokens = batch_tokens;
+    o->shuffle = !a->shuffle_none;
     o->accumulate = a->accumulate * a->ranks;
     o->seed = (uint64_t)a->seed;
     o->clip_norm = a->clip_norm;
@@ -395,6 +487,7 @@ attn_status train_options_for_new_run(const train_args *a, int64_t width, int64_
     o->adam = attn_adam_default_options((attn_adam_variant)a->optimizer);
     o->adam.beta2 = beta2;
     o->adam.eps = eps;
+    train_adam_flags(a, o);
     if (train_args_given(a, "--weight-decay"))
         o->adam.weight_decay = a->weight_decay;
     attn_lr_plan plan;
@@ -448,6 +541,13 @@ void train_options_overlay(const train_args *a, attn_trainer_options *o)
         o->adam.weight_decay = a->weight_decay;
     if (train_args_given(a, "--optimizer"))
         o->adam.variant = (attn_adam_variant)a->optimizer;
+    train_adam_flags(a, o);
+    if (train_args_given(a, "--shuffle"))
+        o->shuffle = !a->shuffle_none;
+    if (train_args_given(a, "--batch-sequences"))
+        o->batch_sequences = a->batch_sequences;
+    if (train_args_given(a, "--context"))
+        o->context = a->context;
     if (train_args_given(a, "--lr")) {
         if (o->schedule.kind == ATTN_LR_NOAM)
             o->schedule.factor = a->lr;

@@ -20,24 +20,24 @@
 ATTN_INTERNAL attn_status attn_fail(attn_status status, const char *fmt, ...) ATTN_PRINTF(2, 3);
 
 /* Argument checks that set a message naming the function and the argument. */
-#define ATTN_CHECK_NOT_NULL(ptr)                                                          \
-    do {                                                                                  \
-        if ((ptr) == NULL)                                                                \
-            return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s must not be NULL",        \
-                             __func__, #ptr);                                             \
+#define ATTN_CHECK_NOT_NULL(ptr)                                                                   \
+    do {                                                                                           \
+        if ((ptr) == NULL)                                                                         \
+            return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s must not be NULL", __func__,       \
+                             #ptr);                                                                \
     } while (0)
 
-#define ATTN_CHECK_ARG(cond, ...)                                                         \
-    do {                                                                                  \
-        if (!(cond))                                                                      \
-            return attn_fail(ATTN_ERR_INVALID_ARGUMENT, __VA_ARGS__);                     \
+#define ATTN_CHECK_ARG(cond, ...)                                                                  \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            return attn_fail(ATTN_ERR_INVALID_ARGUMENT, __VA_ARGS__);                              \
     } while (0)
 
-#define ATTN_TRY(expr)                                                                    \
-    do {                                                                                  \
-        attn_status attn_try_status_ = (expr);                                            \
-        if (attn_try_status_ != ATTN_OK)                                                  \
-            return attn_try_status_;                                                      \
+#define ATTN_TRY(expr)                                                                             \
+    do {                                                                                           \
+        attn_status attn_try_status_ = (expr);                                                     \
+        if (attn_try_status_ != ATTN_OK)                                                           \
+            return attn_try_status_;                                                               \
     } while (0)
 
 /* ---- JSON -------------------------------------------------------------------------------- */
@@ -57,8 +57,7 @@ ATTN_INTERNAL int attn_json_add_exact_number(struct cJSON *object, const char *n
  * runs a chunk (the caller runs the ones no worker has claimed yet), per-thread scratch
  * indexed by it is never shared by two running chunks. Runs serially inside a chunk. */
 typedef void (*attn_range_fn)(void *ctx, int64_t begin, int64_t end, int thread_index);
-ATTN_INTERNAL void attn_parallel_for(int64_t n, int64_t min_chunk, attn_range_fn body,
-                                     void *ctx);
+ATTN_INTERNAL void attn_parallel_for(int64_t n, int64_t min_chunk, attn_range_fn body, void *ctx);
 /* Threads attn_parallel_for may use right now (1 inside a parallel region). */
 ATTN_INTERNAL int attn_parallel_threads(void);
 /* ATTN_NUM_THREADS holds a valid count, or is unset (attn_check_environment's half). */
@@ -88,6 +87,10 @@ static inline uint64_t attn_index_hash(uint64_t seed, uint64_t index)
     return z ^ (z >> 31);
 }
 
+/* Writes size bytes to path atomically: a temporary file beside it, fsync, rename over path,
+ * fsync of the folder. Messages start with fn and name path and the step that failed. */
+ATTN_INTERNAL attn_status attn_write_file_atomically(const char *fn, const char *path,
+                                                     const void *data, size_t size);
 /* Checked size arithmetic for allocations: returns 0 and sets an error on overflow. */
 ATTN_INTERNAL int attn_mul_size(size_t a, size_t b, size_t *out);
 

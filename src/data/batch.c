@@ -1,4 +1,5 @@
-/* Length-bucketed batches over an encoded corpus, epoch after epoch.
+/* Batches epoch after epoch: length-bucketed pairs of an encoded corpus, or windows of a
+ * token stream (a language model's text).
  *
  * An epoch's plan is a pure function of (corpus lengths, config, epoch): pairs sorted by
  * (source length, target length, a random key drawn from (seed, epoch) or the pair index
@@ -19,19 +20,28 @@ typedef struct sort_item {
 struct attn_batcher {
     attn_batcher_config config;
     const attn_corpus *corpus;
+    /* Windows of a token stream instead of a corpus (corpus NULL): the epoch's order of the
+     * windows, NULL when not shuffled (file order). */
+    const attn_token_stream *stream;
+    attn_window_config windows;
+    int64_t window_count;
+    int64_t *window_order;
     int64_t count;
     int32_t *source_len, *target_len; /* [count] */
 
     /* The plan of epoch `epoch`. */
-    sort_item *items;      /* [count] in batch order of rows */
-    int64_t *batch_start;  /* [num_batches + 1] into items */
-    int64_t *batch_order;  /* [num_batches] the order batches are visited in */
+    sort_item *items;     /* [count] in batch order of rows */
+    int64_t *batch_start; /* [num_batches + 1] into items */
+    int64_t *batch_order; /* [num_batches] the order batches are visited in */
     int64_t num_batches;
     int64_t epoch, index; /* the position */
 
     attn_batch batch;
     int64_t source_capacity, target_capacity, rows_capacity;
 };
+
+static attn_status reserve_batch(attn_batcher *b, int64_t rows, int64_t source_cells,
+                                 int64_t target_cells);
 
 static int compare_items(const void *pa, const void *pb)
 {
@@ -56,6 +66,21 @@ static void plan_epoch(attn_batcher *b, int64_t epoch)
 {
     attn_rng rng;
     seed_epoch(&rng, b->config.seed, epoch);
+    if (b->stream != NULL) {
+        if (b->window_order != NULL) {
+            for (int64_t i = 0; i < b->window_count; i++)
+                b->window_order[i] = i;
+            for (int64_t i = b->window_count - 1; i > 0; i--) {
+                int64_t j = (int64_t)attn_rng_below(&rng, (uint64_t)i + 1);
+                int64_t t = b->window_order[i];
+                b->window_order[i] = b->window_order[j];
+                b->window_order[j] = t;
+            }
+        }
+        b->epoch = epoch;
+        b->index = 0;
+        return;
+    }
     for (int64_t i = 0; i < b->count; i++)
         b->items[i] = (sort_item){b->source_len[i], b->target_len[i],
                                   b->config.shuffle ? attn_rng_next_u64(&rng) : 0, i};
@@ -65,10 +90,10 @@ static void plan_epoch(attn_batcher *b, int64_t epoch)
      * the budget; a pair that fits with nothing else is a batch alone. */
     int64_t batches = 0, size = 0, longest_source = 0, longest_target = 0;
     for (int64_t i = 0; i < b->count; i++) {
-        int64_t source = b->items[i].source_len > longest_source ? b->items[i].source_len
-                                                                 : longest_source;
-        int64_t target = b->items[i].target_len > longest_target ? b->items[i].target_len
-                                                                 : longest_target;
+        int64_t source =
+            b->items[i].source_len > longest_source ? b->items[i].source_len : longest_source;
+        int64_t target =
+            b->items[i].target_len > longest_target ? b->items[i].target_len : longest_target;
         if (size > 0 && source + target > b->config.batch_tokens / (size + 1)) {
             b->batch_start[batches++] = i - size;
             size = 0;
@@ -111,8 +136,10 @@ attn_status attn_batcher_create(const attn_corpus *corpus, const attn_batcher_co
     const int32_t *ids;
     int64_t length;
     if (attn_corpus_source_ids(corpus, 0, &ids, &length) != ATTN_OK)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s: the corpus must be encoded first "
-                         "(attn_corpus_encode)", fn);
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                         "%s: the corpus must be encoded first "
+                         "(attn_corpus_encode)",
+                         fn);
 
     attn_batcher *b = calloc(1, sizeof *b);
     if (b == NULL)
@@ -144,10 +171,58 @@ attn_status attn_batcher_create(const attn_corpus *corpus, const attn_batcher_co
     return ATTN_OK;
 }
 
+attn_status attn_batcher_create_windows(const attn_token_stream *stream,
+                                        const attn_window_config *config, attn_batcher **out)
+{
+    static const char fn[] = "attn_batcher_create_windows";
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
+    ATTN_CHECK_NOT_NULL(stream);
+    ATTN_CHECK_NOT_NULL(config);
+    ATTN_CHECK_ARG(config->sequences >= 1 && config->context >= 1 && config->context < INT32_MAX,
+                   "%s: sequences (%lld) and context (%lld) must be positive", fn,
+                   (long long)config->sequences, (long long)config->context);
+    const int64_t tokens = attn_token_stream_size(stream);
+    const int64_t windows = tokens > 0 ? (tokens - 1) / config->context : 0;
+    ATTN_CHECK_ARG(windows / config->sequences >= 1 &&
+                       config->sequences <= INT64_MAX / (config->context + 1),
+                   "%s: the text has %lld tokens, too few for one batch of %lld windows of %lld "
+                   "tokens (%lld tokens are needed): give more text, or a smaller context or "
+                   "batch",
+                   fn, (long long)tokens, (long long)config->sequences, (long long)config->context,
+                   config->sequences <= INT64_MAX / (config->context + 1)
+                       ? (long long)(config->sequences * config->context + 1)
+                       : (long long)INT64_MAX);
+    attn_batcher *b = calloc(1, sizeof *b);
+    if (b == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    b->config = (attn_batcher_config){config->sequences * (config->context + 1), config->seed,
+                                      config->shuffle};
+    b->stream = stream;
+    b->windows = *config;
+    b->window_count = windows;
+    b->num_batches = windows / config->sequences;
+    attn_status status = ATTN_OK;
+    if (config->shuffle &&
+        (b->window_order = malloc((size_t)windows * sizeof *b->window_order)) == NULL)
+        status = attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld windows", fn,
+                           (long long)windows);
+    if (status == ATTN_OK)
+        status = reserve_batch(b, config->sequences, 0, config->sequences * (config->context + 1));
+    if (status != ATTN_OK) {
+        attn_batcher_destroy(b);
+        return status;
+    }
+    plan_epoch(b, 0);
+    *out = b;
+    return ATTN_OK;
+}
+
 void attn_batcher_destroy(attn_batcher *batcher)
 {
     if (batcher == NULL)
         return;
+    free(batcher->window_order);
     free(batcher->source_len);
     free(batcher->target_len);
     free(batcher->items);
@@ -171,10 +246,10 @@ static attn_status reserve_batch(attn_batcher *b, int64_t rows, int64_t source_c
                         sizeof *batch->target));
     if (rows > b->rows_capacity) {
         int64_t c1 = b->rows_capacity, c2 = c1, c3 = c1;
-        ATTN_TRY(grow_array((void **)&batch->source_lengths, &c1, rows,
-                            sizeof *batch->source_lengths));
-        ATTN_TRY(grow_array((void **)&batch->target_lengths, &c2, rows,
-                            sizeof *batch->target_lengths));
+        ATTN_TRY(
+            grow_array((void **)&batch->source_lengths, &c1, rows, sizeof *batch->source_lengths));
+        ATTN_TRY(
+            grow_array((void **)&batch->target_lengths, &c2, rows, sizeof *batch->target_lengths));
         ATTN_TRY(grow_array((void **)&batch->pairs, &c3, rows, sizeof *batch->pairs));
         b->rows_capacity = c1;
     }
@@ -188,6 +263,38 @@ static void fill_rows(int32_t *cells, int64_t width, const int32_t *ids, int64_t
         cells[j] = ATTN_PAD_ID;
 }
 
+/* Moves the position to the next batch, or to batch 0 of the next epoch after the last. */
+static void advance(attn_batcher *b)
+{
+    if (b->index + 1 < b->num_batches)
+        b->index++;
+    else
+        plan_epoch(b, b->epoch + 1);
+}
+
+static attn_status next_windows(attn_batcher *b, const attn_batch **batch)
+{
+    const int64_t rows = b->windows.sequences, context = b->windows.context;
+    attn_batch *out = &b->batch;
+    out->size = rows;
+    out->source_len = 0;
+    out->target_len = context + 1;
+    out->epoch = b->epoch;
+    out->index = b->index;
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t slot = b->index * rows + r;
+        const int64_t window = b->window_order != NULL ? b->window_order[slot] : slot;
+        ATTN_TRY(attn_token_stream_read(b->stream, window * context, context + 1,
+                                        out->target + r * (context + 1)));
+        out->source_lengths[r] = 0;
+        out->target_lengths[r] = (int32_t)(context + 1);
+        out->pairs[r] = window;
+    }
+    advance(b);
+    *batch = out;
+    return ATTN_OK;
+}
+
 attn_status attn_batcher_next(attn_batcher *batcher, const attn_batch **batch)
 {
     ATTN_CHECK_NOT_NULL(batch);
@@ -196,6 +303,8 @@ attn_status attn_batcher_next(attn_batcher *batcher, const attn_batch **batch)
     attn_batcher *b = batcher;
     ATTN_CHECK_ARG(b->epoch < INT64_MAX, "attn_batcher_next: no epoch after %lld",
                    (long long)b->epoch);
+    if (b->stream != NULL)
+        return next_windows(b, batch);
     int64_t chosen = b->batch_order[b->index];
     int64_t first = b->batch_start[chosen], rows = b->batch_start[chosen + 1] - first;
     int64_t source_len = 0, target_len = 0;
@@ -229,10 +338,7 @@ attn_status attn_batcher_next(attn_batcher *batcher, const attn_batch **batch)
         out->target_lengths[r] = (int32_t)length;
         out->pairs[r] = pair;
     }
-    if (b->index + 1 < b->num_batches)
-        b->index++;
-    else
-        plan_epoch(b, b->epoch + 1);
+    advance(b);
     *batch = out;
     return ATTN_OK;
 }

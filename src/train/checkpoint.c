@@ -60,6 +60,10 @@ static int add_options(cJSON *object, const attn_trainer *t)
     ok = ok && add_number(object, "clip_norm", o->clip_norm);
     ok = ok && add_string(object, "precision", attn_precision_name(o->precision));
     /* Absent when off, as in the checkpoints of builds before it. */
+    if (t->train_stream != NULL) {
+        ok = ok && add_number(object, "batch_sequences", (double)o->batch_sequences);
+        ok = ok && add_number(object, "context", (double)o->context);
+    }
     if (o->ema > 0.0)
         ok = ok && add_number(object, "ema", o->ema);
     if (o->teacher_weight > 0.0)
@@ -110,7 +114,8 @@ attn_status attn_trainer_state_json(const attn_trainer *t, char **json)
     ok = ok && add_number(root, "evals_since_best", (double)t->evals_since_best);
     ok = ok && add_number(root, "last_eval_step", (double)t->last_eval_step);
     ok = ok && add_number(root, "train_seconds", attn_trainer_seconds(t));
-    ok = ok && add_number(root, "train_pairs", (double)attn_corpus_size(t->train));
+    ok = ok && add_number(root, t->train_stream != NULL ? "train_tokens" : "train_pairs",
+                          (double)t->train_size);
     ok = ok && add_u64(root, "data_fingerprint", t->data_fingerprint, 1);
     /* Where the run was made: resuming elsewhere works, but only the same thread count and
      * instruction set reproduce the curve to the bit. */
@@ -370,6 +375,11 @@ static attn_status read_options(const json_reader *r, const cJSON *root, attn_tr
     ATTN_TRY(read_int(r, options, "accumulate", 1, &o->accumulate));
     ATTN_TRY(read_number(r, options, "clip_norm", &o->clip_norm));
     ATTN_TRY(read_precision(r, options, &o->precision));
+    double windows[2];
+    ATTN_TRY(read_number_or(r, options, "batch_sequences", 0.0, &windows[0]));
+    ATTN_TRY(read_number_or(r, options, "context", 0.0, &windows[1]));
+    o->batch_sequences = (int64_t)windows[0];
+    o->context = (int64_t)windows[1];
     ATTN_TRY(read_number_or(r, options, "ema", 0.0, &o->ema));
     if (!(o->ema >= 0.0 && o->ema < 1.0))
         return attn_fail(ATTN_ERR_FORMAT,
@@ -496,6 +506,11 @@ static attn_status compare_options(const json_reader *r, const attn_trainer *t,
         return differs(r, "seed", a, b);
     }
     ATTN_TRY(compare_number(r, "accumulate", (double)s->accumulate, (double)o->accumulate));
+    if (t->train_stream != NULL) {
+        ATTN_TRY(compare_number(r, "batch_sequences", (double)s->batch_sequences,
+                                (double)o->batch_sequences));
+        ATTN_TRY(compare_number(r, "context", (double)s->context, (double)o->context));
+    }
     ATTN_TRY(compare_number(r, "clip_norm", s->clip_norm, o->clip_norm));
     if (s->ema == 0.0 && o->ema > 0.0)
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
@@ -587,16 +602,25 @@ static attn_status restore(attn_trainer *t, const json_reader *r, const attn_ten
                            const cJSON *root)
 {
     ATTN_TRY(compare_config(r, t, file));
-    int64_t pairs;
+    int64_t size;
     uint64_t stored_fingerprint;
-    ATTN_TRY(read_int(r, root, "train_pairs", 0, &pairs));
-    ATTN_TRY(read_u64(r, root, "data_fingerprint", 1, &stored_fingerprint));
-    if (pairs != attn_corpus_size(t->train) || stored_fingerprint != t->data_fingerprint)
+    const char *unit = t->train_stream != NULL ? "tokens" : "pairs";
+    const char *key = t->train_stream != NULL ? "train_tokens" : "train_pairs";
+    if (cJSON_GetObjectItemCaseSensitive(root, key) == NULL)
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
-                         "%s: %s: the training data differ from the checkpoint's run (%lld pairs "
+                         "%s: %s: the checkpoint's run trained on %s, this one on %s: resume it "
+                         "with the same task",
+                         r->fn, r->path,
+                         t->train_stream != NULL ? "pairs" : "a token stream (a language model)",
+                         t->train_stream != NULL ? "a token stream (a language model)" : "pairs");
+    ATTN_TRY(read_int(r, root, key, 0, &size));
+    ATTN_TRY(read_u64(r, root, "data_fingerprint", 1, &stored_fingerprint));
+    if (size != t->train_size || stored_fingerprint != t->data_fingerprint)
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                         "%s: %s: the training data differ from the checkpoint's run (%lld %s "
                          "there, %lld here%s); exact resume needs the same data and tokenizers",
-                         r->fn, r->path, (long long)pairs, (long long)attn_corpus_size(t->train),
-                         pairs == attn_corpus_size(t->train) ? ", with other contents" : "");
+                         r->fn, r->path, (long long)size, unit, (long long)t->train_size,
+                         size == t->train_size ? ", with other contents" : "");
     attn_trainer_options stored = t->options;
     const char *exemption;
     ATTN_TRY(read_options(r, root, &stored, &exemption));

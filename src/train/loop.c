@@ -203,13 +203,45 @@ static attn_status create_smoothed(attn_trainer *t)
     return ATTN_OK;
 }
 
-static attn_status create(attn_trainer *t, const attn_trainable *model, const attn_corpus *train,
-                          const attn_corpus *valid, const attn_trainer_options *options)
+/* The training and validation data: a corpus of pairs or a token stream's windows. */
+typedef struct trainer_data {
+    const attn_corpus *train, *valid;
+    const attn_token_stream *train_stream, *valid_stream;
+} trainer_data;
+
+static attn_status create_batchers(attn_trainer *t, const trainer_data *data)
+{
+    const attn_trainer_options *o = &t->options;
+    if (data->train_stream != NULL) {
+        attn_window_config windows = {o->batch_sequences, o->context, o->seed, o->shuffle};
+        ATTN_TRY(attn_batcher_create_windows(data->train_stream, &windows, &t->train_batches));
+        if (data->valid_stream != NULL) {
+            windows.shuffle = 0;
+            ATTN_TRY(attn_batcher_create_windows(data->valid_stream, &windows, &t->valid_batches));
+        }
+        t->train_size = attn_token_stream_size(data->train_stream);
+        t->data_fingerprint = attn_token_stream_fingerprint(data->train_stream);
+        return ATTN_OK;
+    }
+    attn_batcher_config batching = {o->batch_tokens, o->seed, o->shuffle};
+    ATTN_TRY(attn_batcher_create(data->train, &batching, &t->train_batches));
+    if (data->valid != NULL) {
+        attn_batcher_config in_order = {o->batch_tokens, o->seed, 0};
+        ATTN_TRY(attn_batcher_create(data->valid, &in_order, &t->valid_batches));
+    }
+    t->train_size = attn_corpus_size(data->train);
+    t->data_fingerprint = fingerprint(data->train);
+    return ATTN_OK;
+}
+
+static attn_status create(attn_trainer *t, const attn_trainable *model, const trainer_data *data,
+                          const attn_trainer_options *options)
 {
     static const char fn[] = "attn_trainer_create";
     t->model = *model;
-    t->train = train;
-    t->valid = valid;
+    t->train = data->train;
+    t->valid = data->valid;
+    t->train_stream = data->train_stream;
     t->options = *options;
     t->params = model->params(model->self);
     ATTN_CHECK_ARG(t->params != NULL && attn_params_is_finalized(t->params),
@@ -239,12 +271,7 @@ static attn_status create(attn_trainer *t, const attn_trainable *model, const at
     if (options->adam.weight_decay > 0.0 && options->adam.no_decay == NULL)
         ATTN_TRY(choose_no_decay(t));
 
-    attn_batcher_config batching = {options->batch_tokens, options->seed, options->shuffle};
-    ATTN_TRY(attn_batcher_create(train, &batching, &t->train_batches));
-    if (valid != NULL) {
-        attn_batcher_config in_order = {options->batch_tokens, options->seed, 0};
-        ATTN_TRY(attn_batcher_create(valid, &in_order, &t->valid_batches));
-    }
+    ATTN_TRY(create_batchers(t, data));
     ATTN_TRY(attn_graph_create(t->params, &t->graph));
     ATTN_TRY(attn_dist_open(options->distributed, t->params, &t->dist));
     const int64_t ranks = attn_dist_size(t->dist);
@@ -263,11 +290,25 @@ static attn_status create(attn_trainer *t, const attn_trainable *model, const at
     memset(attn_params_buffer(t->params, ATTN_PARAM_ADAM_M), 0, floats * sizeof(float));
     memset(attn_params_buffer(t->params, ATTN_PARAM_ADAM_V), 0, floats * sizeof(float));
     attn_graph_set_precision(t->graph, options->precision);
-    t->data_fingerprint = fingerprint(train);
     t->best_valid_loss = INFINITY;
     t->last_loss = NAN;
     t->last_eval_step = -1;
     t->run_start = -1.0;
+    return ATTN_OK;
+}
+
+static attn_status create_checked(const attn_trainable *model, const trainer_data *data,
+                                  const attn_trainer_options *options, attn_trainer **out)
+{
+    attn_trainer *t = calloc(1, sizeof *t);
+    if (t == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_trainer_create: out of memory");
+    attn_status status = create(t, model, data, options);
+    if (status != ATTN_OK) {
+        attn_trainer_destroy(t);
+        return status;
+    }
+    *out = t;
     return ATTN_OK;
 }
 
@@ -291,16 +332,31 @@ attn_status attn_trainer_create(const attn_trainable *model, const attn_corpus *
                    "%lld: compute them on this corpus",
                    fn, (long long)attn_teacher_targets_pairs(options->teacher),
                    (long long)attn_corpus_size(train));
-    attn_trainer *t = calloc(1, sizeof *t);
-    if (t == NULL)
-        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-    attn_status status = create(t, model, train, valid, options);
-    if (status != ATTN_OK) {
-        attn_trainer_destroy(t);
-        return status;
-    }
-    *out = t;
-    return ATTN_OK;
+    const trainer_data data = {train, valid, NULL, NULL};
+    return create_checked(model, &data, options, out);
+}
+
+attn_status attn_trainer_create_lm(const attn_trainable *model, const attn_token_stream *train,
+                                   const attn_token_stream *valid,
+                                   const attn_trainer_options *options, attn_trainer **out)
+{
+    static const char fn[] = "attn_trainer_create_lm";
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
+    ATTN_CHECK_NOT_NULL(model);
+    ATTN_CHECK_ARG(model->params != NULL && model->forward_loss != NULL &&
+                       model->config_json != NULL,
+                   "%s: the model must provide params, forward_loss and config_json", fn);
+    ATTN_CHECK_NOT_NULL(train);
+    ATTN_CHECK_NOT_NULL(options);
+    ATTN_TRY(check_options(options));
+    ATTN_CHECK_ARG(options->batch_sequences >= 1 && options->context >= 1,
+                   "%s: batch_sequences (%lld) and context (%lld) must be positive", fn,
+                   (long long)options->batch_sequences, (long long)options->context);
+    ATTN_CHECK_ARG(options->teacher == NULL,
+                   "%s: teachers' distributions are for pairs of a corpus, not a token stream", fn);
+    const trainer_data data = {NULL, NULL, train, valid};
+    return create_checked(model, &data, options, out);
 }
 
 void attn_trainer_destroy(attn_trainer *trainer)

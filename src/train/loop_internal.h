@@ -9,7 +9,12 @@
 struct attn_trainer {
     attn_trainable model;
     attn_params *params;
+    /* The data: a corpus of pairs, or a language model's token streams (train NULL then). */
     const attn_corpus *train, *valid;
+    const attn_token_stream *train_stream;
+    /* Pairs of the corpus, or tokens of the stream: with the fingerprint, how a checkpoint
+     * recognises its data. */
+    int64_t train_size;
     /* The caller's options with the paths and metadata pointing at our own copies. */
     attn_trainer_options options;
     char *best_path, *checkpoint_path;

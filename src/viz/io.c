@@ -115,14 +115,13 @@ int viz_codepoint_columns(uint32_t cp)
     /* The common blocks only: enough to keep tables of words in step, without a Unicode
      * database. */
     static const codepoint_range combining[] = {
-        {0x0300, 0x036F}, {0x0483, 0x0489}, {0x0591, 0x05BD}, {0x0610, 0x061A},
-        {0x064B, 0x065F}, {0x0E31, 0x0E31}, {0x0E34, 0x0E3A}, {0x0E47, 0x0E4E},
-        {0x1AB0, 0x1AFF}, {0x1DC0, 0x1DFF}, {0x200B, 0x200F}, {0x20D0, 0x20FF},
-        {0xFE00, 0xFE0F}, {0xFE20, 0xFE2F}};
+        {0x0300, 0x036F}, {0x0483, 0x0489}, {0x0591, 0x05BD}, {0x0610, 0x061A}, {0x064B, 0x065F},
+        {0x0E31, 0x0E31}, {0x0E34, 0x0E3A}, {0x0E47, 0x0E4E}, {0x1AB0, 0x1AFF}, {0x1DC0, 0x1DFF},
+        {0x200B, 0x200F}, {0x20D0, 0x20FF}, {0xFE00, 0xFE0F}, {0xFE20, 0xFE2F}};
     static const codepoint_range wide[] = {
-        {0x1100, 0x115F},   {0x2E80, 0x303E},   {0x3041, 0x33FF},   {0x3400, 0x4DBF},
-        {0x4E00, 0x9FFF},   {0xA000, 0xA4CF},   {0xAC00, 0xD7A3},   {0xF900, 0xFAFF},
-        {0xFE30, 0xFE4F},   {0xFF00, 0xFF60},   {0xFFE0, 0xFFE6},   {0x1F300, 0x1F64F},
+        {0x1100, 0x115F},   {0x2E80, 0x303E},   {0x3041, 0x33FF},  {0x3400, 0x4DBF},
+        {0x4E00, 0x9FFF},   {0xA000, 0xA4CF},   {0xAC00, 0xD7A3},  {0xF900, 0xFAFF},
+        {0xFE30, 0xFE4F},   {0xFF00, 0xFF60},   {0xFFE0, 0xFFE6},  {0x1F300, 0x1F64F},
         {0x1F900, 0x1F9FF}, {0x20000, 0x2FFFD}, {0x30000, 0x3FFFD}};
     if (in_ranges(cp, combining, sizeof combining / sizeof combining[0]))
         return 0;
@@ -141,8 +140,8 @@ attn_status viz_check_labels(const char *fn, const char *what, const char *const
             return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s[%lld] is NULL", fn, what,
                              (long long)i);
         if (!attn_utf8_valid(labels[i], strlen(labels[i])))
-            return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s[%lld] is not valid UTF-8", fn,
-                             what, (long long)i);
+            return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s[%lld] is not valid UTF-8", fn, what,
+                             (long long)i);
     }
     return ATTN_OK;
 }
@@ -211,77 +210,6 @@ attn_status viz_read_file(const char *fn, const char *path, char **text, size_t 
     return ATTN_OK;
 }
 
-/* Makes the rename durable: until the folder's entry is on disk a power cut may undo it. */
-static attn_status sync_folder(const char *fn, const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    char *folder =
-        slash == NULL ? strdup(".") : strndup(path, slash == path ? 1 : (size_t)(slash - path));
-    if (folder == NULL)
-        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-    attn_status status = ATTN_OK;
-    int fd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) {
-        status = io_error(fn, path, "opening its folder", errno);
-    } else {
-        /* Some file systems cannot sync a folder and say EINVAL: there is nothing to wait for. */
-        if (fsync(fd) != 0 && errno != EINVAL)
-            status = io_error(fn, path, "syncing its folder", errno);
-        close(fd);
-    }
-    free(folder);
-    return status;
-}
-
-attn_status viz_write_file(const char *fn, const char *path, const unsigned char *bytes,
-                           size_t size)
-{
-    size_t temp_capacity = strlen(path) + 16;
-    char *temp = malloc(temp_capacity);
-    if (temp == NULL)
-        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-    snprintf(temp, temp_capacity, "%s.XXXXXX", path);
-    int fd = mkstemp(temp);
-    if (fd < 0) {
-        attn_status status = io_error(fn, path, "creating a temporary file beside it", errno);
-        free(temp);
-        return status;
-    }
-    /* mkstemp creates the file for the owner only; an output picture is an ordinary file. */
-    mode_t mask = umask(0);
-    umask(mask);
-    const char *step = NULL;
-    if (fchmod(fd, 0666 & ~mask) != 0)
-        step = "setting the permissions of the temporary file";
-    for (size_t done = 0; step == NULL && done < size;) {
-        ssize_t wrote = write(fd, bytes + done, size - done);
-        if (wrote < 0 && errno == EINTR)
-            continue;
-        if (wrote <= 0)
-            step = "writing";
-        else
-            done += (size_t)wrote;
-    }
-    if (step == NULL && fsync(fd) != 0)
-        step = "syncing";
-    int error = errno;
-    if (close(fd) != 0 && step == NULL) {
-        step = "closing";
-        error = errno;
-    }
-    if (step == NULL && rename(temp, path) != 0) {
-        step = "renaming the temporary file over it";
-        error = errno;
-    }
-    attn_status status = ATTN_OK;
-    if (step != NULL) {
-        unlink(temp);
-        status = io_error(fn, path, step, error != 0 ? error : EIO);
-    }
-    free(temp);
-    return status == ATTN_OK ? sync_folder(fn, path) : status;
-}
-
 attn_status viz_scene_encode(const viz_scene *scene, attn_viz_format format, const char *fn,
                              unsigned char **bytes, size_t *size)
 {
@@ -299,7 +227,7 @@ attn_status viz_scene_write(const viz_scene *scene, const char *fn, const char *
     unsigned char *bytes = NULL;
     size_t size = 0;
     ATTN_TRY(viz_scene_encode(scene, format, fn, &bytes, &size));
-    attn_status status = viz_write_file(fn, path, bytes, size);
+    attn_status status = attn_write_file_atomically(fn, path, bytes, size);
     free(bytes);
     return status;
 }

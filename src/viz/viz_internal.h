@@ -168,9 +168,6 @@ ATTN_INTERNAL attn_status viz_scene_png(const viz_scene *scene, const char *fn,
                                         unsigned char **bytes, size_t *size);
 ATTN_INTERNAL attn_status viz_scene_encode(const viz_scene *scene, attn_viz_format format,
                                            const char *fn, unsigned char **bytes, size_t *size);
-/* Writes bytes to path atomically (temporary file, fsync, rename, folder fsync). */
-ATTN_INTERNAL attn_status viz_write_file(const char *fn, const char *path,
-                                         const unsigned char *bytes, size_t size);
 /* Encodes the scene in the format path asks for and writes it there. */
 ATTN_INTERNAL attn_status viz_scene_write(const viz_scene *scene, const char *fn,
                                           const char *path);

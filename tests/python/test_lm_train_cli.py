@@ -1,0 +1,132 @@
+"""attn train --task lm: a language model learns plain text (its loss falls well below the
+unigram entropy), resumes bit for bit, reads llm.c token files in file order, and refuses what
+it cannot do with a message naming the fix."""
+import json
+import math
+import struct
+import subprocess
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from attn_program import ATTN, TINY_TRANSFORMER_D32
+
+TINY = [*TINY_TRANSFORMER_D32, "--threads", "1", "--context", "32"]
+
+
+def run(*args, timeout=240):
+    return subprocess.run([ATTN, *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def losses(log):
+    return [json.loads(line)["train_loss"] for line in log.read_text().splitlines()
+            if '"event":"step"' in line]
+
+
+@pytest.fixture
+def text(tmp_path):
+    # A repetitive text a tiny model can learn: counting words in a fixed order.
+    words = ["one", "two", "three", "four", "five", "six", "seven", "eight"]
+    lines = [" ".join(words[(i + j) % 8] for j in range(6)) for i in range(400)]
+    path = tmp_path / "book.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path, lines
+
+
+def write_tokens(path, ids):
+    header = np.zeros(256, dtype="<i4")
+    header[:3] = [20240520, 1, len(ids)]
+    path.write_bytes(header.tobytes() + np.asarray(ids, dtype="<u2").tobytes())
+
+
+def test_learns_text_below_its_unigram_entropy(tmp_path, text):
+    book, lines = text
+    log = tmp_path / "log.jsonl"
+    r = run("train", "--task", "lm", "--train", book, "--out", tmp_path / "lm.safetensors",
+            *TINY, "--max-steps", 300, "--lr", 3e-3, "--log", log, "--dropout", 0)
+    assert r.returncode == 0, r.stderr
+    assert "training tokens" in r.stderr and "windows of 32 tokens" in r.stderr
+    chars = Counter("".join(line + "\n" for line in lines))
+    total = sum(chars.values())
+    unigram = -sum(c / total * math.log(c / total) for c in chars.values())
+    curve = losses(log)
+    assert len(curve) == 300
+    # A model that learnt only character frequencies would sit at the unigram entropy.
+    assert np.mean(curve[-10:]) < 0.1 * unigram, (curve[-10:], unigram)
+    header = json.loads((tmp_path / "lm.safetensors").read_bytes()[8:][:struct.unpack(
+        "<Q", (tmp_path / "lm.safetensors").read_bytes()[:8])[0]])
+    metadata = header["__metadata__"]
+    assert json.loads(metadata["attn_config"])["arch"] == "transformer_lm"
+    assert "attn_tgt_tokenizer" in metadata and "attn_src_tokenizer" not in metadata
+
+
+def test_resume_reproduces_the_uninterrupted_curve(tmp_path, text):
+    book, _ = text
+    common = ["--task", "lm", "--train", book, *TINY, "--schedule", "constant", "--warmup", 0]
+    full, half = tmp_path / "full.jsonl", tmp_path / "half.jsonl"
+    r = run("train", *common, "--out", tmp_path / "a.safetensors", "--max-steps", 12,
+            "--log", full)
+    assert r.returncode == 0, r.stderr
+    r = run("train", *common, "--out", tmp_path / "b.safetensors", "--max-steps", 6,
+            "--log", half)
+    assert r.returncode == 0, r.stderr
+    r = run("train", "--task", "lm", "--train", book, "--out", tmp_path / "b.safetensors",
+            "--resume", tmp_path / "b.last.safetensors", "--max-steps", 12, "--log", half,
+            "--threads", 1)
+    assert r.returncode == 0, r.stderr
+    assert losses(full) == losses(half)
+    other = tmp_path / "other.txt"
+    other.write_text(book.read_text() + "nine ten\n", encoding="utf-8")
+    r = run("train", "--task", "lm", "--train", other, "--out", tmp_path / "b.safetensors",
+            "--resume", tmp_path / "b.last.safetensors", "--max-steps", 14, "--threads", 1)
+    assert r.returncode != 0 and "training data differ" in r.stderr
+
+
+def test_token_files_in_file_order_give_llmc_batches(tmp_path):
+    # 2 windows x 8 tokens + 1: with --shuffle none every update sees the same batch, so the
+    # loss falls step after step as the model memorises it.
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 50, size=2 * 8 + 1)
+    write_tokens(tmp_path / "train.bin", ids)
+    log = tmp_path / "log.jsonl"
+    r = run("train", "--task", "lm", "--train-tokens", tmp_path / "train.bin",
+            "--out", tmp_path / "lm.safetensors", *TINY_TRANSFORMER_D32, "--threads", 1,
+            "--context", 8, "--batch-sequences", 2, "--shuffle", "none", "--dropout", 0,
+            "--schedule", "constant", "--warmup", 0, "--lr", 3e-3, "--max-steps", 40,
+            "--log", log)
+    assert r.returncode == 0, r.stderr
+    curve = losses(log)
+    assert curve[-1] < 0.2 * curve[0], curve
+    assert "vocabulary %d" % (ids.max() + 1) in r.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--train-src", "x"], "for sentence pairs"),
+    (["--arch", "rnn"], "for sentence pairs"),
+    (["--train-tokens", "T"], "one of them"),
+    (["--context", "100000"], "too few for one batch"),
+])
+def test_refusals_name_the_fix(tmp_path, text, args, message):
+    book, _ = text
+    tokens = tmp_path / "t.bin"
+    write_tokens(tokens, [1, 2, 3])
+    args = [str(tokens) if a == "T" else a for a in args]
+    r = run("train", "--task", "lm", "--train", book, "--out", tmp_path / "m.safetensors",
+            *args, "--max-steps", 1)
+    assert r.returncode != 0
+    assert message in r.stderr, r.stderr
+
+
+def test_a_token_id_beyond_the_vocabulary_is_refused(tmp_path, text):
+    book, _ = text
+    r = run("train", "--task", "lm", "--train", book, "--out", tmp_path / "m.safetensors",
+            *TINY, "--max-steps", 2)
+    assert r.returncode == 0, r.stderr
+    write_tokens(tmp_path / "t.bin", list(range(200)))
+    r = run("train", "--task", "lm", "--train-tokens", tmp_path / "t.bin",
+            "--init", tmp_path / "m.safetensors", "--out", tmp_path / "n.safetensors",
+            "--threads", 1, "--context", 32, "--max-steps", 1)
+    assert r.returncode == 1
+    assert "another tokenizer" in r.stderr, r.stderr
