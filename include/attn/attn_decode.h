@@ -204,7 +204,8 @@ typedef struct attn_generate_result {
 
 /* Called with each new token as soon as it is drawn (the stop token too), in the order drawn:
  * prompt is the prompt's index in the call. A status other than ATTN_OK stops the generation,
- * which then returns that status (the callback sets the message with attn_fail). */
+ * which then returns that status (with a message naming the prompt; the callback keeps or
+ * reports its own details). */
 typedef attn_status (*attn_generate_callback)(void *user, int64_t prompt, int32_t token);
 
 /* Continues n >= 0 prompts: prompts[i] holds prompt_lengths[i] ids of the target vocabulary,

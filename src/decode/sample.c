@@ -267,8 +267,12 @@ static attn_status sample_step(attn_step_decoder *decoder, int64_t step, int64_t
             int32_t token = 0;
             ATTN_TRY(draw_token(s->logits + r * vocab, vocab, options, &s->rngs[p], s->candidates,
                                 &token));
-            if (callback != NULL)
-                ATTN_TRY(callback(user, p, token));
+            const attn_status told = callback != NULL ? callback(user, p, token) : ATTN_OK;
+            if (told != ATTN_OK)
+                return attn_fail(told,
+                                 "attn_generate: the callback stopped the generation at "
+                                 "prompt %lld (status %s)",
+                                 (long long)p, attn_status_name(told));
             stops = add_token(&result->generations[p], prompt_lengths[p], token, options, context);
         }
         if (!stops)
