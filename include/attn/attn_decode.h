@@ -1,6 +1,7 @@
 /* attn decoding: greedy and beam search over the encoder-decoder models (layer 5), batched,
  * with n-best lists, the GNMT length penalty and, on request, the cross-attention maps that
- * produced each returned hypothesis.
+ * produced each returned hypothesis; and sampling from the language model (attn_generate, at
+ * the end).
  *
  * Search. Every sentence of a batch keeps up to beam_size live hypotheses; all of them are
  * rows of one step decoder (attn_model_step_start), so a batch of B sentences runs at most
