@@ -140,6 +140,10 @@ def test_an_encoder_decoder_is_sent_to_translate(tmp_path):
     result = run("generate", "--model", path, "--prompt", "abc", check=False)
     assert result.returncode == 1
     assert "attn translate" in result.stderr
+    # Only a language model may lack the source tokenizer.
+    write_model(ref.build(config, seed=1), path, {"attn_tgt_tokenizer": tokenizer})
+    result = run("generate", "--model", path, "--prompt", "abc", check=False)
+    assert result.returncode == 1 and "attn_src_tokenizer" in result.stderr
 
 
 def test_usage_errors(language_model):
