@@ -9,6 +9,8 @@
  *
  * Translating: attn_bundle_encode turns a text into source ids, attn_bundle_decode searches a
  * batch of them (attn_decode) and attn_bundle_text turns a hypothesis back into text.
+ * Generating (a language model): attn_bundle_encode_prompt, attn_bundle_generate (sampling,
+ * attn_generate) and attn_bundle_generated_text; attn_bundle_score_text gives perplexity.
  * A bundle owns one graph for its searches: use a bundle from one thread at a time.
  */
 #ifndef ATTN_BUNDLE_H
@@ -76,6 +78,60 @@ ATTN_API attn_status attn_bundle_encode(const attn_bundle *bundle, const char *t
 ATTN_API attn_status attn_bundle_decode(attn_bundle *bundle, int64_t n, const int32_t *const *ids,
                                         const int64_t *counts, const attn_decode_options *options,
                                         attn_decode_result **out);
+
+/* ---- language models -------------------------------------------------------------------- *
+ *
+ * A language model (arch "transformer_lm") reads and writes the target side only: its file
+ * needs no source tokenizer. Its text is a token stream in which each line is the target
+ * tokenizer's ids of the line followed by ATTN_EOS_ID (</s>, "end of line"), as attn train
+ * --task lm reads it. So a prompt starts with </s> (it begins a new line), and </s> in the
+ * output is a line break. */
+
+/* ATTN_OK when the bundle is a language model, else ATTN_ERR_INVALID_ARGUMENT naming the file
+ * and its arch. */
+ATTN_API attn_status attn_bundle_check_language_model(const attn_bundle *bundle);
+
+/* A prompt's ids (malloc'ed in *ids, *count of them): ATTN_EOS_ID, then the target tokenizer's
+ * ids of text. A prompt needs room for one new token in the model's context: at most
+ * max_len - 1 ids. A longer one is refused (ATTN_ERR_INVALID_ARGUMENT naming both lengths),
+ * or with truncate nonzero cut to its last max_len - 1 ids. unknown (NULL: not wanted)
+ * receives how many ids are <unk>, cut (NULL: not wanted) how many were cut off. */
+ATTN_API attn_status attn_bundle_encode_prompt(const attn_bundle *bundle, const char *text,
+                                               int truncate, int32_t **ids, int64_t *count,
+                                               int64_t *unknown, int64_t *cut);
+
+/* attn_generate with the bundle's model and graph: continues n prompts, ids[i] of counts[i]
+ * ids (attn_bundle_encode_prompt). The model must be a language model. */
+ATTN_API attn_status attn_bundle_generate(attn_bundle *bundle, int64_t n, const int32_t *const *ids,
+                                          const int64_t *counts, const uint64_t *stream_ids,
+                                          const attn_sample_options *options,
+                                          attn_generate_callback callback, void *user,
+                                          attn_generate_result **out);
+
+/* The text of count target ids (malloc'ed): each run of ids between </s> through the target
+ * tokenizer, each </s> as "\n". */
+ATTN_API attn_status attn_bundle_generated_text(const attn_bundle *bundle, const int32_t *ids,
+                                                int64_t count, char **text);
+
+/* How well a language model predicts a text. */
+typedef struct attn_text_score {
+    int64_t tokens;            /* predicted tokens: the token stream's length - 1 */
+    int64_t characters;        /* UTF-8 characters, each line's newline counted as one */
+    int64_t unknown;           /* <unk> ids in the stream */
+    double nats;               /* the summed cross-entropy of the predicted tokens */
+    double cross_entropy;      /* nats / tokens */
+    double perplexity;         /* exp(cross_entropy) */
+    double bits_per_token;     /* cross_entropy / ln 2 */
+    double bits_per_character; /* nats / ln 2 / characters */
+} attn_text_score;
+
+/* Scores n >= 1 lines of text with the language model: their token stream (above) is cut into
+ * consecutive windows of max_len + 1 ids overlapping by one, so every id after the first is
+ * predicted exactly once, from the earlier ids of its window; batch_rows >= 1 windows per
+ * forward pass, in the graph's precision with no dropout; the log-probabilities are summed in
+ * double. Fails (ATTN_ERR_INVALID_ARGUMENT) when the stream has fewer than 2 ids. */
+ATTN_API attn_status attn_bundle_score_text(attn_bundle *bundle, const char *const *lines,
+                                            int64_t n, int64_t batch_rows, attn_text_score *out);
 
 /* ---- ensembles and averaging ------------------------------------------------------------ */
 

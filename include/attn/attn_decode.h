@@ -1,6 +1,7 @@
 /* attn decoding: greedy and beam search over the encoder-decoder models (layer 5), batched,
  * with n-best lists, the GNMT length penalty and, on request, the cross-attention maps that
- * produced each returned hypothesis.
+ * produced each returned hypothesis; and sampling from the language model (attn_generate, at
+ * the end).
  *
  * Search. Every sentence of a batch keeps up to beam_size live hypotheses; all of them are
  * rows of one step decoder (attn_model_step_start), so a batch of B sentences runs at most
@@ -146,6 +147,81 @@ ATTN_API attn_status attn_greedy_decode(attn_model *model, attn_graph *graph, in
                                         int64_t src_len, const int32_t *src,
                                         const int32_t *src_lengths, int64_t max_len, int32_t *out,
                                         int64_t *out_lengths);
+
+/* ---- sampling from a language model ---------------------------------------------------- *
+ *
+ * attn_generate continues prompts with the language model (arch "transformer_lm") through its
+ * step decoder. All prompts run as rows of one decoder in lockstep: at step t a row feeds
+ * token t of its prompt while it has one, then the token it drew last; a row draws its first
+ * new token from the step that read its prompt's last token. So rows of different prompt
+ * lengths share one batch and each row computes what it would alone.
+ *
+ * Drawing a token from a row's logits z (in double, in a fixed order, so the result is
+ * deterministic): greedy takes the arg-max (the lowest id on ties) and ignores the rest.
+ * Otherwise p ~ exp(z / temperature); top_k > 0 keeps the k most probable tokens (ties: lower
+ * id first); top_p < 1 then keeps the smallest set of most probable tokens whose renormalised
+ * probability reaches top_p (nucleus sampling, Holtzman et al. 2020); the token is drawn from
+ * what is kept, renormalised, with one uniform double of 53 bits.
+ * Randomness: each row draws from its own attn_rng seeded by (seed, the row's stream id), so a
+ * prompt's continuation does not depend on the other prompts of the call, their order or the
+ * thread count, as far as the model computes a row's logits the same way in every batch (the
+ * Transformer's step decoder uses a small-row kernel up to 8 rows and GEMM above, which agree
+ * to float rounding only: a draw landing within that rounding of a boundary could differ).
+ * Stopping: a row stops after max_new_tokens new tokens, at the stop token, or when its text
+ * (prompt and new tokens) fills the model's context of max_len positions. */
+
+typedef struct attn_sample_options {
+    double temperature;     /* > 0: logits are divided by it; 1 leaves them */
+    int64_t top_k;          /* >= 0: keep the k most probable tokens; 0: all */
+    double top_p;           /* in (0, 1]: nucleus sampling; 1: off */
+    uint64_t seed;          /* with a row's stream id, seeds that row's generator */
+    int greedy;             /* nonzero: arg-max, ignoring temperature, top_k, top_p, seed */
+    int64_t max_new_tokens; /* >= 1: new tokens per row at most */
+    int32_t stop_token;     /* a row stops when it draws this id (e.g. ATTN_EOS_ID); -1: none */
+} attn_sample_options;
+
+/* Temperature 1, no top-k or top-p, seed 0, not greedy, 200 new tokens, no stop token. */
+ATTN_API attn_sample_options attn_sample_default_options(void);
+/* Checks the options (message naming the field and its range). */
+ATTN_API attn_status attn_sample_options_validate(const attn_sample_options *options);
+
+/* Why a row stopped. */
+typedef enum attn_generate_stop {
+    ATTN_GENERATE_MAX_NEW_TOKENS = 0, /* it drew max_new_tokens tokens */
+    ATTN_GENERATE_STOP_TOKEN = 1,     /* it drew the stop token */
+    ATTN_GENERATE_CONTEXT = 2         /* its prompt and new tokens fill the model's max_len */
+} attn_generate_stop;
+
+typedef struct attn_generation {
+    int32_t *tokens; /* [length] the new tokens, without the stop token */
+    int64_t length;
+    attn_generate_stop stop;
+} attn_generation;
+
+typedef struct attn_generate_result {
+    int64_t size;                 /* prompts */
+    attn_generation *generations; /* [size], in input order */
+} attn_generate_result;
+
+/* Called with each new token as soon as it is drawn (the stop token too), in the order drawn:
+ * prompt is the prompt's index in the call. A status other than ATTN_OK stops the generation,
+ * which then returns that status (with a message naming the prompt; the callback keeps or
+ * reports its own details). */
+typedef attn_status (*attn_generate_callback)(void *user, int64_t prompt, int32_t token);
+
+/* Continues n >= 0 prompts: prompts[i] holds prompt_lengths[i] ids of the target vocabulary,
+ * 1 <= prompt_lengths[i] <= the model's max_len - 1 (room for one new token). stream_ids
+ * (NULL: i) gives prompt i's random stream: pass the same id to get the same continuation in
+ * another call (e.g. a prompt's line number when a file is decoded in batches). model: arch
+ * "transformer_lm"; graph: a graph of its store, reset and left in inference mode. callback
+ * may be NULL. *out is malloc'ed: free it with attn_generate_result_destroy. */
+ATTN_API attn_status attn_generate(attn_model *model, attn_graph *graph, int64_t n,
+                                   const int32_t *const *prompts, const int64_t *prompt_lengths,
+                                   const uint64_t *stream_ids, const attn_sample_options *options,
+                                   attn_generate_callback callback, void *user,
+                                   attn_generate_result **out);
+/* NULL is ignored. */
+ATTN_API void attn_generate_result_destroy(attn_generate_result *result);
 
 #ifdef __cplusplus
 }

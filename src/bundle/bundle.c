@@ -44,13 +44,19 @@ attn_status attn_bundle_release(attn_bundle *bundle, attn_model **model, attn_to
     return ATTN_OK;
 }
 
-/* Both tokenizers of the file. A missing key means the file is a bare model (attn_model_save
- * without the bundle's metadata), which deserves a hint rather than "no metadata key". */
+/* The file's tokenizers: both for an encoder-decoder, the target's for a language model
+ * (which reads and writes target text only; its file may still carry a source tokenizer). A
+ * missing key means the file is a bare model (attn_model_save without the bundle's metadata),
+ * which deserves a hint rather than "no metadata key". */
 static attn_status read_tokenizers(const attn_tensor_file *file, const char *fn, attn_bundle *b)
 {
+    const int language_model = attn_model_get_config(b->model)->arch == ATTN_ARCH_TRANSFORMER_LM;
     for (int side = 0; side < 2; side++) {
         const char *json = NULL;
-        if (attn_tensor_file_metadata(file, TOKENIZER_KEYS[side], &json) != ATTN_OK)
+        const int missing = attn_tensor_file_metadata(file, TOKENIZER_KEYS[side], &json) != ATTN_OK;
+        if (missing && language_model && side == ATTN_BUNDLE_SOURCE)
+            continue;
+        if (missing)
             return attn_fail(ATTN_ERR_FORMAT,
                              "%s: %s has no tokenizers (\"%s\" metadata); use a model written by "
                              "'attn train'",
@@ -167,6 +173,10 @@ attn_status attn_bundle_encode(const attn_bundle *bundle, const char *text, int3
         *unknown = 0;
     ATTN_CHECK_NOT_NULL(bundle);
     ATTN_CHECK_NOT_NULL(text);
+    ATTN_CHECK_ARG(bundle->tokenizers[ATTN_BUNDLE_SOURCE] != NULL,
+                   "attn_bundle_encode: %s has no source tokenizer (a language model); encode "
+                   "a prompt with attn_bundle_encode_prompt",
+                   bundle->name);
     ATTN_TRY(attn_tokenizer_encode(bundle->tokenizers[ATTN_BUNDLE_SOURCE], text, ids, count));
     const int64_t max_len = attn_model_get_config(bundle->model)->max_len;
     if (*count > max_len) {
@@ -213,6 +223,9 @@ attn_status attn_bundle_labels(const attn_bundle *bundle, attn_bundle_side side,
     ATTN_CHECK_ARG(count >= 0, "attn_bundle_labels: count %lld is negative", (long long)count);
     ATTN_CHECK_ARG(count == 0 || (ids != NULL && labels != NULL),
                    "attn_bundle_labels: ids and labels must not be NULL");
+    ATTN_CHECK_ARG(bundle->tokenizers[side] != NULL,
+                   "attn_bundle_labels: %s has no source tokenizer (a language model)",
+                   bundle->name);
     const attn_vocab *vocab = attn_tokenizer_vocab(bundle->tokenizers[side]);
     for (int64_t i = 0; i < count; i++) {
         const char *token = attn_vocab_token(vocab, ids[i]);

@@ -17,6 +17,13 @@ static void tokenizer_difference(const attn_tokenizer *a, const attn_tokenizer *
                                  size_t size)
 {
     what[0] = '\0';
+    /* A language model's file has no source tokenizer. */
+    if (a == NULL || b == NULL) {
+        if (a != b)
+            snprintf(what, size, "%s vs %s", a != NULL ? "a tokenizer" : "no tokenizer",
+                     b != NULL ? "a tokenizer" : "no tokenizer");
+        return;
+    }
     if (attn_tokenizer_get_kind(a) != attn_tokenizer_get_kind(b)) {
         snprintf(what, size, "tokenizer kind %s vs %s",
                  attn_tokenizer_kind_name(attn_tokenizer_get_kind(a)),

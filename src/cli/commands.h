@@ -10,6 +10,7 @@ int attn_cmd_bench_attention(int argc, char **argv);
 int attn_cmd_bench_decode(int argc, char **argv);
 int attn_cmd_quantize(int argc, char **argv);
 int attn_cmd_bench_train(int argc, char **argv);
+int attn_cmd_generate(int argc, char **argv);
 int attn_cmd_info(int argc, char **argv);
 int attn_cmd_serve(int argc, char **argv);
 int attn_cmd_train(int argc, char **argv);

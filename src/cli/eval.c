@@ -1,4 +1,5 @@
-/* attn eval: scores system output against references (BLEU, chrF, WER, G2P WER/PER). */
+/* attn eval: scores system output against references (BLEU, chrF, WER, G2P WER/PER), and a
+ * language model on a text (perplexity). */
 #include "attn/attn.h"
 #include "cli/commands.h"
 #include "cli/library_error.h"
@@ -16,8 +17,18 @@ enum {
     LINE_SIZE = 512
 };
 
-typedef enum { METRIC_BLEU, METRIC_CHRF, METRIC_WER, METRIC_PER, METRIC_COUNT } metric;
-static const char *const metric_names[METRIC_COUNT] = {"bleu", "chrf", "wer", "per"};
+typedef enum {
+    METRIC_BLEU,
+    METRIC_CHRF,
+    METRIC_WER,
+    METRIC_PER,
+    METRIC_PERPLEXITY,
+    METRIC_COUNT
+} metric;
+static const char *const metric_names[METRIC_COUNT] = {"bleu", "chrf", "wer", "per", "perplexity"};
+
+/* Perplexity's decimals unless --width says otherwise: two would hide most differences. */
+enum { PERPLEXITY_WIDTH = 4, DEFAULT_PERPLEXITY_BATCH = 16 };
 
 typedef enum { FORMAT_AUTO, FORMAT_TEXT, FORMAT_TSV } input_format;
 
@@ -26,8 +37,10 @@ typedef struct eval_options {
     int n_metrics;
     cli_strings metric_lists; /* each "bleu,chrf" as given */
     cli_strings refs;
-    const char *hyp; /* NULL or "-": standard input */
-    int format;      /* input_format */
+    const char *hyp;   /* NULL or "-": standard input */
+    const char *model; /* perplexity: the language model */
+    int64_t batch;     /* perplexity: windows scored together */
+    int format;        /* input_format */
     int64_t width;
     int score_only;
 } eval_options;
@@ -38,7 +51,8 @@ static const char *const format_names[] = {"auto", "text", "tsv", NULL};
 
 static const cli_option eval_options_table[] = {
     {CLI_OPTION("--metric", CLI_STRINGS, FIELD(metric_lists), "M",
-                "one or more of bleu, chrf, wer, per, comma-separated (repeatable)")},
+                "one or more of bleu, chrf, wer, per, comma-separated (repeatable); or "
+                "perplexity alone")},
     {CLI_OPTION("--ref", CLI_STRINGS, FIELD(refs), "FILE",
                 "reference file (repeatable for translation)")},
     {CLI_OPTION("--hyp", CLI_STRING, FIELD(hyp), "FILE",
@@ -49,6 +63,11 @@ static const cli_option eval_options_table[] = {
     {CLI_OPTION("--width", CLI_INT, FIELD(width), "N", "decimals of the score"), .min = 0,
      .max = 17, .show_default = 1},
     {CLI_OPTION("--score-only", CLI_FLAG, FIELD(score_only), NULL, "print only the score")},
+    {CLI_OPTION("--model", CLI_STRING, FIELD(model), "FILE",
+                "perplexity: the language model (arch transformer_lm) scored on REF")},
+    {CLI_OPTION("--batch", CLI_INT, FIELD(batch), "N",
+                "perplexity: windows of max_len + 1 tokens scored together"),
+     .min = 1, .max = 1 << 16, .show_default = 1},
 };
 #define N_EVAL_OPTIONS (sizeof eval_options_table / sizeof eval_options_table[0])
 
@@ -72,7 +91,14 @@ static const cli_command eval_command = {
     "  wer    share of words whose hypothesis matches none of their pronunciations.\n"
     "  per    phoneme edits to each word's closest pronunciation (fewest edits, the\n"
     "         longer on a tie) summed over words, over those pronunciations' lengths.\n"
-    "         Words of REF missing from HYP count as wrong and fully deleted.\n",
+    "         Words of REF missing from HYP count as wrong and fully deleted.\n"
+    "\n"
+    "Language model (attn eval --metric perplexity --model LM.safetensors --ref TEXT):\n"
+    "  perplexity  the model reads TEXT as it was trained: each line's tokens, then the\n"
+    "         end of line; the stream is cut into windows of max_len + 1 tokens that\n"
+    "         overlap by one, so each token after the first is predicted once. Prints the\n"
+    "         cross-entropy (nats per token), perplexity, bits per token and bits per\n"
+    "         character (UTF-8 characters, each line's newline counted).\n",
     eval_options_table,
     N_EVAL_OPTIONS,
     "Exit status: 0 scored, 1 bad data (unreadable file, different line counts,\n"
@@ -89,7 +115,8 @@ static int parse_metrics(const char *list, eval_options *opt)
             if (strlen(metric_names[m]) == length && strncmp(p, metric_names[m], length) == 0)
                 found = m;
         if (found < 0)
-            return cli_usage_error(&eval_command, "unknown metric '%.*s' (bleu, chrf, wer or per)",
+            return cli_usage_error(&eval_command,
+                                   "unknown metric '%.*s' (bleu, chrf, wer, per or perplexity)",
                                    (int)length, p);
         if (opt->n_metrics == (int)(sizeof opt->metrics / sizeof *opt->metrics))
             return cli_usage_error(&eval_command, "too many metrics in '%s'", list);
@@ -106,6 +133,7 @@ static int parse_options(int argc, char **argv, eval_options *opt)
     memset(opt, 0, sizeof *opt);
     opt->width = 2;
     opt->format = FORMAT_AUTO;
+    opt->batch = DEFAULT_PERPLEXITY_BATCH;
     int given[N_EVAL_OPTIONS] = {0};
     const int code = cli_parse(&eval_command, argc, argv, opt, given);
     if (code != CLI_GO_ON)
@@ -117,6 +145,21 @@ static int parse_options(int argc, char **argv, eval_options *opt)
         return cli_usage_error(&eval_command, "--metric is required");
     if (opt->refs.count == 0)
         return cli_usage_error(&eval_command, "--ref is required");
+    int perplexity = 0;
+    for (int k = 0; k < opt->n_metrics; k++)
+        perplexity |= opt->metrics[k] == METRIC_PERPLEXITY;
+    if (perplexity && opt->n_metrics > 1)
+        return cli_usage_error(&eval_command, "perplexity scores a model, not output: give it "
+                                              "as the only --metric");
+    if (perplexity && opt->model == NULL)
+        return cli_usage_error(&eval_command, "perplexity needs --model LM.safetensors");
+    if (perplexity && (opt->refs.count > 1 || opt->hyp != NULL))
+        return cli_usage_error(&eval_command,
+                               "perplexity reads one text, --ref TEXT, and no --hyp");
+    if (!perplexity && opt->model != NULL)
+        return cli_usage_error(&eval_command, "--model is for --metric perplexity");
+    if (perplexity && !cli_was_given(&eval_command, given, "--width"))
+        opt->width = PERPLEXITY_WIDTH;
     return CLI_GO_ON;
 }
 
@@ -262,11 +305,45 @@ static int score_g2p(const eval_options *opt, const attn_lines *ref, const char 
     return 0;
 }
 
+/* The language model's scores on the text of refs[0]. */
+static int score_perplexity(const eval_options *opt, const attn_lines *text)
+{
+    attn_bundle *bundle = NULL;
+    if (attn_bundle_load(opt->model, &bundle) != ATTN_OK)
+        return report_failure();
+    attn_text_score score;
+    if (attn_bundle_score_text(bundle, (const char *const *)text->line, text->count, opt->batch,
+                               &score) != ATTN_OK) {
+        attn_bundle_destroy(bundle);
+        return report_failure();
+    }
+    attn_bundle_destroy(bundle);
+    if (score.unknown > 0)
+        fprintf(stderr,
+                "attn eval: note: %lld tokens of %s are outside the model's vocabulary, scored "
+                "as <unk>\n",
+                (long long)score.unknown, opt->refs.items[0]);
+    const int w = (int)opt->width;
+    if (opt->score_only) {
+        printf("%.*f\n", w, score.perplexity);
+        return 0;
+    }
+    printf("cross-entropy = %.*f nats/token (%lld tokens)\n", w, score.cross_entropy,
+           (long long)score.tokens);
+    printf("perplexity = %.*f\n", w, score.perplexity);
+    printf("bits/token = %.*f\n", w, score.bits_per_token);
+    printf("bits/char = %.*f (%lld characters)\n", w, score.bits_per_character,
+           (long long)score.characters);
+    return 0;
+}
+
 static int run(const eval_options *opt, attn_lines *refs, attn_lines *hyp)
 {
     for (int r = 0; r < opt->refs.count; r++)
         if (attn_lines_read(opt->refs.items[r], &refs[r]) != ATTN_OK)
             return report_failure();
+    if (opt->metrics[0] == METRIC_PERPLEXITY)
+        return score_perplexity(opt, &refs[0]);
     int tsv = opt->format == FORMAT_TSV ||
               (opt->format == FORMAT_AUTO && strchr(refs[0].line[0], '\t') != NULL);
     for (int k = 0; k < opt->n_metrics; k++) {

@@ -16,6 +16,7 @@ static const command commands[] = {
     {"average", attn_cmd_average, "average the weights of model files or checkpoints"},
     {"bench", attn_cmd_bench, "measure kernels against references (attn bench attention)"},
     {"eval", attn_cmd_eval, "score output against references: BLEU, chrF, WER, G2P PER"},
+    {"generate", attn_cmd_generate, "continue prompts with a language model (sampling or greedy)"},
     {"info", attn_cmd_info, "print the build: version, threading, instruction sets"},
     {"quantize", attn_cmd_quantize, "write a bf16 or int8 model file for faster inference"},
     {"serve", attn_cmd_serve, "serve a model over HTTP: JSON API, batched across clients"},

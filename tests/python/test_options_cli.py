@@ -8,8 +8,9 @@ import pytest
 from attn_program import ATTN
 
 
-COMMANDS = [["train"], ["translate"], ["viz"], ["eval"], ["info"], ["bench", "attention"],
-            ["bench", "gemm"], ["bench", "decode"], ["bench", "train"], ["average"]]
+COMMANDS = [["train"], ["translate"], ["generate"], ["viz"], ["eval"], ["info"],
+            ["bench", "attention"], ["bench", "gemm"], ["bench", "decode"], ["bench", "train"],
+            ["average"]]
 
 
 def run(*args, stdin=b""):
