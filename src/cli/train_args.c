@@ -362,6 +362,13 @@ static int check_lm_args(const train_args *a)
                                  "--train's text will learn: give --valid text");
     if (a->init != NULL && a->resume != NULL)
         return train_usage_error("--init starts a run and --resume continues one: give one");
+    static const char *const shape[] = {"--layers", "--d-model", "--heads",
+                                        "--ffn",    "--config",  "--tgt-tokens"};
+    for (size_t i = 0; a->init != NULL && i < sizeof shape / sizeof *shape; i++)
+        if (train_args_given(a, shape[i]))
+            return train_usage_error("%s cannot be used with --init: the model and its tokenizer "
+                                     "come from %s (--dropout and --label-smoothing may change)",
+                                     shape[i], a->init);
     if (a->no_valid && (a->valid != NULL || a->valid_tokens != NULL))
         return train_usage_error("give --valid (or --valid-tokens) or --no-valid, not both");
     return 0;

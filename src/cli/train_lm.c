@@ -60,6 +60,32 @@ static int read_model_file(const attn_tensor_file *file, const char *flag, const
     return 0;
 }
 
+/* --init's model with --dropout and --label-smoothing, when given, over its config: the
+ * weights are the same, how they are trained may change. */
+static int apply_training_flags(const train_args *a, attn_model **model)
+{
+    attn_model_config c = *attn_model_get_config(*model);
+    const int dropout = train_args_given(a, "--dropout");
+    const int smoothing = train_args_given(a, "--label-smoothing");
+    if (!dropout && !smoothing)
+        return 0;
+    if (dropout)
+        c.dropout = a->dropout;
+    if (smoothing)
+        c.label_smoothing = a->label_smoothing;
+    attn_model *changed = NULL;
+    if (attn_model_create(&c, &changed) != ATTN_OK)
+        return train_usage_error("the model: %s", attn_last_error());
+    /* Same architecture, so the same parameter layout: one copy of the values. */
+    attn_params *from = attn_model_params(*model), *to = attn_model_params(changed);
+    memcpy(attn_params_buffer(to, ATTN_PARAM_VALUES), attn_params_buffer(from, ATTN_PARAM_VALUES),
+           attn_params_buffer_floats(from) * sizeof(float));
+    attn_params_values_changed(to);
+    attn_model_destroy(*model);
+    *model = changed;
+    return 0;
+}
+
 /* A new model: the flags over the language model's defaults (GPT's: pre-norm, GELU, a final
  * norm, tied output; no label smoothing, so the loss is the perplexity's), with the data's
  * vocabulary and the context as max_len. */
@@ -133,6 +159,8 @@ int train_lm_prepare(const train_args *a, attn_tensor_file *resume_file, train_l
         else
             code = read_model_file(init_file, "--init", a->init, model, &tokenizer);
         attn_tensor_file_close(init_file);
+        if (code == 0)
+            code = apply_training_flags(a, model);
     }
     if (code == 0 && a->train != NULL && *model != NULL && tokenizer == NULL) {
         fprintf(stderr,
