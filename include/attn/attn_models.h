@@ -200,6 +200,45 @@ ATTN_API attn_status attn_model_set_precision(attn_model *model, attn_precision 
 /* fp32 unless set or read from a bf16 or int8 file. */
 ATTN_API attn_precision attn_model_precision(const attn_model *model);
 
+/* ---- llm.c's GPT-2 checkpoints ---------------------------------------------------------- */
+
+/* llm.c's train_gpt2 (github.com/karpathy/llm.c) writes GPT-2 as 256 int32 (magic 20240326,
+ * version 3, maxT, V, L, NH, C, Vp) and float32 tensors wte [Vp, C], wpe [maxT, C], per layer
+ * ln1, qkv, attproj, ln2, fc, fcproj, then lnf. In attn that model is a "transformer_lm" of
+ * d_model C, num_heads NH, ffn_dim 4C, decoder_layers L, tgt_vocab V, max_len maxT,
+ * "gelu_tanh", pre-norm with a final norm, learned positions, unscaled embeddings, a tied
+ * output without bias, layer_norm_eps 1e-5, dropout and label smoothing 0.
+ * The token table's padding rows V .. Vp-1 (llm.c pads its vocabulary for speed) are not
+ * part of attn's model; a model file written by attn_llmc_to_model_file keeps them as the
+ * tensor ATTN_LLMC_PADDED_ROWS ([Vp - V, C], ignored by attn_model_load) and Vp under the
+ * metadata key ATTN_LLMC_PADDED_VOCAB_KEY, so converting back gives the same bytes. */
+#define ATTN_LLMC_PADDED_VOCAB_KEY "llmc_padded_vocab"
+#define ATTN_LLMC_PADDED_ROWS "llmc.padded_vocab_rows"
+
+/* Reads an llm.c checkpoint into a new model (as above). *padded_vocab gets Vp and
+ * *padded_rows the malloc'ed rows V .. Vp-1 ([Vp - V, C], NULL when Vp == V; free() them);
+ * either pointer may be NULL. ATTN_ERR_FORMAT naming the file and the problem for a wrong
+ * magic, a non-positive or inconsistent header size (Vp < V, NH not dividing C), sizes that
+ * overflow, a file shorter (truncated) or longer than its header says, or a weight that is
+ * NaN or infinite (naming the tensor, layer and element); ATTN_ERR_UNSUPPORTED for a version
+ * other than 3 (float32); ATTN_ERR_IO when it cannot be read. */
+ATTN_API attn_status attn_model_from_llmc(const char *path, attn_model **out, int64_t *padded_vocab,
+                                          float **padded_rows);
+/* Writes the model as an llm.c checkpoint, atomically (a temporary file renamed over path).
+ * padded_vocab 0 takes tgt_vocab rounded up to a multiple of 128; padded_rows [padded_vocab -
+ * tgt_vocab, d_model] or NULL for zeros (as llm.c's exporter pads). ATTN_ERR_INVALID_ARGUMENT
+ * naming every config field llm.c cannot represent (arch, positions, activation, norm_first,
+ * decoder_final_norm, tie_output, output_bias, scale_embeddings, ffn_dim != 4 d_model,
+ * layer_norm_eps); dropout and label smoothing are training settings and are not stored. */
+ATTN_API attn_status attn_model_save_llmc(attn_model *model, const char *path, int64_t padded_vocab,
+                                          const float *padded_rows);
+/* File to file, keeping the padding rows (see above); config (may be NULL) gets the model's
+ * config for a report. Messages name the files. */
+ATTN_API attn_status attn_llmc_to_model_file(const char *llmc_path, const char *model_path,
+                                             attn_model_config *config);
+ATTN_API attn_status attn_model_file_to_llmc(const char *model_path, const char *llmc_path,
+                                             attn_model_config *config);
+
 /* ---- running a model ------------------------------------------------------------------- */
 
 /* A batch, as the data layer produces it (attn_batch converts field by field). Token arrays
