@@ -289,16 +289,20 @@ static void add_difference(char *out, size_t size, int *count, const char *field
     (*count)++;
 }
 
-/* ATTN_ERR_INVALID_ARGUMENT naming every field llm.c's GPT-2 cannot represent. */
-static attn_status check_representable(const char *fn, const attn_model_config *c)
+/* ATTN_ERR_INVALID_ARGUMENT naming every field llm.c's GPT-2 cannot represent, and the model's
+ * file when there is one (name; NULL: none). */
+static attn_status check_representable(const char *fn, const char *name, const attn_model_config *c)
 {
+    char model[512] = "the model";
+    if (name != NULL)
+        snprintf(model, sizeof model, "the model in '%s'", name);
     char differences[1024] = "";
     int n = 0;
     char value[64];
     const size_t size = sizeof differences;
     if (c->arch != ATTN_ARCH_TRANSFORMER_LM)
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
-                         "%s: llm.c holds GPT-2 language models only, not arch %s", fn,
+                         "%s: llm.c holds GPT-2 language models only; %s has arch %s", fn, model,
                          c->arch == ATTN_ARCH_TRANSFORMER ? "\"transformer\""
                          : c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER
                              ? "\"transformer_classifier\""
@@ -330,7 +334,7 @@ static attn_status check_representable(const char *fn, const attn_model_config *
     }
     if (n > 0)
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
-                         "%s: the model is not one llm.c's GPT-2 can represent: %s", fn,
+                         "%s: %s is not one llm.c's GPT-2 can represent: %s", fn, model,
                          differences);
     return ATTN_OK;
 }
@@ -347,7 +351,7 @@ static attn_status write_chunk(void *context, const char *llmc_name, int64_t lay
 {
     (void)llmc_name;
     (void)layer;
-    FILE *f = ((FILE **)context)[0];
+    FILE *f = context;
     if (fwrite(data, sizeof(float), count, f) != count)
         return ATTN_ERR_IO;
     return ATTN_OK;
@@ -358,9 +362,8 @@ static int write_body(FILE *f, void *context)
     writer *w = context;
     if (fwrite(w->header, sizeof w->header, 1, f) != 1)
         return 0;
-    FILE *target[1] = {f};
     return visit_chunks("attn_model_save_llmc", w->model, w->padded, w->padded_count, write_chunk,
-                        target) == ATTN_OK;
+                        f) == ATTN_OK;
 }
 
 attn_status attn_model_save_llmc(attn_model *model, const char *path, int64_t padded_vocab,
@@ -370,7 +373,7 @@ attn_status attn_model_save_llmc(attn_model *model, const char *path, int64_t pa
     ATTN_CHECK_NOT_NULL(model);
     ATTN_CHECK_NOT_NULL(path);
     const attn_model_config *c = &model->config;
-    ATTN_TRY(check_representable(fn, c));
+    ATTN_TRY(check_representable(fn, NULL, c));
     const int64_t V = c->tgt_vocab, C = c->d_model;
     if (padded_vocab == 0)
         padded_vocab = (V + 127) / 128 * 128; /* llm.c's own exporter's choice */
@@ -508,15 +511,8 @@ attn_status attn_model_file_to_llmc(const char *model_path, const char *llmc_pat
     attn_status status = attn_tensor_file_open(model_path, &file);
     if (status == ATTN_OK)
         status = attn_model_from_file(file, model_path, &model);
-    if (status == ATTN_OK) {
-        status = check_representable(fn, &model->config);
-        if (status != ATTN_OK) {
-            char inner[1200];
-            snprintf(inner, sizeof inner, "%s", attn_last_error());
-            status = attn_fail(status, "%s: '%s': %s", fn, model_path,
-                               strstr(inner, ": ") ? strstr(inner, ": ") + 2 : inner);
-        }
-    }
+    if (status == ATTN_OK)
+        status = check_representable(fn, model_path, &model->config);
     if (status == ATTN_OK)
         status = stored_padding(fn, file, model_path, &model->config, &padded_vocab, &padded);
     if (status == ATTN_OK)
