@@ -16,14 +16,19 @@
  *  - "transformer_classifier": the encoder over the source, mean-pooled over non-padding
  *    positions, a linear layer to num_classes.
  *  - "transformer_lm": a causal language model over the target: the same blocks as the
- *    encoder with causal self-attention, then the output projection.
+ *    encoder with causal self-attention, then the output projection. With pre-norm,
+ *    "gelu_tanh", learned positions, unscaled embeddings, a final norm and a tied output
+ *    without bias it is GPT-2 (attn_model_from_llmc reads llm.c's checkpoints).
  *
  * Parameter names (PyTorch's nn.Transformer names inside the stacks):
  *   src_embed.weight, tgt_embed.weight (or embed.weight when shared, and for the classifier
  *   and the language model), encoder.layers.<i>.*, encoder.norm.*, decoder.layers.<i>.*,
- *   decoder.norm.*, generator.weight (absent when tied), generator.bias, classifier.weight,
- *   classifier.bias. The language model's blocks are decoder.layers.<i>.* with the layout of
- *   an encoder layer (self_attn, linear1, linear2, norm1, norm2).
+ *   decoder.norm.*, generator.weight (absent when tied), generator.bias (absent without
+ *   output_bias), classifier.weight, classifier.bias (absent without output_bias); with
+ *   learned positions pos_embed.weight (classifier and language model) or src_pos_embed.weight
+ *   and tgt_pos_embed.weight (encoder-decoder), each [max_len, d_model]. The language
+ *   model's blocks are decoder.layers.<i>.* with the layout of an encoder layer (self_attn,
+ *   linear1, linear2, norm1, norm2).
  *
  * Attention dropout is not applied (dropout acts on embeddings, sublayer outputs and the
  * feed-forward's hidden layer, as the paper describes).
@@ -64,10 +69,19 @@ typedef enum attn_rnn_local {
     ATTN_RNN_LOCAL_P = 2
 } attn_rnn_local;
 
+/* How a Transformer adds positions to its embeddings (JSON names in quotes). */
+typedef enum attn_positions {
+    ATTN_POSITIONS_SINUSOIDAL = 0, /* "sinusoidal": the fixed table, laid out as
+                                    * positional_encoding says */
+    ATTN_POSITIONS_LEARNED = 1     /* "learned": a trained table [max_len, d_model] added to
+                                    * the (scaled, if scale_embeddings) token embeddings, as
+                                    * GPT-2's wpe */
+} attn_positions;
+
 /* The JSON name of each field is the struct field's name. Which fields an architecture has:
  *   all:                    version, arch, d_model, num_heads, ffn_dim, dropout, activation,
- *                           norm_first, max_len, positional_encoding, scale_embeddings,
- *                           layer_norm_eps, label_smoothing
+ *                           norm_first, max_len, positional_encoding, positions,
+ *                           scale_embeddings, output_bias, layer_norm_eps, label_smoothing
  *   transformer:            encoder_layers, decoder_layers, encoder_final_norm,
  *                           decoder_final_norm, src_vocab, tgt_vocab, share_embeddings,
  *                           tie_output
@@ -90,6 +104,8 @@ typedef struct attn_model_config {
     int tie_output;                     /* JSON bool: output projection = target embedding */
     int scale_embeddings;               /* JSON bool: embeddings times sqrt(d_model) */
     attn_pe_layout positional_encoding; /* JSON: "interleaved" or "concatenated" */
+    attn_positions positions;           /* JSON: "sinusoidal" or "learned" */
+    int output_bias;                    /* JSON bool: the generator (classifier) has a bias */
     int64_t max_len;                    /* longest sequence the positions cover */
     double layer_norm_eps;              /* > 0 */
     double label_smoothing;             /* [0, 1]: of the training loss */
@@ -109,8 +125,9 @@ typedef struct attn_model_config {
 
 /* The defaults of an architecture: the base model of the paper (d_model 512, 8 heads,
  * 6 + 6 layers, FFN 2048, dropout 0.1, ReLU, post-norm, label smoothing 0.1), final norms
- * on, tied output, interleaved positions, max_len 1024, eps 1e-5; the vocabulary sizes and
- * num_classes are 0 and must be set. An unknown arch gives the transformer's defaults.
+ * on, tied output with a bias, sinusoidal interleaved positions, max_len 1024, eps 1e-5;
+ * the vocabulary sizes and num_classes are 0 and must be set. An unknown arch gives the
+ * transformer's defaults.
  * rnn: Bahdanau's model at a smaller size: one layer of GRUs, 256 hidden units, 256-wide
  * embeddings and attention, bidirectional encoder, "bahdanau" attention, local "none",
  * window 10, no input feeding, no reversal, dropout 0.1, label smoothing 0, max_len 1024. */
@@ -182,6 +199,45 @@ ATTN_API attn_status attn_model_load_weights(attn_model *model, const attn_tenso
 ATTN_API attn_status attn_model_set_precision(attn_model *model, attn_precision precision);
 /* fp32 unless set or read from a bf16 or int8 file. */
 ATTN_API attn_precision attn_model_precision(const attn_model *model);
+
+/* ---- llm.c's GPT-2 checkpoints ---------------------------------------------------------- */
+
+/* llm.c's train_gpt2 (github.com/karpathy/llm.c) writes GPT-2 as 256 int32 (magic 20240326,
+ * version 3, maxT, V, L, NH, C, Vp) and float32 tensors wte [Vp, C], wpe [maxT, C], per layer
+ * ln1, qkv, attproj, ln2, fc, fcproj, then lnf. In attn that model is a "transformer_lm" of
+ * d_model C, num_heads NH, ffn_dim 4C, decoder_layers L, tgt_vocab V, max_len maxT,
+ * "gelu_tanh", pre-norm with a final norm, learned positions, unscaled embeddings, a tied
+ * output without bias, layer_norm_eps 1e-5, dropout and label smoothing 0.
+ * The token table's padding rows V .. Vp-1 (llm.c pads its vocabulary for speed) are not
+ * part of attn's model; a model file written by attn_llmc_to_model_file keeps them as the
+ * tensor ATTN_LLMC_PADDED_ROWS ([Vp - V, C], ignored by attn_model_load) and Vp under the
+ * metadata key ATTN_LLMC_PADDED_VOCAB_KEY, so converting back gives the same bytes. */
+#define ATTN_LLMC_PADDED_VOCAB_KEY "llmc_padded_vocab"
+#define ATTN_LLMC_PADDED_ROWS "llmc.padded_vocab_rows"
+
+/* Reads an llm.c checkpoint into a new model (as above). *padded_vocab gets Vp and
+ * *padded_rows the malloc'ed rows V .. Vp-1 ([Vp - V, C], NULL when Vp == V; free() them);
+ * either pointer may be NULL. ATTN_ERR_FORMAT naming the file and the problem for a wrong
+ * magic, a non-positive or inconsistent header size (Vp < V, NH not dividing C), sizes that
+ * overflow, a file shorter (truncated) or longer than its header says, or a weight that is
+ * NaN or infinite (naming the tensor, layer and element); ATTN_ERR_UNSUPPORTED for a version
+ * other than 3 (float32); ATTN_ERR_IO when it cannot be read. */
+ATTN_API attn_status attn_model_from_llmc(const char *path, attn_model **out, int64_t *padded_vocab,
+                                          float **padded_rows);
+/* Writes the model as an llm.c checkpoint, atomically (a temporary file renamed over path).
+ * padded_vocab 0 takes tgt_vocab rounded up to a multiple of 128; padded_rows [padded_vocab -
+ * tgt_vocab, d_model] or NULL for zeros (as llm.c's exporter pads). ATTN_ERR_INVALID_ARGUMENT
+ * naming every config field llm.c cannot represent (arch, positions, activation, norm_first,
+ * decoder_final_norm, tie_output, output_bias, scale_embeddings, ffn_dim != 4 d_model,
+ * layer_norm_eps); dropout and label smoothing are training settings and are not stored. */
+ATTN_API attn_status attn_model_save_llmc(attn_model *model, const char *path, int64_t padded_vocab,
+                                          const float *padded_rows);
+/* File to file, keeping the padding rows (see above); config (may be NULL) gets the model's
+ * config for a report. Messages name the files. */
+ATTN_API attn_status attn_llmc_to_model_file(const char *llmc_path, const char *model_path,
+                                             attn_model_config *config);
+ATTN_API attn_status attn_model_file_to_llmc(const char *model_path, const char *llmc_path,
+                                             attn_model_config *config);
 
 /* ---- running a model ------------------------------------------------------------------- */
 

@@ -4,6 +4,7 @@
 #define ATTN_CLI_COMMANDS_H
 
 int attn_cmd_average(int argc, char **argv);
+int attn_cmd_convert(int argc, char **argv);
 int attn_cmd_bench(int argc, char **argv);
 int attn_cmd_eval(int argc, char **argv);
 int attn_cmd_bench_attention(int argc, char **argv);

@@ -15,6 +15,7 @@ typedef struct {
 static const command commands[] = {
     {"average", attn_cmd_average, "average the weights of model files or checkpoints"},
     {"bench", attn_cmd_bench, "measure kernels against references (attn bench attention)"},
+    {"convert", attn_cmd_convert, "convert GPT-2 models between llm.c checkpoints and attn"},
     {"eval", attn_cmd_eval, "score output against references: BLEU, chrF, WER, G2P PER"},
     {"generate", attn_cmd_generate, "continue prompts with a language model (sampling or greedy)"},
     {"info", attn_cmd_info, "print the build: version, threading, instruction sets"},

@@ -15,6 +15,7 @@ static const char *const arch_names[] = {"transformer", "transformer_classifier"
                                          "transformer_lm", "rnn"};
 static const char *const activation_names[] = {"relu", "gelu", "gelu_tanh"};
 static const char *const layout_names[] = {"interleaved", "concatenated"};
+static const char *const positions_names[] = {"sinusoidal", "learned"};
 static const char *const cell_names[] = {"gru", "lstm"};
 static const char *const attention_names[] = {"bahdanau", "luong-dot", "luong-general",
                                               "luong-concat", "none"};
@@ -64,8 +65,10 @@ static const field_spec fields[] = {
     FIELD(num_classes, FIELD_INT, ARCH_CLASSIFIER),
     FIELD(share_embeddings, FIELD_BOOL, ARCH_TRANSFORMER),
     FIELD(tie_output, FIELD_BOOL, ARCH_TRANSFORMER | ARCH_LM),
+    FIELD(output_bias, FIELD_BOOL, ARCH_ALL),
     FIELD(scale_embeddings, FIELD_BOOL, ARCH_ALL),
     ENUM_FIELD(positional_encoding, ARCH_ALL, layout_names),
+    ENUM_FIELD(positions, ARCH_ALL, positions_names),
     FIELD(max_len, FIELD_INT, ARCH_ALL | ARCH_RNN),
     FIELD(layer_norm_eps, FIELD_NUMBER, ARCH_ALL),
     FIELD(label_smoothing, FIELD_NUMBER, ARCH_ALL | ARCH_RNN),
@@ -83,7 +86,8 @@ static const field_spec fields[] = {
 };
 
 /* Enumerations and bools are read and written as int. */
-_Static_assert(sizeof(attn_activation) == sizeof(int) && sizeof(attn_pe_layout) == sizeof(int),
+_Static_assert(sizeof(attn_activation) == sizeof(int) && sizeof(attn_pe_layout) == sizeof(int) &&
+                   sizeof(attn_positions) == sizeof(int),
                "enumerations in attn_model_config must be int-sized");
 _Static_assert(sizeof(attn_rnn_cell) == sizeof(int) && sizeof(attn_rnn_attention) == sizeof(int) &&
                    sizeof(attn_rnn_local) == sizeof(int),
@@ -124,6 +128,8 @@ attn_model_config attn_model_config_default(attn_model_arch arch)
     c.norm_first = 0;
     c.scale_embeddings = 1;
     c.positional_encoding = ATTN_PE_INTERLEAVED;
+    c.positions = ATTN_POSITIONS_SINUSOIDAL;
+    c.output_bias = 1;
     c.max_len = 1024;
     c.layer_norm_eps = 1e-5;
     c.label_smoothing = 0.1;

@@ -48,6 +48,22 @@ static attn_status register_stack(attn_model *m, const attn_nn_block_config *blo
     return ATTN_OK;
 }
 
+/* A table [max_len, d_model] of learned positions. Initialised N(0, std) with std half the
+ * token embeddings' as they enter the sum (their N(0, 1/sqrt(d_model)) times the embedding
+ * scale): GPT-2's ratio (wte 0.02, wpe 0.01), so positions start as a small perturbation of
+ * the tokens whatever d_model and scale_embeddings are, and training sizes them. */
+static attn_status register_learned_positions(attn_model *m, const char *name,
+                                              attn_nn_embedding *table)
+{
+    const attn_model_config *c = &m->config;
+    const int64_t shape[2] = {c->max_len, c->d_model};
+    const double token_std = attn_model_embedding_scale(c) / sqrt((double)c->d_model);
+    table->vocab = c->max_len;
+    table->dim = c->d_model;
+    return attn_params_add(m->params, name, 2, shape, attn_init_normal((float)(0.5 * token_std)),
+                           &table->weight);
+}
+
 static attn_status build(attn_model *m)
 {
     const attn_model_config *c = &m->config;
@@ -76,21 +92,33 @@ static attn_status build(attn_model *m)
     case ATTN_ARCH_RNN:
         return attn_rnn_model_build(c, m->params, &m->rnn);
     }
+    if (c->positions == ATTN_POSITIONS_LEARNED) {
+        if (c->arch == ATTN_ARCH_TRANSFORMER) {
+            ATTN_TRY(register_learned_positions(m, "src_pos_embed.weight", &m->src_pos_embed));
+            ATTN_TRY(register_learned_positions(m, "tgt_pos_embed.weight", &m->tgt_pos_embed));
+        } else {
+            attn_nn_embedding *table =
+                c->arch == ATTN_ARCH_TRANSFORMER_LM ? &m->tgt_pos_embed : &m->src_pos_embed;
+            ATTN_TRY(register_learned_positions(m, "pos_embed.weight", table));
+        }
+    }
     attn_nn_block_config block = {c->d_model,       c->num_heads,  c->ffn_dim,
                                   (float)c->dropout, c->activation, c->norm_first,
                                   (float)c->layer_norm_eps};
     ATTN_TRY(register_stack(m, &block));
     if (c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER) {
         ATTN_TRY(attn_nn_linear_register(&m->classifier, m->params, "classifier", c->d_model,
-                                         c->num_classes, 1));
+                                         c->num_classes, c->output_bias));
     } else if (c->tie_output) {
         ATTN_TRY(attn_nn_linear_register_tied(&m->generator, m->params, "generator",
-                                              m->tgt_embed.weight, 1));
+                                              m->tgt_embed.weight, c->output_bias));
     } else {
         ATTN_TRY(attn_nn_linear_register(&m->generator, m->params, "generator", c->d_model,
-                                         c->tgt_vocab, 1));
+                                         c->tgt_vocab, c->output_bias));
     }
     ATTN_TRY(attn_params_finalize(m->params));
+    if (c->positions == ATTN_POSITIONS_LEARNED)
+        return ATTN_OK;
     return attn_nn_positional_init(&m->positions, c->max_len, c->d_model,
                                    c->positional_encoding);
 }
@@ -307,15 +335,44 @@ float attn_model_embedding_scale(const attn_model_config *c)
     return c->scale_embeddings ? (float)sqrt((double)c->d_model) : 1.0f;
 }
 
-/* dropout(embed(ids) * scale + positions) */
-static attn_status embed(const attn_model *m, const attn_nn_embedding *table, attn_graph *graph,
-                         int64_t size, int64_t len, const int32_t *ids, int64_t stride,
-                         attn_var **out)
+const float *attn_model_position_rows(const attn_model *m, int source)
+{
+    if (m->config.positions != ATTN_POSITIONS_LEARNED)
+        return m->positions.table;
+    const attn_nn_embedding *table = source ? &m->src_pos_embed : &m->tgt_pos_embed;
+    return attn_params_data(m->params, table->weight, ATTN_PARAM_VALUES);
+}
+
+/* x + positions 0 .. len-1 of a learned table: an embedding lookup of those ids, so the
+ * table learns through the tape like the token embeddings. */
+static attn_status add_learned_positions(const attn_nn_embedding *table, attn_graph *graph,
+                                         attn_var *x, attn_var **out)
+{
+    const int64_t size = x->value.shape[0], len = x->value.shape[1];
+    int32_t *ids = attn_graph_alloc(graph, (size_t)(size * len) * sizeof *ids);
+    if (ids == NULL && size * len > 0)
+        return ATTN_ERR_OUT_OF_MEMORY;
+    for (int64_t b = 0; b < size; b++)
+        for (int64_t t = 0; t < len; t++)
+            ids[b * len + t] = (int32_t)t;
+    attn_var *positions;
+    ATTN_TRY(attn_nn_embedding_forward(table, graph, size, len, ids, len, 1.0f, &positions));
+    return attn_op_add(graph, x, positions, out);
+}
+
+/* dropout(embed(ids) * scale + positions); positions is the learned table of this side (used
+ * only when the config's positions are learned). */
+static attn_status embed(const attn_model *m, const attn_nn_embedding *table,
+                         const attn_nn_embedding *positions, attn_graph *graph, int64_t size,
+                         int64_t len, const int32_t *ids, int64_t stride, attn_var **out)
 {
     attn_var *x;
     ATTN_TRY(attn_nn_embedding_forward(table, graph, size, len, ids, stride,
                                        attn_model_embedding_scale(&m->config), &x));
-    ATTN_TRY(attn_nn_positional_forward(&m->positions, graph, x, &x));
+    if (m->config.positions == ATTN_POSITIONS_LEARNED)
+        ATTN_TRY(add_learned_positions(positions, graph, x, &x));
+    else
+        ATTN_TRY(attn_nn_positional_forward(&m->positions, graph, x, &x));
     return attn_op_dropout(graph, x, (float)m->config.dropout, out);
 }
 
@@ -341,7 +398,8 @@ static attn_status encode(const char *fn, attn_model *model, attn_graph *graph, 
     if (attn_quantized_encoder_applies(model, graph))
         return attn_quantized_encode(fn, model, graph, size, src_len, src, src_lengths, memory);
     attn_var *x;
-    ATTN_TRY(embed(model, &model->src_embed, graph, size, src_len, src, src_len, &x));
+    ATTN_TRY(embed(model, &model->src_embed, &model->src_pos_embed, graph, size, src_len, src,
+                   src_len, &x));
     attn_attention_mask mask = {src_lengths, 0};
     for (int64_t i = 0; i < model->n_blocks; i++)
         ATTN_TRY(attn_nn_encoder_layer_forward(&model->blocks[i], graph, x, &mask, &x));
@@ -399,7 +457,8 @@ static attn_status decode(const char *fn, attn_model *model, attn_graph *graph, 
                        "%s: a language model takes no memory", fn);
     }
     attn_var *x;
-    ATTN_TRY(embed(model, &model->tgt_embed, graph, size, len, ids, ids_stride, &x));
+    ATTN_TRY(embed(model, &model->tgt_embed, &model->tgt_pos_embed, graph, size, len, ids,
+                   ids_stride, &x));
     attn_attention_mask self_mask = {lengths, 1}, memory_mask = {src_lengths, 0};
     if (c->arch == ATTN_ARCH_TRANSFORMER) {
         for (int64_t i = 0; i < model->n_decoder_layers; i++)

@@ -16,7 +16,10 @@ struct attn_model {
     /* The classifier reads src_embed, the language model tgt_embed; shared embeddings are
      * one parameter in both. */
     attn_nn_embedding src_embed, tgt_embed;
-    attn_nn_positional positions;
+    attn_nn_positional positions; /* sinusoidal positions (table NULL with learned ones) */
+    /* Learned positions: the encoder's and the decoder's tables; the classifier's
+     * (src_pos_embed) and the language model's (tgt_pos_embed) one table is "pos_embed". */
+    attn_nn_embedding src_pos_embed, tgt_pos_embed;
     /* Self-attention blocks: the encoder's, or the language model's causal ones. */
     attn_nn_encoder_layer *blocks;
     int64_t n_blocks;
@@ -62,6 +65,9 @@ ATTN_INTERNAL attn_status attn_model_load_quantized(attn_model *model, const att
 
 /* model.c: what the embeddings are multiplied by (sqrt(d_model) or 1). */
 ATTN_INTERNAL float attn_model_embedding_scale(const attn_model_config *c);
+/* model.c: the rows [max_len, d_model] added to the source's (source != 0) or the target's
+ * embeddings: the sinusoidal table, or the learned table's current values. */
+ATTN_INTERNAL const float *attn_model_position_rows(const attn_model *m, int source);
 
 /* rnn_config.c: the "rnn" defaults, and the constraints between the rnn fields (each
  * field's own range is checked by the table in config.c). fn names the caller. */

@@ -152,8 +152,9 @@ attn_status attn_quantized_encode(const char *fn, attn_model *m, attn_graph *gra
             r.padding[b * len + j] = src_lengths != NULL && j >= src_lengths[b];
     ATTN_TRY(attn_embedding_forward(T, m->src_embed.vocab, E, values(m, m->src_embed.weight), src,
                                     attn_model_embedding_scale(c), r.x));
+    const float *positions = attn_model_position_rows(m, 1);
     for (int64_t t = 0; t < T; t++) {
-        const float *position = m->positions.table + (t % len) * E;
+        const float *position = positions + (t % len) * E;
         for (int64_t i = 0; i < E; i++)
             r.x[t * E + i] += position[i];
     }

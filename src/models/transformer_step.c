@@ -325,7 +325,7 @@ static void gather_weights(transformer_step_decoder *d, const attn_model *m)
         }
     }
     d->embed_table = param(m, m->tgt_embed.weight);
-    d->positions = m->positions.table;
+    d->positions = attn_model_position_rows(m, 0);
     if (m->has_decoder_norm) {
         d->final_norm_w = param(m, m->decoder_norm.weight);
         d->final_norm_b = param(m, m->decoder_norm.bias);

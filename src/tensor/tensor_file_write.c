@@ -199,65 +199,44 @@ static void describe_error(int error, char *reason, size_t size)
         snprintf(reason, size, "error %d", error);
 }
 
-static attn_status io_failure(const char *path, const char *step, const char *subject, int error)
+static attn_status io_failure(const char *fn, const char *path, const char *step,
+                              const char *subject, int error)
 {
     char reason[128];
     describe_error(error, reason, sizeof reason);
-    return attn_fail(ATTN_ERR_IO, "attn_tensor_file_write: '%s': %s '%s' failed: %s", path, step,
-                     subject, reason);
+    return attn_fail(ATTN_ERR_IO, "%s: '%s': %s '%s' failed: %s", fn, path, step, subject, reason);
 }
 
 /* Makes the rename durable: until the folder's entry is on disk, a power cut may bring back
  * the old name table. */
-static attn_status sync_folder(const char *path)
+static attn_status sync_folder(const char *fn, const char *path)
 {
     const char *slash = strrchr(path, '/');
     char *folder =
         slash == NULL ? strdup(".") : strndup(path, slash == path ? 1 : (size_t)(slash - path));
     if (folder == NULL)
-        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_tensor_file_write: out of memory");
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     attn_status status = ATTN_OK;
     int fd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) {
-        status = io_failure(path, "opening the folder", folder, errno);
+        status = io_failure(fn, path, "opening the folder", folder, errno);
     } else {
         /* Some file systems cannot sync a folder and say EINVAL: there is nothing to wait for. */
         if (fsync(fd) != 0 && errno != EINVAL)
-            status = io_failure(path, "syncing the folder", folder, errno);
+            status = io_failure(fn, path, "syncing the folder", folder, errno);
         close(fd);
     }
     free(folder);
     return status;
 }
 
-/* Writes header and data to f; on failure returns 0 with errno set and *step naming the step. */
-static int write_contents(FILE *f, const unsigned char *header, size_t header_length,
-                          const attn_named_tensor *tensors, const tensor_plan *plans,
-                          size_t n_tensors, const char **step)
-{
-    *step = "writing";
-    if (fwrite(header, 1, header_length, f) != header_length)
-        return 0;
-    for (size_t s = 0; s < sizeof layout_sizes / sizeof layout_sizes[0]; s++)
-        for (size_t i = 0; i < n_tensors; i++)
-            if (attn_dtype_size(tensors[i].dtype) == layout_sizes[s] && plans[i].nbytes > 0 &&
-                fwrite(tensors[i].data, 1, plans[i].nbytes, f) != plans[i].nbytes)
-                return 0;
-    *step = "flushing";
-    if (fflush(f) != 0)
-        return 0;
-    *step = "syncing";
-    return fsync(fileno(f)) == 0;
-}
-
-static attn_status write_atomically(const char *path, const unsigned char *header,
-                                    size_t header_length, const attn_named_tensor *tensors,
-                                    const tensor_plan *plans, size_t n_tensors)
+attn_status attn_file_write_atomically(const char *fn, const char *path,
+                                       attn_file_body_writer write_body, void *context)
 {
     size_t temp_capacity = strlen(path) + 32;
     char *temp = malloc(temp_capacity);
     if (temp == NULL)
-        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_tensor_file_write: out of memory");
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     snprintf(temp, temp_capacity, "%s.tmp.%ld", path, (long)getpid());
 
     const char *step = "creating";
@@ -265,7 +244,16 @@ static attn_status write_atomically(const char *path, const unsigned char *heade
     FILE *f = fopen(temp, "wb");
     int ok = f != NULL, created = f != NULL;
     if (created) {
-        ok = write_contents(f, header, header_length, tensors, plans, n_tensors, &step);
+        step = "writing";
+        ok = write_body(f, context);
+        if (ok) {
+            step = "flushing";
+            ok = fflush(f) == 0;
+        }
+        if (ok) {
+            step = "syncing";
+            ok = fsync(fileno(f)) == 0;
+        }
         int error = errno;
         /* fclose also reports write errors the kernel deferred (network file systems do). */
         if (fclose(f) != 0 && ok) {
@@ -284,10 +272,32 @@ static attn_status write_atomically(const char *path, const unsigned char *heade
         int error = errno != 0 ? errno : EIO;
         if (created)
             unlink(temp);
-        status = io_failure(path, step, temp, error);
+        status = io_failure(fn, path, step, temp, error);
     }
     free(temp);
-    return status == ATTN_OK ? sync_folder(path) : status;
+    return status == ATTN_OK ? sync_folder(fn, path) : status;
+}
+
+/* What write_contents writes: the header, then the tensors' bytes by decreasing element size. */
+typedef struct file_contents {
+    const unsigned char *header;
+    size_t header_length;
+    const attn_named_tensor *tensors;
+    const tensor_plan *plans;
+    size_t n_tensors;
+} file_contents;
+
+static int write_contents(FILE *f, void *context)
+{
+    const file_contents *c = context;
+    if (fwrite(c->header, 1, c->header_length, f) != c->header_length)
+        return 0;
+    for (size_t s = 0; s < sizeof layout_sizes / sizeof layout_sizes[0]; s++)
+        for (size_t i = 0; i < c->n_tensors; i++)
+            if (attn_dtype_size(c->tensors[i].dtype) == layout_sizes[s] && c->plans[i].nbytes > 0 &&
+                fwrite(c->tensors[i].data, 1, c->plans[i].nbytes, f) != c->plans[i].nbytes)
+                return 0;
+    return 1;
 }
 
 attn_status attn_tensor_file_write(const char *path, const attn_named_tensor *tensors,
@@ -330,8 +340,11 @@ attn_status attn_tensor_file_write(const char *path, const attn_named_tensor *te
     if (status == ATTN_OK)
         status =
             build_header(tensors, plans, n_tensors, metadata, n_metadata, &header, &header_length);
-    if (status == ATTN_OK)
-        status = write_atomically(path, header, header_length, tensors, plans, n_tensors);
+    if (status == ATTN_OK) {
+        file_contents contents = {header, header_length, tensors, plans, n_tensors};
+        status =
+            attn_file_write_atomically("attn_tensor_file_write", path, write_contents, &contents);
+    }
     free(header);
     free(plans);
     return status;

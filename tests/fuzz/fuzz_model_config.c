@@ -18,7 +18,8 @@ static int same_config(const attn_model_config *a, const attn_model_config *b)
            a->tgt_vocab == b->tgt_vocab && a->num_classes == b->num_classes &&
            a->share_embeddings == b->share_embeddings && a->tie_output == b->tie_output &&
            a->scale_embeddings == b->scale_embeddings &&
-           a->positional_encoding == b->positional_encoding && a->max_len == b->max_len &&
+           a->positional_encoding == b->positional_encoding && a->positions == b->positions &&
+           a->output_bias == b->output_bias && a->max_len == b->max_len &&
            a->layer_norm_eps == b->layer_norm_eps && a->label_smoothing == b->label_smoothing &&
            a->cell == b->cell && a->layers == b->layers && a->hidden == b->hidden &&
            a->embedding_dim == b->embedding_dim && a->attention_dim == b->attention_dim &&

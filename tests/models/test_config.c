@@ -28,7 +28,8 @@ static int same_config(const attn_model_config *a, const attn_model_config *b)
            a->tgt_vocab == b->tgt_vocab && a->num_classes == b->num_classes &&
            a->share_embeddings == b->share_embeddings && a->tie_output == b->tie_output &&
            a->scale_embeddings == b->scale_embeddings &&
-           a->positional_encoding == b->positional_encoding && a->max_len == b->max_len &&
+           a->positional_encoding == b->positional_encoding && a->positions == b->positions &&
+           a->output_bias == b->output_bias && a->max_len == b->max_len &&
            a->layer_norm_eps == b->layer_norm_eps && a->label_smoothing == b->label_smoothing;
 }
 
@@ -46,6 +47,8 @@ static void test_round_trips(void)
         c.layer_norm_eps = 1e-6;
         c.label_smoothing = 0.05;
         c.scale_embeddings = 0;
+        c.positions = ATTN_POSITIONS_LEARNED;
+        c.output_bias = 0;
         if (arch == ATTN_ARCH_TRANSFORMER) {
             c.tgt_vocab = c.src_vocab;
             c.share_embeddings = 1;
@@ -64,7 +67,9 @@ static void test_round_trips(void)
         CHECK(json && again && strcmp(json, again) == 0, "same JSON twice");
         CHECK(json && strstr(json, "\"dropout\":0.3") && strstr(json, "\"activation\":\"gelu\"") &&
                   strstr(json, "\"positional_encoding\":\"concatenated\"") &&
-                  strstr(json, "\"norm_first\":true"),
+                  strstr(json, "\"norm_first\":true") &&
+                  strstr(json, "\"positions\":\"learned\"") &&
+                  strstr(json, "\"output_bias\":false"),
               "readable values: %s", json);
         int has_classes = json && strstr(json, "num_classes") != NULL;
         int has_decoder = json && strstr(json, "decoder_layers") != NULL;
@@ -90,6 +95,8 @@ static void test_missing_fields_take_defaults(void)
     CHECK(c.d_model == 512 && c.num_heads == 8 && c.encoder_layers == 6 && c.ffn_dim == 2048 &&
               c.dropout == 0.1 && c.label_smoothing == 0.1 && c.tie_output == 1,
           "the paper's base model");
+    CHECK(c.positions == ATTN_POSITIONS_SINUSOIDAL && c.output_bias == 1,
+          "a file without the fields keeps sinusoidal positions and the output bias");
     CHECK_OK(attn_model_config_from_json(
         "{\"version\":1,\"arch\":\"transformer_lm\",\"tgt_vocab\":50,\"d_model\":64,"
         "\"num_heads\":4,\"decoder_layers\":2}",
@@ -130,6 +137,17 @@ static void test_bad_configs_are_rejected(void)
         {"{\"version\":1,\"arch\":\"transformer\",\"src_vocab\":5,\"tgt_vocab\":5,"
          "\"positional_encoding\":\"learned\"}",
          ATTN_ERR_FORMAT, "positional_encoding"},
+        {"{\"version\":1,\"arch\":\"transformer_lm\",\"tgt_vocab\":5,"
+         "\"positions\":\"rotary\"}",
+         ATTN_ERR_FORMAT, "\"positions\" must be \"sinusoidal\" or \"learned\""},
+        {"{\"version\":1,\"arch\":\"transformer_lm\",\"tgt_vocab\":5,\"output_bias\":0}",
+         ATTN_ERR_FORMAT, "output_bias"},
+        {"{\"version\":1,\"arch\":\"rnn\",\"src_vocab\":5,\"tgt_vocab\":5,"
+         "\"positions\":\"learned\"}",
+         ATTN_ERR_FORMAT, "positions"},
+        {"{\"version\":1,\"arch\":\"rnn\",\"src_vocab\":5,\"tgt_vocab\":5,"
+         "\"output_bias\":false}",
+         ATTN_ERR_FORMAT, "output_bias"},
         {"{\"arch\":\"transformer\",\"src_vocab\":5,\"tgt_vocab\":5}", ATTN_ERR_FORMAT, "version"},
         {"{\"version\":1,\"src_vocab\":5,\"tgt_vocab\":5}", ATTN_ERR_FORMAT, "arch"},
         {"{\"version\":1,\"arch\":\"seq2seq\"}", ATTN_ERR_FORMAT, "transformer_lm"},
@@ -184,6 +202,14 @@ static void test_bad_configs_are_rejected(void)
     c = filled(ATTN_ARCH_TRANSFORMER);
     c.norm_first = 2;
     CHECK_FAILS(attn_model_config_validate(&c), ATTN_ERR_INVALID_ARGUMENT);
+    c = filled(ATTN_ARCH_TRANSFORMER);
+    c.positions = (attn_positions)2;
+    CHECK_FAILS(attn_model_config_validate(&c), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(attn_last_error(), "positions") != NULL, "%s", attn_last_error());
+    c = filled(ATTN_ARCH_TRANSFORMER);
+    c.output_bias = 2;
+    CHECK_FAILS(attn_model_config_validate(&c), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(attn_last_error(), "output_bias") != NULL, "%s", attn_last_error());
     c = filled(ATTN_ARCH_TRANSFORMER);
     c.arch = (attn_model_arch)9;
     CHECK_FAILS(attn_model_config_validate(&c), ATTN_ERR_INVALID_ARGUMENT);

@@ -105,7 +105,7 @@ static double worst_error(const float *a, const float *b, int64_t n)
  * the logits' own size (about 1 here). */
 static void test_steps_close_to_whole_prefix(void)
 {
-    attn_model_config configs[3] = {transformer(24, 3, 0), transformer(80, 2, 1),
+    attn_model_config configs[4] = {transformer(24, 3, 0), transformer(80, 2, 1),
                                     attn_model_config_default(ATTN_ARCH_TRANSFORMER_LM)};
     configs[1].tie_output = 0;
     configs[1].activation = ATTN_ACT_GELU;
@@ -115,9 +115,17 @@ static void test_steps_close_to_whole_prefix(void)
     configs[2].decoder_layers = 2;
     configs[2].tgt_vocab = 70;
     configs[2].max_len = 32;
+    /* GPT-2's choices: learned positions (stored in the lower precision, as a matrix), no
+     * output bias, gelu_tanh, pre-norm, unscaled embeddings. */
+    configs[3] = configs[2];
+    configs[3].positions = ATTN_POSITIONS_LEARNED;
+    configs[3].output_bias = 0;
+    configs[3].activation = ATTN_ACT_GELU_TANH;
+    configs[3].norm_first = 1;
+    configs[3].scale_embeddings = 0;
     static const attn_precision precisions[2] = {ATTN_PRECISION_BF16, ATTN_PRECISION_INT8};
     static const double tolerance[2] = {0.01, 0.03};
-    for (int c = 0; c < 3; c++)
+    for (int c = 0; c < 4; c++)
         for (int p = 0; p < 2; p++)
             for (int64_t max_rows = 3; max_rows <= 16; max_rows += 13) {
                 attn_model *m = new_model(&configs[c], 7, 0.3f);
@@ -142,9 +150,13 @@ static void test_encoder_close_to_graph_operations(void)
 {
     static const attn_precision precisions[2] = {ATTN_PRECISION_BF16, ATTN_PRECISION_INT8};
     static const double tolerance[2] = {0.01, 0.03};
-    for (int norm_first = 0; norm_first < 2; norm_first++)
+    /* post-norm; pre-norm; pre-norm with learned positions */
+    for (int variant = 0; variant < 3; variant++)
         for (int p = 0; p < 2; p++) {
+            const int norm_first = variant > 0;
             attn_model_config c = transformer(24 + 8 * norm_first, 4, norm_first);
+            if (variant == 2)
+                c.positions = ATTN_POSITIONS_LEARNED;
             attn_model *m = new_model(&c, 5, 0.3f);
             CHECK_OK(attn_model_set_precision(m, precisions[p]));
             attn_graph *fast = inference_graph(m), *graph = NULL;
@@ -163,8 +175,8 @@ static void test_encoder_close_to_graph_operations(void)
                             error, worst_error(a->value.data + at, b->value.data + at, c.d_model));
                     }
                 CHECK(error < tolerance[p] && error > 0.0,
-                      "%s norm_first %d: the encoder within %g of the graph's (%g)",
-                      attn_precision_name(precisions[p]), norm_first, tolerance[p], error);
+                      "%s variant %d: the encoder within %g of the graph's (%g)",
+                      attn_precision_name(precisions[p]), variant, tolerance[p], error);
             }
             attn_graph_destroy(fast);
             attn_graph_destroy(graph);

@@ -91,6 +91,16 @@ static int make_variants(variant *v)
     c.max_len = 32;
     c.norm_first = 1;
     v[n++] = (variant){"language model, pre-norm", c};
+    c.activation = ATTN_ACT_GELU_TANH;
+    c.positions = ATTN_POSITIONS_LEARNED;
+    c.output_bias = 0;
+    c.scale_embeddings = 0;
+    v[n++] = (variant){"language model as GPT-2: learned positions, no output bias", c};
+    c = transformer(12, 3, 1);
+    c.positions = ATTN_POSITIONS_LEARNED;
+    c.output_bias = 0;
+    c.tie_output = 0;
+    v[n++] = (variant){"transformer pre-norm, learned positions, untied without bias", c};
     v[n++] = (variant){"rnn Bahdanau GRU", rnn(ATTN_RNN_BAHDANAU, ATTN_RNN_GRU)};
     c = rnn(ATTN_RNN_LUONG_GENERAL, ATTN_RNN_LSTM);
     c.local = ATTN_RNN_LOCAL_M;

@@ -99,6 +99,41 @@ static void test_parameter_names(void)
               has_param(m, "encoder.layers.0.norm2.bias") && !has_param(m, "generator.bias"),
           "classifier names");
     attn_model_destroy(m);
+
+    /* Learned positions and no output bias: one table per side, no generator at all when
+     * tied. */
+    c = tiny_config(ATTN_ARCH_TRANSFORMER);
+    c.positions = ATTN_POSITIONS_LEARNED;
+    c.output_bias = 0;
+    m = new_model(&c, 1, MODEL_OWN_INIT);
+    CHECK(attn_params_count(attn_model_params(m)) == 2 + 2 + 24 + 36 + 4, "count %zu",
+          attn_params_count(attn_model_params(m)));
+    CHECK(has_param(m, "src_pos_embed.weight") && has_param(m, "tgt_pos_embed.weight") &&
+              !has_param(m, "generator.bias") && !has_param(m, "generator.weight"),
+          "learned positions, tied output without bias");
+    attn_model_destroy(m);
+    c = tiny_config(ATTN_ARCH_TRANSFORMER_LM);
+    c.positions = ATTN_POSITIONS_LEARNED;
+    c.tie_output = 0;
+    c.output_bias = 0;
+    m = new_model(&c, 1, MODEL_OWN_INIT);
+    attn_param_id id;
+    attn_param_info info;
+    CHECK_OK(attn_params_find(attn_model_params(m), "pos_embed.weight", &id));
+    CHECK_OK(attn_params_info(attn_model_params(m), id, &info));
+    CHECK(info.ndim == 2 && info.shape[0] == c.max_len && info.shape[1] == c.d_model,
+          "pos_embed.weight is [max_len, d_model]");
+    CHECK(has_param(m, "generator.weight") && !has_param(m, "generator.bias"),
+          "untied output without bias");
+    attn_model_destroy(m);
+    c = tiny_config(ATTN_ARCH_TRANSFORMER_CLASSIFIER);
+    c.positions = ATTN_POSITIONS_LEARNED;
+    c.output_bias = 0;
+    m = new_model(&c, 1, MODEL_OWN_INIT);
+    CHECK(has_param(m, "pos_embed.weight") && has_param(m, "classifier.weight") &&
+              !has_param(m, "classifier.bias"),
+          "classifier with learned positions, no bias");
+    attn_model_destroy(m);
 }
 
 /* ---- gradients ----------------------------------------------------------------------------- */
@@ -151,6 +186,22 @@ static void test_model_gradients_match_finite_differences(void)
     c.norm_first = 1;
     check_model_gradients("language model", c);
     check_model_gradients("classifier", tiny_config(ATTN_ARCH_TRANSFORMER_CLASSIFIER));
+    c = tiny_config(ATTN_ARCH_TRANSFORMER_LM);
+    c.norm_first = 1;
+    c.activation = ATTN_ACT_GELU_TANH;
+    c.positions = ATTN_POSITIONS_LEARNED;
+    c.output_bias = 0;
+    c.scale_embeddings = 0;
+    check_model_gradients("language model as GPT-2: learned positions, no output bias", c);
+    c = tiny_config(ATTN_ARCH_TRANSFORMER);
+    c.positions = ATTN_POSITIONS_LEARNED;
+    c.output_bias = 0;
+    c.tie_output = 0;
+    check_model_gradients("transformer, learned positions, untied without bias", c);
+    c = tiny_config(ATTN_ARCH_TRANSFORMER_CLASSIFIER);
+    c.positions = ATTN_POSITIONS_LEARNED;
+    c.output_bias = 0;
+    check_model_gradients("classifier, learned positions, no bias", c);
     CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
 }
 

@@ -27,6 +27,12 @@ CONFIGS = {
         scale_embeddings=False, src_vocab=40, tgt_vocab=37, label_smoothing=0.0),
     "language model": ref.default_config("transformer_lm", norm_first=True),
     "classifier": ref.default_config("transformer_classifier"),
+    "GPT-2 style language model": ref.default_config(
+        "transformer_lm", norm_first=True, activation="gelu_tanh", positions="learned",
+        output_bias=False, tie_output=True, decoder_final_norm=True, scale_embeddings=False,
+        dropout=0.0),
+    "encoder-decoder and classifier with learned positions, no output bias": ref.default_config(
+        "transformer", positions="learned", output_bias=False, tie_output=False),
 }
 
 

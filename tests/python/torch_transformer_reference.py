@@ -5,6 +5,10 @@
   transformer_lm          nn.TransformerEncoder with a causal mask + output projection
   transformer_classifier  nn.TransformerEncoder + mean over non-padding positions + linear
 
+Config "positions": "learned" replaces the sinusoidal table by nn.Embedding tables of
+max_len rows (pos_embed, or src_pos_embed and tgt_pos_embed); "output_bias": false drops the
+generator's (classifier's) bias: with pre-norm, gelu_tanh and a tied output, GPT-2.
+
 Each takes the same config dict as attn's JSON config (attn_models.h) and names its
 parameters as attn does (nn.Transformer's state_dict names without the "transformer."
 prefix), so save_model() writes a safetensors file attn_model_load reads: float32 weights
@@ -53,8 +57,9 @@ def default_config(arch, **fields):
     """A small config of the architecture; fields override."""
     config = {"version": 1, "arch": arch, "d_model": 16, "num_heads": 4, "ffn_dim": 32,
               "dropout": 0.0, "activation": "relu", "norm_first": False, "max_len": 32,
-              "positional_encoding": "interleaved", "scale_embeddings": True,
-              "layer_norm_eps": 1e-5, "label_smoothing": 0.1}
+              "positional_encoding": "interleaved", "positions": "sinusoidal",
+              "scale_embeddings": True, "output_bias": True, "layer_norm_eps": 1e-5,
+              "label_smoothing": 0.1}
     if arch in ("transformer", "transformer_classifier"):
         config.update(encoder_layers=2, encoder_final_norm=True, src_vocab=13)
     if arch in ("transformer", "transformer_lm"):
@@ -76,10 +81,16 @@ def _causal(length):
     return torch.triu(torch.full((length, length), float("-inf"), dtype=torch.float64), 1)
 
 
+def _gelu_tanh(x):
+    return F.gelu(x, approximate="tanh")
+
+
 def _layer_args(config):
+    # torch 1.13's layers name only "relu" and "gelu"; GPT-2's tanh approximation is a callable.
+    activation = _gelu_tanh if config["activation"] == "gelu_tanh" else config["activation"]
     return dict(d_model=config["d_model"], nhead=config["num_heads"],
                 dim_feedforward=config["ffn_dim"], dropout=config["dropout"],
-                activation=config["activation"], layer_norm_eps=config["layer_norm_eps"],
+                activation=activation, layer_norm_eps=config["layer_norm_eps"],
                 batch_first=True, norm_first=config["norm_first"])
 
 
@@ -99,8 +110,17 @@ class Reference(nn.Module):
         self.config = config
         d = config["d_model"]
         arch = config["arch"]
+        self.learned = config.get("positions", "sinusoidal") == "learned"
         self.register_buffer("positions", torch.from_numpy(sinusoidal_table(
             config["max_len"], d, config["positional_encoding"])))
+        if self.learned and arch == "transformer":
+            self.src_pos_embed = nn.Embedding(config["max_len"], d)
+            self.tgt_pos_embed = nn.Embedding(config["max_len"], d)
+            self.src_positions, self.tgt_positions = self.src_pos_embed, self.tgt_pos_embed
+        elif self.learned:
+            self.pos_embed = nn.Embedding(config["max_len"], d)
+            self.src_positions = self.tgt_positions = self.pos_embed
+        bias = config.get("output_bias", True)
         self.scale = math.sqrt(d) if config["scale_embeddings"] else 1.0
         if arch == "transformer":
             if config["share_embeddings"]:
@@ -126,13 +146,16 @@ class Reference(nn.Module):
             self.embed = nn.Embedding(config["src_vocab"], d)
             self.src = self.embed
             self.encoder = _stack(config, "encoder_layers", "encoder_final_norm")
-            self.classifier = nn.Linear(d, config["num_classes"])
+            self.classifier = nn.Linear(d, config["num_classes"], bias=bias)
         if arch != "transformer_classifier":
-            self.generator = nn.Linear(d, config["tgt_vocab"])
+            self.generator = nn.Linear(d, config["tgt_vocab"], bias=bias)
             if config["tie_output"]:
                 self.generator.weight = self.tgt.weight
 
-    def _embed(self, table, ids):
+    def _embed(self, table, ids, source):
+        if self.learned:
+            positions = self.src_positions if source else self.tgt_positions
+            return table(ids) * self.scale + positions.weight[:ids.shape[1]]
         return table(ids) * self.scale + self.positions[:ids.shape[1]]
 
     def forward(self, batch):
@@ -142,7 +165,7 @@ class Reference(nn.Module):
             src = torch.as_tensor(batch["src"], dtype=torch.long)
             lengths = torch.as_tensor(batch["src_lengths"])
             padding = _padding(lengths, src.shape[1])
-            hidden = self.encoder(self._embed(self.src, src), src_key_padding_mask=padding)
+            hidden = self.encoder(self._embed(self.src, src, True), src_key_padding_mask=padding)
             keep = (~padding).to(hidden.dtype)[:, :, None]
             pooled = (hidden * keep).sum(1) / lengths.to(hidden.dtype)[:, None]
             return self.classifier(pooled)
@@ -150,13 +173,13 @@ class Reference(nn.Module):
         tgt_padding = _padding(torch.as_tensor(batch["tgt_lengths"]) - 1, tgt.shape[1])
         causal = _causal(tgt.shape[1])
         if arch == "transformer_lm":
-            hidden = self.decoder(self._embed(self.tgt, tgt), mask=causal,
+            hidden = self.decoder(self._embed(self.tgt, tgt, False), mask=causal,
                                   src_key_padding_mask=tgt_padding)
         else:
             src = torch.as_tensor(batch["src"], dtype=torch.long)
             src_padding = _padding(batch["src_lengths"], src.shape[1])
             hidden = self.transformer(
-                self._embed(self.src, src), self._embed(self.tgt, tgt), tgt_mask=causal,
+                self._embed(self.src, src, True), self._embed(self.tgt, tgt, False), tgt_mask=causal,
                 src_key_padding_mask=src_padding, tgt_key_padding_mask=tgt_padding,
                 memory_key_padding_mask=src_padding)
         return self.generator(hidden)
