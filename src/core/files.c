@@ -1,6 +1,7 @@
 /* Writing a whole file atomically: a temporary file beside the target, flushed to disk and
  * renamed over it, so a crash, a signal or a full disk leaves the old file or the new one,
- * never half of one. */
+ * never half of one. Model files, checkpoints, token files, llm.c checkpoints and pictures
+ * are all written here. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "core/internal.h"
@@ -13,15 +14,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static attn_status io_error(const char *fn, const char *path, const char *step, int error)
+static attn_status io_failure(const char *fn, const char *path, const char *step,
+                              const char *subject, int error)
 {
     char reason[128];
     if (strerror_r(error, reason, sizeof reason) != 0)
         snprintf(reason, sizeof reason, "error %d", error);
-    return attn_fail(ATTN_ERR_IO, "%s: '%s': %s failed: %s", fn, path, step, reason);
+    return attn_fail(ATTN_ERR_IO, "%s: '%s': %s '%s' failed: %s", fn, path, step, subject, reason);
 }
 
-/* Makes the rename durable: until the folder's entry is on disk a power cut may undo it. */
+/* Makes the rename durable: until the folder's entry is on disk, a power cut may bring back
+ * the old name table. */
 static attn_status sync_folder(const char *fn, const char *path)
 {
     const char *slash = strrchr(path, '/');
@@ -32,63 +35,79 @@ static attn_status sync_folder(const char *fn, const char *path)
     attn_status status = ATTN_OK;
     int fd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) {
-        status = io_error(fn, path, "opening its folder", errno);
+        status = io_failure(fn, path, "opening the folder", folder, errno);
     } else {
         /* Some file systems cannot sync a folder and say EINVAL: there is nothing to wait for. */
         if (fsync(fd) != 0 && errno != EINVAL)
-            status = io_error(fn, path, "syncing its folder", errno);
+            status = io_failure(fn, path, "syncing the folder", folder, errno);
         close(fd);
     }
     free(folder);
     return status;
 }
 
-attn_status attn_write_file_atomically(const char *fn, const char *path, const void *data,
-                                       size_t size)
+attn_status attn_file_write_atomically(const char *fn, const char *path,
+                                       attn_file_body_writer write_body, void *context)
 {
-    const unsigned char *bytes = data;
-    size_t temp_capacity = strlen(path) + 16;
+    size_t temp_capacity = strlen(path) + 32;
     char *temp = malloc(temp_capacity);
     if (temp == NULL)
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-    snprintf(temp, temp_capacity, "%s.XXXXXX", path);
-    int fd = mkstemp(temp);
-    if (fd < 0) {
-        attn_status status = io_error(fn, path, "creating a temporary file beside it", errno);
-        free(temp);
-        return status;
+    snprintf(temp, temp_capacity, "%s.tmp.%ld", path, (long)getpid());
+
+    const char *step = "creating";
+    errno = 0;
+    FILE *f = fopen(temp, "wb");
+    int ok = f != NULL, created = f != NULL;
+    if (created) {
+        step = "writing";
+        ok = write_body(f, context);
+        if (ok) {
+            step = "flushing";
+            ok = fflush(f) == 0;
+        }
+        if (ok) {
+            step = "syncing";
+            ok = fsync(fileno(f)) == 0;
+        }
+        int error = errno;
+        /* fclose also reports write errors the kernel deferred (network file systems do). */
+        if (fclose(f) != 0 && ok) {
+            step = "closing";
+            ok = 0;
+            error = errno;
+        }
+        errno = error;
     }
-    /* mkstemp creates the file for the owner only; an output picture is an ordinary file. */
-    mode_t mask = umask(0);
-    umask(mask);
-    const char *step = NULL;
-    if (fchmod(fd, 0666 & ~mask) != 0)
-        step = "setting the permissions of the temporary file";
-    for (size_t done = 0; step == NULL && done < size;) {
-        ssize_t wrote = write(fd, bytes + done, size - done);
-        if (wrote < 0 && errno == EINTR)
-            continue;
-        if (wrote <= 0)
-            step = "writing";
-        else
-            done += (size_t)wrote;
-    }
-    if (step == NULL && fsync(fd) != 0)
-        step = "syncing";
-    int error = errno;
-    if (close(fd) != 0 && step == NULL) {
-        step = "closing";
-        error = errno;
-    }
-    if (step == NULL && rename(temp, path) != 0) {
-        step = "renaming the temporary file over it";
-        error = errno;
+    if (ok && rename(temp, path) != 0) {
+        step = "renaming";
+        ok = 0;
     }
     attn_status status = ATTN_OK;
-    if (step != NULL) {
-        unlink(temp);
-        status = io_error(fn, path, step, error != 0 ? error : EIO);
+    if (!ok) {
+        int error = errno != 0 ? errno : EIO;
+        if (created)
+            unlink(temp);
+        status = io_failure(fn, path, step, temp, error);
     }
     free(temp);
     return status == ATTN_OK ? sync_folder(fn, path) : status;
+}
+
+typedef struct byte_span {
+    const void *bytes;
+    size_t size;
+} byte_span;
+
+static int write_span(FILE *f, void *context)
+{
+    const byte_span *span = context;
+    return span->size == 0 || fwrite(span->bytes, 1, span->size, f) == span->size;
+}
+
+attn_status attn_file_write_bytes_atomically(const char *fn, const char *path, const void *bytes,
+                                             size_t size)
+{
+    byte_span span = {bytes, size};
+    return attn_file_write_atomically(fn, path, write_span, &span);
 }

@@ -5,6 +5,7 @@
 #include "attn/attn_core.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #if defined(__GNUC__)
@@ -87,10 +88,19 @@ static inline uint64_t attn_index_hash(uint64_t seed, uint64_t index)
     return z ^ (z >> 31);
 }
 
-/* Writes size bytes to path atomically: a temporary file beside it, fsync, rename over path,
- * fsync of the folder. Messages start with fn and name path and the step that failed. */
-ATTN_INTERNAL attn_status attn_write_file_atomically(const char *fn, const char *path,
-                                                     const void *data, size_t size);
+/* Writes the body of a file (returns 0 with errno set when a write fails). */
+typedef int (*attn_file_body_writer)(FILE *f, void *context);
+/* Writes a file atomically: write_body fills "<path>.tmp.<pid>" in the same folder (the name
+ * attn_tensor_file_remove_stale_temporaries looks for), which is flushed, fsync'ed, closed and
+ * renamed over path, and the folder is fsync'ed. On failure the temporary file is removed and
+ * a file at path is left as it was: ATTN_ERR_IO, led by fn, naming the path, the step that
+ * failed and the system's reason. */
+ATTN_INTERNAL attn_status attn_file_write_atomically(const char *fn, const char *path,
+                                                     attn_file_body_writer write_body,
+                                                     void *context);
+/* The same for size bytes in memory. */
+ATTN_INTERNAL attn_status attn_file_write_bytes_atomically(const char *fn, const char *path,
+                                                           const void *bytes, size_t size);
 /* Checked size arithmetic for allocations: returns 0 and sets an error on overflow. */
 ATTN_INTERNAL int attn_mul_size(size_t a, size_t b, size_t *out);
 

@@ -234,6 +234,32 @@ uint64_t attn_token_stream_fingerprint(const attn_token_stream *stream)
     return h;
 }
 
+/* Writes the header and the tokens in chunks: no copy of the whole file in memory. */
+static int write_llmc_body(FILE *f, void *context)
+{
+    const attn_token_stream *stream = context;
+    unsigned char header[LLMC_HEADER_INTS * sizeof(int32_t)] = {0};
+    const uint32_t fields[3] = {LLMC_TOKENS_MAGIC, LLMC_TOKENS_VERSION, (uint32_t)stream->count};
+    for (int i = 0; i < 3; i++)
+        for (int b = 0; b < 4; b++)
+            header[4 * i + b] = (unsigned char)(fields[i] >> (8 * b));
+    if (fwrite(header, 1, sizeof header, f) != sizeof header)
+        return 0;
+    int32_t chunk[4096];
+    unsigned char bytes[2 * 4096];
+    for (int64_t start = 0; start < stream->count; start += 4096) {
+        const int64_t count = stream->count - start < 4096 ? stream->count - start : 4096;
+        attn_token_stream_read(stream, start, count, chunk);
+        for (int64_t i = 0; i < count; i++) {
+            bytes[2 * i] = (unsigned char)(chunk[i] & 0xff);
+            bytes[2 * i + 1] = (unsigned char)((uint32_t)chunk[i] >> 8);
+        }
+        if (fwrite(bytes, 2, (size_t)count, f) != (size_t)count)
+            return 0;
+    }
+    return 1;
+}
+
 attn_status attn_token_stream_write_llmc(const attn_token_stream *stream, const char *path)
 {
     static const char fn[] = "attn_token_stream_write_llmc";
@@ -246,25 +272,6 @@ attn_status attn_token_stream_write_llmc(const attn_token_stream *stream, const 
     ATTN_CHECK_ARG(max_id <= UINT16_MAX,
                    "%s: token id %d does not fit an llm.c token file's uint16 tokens", fn,
                    (int)max_id);
-    const size_t size = LLMC_HEADER_INTS * sizeof(int32_t) + (size_t)stream->count * 2;
-    unsigned char *bytes = calloc(size, 1);
-    if (bytes == NULL)
-        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu bytes", fn, size);
-    const uint32_t header[3] = {LLMC_TOKENS_MAGIC, LLMC_TOKENS_VERSION, (uint32_t)stream->count};
-    for (int i = 0; i < 3; i++)
-        for (int b = 0; b < 4; b++)
-            bytes[4 * i + b] = (unsigned char)(header[i] >> (8 * b));
-    int32_t chunk[4096];
-    unsigned char *cursor = bytes + LLMC_HEADER_INTS * sizeof(int32_t);
-    for (int64_t start = 0; start < stream->count; start += 4096) {
-        const int64_t count = stream->count - start < 4096 ? stream->count - start : 4096;
-        attn_token_stream_read(stream, start, count, chunk);
-        for (int64_t i = 0; i < count; i++) {
-            *cursor++ = (unsigned char)(chunk[i] & 0xff);
-            *cursor++ = (unsigned char)((uint32_t)chunk[i] >> 8);
-        }
-    }
-    const attn_status status = attn_write_file_atomically(fn, path, bytes, size);
-    free(bytes);
-    return status;
+    /* The writer only reads the stream. */
+    return attn_file_write_atomically(fn, path, write_llmc_body, (void *)stream);
 }

@@ -24,16 +24,4 @@ ATTN_INTERNAL attn_dtype attn_dtype_from_name(const char *name);
  * raw; n if there is none. */
 ATTN_INTERNAL size_t attn_utf8_error_offset(const char *s, size_t n);
 
-/* Writes the body of a file (returns 0 with errno set when a write fails). */
-typedef int (*attn_file_body_writer)(FILE *f, void *context);
-
-/* Writes a file atomically, as attn_tensor_file_write writes safetensors: write_body fills
- * "<path>.tmp.<pid>" in the same folder, which is flushed, fsync'ed, closed and renamed over
- * path, and the folder is fsync'ed. On failure the temporary file is removed and a file at
- * path is left as it was: ATTN_ERR_IO, led by fn, naming the path, the step that failed and
- * the system's reason. Also used by the models' llm.c checkpoints. */
-ATTN_INTERNAL attn_status attn_file_write_atomically(const char *fn, const char *path,
-                                                     attn_file_body_writer write_body,
-                                                     void *context);
-
 #endif /* ATTN_TENSOR_FILE_INTERNAL_H */

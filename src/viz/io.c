@@ -227,7 +227,7 @@ attn_status viz_scene_write(const viz_scene *scene, const char *fn, const char *
     unsigned char *bytes = NULL;
     size_t size = 0;
     ATTN_TRY(viz_scene_encode(scene, format, fn, &bytes, &size));
-    attn_status status = attn_write_file_atomically(fn, path, bytes, size);
+    attn_status status = attn_file_write_bytes_atomically(fn, path, bytes, size);
     free(bytes);
     return status;
 }
