@@ -85,7 +85,9 @@ def test_streams_token_by_token(language_model):
     _, path = language_model
     process = subprocess.Popen([ATTN, "generate", "--model", str(path), "--prompt", "ab",
                                 "--max-new-tokens", "20", "--seed", "1"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    # Unbuffered: communicate() reads the pipe itself, so a buffered read here could swallow
+    # bytes beyond the first.
     first = process.stdout.read(1)  # a flushed character arrives before the end
     rest, err = process.communicate(timeout=60)
     assert process.returncode == 0, err
