@@ -17,8 +17,9 @@ typedef struct viz_args {
     const char *model, *source_text;
     int64_t layer, head; /* -1: the last layer; head -1: the mean, -2: all */
     int64_t beam;
-    int kind;      /* attn_attention_kind */
-    int64_t index; /* -1: all */
+    int kind;       /* attn_attention_kind */
+    int kind_given; /* --kind was on the command line (a language model has one kind) */
+    int64_t index;  /* -1: all */
     int64_t columns, cell, width;
     int colormap, style; /* attn_viz_colormap, attn_viz_text_style */
     int annotate;
@@ -145,6 +146,7 @@ static int parse_args(int argc, char **argv, viz_args *a)
     const int code = cli_parse(&viz_command, argc, argv, a, given);
     if (code != CLI_GO_ON)
         return code;
+    a->kind_given = cli_was_given(&viz_command, given, "--kind");
     a->heatmap.title = a->title;
     a->heatmap.colormap = (attn_viz_colormap)a->colormap;
     a->heatmap.vmin = (float)a->vmin;
@@ -366,13 +368,16 @@ static int draw_layer(const viz_args *a, const layer_maps *m, const char *output
     attn_viz_heatmap_options heatmap = a->heatmap;
     char *title = NULL;
     if (heatmap.title == NULL) {
-        size_t size = strlen(a->source_text) + strlen(output) + strlen(m->kind_name) + 48;
+        /* "source → output", or the text alone for a language model (output NULL). */
+        const char *arrow = output != NULL ? " \xe2\x86\x92 " : "";
+        const char *shown = output != NULL ? output : "";
+        size_t size = strlen(a->source_text) + strlen(shown) + strlen(m->kind_name) + 48;
         title = malloc(size);
         if (title != NULL && a->head == -2)
-            snprintf(title, size, "%s \xe2\x86\x92 %s: %slayer %lld", a->source_text, output,
+            snprintf(title, size, "%s%s%s: %slayer %lld", a->source_text, arrow, shown,
                      m->kind_name, (long long)m->layer);
         else if (title != NULL)
-            snprintf(title, size, "%s \xe2\x86\x92 %s", a->source_text, output);
+            snprintf(title, size, "%s%s%s", a->source_text, arrow, shown);
         heatmap.title = title;
     }
     code = draw(a, matrices, panels, &heatmap);
@@ -521,6 +526,53 @@ done:
     return code;
 }
 
+/* A language model: its causal self-attention over the text as it reads it (the prompt's
+ * </s>, the line's start, then the tokens), the tokens on both axes. */
+static int draw_language_model(const viz_args *a, attn_bundle *bundle, int kind_given)
+{
+    const attn_model_config *c = attn_bundle_config(bundle);
+    if (kind_given && a->kind != ATTN_DECODER_SELF_ATTENTION) {
+        fprintf(stderr,
+                "attn viz: --kind %s: %s is a language model, whose one attention is its "
+                "causal self-attention: use --kind self\n",
+                a->kind == ATTN_CROSS_ATTENTION ? "cross" : "encoder", a->model);
+        return 2;
+    }
+    int code = check_layer_and_head(a, c->decoder_layers, c->num_heads, "layers");
+    if (code != 0)
+        return code;
+    int32_t *ids = NULL;
+    int64_t count = 0, unknown = 0, cut = 0;
+    if (attn_bundle_encode_prompt(bundle, a->source_text, 0, &ids, &count, &unknown, &cut) !=
+        ATTN_OK)
+        return fail();
+    layer_maps m = {"self-attention ",
+                    a->layer < 0 ? c->decoder_layers - 1 : a->layer,
+                    c->num_heads,
+                    count,
+                    count,
+                    NULL,
+                    NULL,
+                    NULL};
+    m.weights = malloc((size_t)(m.heads * count * count) * sizeof *m.weights + 1);
+    m.row_labels = malloc((size_t)count * sizeof *m.row_labels + 1);
+    m.col_labels = m.row_labels;
+    code = 1;
+    if (m.weights == NULL || m.row_labels == NULL)
+        fprintf(stderr, "attn viz: out of memory\n");
+    else if (attn_bundle_labels(bundle, ATTN_BUNDLE_TARGET, ids, count, m.row_labels) != ATTN_OK ||
+             attn_model_attention_weights(attn_bundle_model(bundle), attn_bundle_graph(bundle),
+                                          NULL, 0, ids, count, ATTN_DECODER_SELF_ATTENTION, m.layer,
+                                          m.weights) != ATTN_OK)
+        code = fail();
+    else
+        code = draw_layer(a, &m, NULL);
+    free(ids);
+    free(m.weights);
+    free(m.row_labels);
+    return code;
+}
+
 static int draw_model(const viz_args *a)
 {
     cli_translator t;
@@ -535,6 +587,15 @@ static int draw_model(const viz_args *a)
                 a->model);
         return 2;
     }
+    attn_bundle *bundle = NULL;
+    if (attn_bundle_load(a->model, &bundle) != ATTN_OK)
+        return fail();
+    if (attn_bundle_config(bundle)->arch == ATTN_ARCH_TRANSFORMER_LM) {
+        const int code = draw_language_model(a, bundle, a->kind_given);
+        attn_bundle_destroy(bundle);
+        return code;
+    }
+    attn_bundle_destroy(bundle);
     int code = cli_translator_load(&t, "viz", a->model);
     if (code == 0)
         code = cli_translator_encode(&t, "--text", a->source_text, &src, &count);

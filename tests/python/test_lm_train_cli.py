@@ -130,3 +130,20 @@ def test_a_token_id_beyond_the_vocabulary_is_refused(tmp_path, text):
             "--threads", 1, "--context", 32, "--max-steps", 1)
     assert r.returncode == 1
     assert "another tokenizer" in r.stderr, r.stderr
+
+
+def test_viz_draws_the_causal_self_attention(tmp_path, text):
+    book, _ = text
+    model = tmp_path / "lm.safetensors"
+    r = run("train", "--task", "lm", "--train", book, "--out", model, *TINY, "--max-steps", 2)
+    assert r.returncode == 0, r.stderr
+    r = run("viz", "--model", model, "--text", "one two", "--style", "ascii")
+    assert r.returncode == 0, r.stderr
+    rows = r.stdout.splitlines()
+    assert rows[0] == "one two" and "self-attention layer 0" in rows[1]
+    assert rows[2].split()[0] == "</s>"  # the prompt starts a line, as training lines do
+    picture = tmp_path / "self.svg"
+    r = run("viz", "--model", model, "--text", "one", "--kind", "self", "--out", picture)
+    assert r.returncode == 0 and "<svg" in picture.read_text(), r.stderr
+    r = run("viz", "--model", model, "--text", "one", "--kind", "cross")
+    assert r.returncode == 2 and "use --kind self" in r.stderr
