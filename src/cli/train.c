@@ -315,6 +315,9 @@ int attn_cmd_train(int argc, char **argv)
         exit_code = train_lm_prepare(&a, resume_file, &lm, &model, &o);
         if (exit_code != 0)
             goto done;
+        p.language_model = 1;
+        p.train_chars_per_token = lm.train_chars_per_token;
+        p.valid_chars_per_token = lm.valid_chars_per_token;
     } else {
         TRY(read_corpus(a.train, a.train_src, a.train_tgt, &train));
         TRY(read_corpus(a.valid, a.valid_src, a.valid_tgt, &valid));

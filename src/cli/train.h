@@ -124,6 +124,9 @@ typedef struct train_lm_data {
     attn_token_stream *train, *valid; /* valid NULL: none */
     char *tokenizer_json; /* the tokenizer's JSON for the files (NULL: token files alone) */
     int64_t vocabulary;   /* the tokenizer's vocabulary (0: none) */
+    /* UTF-8 characters (each line's end counted as one) per token of the texts; 0 for token
+     * files, whose characters are unknown. */
+    double train_chars_per_token, valid_chars_per_token;
 } train_lm_data;
 
 /* For --task lm: the model (new, from --init, or from the checkpoint resume_file when not
@@ -163,6 +166,10 @@ typedef struct train_progress {
     double last_drawn; /* elapsed seconds at the last redraw */
     double time_limit;
     int64_t first_step; /* the step this run started after, or -1 before the first event */
+    /* A language model's run: its losses are also shown as perplexity and, when the text's
+     * characters per token are known (> 0; not for token files), bits per character. */
+    int language_model;
+    double train_chars_per_token, valid_chars_per_token;
 } train_progress;
 
 void train_progress_init(train_progress *p, int64_t log_every, double time_limit);

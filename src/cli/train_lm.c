@@ -21,17 +21,24 @@ static int library_failure(void)
     return 1;
 }
 
-/* A text file's token stream, through the tokenizer. */
+/* A text file's token stream, through the tokenizer, and its characters per token. */
 static int stream_of_text(const char *path, const attn_tokenizer *tokenizer,
-                          attn_token_stream **out)
+                          attn_token_stream **out, double *chars_per_token)
 {
     attn_lines lines;
     if (attn_lines_read(path, &lines) != ATTN_OK)
         return library_failure();
     const attn_status status =
         attn_token_stream_from_text(tokenizer, (const char *const *)lines.line, lines.count, out);
+    int64_t characters = lines.count; /* each line's end */
+    for (int64_t i = 0; i < lines.count; i++)
+        for (const unsigned char *c = (const unsigned char *)lines.line[i]; *c != '\0'; c++)
+            characters += (*c & 0xC0) != 0x80; /* not a UTF-8 continuation byte */
     attn_lines_free(&lines);
-    return status == ATTN_OK ? 0 : library_failure();
+    if (status != ATTN_OK)
+        return library_failure();
+    *chars_per_token = (double)characters / (double)attn_token_stream_size(*out);
+    return 0;
 }
 
 /* The model and tokenizer a file holds: --init's start or --resume's checkpoint. A file from
@@ -185,9 +192,9 @@ int train_lm_prepare(const train_args *a, attn_tensor_file *resume_file, train_l
     }
     /* The data, through the tokenizer or straight from token files. */
     if (code == 0 && a->train != NULL)
-        code = stream_of_text(a->train, tokenizer, &d->train);
+        code = stream_of_text(a->train, tokenizer, &d->train, &d->train_chars_per_token);
     if (code == 0 && a->valid != NULL)
-        code = stream_of_text(a->valid, tokenizer, &d->valid);
+        code = stream_of_text(a->valid, tokenizer, &d->valid, &d->valid_chars_per_token);
     if (code == 0 && a->train_tokens != NULL &&
         attn_token_stream_map_llmc(a->train_tokens, &d->train) != ATTN_OK)
         code = library_failure();

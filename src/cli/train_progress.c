@@ -30,6 +30,19 @@ static void format_duration(double seconds, char *out, size_t size)
         snprintf(out, size, "%ld:%02ld", s / 60, s % 60);
 }
 
+/* A language model's loss also as perplexity and, when known, bits per character. */
+static void language_model_figures(const train_progress *p, double loss, double chars_per_token,
+                                   char *out, size_t size)
+{
+    out[0] = '\0';
+    if (!p->language_model)
+        return;
+    if (chars_per_token > 0.0)
+        snprintf(out, size, " ppl %.2f bpc %.3f", exp(loss), loss / log(2.0) / chars_per_token);
+    else
+        snprintf(out, size, " ppl %.2f", exp(loss));
+}
+
 static double eta_seconds(const train_progress *p, const attn_train_event *e, int64_t first_step)
 {
     double eta = -1.0;
@@ -102,6 +115,11 @@ int train_progress_on_event(const attn_train_event *e, void *user)
                    (e->epoch_batches > 0 ? (double)e->batch_index / (double)e->epoch_batches : 0);
     format_duration(eta_seconds(p, e, p->first_step), eta, sizeof eta);
     format_duration(e->elapsed, elapsed, sizeof elapsed);
+    char figures[64];
+    language_model_figures(p, e->loss,
+                           e->kind == ATTN_TRAIN_EVENT_EVAL ? p->valid_chars_per_token
+                                                            : p->train_chars_per_token,
+                           figures, sizeof figures);
     if (e->kind == ATTN_TRAIN_EVENT_STEP) {
         if (p->terminal &&
             (e->elapsed - p->last_drawn >= 0.1 || e->step == e->planned_steps || e->skipped)) {
@@ -126,10 +144,10 @@ int train_progress_on_event(const attn_train_event *e, void *user)
                 bar[i] = (double)i < done * 20.0 ? '#' : '.';
             bar[20] = '\0';
             fprintf(stderr,
-                    "\r\033[Kepoch %.2f step %lld%s [%s] loss %.4f lr %.2e %.0f tok/s "
+                    "\r\033[Kepoch %.2f step %lld%s [%s] loss %.4f%s lr %.2e %.0f tok/s "
                     "ETA %s%s",
-                    epoch, (long long)e->step, planned, bar, e->loss, e->lr, e->tokens_per_second,
-                    eta, e->skipped ? " (skipped: non-finite gradient)" : "");
+                    epoch, (long long)e->step, planned, bar, e->loss, figures, e->lr,
+                    e->tokens_per_second, eta, e->skipped ? " (skipped: non-finite gradient)" : "");
             p->bar_drawn = 1;
         } else if (!p->terminal && (e->step % p->log_every == 0 || e->skipped)) {
             /* Plain lines keep "step N/PLANNED" (scripts read them) beside the elapsed time
@@ -138,20 +156,24 @@ int train_progress_on_event(const attn_train_event *e, void *user)
             if (e->planned_steps > 0)
                 snprintf(planned, sizeof planned, "/%lld", (long long)e->planned_steps);
             fprintf(stderr,
-                    "step %lld%s epoch %.2f loss %.4f acc %.4f lr %.3e grad %.3f tok/s "
+                    "step %lld%s epoch %.2f loss %.4f%s acc %.4f lr %.3e grad %.3f tok/s "
                     "%.0f elapsed %s ETA %s%s\n",
-                    (long long)e->step, planned, epoch, e->loss, e->accuracy, e->lr, e->grad_norm,
-                    e->tokens_per_second, elapsed, eta,
+                    (long long)e->step, planned, epoch, e->loss, figures, e->accuracy, e->lr,
+                    e->grad_norm, e->tokens_per_second, elapsed, eta,
                     e->skipped ? " skipped: non-finite gradient" : "");
         }
     } else if (e->kind == ATTN_TRAIN_EVENT_EVAL) {
+        char bits[40] = "";
+        if (p->language_model && p->valid_chars_per_token > 0.0)
+            snprintf(bits, sizeof bits, ", %.3f bits/char",
+                     e->loss / log(2.0) / p->valid_chars_per_token);
         if (p->bar_drawn)
             fprintf(stderr, "\r\033[K");
         p->bar_drawn = 0;
         fprintf(stderr,
-                "step %lld epoch %.2f: valid loss %.4f (perplexity %.2f), token accuracy "
+                "step %lld epoch %.2f: valid loss %.4f (perplexity %.2f%s), token accuracy "
                 "%.2f%%%s\n",
-                (long long)e->step, epoch, e->loss, exp(e->loss), 100.0 * e->accuracy,
+                (long long)e->step, epoch, e->loss, exp(e->loss), bits, 100.0 * e->accuracy,
                 e->improved ? ", new best: model written" : "");
     } else {
         if (p->bar_drawn)
@@ -168,6 +190,8 @@ void train_progress_init(train_progress *p, int64_t log_every, double time_limit
     p->log_every = log_every;
     p->bar_drawn = 0;
     p->last_drawn = -1.0;
+    p->language_model = 0;
+    p->train_chars_per_token = p->valid_chars_per_token = 0.0;
     p->time_limit = time_limit;
     p->first_step = -1;
 }

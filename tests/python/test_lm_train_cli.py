@@ -48,6 +48,11 @@ def test_learns_text_below_its_unigram_entropy(tmp_path, text):
             *TINY, "--max-steps", 300, "--lr", 3e-3, "--log", log, "--dropout", 0)
     assert r.returncode == 0, r.stderr
     assert "training tokens" in r.stderr and "windows of 32 tokens" in r.stderr
+    # Progress in a language model's terms: a character tokenizer has one character a token,
+    # so bits per character is the loss in bits.
+    line = next(l for l in r.stderr.splitlines() if l.startswith("step 300/300"))
+    loss, ppl, bpc = (float(line.split(word)[1].split()[0]) for word in (" loss ", " ppl ", " bpc "))
+    assert abs(ppl - math.exp(loss)) < 0.01 * ppl and abs(bpc - loss / math.log(2)) < 2e-3
     chars = Counter("".join(line + "\n" for line in lines))
     total = sum(chars.values())
     unigram = -sum(c / total * math.log(c / total) for c in chars.values())
