@@ -107,6 +107,12 @@ typedef struct attn_tokenizer_config {
     int64_t min_count;  /* vocabulary: tokens seen fewer times become <unk> (<= 1 keeps all) */
     int64_t max_vocab;  /* vocabulary: at most this many ids, specials included, in [4, 2^31)
                            (0: no limit) */
+    /* char and bpe: nothing is <unk>. The vocabulary also holds the 256 byte tokens "<0x00>"
+     * ... "<0xFF>" (and, for bpe, "</w>", which ends a word spelled in bytes), and a
+     * character or piece the vocabulary lacks is encoded as its UTF-8 bytes; decoding puts
+     * the bytes back (a sequence that is not UTF-8, which a sampling model may produce, reads
+     * as U+FFFD). Language models use it; 0 keeps <unk> (attn_tokenizer_config_parse's). */
+    int byte_fallback;
 } attn_tokenizer_config;
 
 /* Parses "char", "word" or "bpe:N" (N merges) into a config with min_count 1, max_vocab 0. */

@@ -184,6 +184,9 @@ int train_lm_prepare(const train_args *a, attn_tensor_file *resume_file, train_l
             attn_lines_read(a->train, &lines) != ATTN_OK)
             code = library_failure();
         else {
+            /* A prompt or held-out text may hold characters the book lacks: spelled in bytes,
+             * nothing a language model reads is <unk> (a word vocabulary cannot). */
+            config.byte_fallback = config.kind != ATTN_TOKENIZER_WORD;
             if (attn_tokenizer_train(&config, (const char *const *)lines.line, lines.count,
                                      &tokenizer) != ATTN_OK)
                 code = library_failure();

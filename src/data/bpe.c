@@ -145,8 +145,8 @@ attn_status bpe_link_vocab(bpe_model *model, const attn_vocab *vocab)
     if (model->symbol_to_vocab == NULL)
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "out of memory for the BPE symbol map");
     for (int32_t s = 0; s < model->symbols.count; s++) {
-        int32_t id = vocab_find(vocab, strtab_string(&model->symbols, s),
-                                strtab_length(&model->symbols, s));
+        int32_t id =
+            vocab_find(vocab, strtab_string(&model->symbols, s), strtab_length(&model->symbols, s));
         model->symbol_to_vocab[s] = id < ATTN_NUM_SPECIAL_IDS ? ATTN_UNK_ID : id;
     }
     return ATTN_OK;
@@ -176,16 +176,34 @@ static int32_t character_symbol(const strtab *symbols, const char *bytes, size_t
     return strtab_find(symbols, marked, size + END_OF_WORD_SIZE);
 }
 
-attn_status bpe_encode_word(const bpe_model *model, const char *word, size_t size, id_buffer *out)
+/* Pushes the UTF-8 bytes of text as byte tokens, then "</w>" when it ended its word. */
+static attn_status push_bytes(const byte_fallback *fallback, const char *text, size_t size,
+                              int ends_word, id_buffer *out)
+{
+    for (size_t i = 0; i < size; i++)
+        ATTN_TRY(id_buffer_push(out, fallback->byte_ids[(unsigned char)text[i]]));
+    return ends_word ? id_buffer_push(out, fallback->word_end_id) : ATTN_OK;
+}
+
+attn_status bpe_encode_word(const bpe_model *model, const byte_fallback *fallback, const char *word,
+                            size_t size, id_buffer *out)
 {
     const int64_t base = out->size;
     size_t offset = 0;
+    int unknown = 0;
     while (offset < size) {
         size_t length = utf8_sequence_length((const unsigned char *)word + offset, size - offset);
         if (length == 0)
             return attn_fail(ATTN_ERR_INTERNAL, "bpe_encode_word: invalid UTF-8 reached BPE");
-        ATTN_TRY(id_buffer_push(out, character_symbol(&model->symbols, word + offset, length,
-                                                      offset + length == size)));
+        int32_t symbol =
+            character_symbol(&model->symbols, word + offset, length, offset + length == size);
+        /* An unknown character keeps where it is in the word (as -(offset + 1)): merges never
+         * touch it, and byte fallback spells it from there. */
+        if (symbol < 0) {
+            symbol = -(int32_t)offset - 1;
+            unknown = 1;
+        }
+        ATTN_TRY(id_buffer_push(out, symbol));
         offset += length;
     }
     int32_t *symbols = out->data + base;
@@ -214,10 +232,38 @@ attn_status bpe_encode_word(const bpe_model *model, const char *word, size_t siz
         }
         count = kept;
     }
-    for (int64_t i = 0; i < count; i++)
-        symbols[i] = symbols[i] < 0 ? ATTN_UNK_ID : model->symbol_to_vocab[symbols[i]];
     out->size = base + count;
-    return ATTN_OK;
+    int cut = 0; /* a symbol the vocabulary left out (min_count, max_vocab) */
+    for (int64_t i = 0; i < count && !cut; i++)
+        cut = symbols[i] >= 0 && model->symbol_to_vocab[symbols[i]] == ATTN_UNK_ID;
+    if (fallback == NULL || !fallback->enabled || (!unknown && !cut)) {
+        for (int64_t i = 0; i < count; i++)
+            symbols[i] = symbols[i] < 0 ? ATTN_UNK_ID : model->symbol_to_vocab[symbols[i]];
+        return ATTN_OK;
+    }
+    /* Spelled in bytes, a symbol takes several ids: rebuild the word's ids from a copy. */
+    int32_t *merged = malloc((size_t)count * sizeof *merged + 1);
+    if (merged == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "bpe_encode_word: out of memory");
+    memcpy(merged, symbols, (size_t)count * sizeof *merged);
+    out->size = base;
+    attn_status status = ATTN_OK;
+    for (int64_t i = 0; i < count && status == ATTN_OK; i++) {
+        const int32_t symbol = merged[i];
+        if (symbol < 0) {
+            const size_t at = (size_t)(-(symbol + 1));
+            const size_t length = utf8_sequence_length((const unsigned char *)word + at, size - at);
+            status = push_bytes(fallback, word + at, length, at + length == size, out);
+        } else if (model->symbol_to_vocab[symbol] == ATTN_UNK_ID) {
+            const char *text = strtab_string(&model->symbols, symbol);
+            const size_t length = attn_token_text_length(text);
+            status = push_bytes(fallback, text, length, length != strlen(text), out);
+        } else {
+            status = id_buffer_push(out, model->symbol_to_vocab[symbol]);
+        }
+    }
+    free(merged);
+    return status;
 }
 
 /* ---- learning --------------------------------------------------------------------------- */
@@ -292,8 +338,8 @@ static attn_status add_symbol_count(learner *l, int32_t symbol, int64_t count)
         int64_t old = l->symbol_count_capacity;
         ATTN_TRY(grow_array((void **)&l->symbol_count, &l->symbol_count_capacity,
                             (int64_t)symbol + 1, sizeof *l->symbol_count));
-        memset(l->symbol_count + old, 0, (size_t)(l->symbol_count_capacity - old) *
-                                             sizeof *l->symbol_count);
+        memset(l->symbol_count + old, 0,
+               (size_t)(l->symbol_count_capacity - old) * sizeof *l->symbol_count);
     }
     l->symbol_count[symbol] += count;
     return ATTN_OK;
@@ -342,8 +388,8 @@ static attn_status find_or_add_pair(learner *l, int32_t left, int32_t right, int
     }
     if (l->pair_count >= INT32_MAX - 1)
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "too many distinct BPE pairs");
-    ATTN_TRY(grow_array((void **)&l->pairs, &l->pair_capacity, l->pair_count + 1,
-                        sizeof *l->pairs));
+    ATTN_TRY(
+        grow_array((void **)&l->pairs, &l->pair_capacity, l->pair_count + 1, sizeof *l->pairs));
     int32_t p = (int32_t)l->pair_count++;
     l->pairs[p] = (pair_record){left, right, 0, 0, -1, -1};
     l->pair_keys[slot] = key;
@@ -360,8 +406,8 @@ static attn_status list_word(learner *l, int32_t pair, int32_t word)
         return ATTN_OK;
     if (l->node_count >= INT32_MAX - 1)
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "BPE learning: too many word-list entries");
-    ATTN_TRY(grow_array((void **)&l->nodes, &l->node_capacity, l->node_count + 1,
-                        sizeof *l->nodes));
+    ATTN_TRY(
+        grow_array((void **)&l->nodes, &l->node_capacity, l->node_count + 1, sizeof *l->nodes));
     int32_t node = (int32_t)l->node_count++;
     l->nodes[node] = (word_node){word, head};
     l->pairs[pair].words = node;
@@ -542,8 +588,7 @@ static attn_status load_words(learner *l, const strtab *words, const int64_t *co
 }
 
 /* Replaces (left, right) by merged in one word, moving the word's pair counts along. */
-static attn_status merge_in_word(learner *l, int32_t w, int32_t left, int32_t right,
-                                 int32_t merged)
+static attn_status merge_in_word(learner *l, int32_t w, int32_t left, int32_t right, int32_t merged)
 {
     int32_t *s = l->symbol_pool + l->word_start[w];
     int32_t length = l->word_length[w];
@@ -583,8 +628,7 @@ static attn_status merge_step(learner *l, int32_t pair)
     strtab *symbols = &l->model->symbols;
     int32_t merged;
     ATTN_TRY(intern_concat(symbols, strtab_string(symbols, left), strtab_length(symbols, left),
-                           strtab_string(symbols, right), strtab_length(symbols, right),
-                           &merged));
+                           strtab_string(symbols, right), strtab_length(symbols, right), &merged));
     ATTN_TRY(add_symbol_count(l, merged, count));
     ATTN_TRY(record_merge(l->model, left, right, merged));
 
@@ -598,15 +642,13 @@ static attn_status merge_step(learner *l, int32_t pair)
     }
     for (int64_t i = 0; i < l->touched_count; i++) {
         int32_t p = l->touched[i];
-        if (l->pairs[p].count != l->pairs[p].count_before &&
-            l->pairs[p].count >= MIN_PAIR_COUNT)
+        if (l->pairs[p].count != l->pairs[p].count_before && l->pairs[p].count >= MIN_PAIR_COUNT)
             ATTN_TRY(heap_push(l, p));
     }
     return ATTN_OK;
 }
 
-static attn_status learn(learner *l, const char *const *lines, int64_t n_lines,
-                         int64_t max_merges)
+static attn_status learn(learner *l, const char *const *lines, int64_t n_lines, int64_t max_merges)
 {
     strtab words = {0};
     int64_t *counts = NULL, counts_capacity = 0;

@@ -61,15 +61,15 @@ typedef struct strtab {
     uint32_t *length; /* [count] */
     uint64_t *hash;   /* [count] */
     int32_t count, capacity;
-    int32_t *slots; /* open addressing: id + 1, or 0 for empty */
+    int32_t *slots;    /* open addressing: id + 1, or 0 for empty */
     size_t slot_count; /* a power of two, at least twice count */
 } strtab;
 
 /* Id of the string, or -1. */
 ATTN_INTERNAL int32_t strtab_find(const strtab *table, const char *bytes, size_t size);
 /* Id of the string, inserting it if new (*added says which, if not NULL). */
-ATTN_INTERNAL attn_status strtab_intern(strtab *table, const char *bytes, size_t size,
-                                        int32_t *id, int *added);
+ATTN_INTERNAL attn_status strtab_intern(strtab *table, const char *bytes, size_t size, int32_t *id,
+                                        int *added);
 static inline const char *strtab_string(const strtab *table, int32_t id)
 {
     return table->pool + table->offset[id];
@@ -91,8 +91,7 @@ struct attn_vocab {
 ATTN_INTERNAL int32_t vocab_find(const attn_vocab *vocab, const char *bytes, size_t size);
 /* Builds a vocabulary from a strtab of distinct tokens and their counts. */
 ATTN_INTERNAL attn_status vocab_from_counts(const strtab *tokens, const int64_t *counts,
-                                            int64_t min_count, int64_t max_size,
-                                            attn_vocab **out);
+                                            int64_t min_count, int64_t max_size, attn_vocab **out);
 ATTN_INTERNAL attn_status vocab_to_cjson(const attn_vocab *vocab, cJSON **out);
 /* fn names the public function in messages. */
 ATTN_INTERNAL attn_status vocab_from_cjson(const char *fn, const cJSON *json, attn_vocab **out);
@@ -100,9 +99,18 @@ ATTN_INTERNAL attn_status vocab_from_cjson(const char *fn, const cJSON *json, at
 ATTN_INTERNAL attn_status json_parse(const char *fn, const char *json, cJSON **out);
 
 /* BPE merges and the symbols they make, shared by learning (bpe.c) and the tokenizer. */
+/* Byte fallback (attn_tokenizer_config.byte_fallback): the ids of the 256 byte tokens
+ * "<0x00>" ... "<0xFF>" that spell, as UTF-8 bytes, whatever the vocabulary lacks, and of the
+ * "</w>" token that ends a BPE word spelled so (-1: none). */
+typedef struct byte_fallback {
+    int enabled;
+    int32_t byte_ids[256];
+    int32_t word_end_id;
+} byte_fallback;
+
 typedef struct bpe_model {
-    strtab symbols;          /* every symbol: characters seen, merge results */
-    int32_t *merge_left;     /* [num_merges] symbol ids */
+    strtab symbols;      /* every symbol: characters seen, merge results */
+    int32_t *merge_left; /* [num_merges] symbol ids */
     int32_t *merge_right;
     int32_t *merge_result;
     int64_t num_merges, merge_capacity;
@@ -123,8 +131,8 @@ ATTN_INTERNAL attn_status bpe_add_merge(bpe_model *model, const char *left, size
 /* Fills symbol_to_vocab once merges and the vocabulary are known. */
 ATTN_INTERNAL attn_status bpe_link_vocab(bpe_model *model, const attn_vocab *vocab);
 /* Appends the ids of one word (size bytes, no whitespace, valid UTF-8) to out. */
-ATTN_INTERNAL attn_status bpe_encode_word(const bpe_model *model, const char *word, size_t size,
-                                          id_buffer *out);
+ATTN_INTERNAL attn_status bpe_encode_word(const bpe_model *model, const byte_fallback *fallback,
+                                          const char *word, size_t size, id_buffer *out);
 ATTN_INTERNAL void bpe_model_free(bpe_model *model);
 
 /* Remembers the ids of words already encoded, for encoding a whole corpus: BPE words repeat,
@@ -138,9 +146,8 @@ typedef struct encode_cache {
 } encode_cache;
 
 /* Appends the ids of text (size bytes, valid UTF-8) to out; cache may be NULL. */
-ATTN_INTERNAL attn_status tokenizer_encode_append(const attn_tokenizer *tokenizer,
-                                                  const char *text, size_t size,
-                                                  encode_cache *cache, id_buffer *out);
+ATTN_INTERNAL attn_status tokenizer_encode_append(const attn_tokenizer *tokenizer, const char *text,
+                                                  size_t size, encode_cache *cache, id_buffer *out);
 ATTN_INTERNAL void encode_cache_free(encode_cache *cache);
 
 #define END_OF_WORD ATTN_BPE_END_OF_WORD

@@ -14,14 +14,81 @@ struct attn_tokenizer {
     attn_tokenizer_config config;
     attn_vocab *vocab;
     bpe_model bpe; /* ATTN_TOKENIZER_BPE only */
+    byte_fallback fallback;
 };
+
+#define BYTE_TOKEN_FORMAT "<0x%02X>"
+
+/* The byte tokens' ids from the vocabulary; ATTN_ERR_FORMAT naming fn when one is missing. */
+static attn_status link_byte_fallback(const char *fn, attn_tokenizer *tokenizer)
+{
+    byte_fallback *f = &tokenizer->fallback;
+    memset(f, 0, sizeof *f);
+    f->word_end_id = -1;
+    if (!tokenizer->config.byte_fallback)
+        return ATTN_OK;
+    for (int b = 0; b < 256; b++) {
+        char name[8];
+        snprintf(name, sizeof name, BYTE_TOKEN_FORMAT, b);
+        f->byte_ids[b] = attn_vocab_id(tokenizer->vocab, name);
+        if (f->byte_ids[b] < ATTN_NUM_SPECIAL_IDS)
+            return attn_fail(ATTN_ERR_FORMAT,
+                             "%s: a byte-fallback tokenizer's vocabulary lacks the token %s", fn,
+                             name);
+    }
+    if (tokenizer->config.kind == ATTN_TOKENIZER_BPE) {
+        f->word_end_id = attn_vocab_id(tokenizer->vocab, END_OF_WORD);
+        if (f->word_end_id < ATTN_NUM_SPECIAL_IDS)
+            return attn_fail(ATTN_ERR_FORMAT,
+                             "%s: a byte-fallback bpe tokenizer's vocabulary lacks \"%s\"", fn,
+                             END_OF_WORD);
+    }
+    f->enabled = 1;
+    return ATTN_OK;
+}
+
+/* Appends the byte tokens (and bpe's lone "</w>") to a vocabulary just learned. */
+static attn_status add_byte_tokens(attn_tokenizer *tokenizer)
+{
+    strtab *tokens = &tokenizer->vocab->tokens;
+    for (int b = 0; b < 256; b++) {
+        char name[8];
+        int32_t id;
+        snprintf(name, sizeof name, BYTE_TOKEN_FORMAT, b);
+        ATTN_TRY(strtab_intern(tokens, name, strlen(name), &id, NULL));
+    }
+    if (tokenizer->config.kind == ATTN_TOKENIZER_BPE) {
+        int32_t id;
+        ATTN_TRY(strtab_intern(tokens, END_OF_WORD, END_OF_WORD_SIZE, &id, NULL));
+        /* The new tokens become symbols the encoder can map. */
+        ATTN_TRY(bpe_link_vocab(&tokenizer->bpe, tokenizer->vocab));
+    }
+    return ATTN_OK;
+}
+
+/* The byte token's value (0-255) of id, or -1 for any other id. */
+static int byte_of(const byte_fallback *f, int32_t id)
+{
+    if (!f->enabled || id < f->byte_ids[0] || id > f->byte_ids[255])
+        return -1;
+    /* Learned vocabularies hold the 256 in order; a loaded one is searched. */
+    if (f->byte_ids[id - f->byte_ids[0]] == id)
+        return id - f->byte_ids[0];
+    for (int b = 0; b < 256; b++)
+        if (f->byte_ids[b] == id)
+            return b;
+    return -1;
+}
 
 const char *attn_tokenizer_kind_name(attn_tokenizer_kind kind)
 {
     switch (kind) {
-    case ATTN_TOKENIZER_CHAR: return "char";
-    case ATTN_TOKENIZER_WORD: return "word";
-    case ATTN_TOKENIZER_BPE: return "bpe";
+    case ATTN_TOKENIZER_CHAR:
+        return "char";
+    case ATTN_TOKENIZER_WORD:
+        return "word";
+    case ATTN_TOKENIZER_BPE:
+        return "bpe";
     }
     return "unknown";
 }
@@ -32,7 +99,7 @@ attn_status attn_tokenizer_config_parse(const char *spec, attn_tokenizer_config 
 {
     ATTN_CHECK_NOT_NULL(out);
     ATTN_CHECK_NOT_NULL(spec);
-    attn_tokenizer_config config = {ATTN_TOKENIZER_CHAR, 0, 1, 0};
+    attn_tokenizer_config config = {ATTN_TOKENIZER_CHAR, 0, 1, 0, 0};
     if (strcmp(spec, "char") == 0) {
         config.kind = ATTN_TOKENIZER_CHAR;
     } else if (strcmp(spec, "word") == 0) {
@@ -45,13 +112,15 @@ attn_status attn_tokenizer_config_parse(const char *spec, attn_tokenizer_config 
         ATTN_CHECK_ARG(end != NULL && *end == '\0' && errno == 0 && merges > 0 &&
                            merges < INT32_MAX,
                        "attn_tokenizer_config_parse: '%s': expected bpe:N with N a positive "
-                       "number of merges", spec);
+                       "number of merges",
+                       spec);
         config.kind = ATTN_TOKENIZER_BPE;
         config.bpe_merges = merges;
     } else {
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
                          "attn_tokenizer_config_parse: unknown tokenizer '%s' (expected char, "
-                         "word or bpe:N)", spec);
+                         "word or bpe:N)",
+                         spec);
     }
     *out = config;
     return ATTN_OK;
@@ -59,6 +128,10 @@ attn_status attn_tokenizer_config_parse(const char *spec, attn_tokenizer_config 
 
 static attn_status check_config(const char *fn, const attn_tokenizer_config *config)
 {
+    ATTN_CHECK_ARG(!config->byte_fallback || config->kind != ATTN_TOKENIZER_WORD,
+                   "%s: a word tokenizer has no byte fallback (its tokens are whole words): use "
+                   "char or bpe:N",
+                   fn);
     ATTN_CHECK_ARG(config->kind == ATTN_TOKENIZER_CHAR || config->kind == ATTN_TOKENIZER_WORD ||
                        config->kind == ATTN_TOKENIZER_BPE,
                    "%s: unknown tokenizer kind %d", fn, (int)config->kind);
@@ -168,6 +241,10 @@ attn_status attn_tokenizer_train(const attn_tokenizer_config *config, const char
                            &tokenizer->bpe, &tokenizer->vocab);
     else
         status = train_counted(config, lines, n, &tokenizer->vocab);
+    if (status == ATTN_OK && config->byte_fallback)
+        status = add_byte_tokens(tokenizer);
+    if (status == ATTN_OK)
+        status = link_byte_fallback(fn, tokenizer);
     if (status != ATTN_OK) {
         attn_tokenizer_destroy(tokenizer);
         return status;
@@ -223,15 +300,16 @@ static int32_t text_token_id(const attn_vocab *vocab, const char *bytes, size_t 
     return id < ATTN_NUM_SPECIAL_IDS ? ATTN_UNK_ID : id;
 }
 
-static attn_status encode_bpe_word(const bpe_model *model, const char *word, size_t size,
-                                   encode_cache *cache, id_buffer *out)
+static attn_status encode_bpe_word(const bpe_model *model, const byte_fallback *fallback,
+                                   const char *word, size_t size, encode_cache *cache,
+                                   id_buffer *out)
 {
     if (cache == NULL)
-        return bpe_encode_word(model, word, size, out);
+        return bpe_encode_word(model, fallback, word, size, out);
     int32_t entry = strtab_find(&cache->words, word, size);
     if (entry < 0) {
         int64_t start = out->size;
-        ATTN_TRY(bpe_encode_word(model, word, size, out));
+        ATTN_TRY(bpe_encode_word(model, fallback, word, size, out));
         int64_t count = out->size - start;
         ATTN_TRY(strtab_intern(&cache->words, word, size, &entry, NULL));
         int64_t c1 = cache->capacity, c2 = cache->capacity;
@@ -263,15 +341,21 @@ void encode_cache_free(encode_cache *cache)
     memset(cache, 0, sizeof *cache);
 }
 
-attn_status tokenizer_encode_append(const attn_tokenizer *tokenizer, const char *text,
-                                    size_t size, encode_cache *cache, id_buffer *out)
+attn_status tokenizer_encode_append(const attn_tokenizer *tokenizer, const char *text, size_t size,
+                                    encode_cache *cache, id_buffer *out)
 {
     const attn_vocab *vocab = tokenizer->vocab;
     size_t pos = 0;
     if (tokenizer->config.kind == ATTN_TOKENIZER_CHAR) {
         while (pos < size) {
             size_t length = utf8_sequence_length((const unsigned char *)text + pos, size - pos);
-            ATTN_TRY(id_buffer_push(out, text_token_id(vocab, text + pos, length)));
+            const int32_t id = text_token_id(vocab, text + pos, length);
+            if (id == ATTN_UNK_ID && tokenizer->fallback.enabled)
+                for (size_t i = 0; i < length; i++)
+                    ATTN_TRY(id_buffer_push(
+                        out, tokenizer->fallback.byte_ids[(unsigned char)text[pos + i]]));
+            else
+                ATTN_TRY(id_buffer_push(out, id));
             pos += length;
         }
         return ATTN_OK;
@@ -287,12 +371,13 @@ attn_status tokenizer_encode_append(const attn_tokenizer *tokenizer, const char 
         if (tokenizer->config.kind == ATTN_TOKENIZER_WORD)
             ATTN_TRY(id_buffer_push(out, text_token_id(vocab, text + start, pos - start)));
         else
-            ATTN_TRY(encode_bpe_word(&tokenizer->bpe, text + start, pos - start, cache, out));
+            ATTN_TRY(encode_bpe_word(&tokenizer->bpe, &tokenizer->fallback, text + start,
+                                     pos - start, cache, out));
     }
 }
 
-attn_status attn_tokenizer_encode(const attn_tokenizer *tokenizer, const char *text,
-                                  int32_t **ids, int64_t *n_ids)
+attn_status attn_tokenizer_encode(const attn_tokenizer *tokenizer, const char *text, int32_t **ids,
+                                  int64_t *n_ids)
 {
     ATTN_CHECK_NOT_NULL(ids);
     ATTN_CHECK_NOT_NULL(n_ids);
@@ -303,8 +388,10 @@ attn_status attn_tokenizer_encode(const attn_tokenizer *tokenizer, const char *t
     size_t size = strlen(text);
     size_t bad = utf8_first_invalid(text, size);
     if (bad != size)
-        return attn_fail(ATTN_ERR_FORMAT, "attn_tokenizer_encode: text is not valid UTF-8 "
-                         "(byte %zu)", bad + 1);
+        return attn_fail(ATTN_ERR_FORMAT,
+                         "attn_tokenizer_encode: text is not valid UTF-8 "
+                         "(byte %zu)",
+                         bad + 1);
     id_buffer out = {0};
     attn_status status = id_buffer_reserve(&out, 1);
     if (status == ATTN_OK)
@@ -319,6 +406,34 @@ attn_status attn_tokenizer_encode(const attn_tokenizer *tokenizer, const char *t
 }
 
 /* ---- decoding --------------------------------------------------------------------------- */
+
+/* Bytes a model put together that are not UTF-8 (a sampled language model may) become U+FFFD,
+ * one per byte, so the text stays valid UTF-8 and its length says what was lost. */
+static attn_status replace_invalid_utf8(byte_buffer *buf)
+{
+    if (utf8_first_invalid(buf->data, buf->size) == buf->size)
+        return ATTN_OK;
+    byte_buffer clean = {0};
+    attn_status status = byte_buffer_append(&clean, "", 0);
+    for (size_t pos = 0; pos < buf->size && status == ATTN_OK;) {
+        size_t length =
+            utf8_sequence_length((const unsigned char *)buf->data + pos, buf->size - pos);
+        if (length == 0) {
+            status = byte_buffer_append(&clean, "\xEF\xBF\xBD", 3);
+            pos++;
+        } else {
+            status = byte_buffer_append(&clean, buf->data + pos, length);
+            pos += length;
+        }
+    }
+    if (status != ATTN_OK) {
+        byte_buffer_free(&clean);
+        return status;
+    }
+    byte_buffer_free(buf);
+    *buf = clean;
+    return ATTN_OK;
+}
 
 attn_status attn_tokenizer_decode(const attn_tokenizer *tokenizer, const int32_t *ids,
                                   int64_t n_ids, char **text)
@@ -346,7 +461,16 @@ attn_status attn_tokenizer_decode(const attn_tokenizer *tokenizer, const int32_t
         const char *token = strtab_string(&vocab->tokens, ids[i]);
         size_t size = strtab_length(&vocab->tokens, ids[i]);
         int ends_word = 1;
-        if (tokenizer->config.kind == ATTN_TOKENIZER_BPE) {
+        const int byte = byte_of(&tokenizer->fallback, ids[i]);
+        char raw = (char)byte;
+        if (byte >= 0) {
+            /* A byte spells part of a character or piece: never a word's end by itself. */
+            token = &raw;
+            size = 1;
+            ends_word = 0;
+        } else if (ids[i] == tokenizer->fallback.word_end_id) {
+            size = 0;
+        } else if (tokenizer->config.kind == ATTN_TOKENIZER_BPE) {
             ends_word = size >= END_OF_WORD_SIZE &&
                         memcmp(token + size - END_OF_WORD_SIZE, END_OF_WORD, END_OF_WORD_SIZE) == 0;
             if (ends_word)
@@ -358,6 +482,8 @@ attn_status attn_tokenizer_decode(const attn_tokenizer *tokenizer, const int32_t
             status = byte_buffer_append(&buf, token, size);
         space_before_next = tokenizer->config.kind != ATTN_TOKENIZER_CHAR && ends_word;
     }
+    if (status == ATTN_OK && tokenizer->fallback.enabled)
+        status = replace_invalid_utf8(&buf);
     if (status != ATTN_OK) {
         byte_buffer_free(&buf);
         return status;
@@ -377,6 +503,9 @@ static attn_status tokenizer_to_cjson(const attn_tokenizer *tokenizer, cJSON **o
              cJSON_AddStringToObject(object, "kind", attn_tokenizer_kind_name(config->kind)) &&
              cJSON_AddNumberToObject(object, "min_count", (double)config->min_count) &&
              cJSON_AddNumberToObject(object, "max_vocab", (double)config->max_vocab);
+    /* Absent when off, as in the tokenizers written before it. */
+    if (ok && config->byte_fallback)
+        ok = cJSON_AddTrueToObject(object, "byte_fallback") != NULL;
     if (ok && config->kind == ATTN_TOKENIZER_BPE) {
         const bpe_model *bpe = &tokenizer->bpe;
         cJSON *merges = cJSON_CreateArray();
@@ -422,14 +551,14 @@ attn_status attn_tokenizer_to_json(const attn_tokenizer *tokenizer, char **json)
 }
 
 /* An integer field in [lo, hi]. */
-static attn_status integer_field(const char *fn, const cJSON *object, const char *name,
-                                 int64_t lo, int64_t hi, int64_t *value)
+static attn_status integer_field(const char *fn, const cJSON *object, const char *name, int64_t lo,
+                                 int64_t hi, int64_t *value)
 {
     const cJSON *item = cJSON_GetObjectItemCaseSensitive(object, name);
     double number = cJSON_IsNumber(item) ? cJSON_GetNumberValue(item) : NAN;
     if (!(number >= (double)lo && number <= (double)hi && number == floor(number)))
-        return attn_fail(ATTN_ERR_FORMAT, "%s: \"%s\" must be an integer in [%lld, %lld]", fn,
-                         name, (long long)lo, (long long)hi);
+        return attn_fail(ATTN_ERR_FORMAT, "%s: \"%s\" must be an integer in [%lld, %lld]", fn, name,
+                         (long long)lo, (long long)hi);
     *value = (int64_t)number;
     return ATTN_OK;
 }
@@ -443,8 +572,10 @@ static attn_status merge_symbol(const char *fn, int64_t index, const cJSON *item
     for (size_t i = 0; ok && i < size; i++)
         ok = !is_ascii_space((*symbol)[i]);
     if (!ok)
-        return attn_fail(ATTN_ERR_FORMAT, "%s: merge %lld: symbols must be non-empty UTF-8 "
-                         "strings without whitespace", fn, (long long)index);
+        return attn_fail(ATTN_ERR_FORMAT,
+                         "%s: merge %lld: symbols must be non-empty UTF-8 "
+                         "strings without whitespace",
+                         fn, (long long)index);
     return ATTN_OK;
 }
 
@@ -469,10 +600,16 @@ static attn_status tokenizer_from_cjson(const char *fn, const cJSON *json,
         return attn_fail(ATTN_ERR_FORMAT, "%s: \"kind\" must be \"char\", \"word\" or \"bpe\"", fn);
     ATTN_TRY(integer_field(fn, json, "min_count", INT32_MIN, INT32_MAX, &config->min_count));
     ATTN_TRY(integer_field(fn, json, "max_vocab", 0, INT32_MAX, &config->max_vocab));
-    ATTN_TRY(vocab_from_cjson(fn, cJSON_GetObjectItemCaseSensitive(json, "vocab"),
-                              &tokenizer->vocab));
+    const cJSON *fallback = cJSON_GetObjectItemCaseSensitive(json, "byte_fallback");
+    if (fallback != NULL && !cJSON_IsBool(fallback))
+        return attn_fail(ATTN_ERR_FORMAT, "%s: \"byte_fallback\" must be true or false", fn);
+    config->byte_fallback = cJSON_IsTrue(fallback);
+    if (config->byte_fallback && config->kind == ATTN_TOKENIZER_WORD)
+        return attn_fail(ATTN_ERR_FORMAT, "%s: a word tokenizer has no byte fallback", fn);
+    ATTN_TRY(
+        vocab_from_cjson(fn, cJSON_GetObjectItemCaseSensitive(json, "vocab"), &tokenizer->vocab));
     if (config->kind != ATTN_TOKENIZER_BPE)
-        return ATTN_OK;
+        return link_byte_fallback(fn, tokenizer);
 
     ATTN_TRY(integer_field(fn, json, "bpe_merges", 1, INT32_MAX - 1, &config->bpe_merges));
     const cJSON *merges = cJSON_GetObjectItemCaseSensitive(json, "merges");
@@ -491,7 +628,8 @@ static attn_status tokenizer_from_cjson(const char *fn, const cJSON *json,
         ATTN_TRY(bpe_add_merge(&tokenizer->bpe, left, strlen(left), right, strlen(right)));
         index++;
     }
-    return bpe_link_vocab(&tokenizer->bpe, tokenizer->vocab);
+    ATTN_TRY(bpe_link_vocab(&tokenizer->bpe, tokenizer->vocab));
+    return link_byte_fallback(fn, tokenizer);
 }
 
 attn_status attn_tokenizer_from_json(const char *json, attn_tokenizer **out)

@@ -64,8 +64,9 @@ static void test_config_parse(void)
     CHECK(config.kind == ATTN_TOKENIZER_WORD, "word");
     CHECK_OK(attn_tokenizer_config_parse("bpe:8000", &config));
     CHECK(config.kind == ATTN_TOKENIZER_BPE && config.bpe_merges == 8000, "bpe:8000");
-    static const char *bad[] = {"bpe", "bpe:", "bpe:0", "bpe:-5", "bpe:+5", "bpe:12x",
-                                "bpe:99999999999", "sentencepiece", "", "Char"};
+    static const char *bad[] = {"bpe",    "bpe:",    "bpe:0",           "bpe:-5",
+                                "bpe:+5", "bpe:12x", "bpe:99999999999", "sentencepiece",
+                                "",       "Char"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         CHECK_FAILS(attn_tokenizer_config_parse(bad[i], &config), ATTN_ERR_INVALID_ARGUMENT);
     CHECK(message_has("'Char'", NULL), "names the spec: %s", attn_last_error());
@@ -138,11 +139,11 @@ static void test_word_tokenizer(void)
     free(back);
     attn_tokenizer_destroy(tokenizer);
 
-    attn_tokenizer_config config = {ATTN_TOKENIZER_WORD, 0, 2, 0};
+    attn_tokenizer_config config = {ATTN_TOKENIZER_WORD, 0, 2, 0, 0};
     CHECK_OK(attn_tokenizer_train(&config, lines, 3, &tokenizer));
     CHECK(attn_vocab_size(attn_tokenizer_vocab(tokenizer)) == 4 + 2, "min_count 2: L and OW");
     attn_tokenizer_destroy(tokenizer);
-    config = (attn_tokenizer_config){ATTN_TOKENIZER_WORD, 0, 1, 5};
+    config = (attn_tokenizer_config){ATTN_TOKENIZER_WORD, 0, 1, 5, 0};
     CHECK_OK(attn_tokenizer_train(&config, lines, 3, &tokenizer));
     tokens = encode_to_tokens(tokenizer, "L OW");
     CHECK(strcmp(tokens, "L|<unk>") == 0, "max_vocab 5 keeps only L: %s", tokens);
@@ -172,9 +173,9 @@ static const char *const classic_lines[] = {
     "newest newest newest newest newest newest widest widest widest",
 };
 static const char *const classic_merges[13][2] = {
-    {"e", "s"},    {"es", "t</w>"},  {"l", "o"},       {"e", "w"},  {"ew", "est</w>"},
-    {"n", "ewest</w>"}, {"lo", "w</w>"}, {"d", "est</w>"}, {"i", "dest</w>"},
-    {"w", "idest</w>"}, {"e", "r</w>"}, {"lo", "w"},      {"low", "er</w>"},
+    {"e", "s"},         {"es", "t</w>"}, {"l", "o"},        {"e", "w"},        {"ew", "est</w>"},
+    {"n", "ewest</w>"}, {"lo", "w</w>"}, {"d", "est</w>"},  {"i", "dest</w>"}, {"w", "idest</w>"},
+    {"e", "r</w>"},     {"lo", "w"},     {"low", "er</w>"},
 };
 
 static void test_bpe_classic_example(void)
@@ -192,8 +193,7 @@ static void test_bpe_classic_example(void)
               classic_merges[i][0], classic_merges[i][1]);
     }
     char *tokens = encode_to_tokens(tokenizer, "lowest newer widest");
-    CHECK(strcmp(tokens, "low|est</w>|n|ew|er</w>|widest</w>") == 0, "merges in order: %s",
-          tokens);
+    CHECK(strcmp(tokens, "low|est</w>|n|ew|er</w>|widest</w>") == 0, "merges in order: %s", tokens);
     free(tokens);
     int unknown;
     char *back = round_trip(tokenizer, "lowest  newer\twidest", &unknown);
@@ -209,7 +209,7 @@ static void test_bpe_classic_example(void)
     /* A vocabulary cut to the 5 most frequent symbols: merges still apply, and what they
      * make outside the vocabulary is <unk>. Counts: e 17, w 11 (both not word-final), then
      * at 9, bytewise: es, est</w>, s, t</w>; so e w es est</w> s are kept. */
-    attn_tokenizer_config config = {ATTN_TOKENIZER_BPE, 100, 1, ATTN_NUM_SPECIAL_IDS + 5};
+    attn_tokenizer_config config = {ATTN_TOKENIZER_BPE, 100, 1, ATTN_NUM_SPECIAL_IDS + 5, 0};
     CHECK_OK(attn_tokenizer_train(&config, classic_lines, 2, &tokenizer));
     if (tokenizer != NULL) {
         CHECK(attn_vocab_size(attn_tokenizer_vocab(tokenizer)) == ATTN_NUM_SPECIAL_IDS + 5,
@@ -265,8 +265,7 @@ static char *concat(const char *a, const char *b)
 
 /* Learns up to max_merges merges the textbook way; returns their count and fills
  * merges[i][0..1] (strings the caller frees). */
-static int reference_bpe(const char *const *lines, int n_lines, int max_merges,
-                         char *(*merges)[2])
+static int reference_bpe(const char *const *lines, int n_lines, int max_merges, char *(*merges)[2])
 {
     /* The distinct words and their counts. */
     int n_all = 0, capacity = 64;
@@ -318,8 +317,8 @@ static int reference_bpe(const char *const *lines, int n_lines, int max_merges,
         n_pairs = 0;
         for (int w = 0; w < n_words; w++)
             for (int i = 0; i + 1 < words[w].length; i++)
-                pairs[n_pairs++] = (ref_pair){words[w].symbols[i], words[w].symbols[i + 1],
-                                              words[w].count};
+                pairs[n_pairs++] =
+                    (ref_pair){words[w].symbols[i], words[w].symbols[i + 1], words[w].count};
         qsort(pairs, (size_t)n_pairs, sizeof *pairs, compare_pairs);
         /* Sorted by (left, right): the first of equal best counts is the bytewise smallest. */
         ref_pair best = {NULL, NULL, 0};
@@ -372,7 +371,7 @@ static void check_against_reference(const char *what, const char *const *lines, 
 {
     char *(*expected)[2] = test_alloc((size_t)max_merges * sizeof *expected);
     int made = reference_bpe(lines, n, max_merges, expected);
-    attn_tokenizer_config config = {ATTN_TOKENIZER_BPE, max_merges, 1, 0};
+    attn_tokenizer_config config = {ATTN_TOKENIZER_BPE, max_merges, 1, 0, 0};
     attn_tokenizer *tokenizer = NULL;
     CHECK_OK(attn_tokenizer_train(&config, lines, n, &tokenizer));
     CHECK(attn_tokenizer_num_merges(tokenizer) == made, "%s: %lld merges, reference %d", what,
@@ -385,8 +384,10 @@ static void check_against_reference(const char *what, const char *const *lines, 
             (strcmp(left, expected[i][0]) != 0 || strcmp(right, expected[i][1]) != 0))
             first_difference = i;
     }
-    CHECK(first_difference < 0, "%s: merges match the full-recount reference (first difference "
-          "at %d)", what, first_difference);
+    CHECK(first_difference < 0,
+          "%s: merges match the full-recount reference (first difference "
+          "at %d)",
+          what, first_difference);
     for (int i = 0; i < made; i++) {
         free(expected[i][0]);
         free(expected[i][1]);
@@ -401,7 +402,9 @@ static void test_bpe_matches_full_recount(void)
      * that meet the same pair twice, one-character words, and multi-byte characters. */
     const char *tricky[] = {
         "aaaa aaa aa a aaaaa banana bandana ananas a a b",
-        "\xC3\xB1\xC3\xB1\xC3\xB1 ma\xC3\xB1\xC3\xB1" "ana ma\xC3\xB1" "ana abab ababab ba ba",
+        "\xC3\xB1\xC3\xB1\xC3\xB1 ma\xC3\xB1\xC3\xB1"
+        "ana ma\xC3\xB1"
+        "ana abab ababab ba ba",
         "abcabc cabcab abc abc bca",
     };
     check_against_reference("tricky words", tricky, 3, 200);
@@ -503,8 +506,8 @@ static void test_round_trips_on_g2p(void)
     char *const *words = (char *const *)attn_corpus_sources(dev);
     char *const *prons = (char *const *)attn_corpus_targets(dev);
     int64_t dev_n = attn_corpus_size(dev) < 2000 ? attn_corpus_size(dev) : 2000;
-    check_round_trips("g2p words, char", letters, (char *const *)attn_corpus_sources(train_set),
-                      n, 1);
+    check_round_trips("g2p words, char", letters, (char *const *)attn_corpus_sources(train_set), n,
+                      1);
     check_round_trips("g2p words, char (dev)", letters, words, dev_n, 1);
     check_round_trips("g2p phonemes, word", phonemes, prons, dev_n, 0);
     /* One token per letter and per phoneme. */
@@ -628,8 +631,7 @@ static void test_json_round_trip(void)
     int64_t n = lines.count < 1000 ? lines.count : 1000;
     attn_tokenizer *tokenizer = train("bpe:800", (const char *const *)lines.line, n);
     if (tokenizer != NULL)
-        check_json_round_trip("bible bpe:800", tokenizer,
-                              (const char *const *)lines.line + n, 200);
+        check_json_round_trip("bible bpe:800", tokenizer, (const char *const *)lines.line + n, 200);
     attn_tokenizer_destroy(tokenizer);
     attn_lines_free(&lines);
 }
@@ -672,7 +674,7 @@ static void test_json_rejects_malformed(void)
 static void test_bad_arguments(void)
 {
     const char *lines[] = {"good line", "bad \xC3\x28 line"};
-    attn_tokenizer_config config = {ATTN_TOKENIZER_WORD, 0, 1, 0};
+    attn_tokenizer_config config = {ATTN_TOKENIZER_WORD, 0, 1, 0, 0};
     attn_tokenizer *tokenizer = NULL;
     CHECK_FAILS(attn_tokenizer_train(&config, lines, 2, &tokenizer), ATTN_ERR_FORMAT);
     CHECK(message_has("line 2", NULL), "names the training line: %s", attn_last_error());
@@ -681,13 +683,13 @@ static void test_bad_arguments(void)
     CHECK_FAILS(attn_tokenizer_train(NULL, lines, 1, &tokenizer), ATTN_ERR_INVALID_ARGUMENT);
     const char *with_null[] = {"a", NULL};
     CHECK_FAILS(attn_tokenizer_train(&config, with_null, 2, &tokenizer), ATTN_ERR_INVALID_ARGUMENT);
-    attn_tokenizer_config bad = {ATTN_TOKENIZER_BPE, 0, 1, 0};
+    attn_tokenizer_config bad = {ATTN_TOKENIZER_BPE, 0, 1, 0, 0};
     CHECK_FAILS(attn_tokenizer_train(&bad, lines, 1, &tokenizer), ATTN_ERR_INVALID_ARGUMENT);
-    bad = (attn_tokenizer_config){(attn_tokenizer_kind)7, 0, 1, 0};
+    bad = (attn_tokenizer_config){(attn_tokenizer_kind)7, 0, 1, 0, 0};
     CHECK_FAILS(attn_tokenizer_train(&bad, lines, 1, &tokenizer), ATTN_ERR_INVALID_ARGUMENT);
-    bad = (attn_tokenizer_config){ATTN_TOKENIZER_CHAR, 0, 1, 2};
+    bad = (attn_tokenizer_config){ATTN_TOKENIZER_CHAR, 0, 1, 2, 0};
     CHECK_FAILS(attn_tokenizer_train(&bad, lines, 1, &tokenizer), ATTN_ERR_INVALID_ARGUMENT);
-    bad = (attn_tokenizer_config){ATTN_TOKENIZER_CHAR, 0, (int64_t)1 << 40, 0};
+    bad = (attn_tokenizer_config){ATTN_TOKENIZER_CHAR, 0, (int64_t)1 << 40, 0, 0};
     CHECK_FAILS(attn_tokenizer_train(&bad, lines, 1, &tokenizer), ATTN_ERR_INVALID_ARGUMENT);
     CHECK(tokenizer == NULL, "no tokenizer after failures");
 
@@ -703,7 +705,8 @@ static void test_bad_arguments(void)
     free(ids);
     char *text = NULL;
     const int32_t out_of_range[] = {4, 6};
-    CHECK_FAILS(attn_tokenizer_decode(tokenizer, out_of_range, 2, &text), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_tokenizer_decode(tokenizer, out_of_range, 2, &text),
+                ATTN_ERR_INVALID_ARGUMENT);
     CHECK(message_has("ids[1] = 6", NULL), "names the id: %s", attn_last_error());
     const int32_t negative[] = {-1};
     CHECK_FAILS(attn_tokenizer_decode(tokenizer, negative, 1, &text), ATTN_ERR_INVALID_ARGUMENT);
@@ -729,8 +732,86 @@ static void test_token_text_length(void)
     CHECK(attn_token_text_length("") == 0 && attn_token_text_length(NULL) == 0, "empty, NULL");
 }
 
+/* Byte fallback: text with characters the training text lacked encodes without <unk>, to
+ * bytes the decoder puts back exactly; the tokenizer survives JSON; bytes that are not UTF-8
+ * decode as U+FFFD. */
+static attn_tokenizer *train_with_bytes(const char *spec, const char *const *lines, int64_t n)
+{
+    attn_tokenizer_config config;
+    attn_tokenizer *tokenizer = NULL;
+    CHECK_OK(attn_tokenizer_config_parse(spec, &config));
+    config.byte_fallback = 1;
+    CHECK_OK(attn_tokenizer_train(&config, lines, n, &tokenizer));
+    return tokenizer;
+}
+
+static void check_exact_round_trip(const attn_tokenizer *tokenizer, const char *text,
+                                   const char *expected, const char *what)
+{
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    char *back = NULL;
+    CHECK_OK(attn_tokenizer_encode(tokenizer, text, &ids, &n));
+    int unknown = 0;
+    for (int64_t i = 0; i < n; i++)
+        unknown += ids[i] == ATTN_UNK_ID;
+    CHECK(unknown == 0, "%s: no <unk> in '%s'", what, text);
+    CHECK_OK(attn_tokenizer_decode(tokenizer, ids, n, &back));
+    CHECK(back != NULL && strcmp(back, expected) == 0, "%s: '%s' decodes to '%s', not '%s'", what,
+          text, back ? back : "(null)", expected);
+    free(back);
+    free(ids);
+}
+
+static void test_byte_fallback(void)
+{
+    const char *lines[] = {"the cat sat on the mat", "a cat and a hat"};
+    const char *unseen = "the \xc5\xbelut\xc3\xbd k\xc5\xaf\xc5\x88 sat \xe2\x9c\x93!";
+    const char *specs[] = {"char", "bpe:20"};
+    for (int k = 0; k < 2; k++) {
+        attn_tokenizer *tokenizer = train_with_bytes(specs[k], lines, 2);
+        if (tokenizer == NULL)
+            continue;
+        const attn_vocab *vocab = attn_tokenizer_vocab(tokenizer);
+        CHECK(attn_vocab_id(vocab, "<0x00>") >= ATTN_NUM_SPECIAL_IDS &&
+                  attn_vocab_id(vocab, "<0xFF>") >= ATTN_NUM_SPECIAL_IDS,
+              "%s: the byte tokens are in the vocabulary", specs[k]);
+        check_exact_round_trip(tokenizer, unseen, unseen, specs[k]);
+        check_exact_round_trip(tokenizer, "the cat", "the cat", specs[k]);
+        /* Unseen characters at a word's end, then another word: BPE keeps the space. */
+        check_exact_round_trip(tokenizer, "cat\xc3\xbd mat", "cat\xc3\xbd mat", specs[k]);
+
+        char *json = NULL;
+        attn_tokenizer *loaded = NULL;
+        CHECK_OK(attn_tokenizer_to_json(tokenizer, &json));
+        CHECK(json != NULL && strstr(json, "\"byte_fallback\":true") != NULL, "JSON says so");
+        CHECK_OK(attn_tokenizer_from_json(json, &loaded));
+        if (loaded != NULL)
+            check_exact_round_trip(loaded, unseen, unseen, "loaded from JSON");
+
+        /* A lone lead byte and a stray continuation byte are not UTF-8. */
+        const int32_t broken[] = {attn_vocab_id(vocab, "<0xC3>"), attn_vocab_id(vocab, "<0x41>"),
+                                  attn_vocab_id(vocab, "<0xBD>")};
+        char *text = NULL;
+        CHECK_OK(attn_tokenizer_decode(tokenizer, broken, 3, &text));
+        CHECK(text != NULL && strcmp(text, "\xef\xbf\xbd"
+                                           "A\xef\xbf\xbd") == 0,
+              "%s: invalid bytes read as U+FFFD: '%s'", specs[k], text ? text : "(null)");
+        free(text);
+        free(json);
+        attn_tokenizer_destroy(loaded);
+        attn_tokenizer_destroy(tokenizer);
+    }
+    attn_tokenizer_config word;
+    attn_tokenizer *tokenizer = NULL;
+    CHECK_OK(attn_tokenizer_config_parse("word", &word));
+    word.byte_fallback = 1;
+    CHECK_FAILS(attn_tokenizer_train(&word, lines, 2, &tokenizer), ATTN_ERR_INVALID_ARGUMENT);
+}
+
 int main(void)
 {
+    RUN_TEST(test_byte_fallback);
     RUN_TEST(test_config_parse);
     RUN_TEST(test_token_text_length);
     RUN_TEST(test_char_tokenizer);

@@ -129,12 +129,27 @@ def test_a_token_id_beyond_the_vocabulary_is_refused(tmp_path, text):
     r = run("train", "--task", "lm", "--train", book, "--out", tmp_path / "m.safetensors",
             *TINY, "--max-steps", 2)
     assert r.returncode == 0, r.stderr
-    write_tokens(tmp_path / "t.bin", list(range(200)))
+    write_tokens(tmp_path / "t.bin", list(range(1000)))
     r = run("train", "--task", "lm", "--train-tokens", tmp_path / "t.bin",
             "--init", tmp_path / "m.safetensors", "--out", tmp_path / "n.safetensors",
             "--threads", 1, "--context", 32, "--max-steps", 1)
     assert r.returncode == 1
     assert "another tokenizer" in r.stderr, r.stderr
+
+
+def test_text_the_book_lacks_is_spelled_in_bytes(tmp_path, text):
+    book, _ = text
+    model = tmp_path / "lm.safetensors"
+    r = run("train", "--task", "lm", "--train", book, "--out", model, *TINY, "--max-steps", 2)
+    assert r.returncode == 0, r.stderr
+    held = tmp_path / "held.txt"
+    held.write_text("one two žluťoučký ✓\n", encoding="utf-8")
+    r = run("eval", "--metric", "perplexity", "--model", model, "--ref", held)
+    assert r.returncode == 0, r.stderr
+    assert "outside the model's vocabulary" not in r.stderr, r.stderr
+    r = run("generate", "--model", model, "--prompt", "žluťoučký",
+            "--max-new-tokens", 3, "--seed", 1)
+    assert r.returncode == 0 and "outside the model's vocabulary" not in r.stderr, r.stderr
 
 
 def test_viz_draws_the_causal_self_attention(tmp_path, text):
