@@ -1582,9 +1582,12 @@ static attn_status describe_model(attn_server *s)
         (double)attn_params_numel(attn_model_params(attn_bundle_model(s->bundle))));
     const attn_model_config *model_config = attn_bundle_config(s->bundle);
     if (model_config->arch == ATTN_ARCH_TRANSFORMER_LM)
-        /* A language model has one tokenizer, and a context its prompts must fit. */
+    /* A language model has one tokenizer, a context its prompts must fit and the server's
+     * cap on new tokens, which the page asks for at most. */
+    {
         cJSON_AddNumberToObject(json, "context", (double)model_config->max_len);
-    else
+        cJSON_AddNumberToObject(json, "max_new_tokens", (double)s->options.max_new_tokens);
+    } else
         cJSON_AddItemToObject(json, "source_tokenizer",
                               tokenizer_json(attn_bundle_tokenizer(s->bundle, ATTN_BUNDLE_SOURCE)));
     cJSON_AddItemToObject(json, "target_tokenizer",

@@ -6,6 +6,7 @@ endpoint for the model)."""
 import http.client
 import json
 import random
+import shutil
 import threading
 
 import pytest
@@ -147,6 +148,7 @@ def test_the_model_and_its_attention(server):
     status, model = server.request("GET", "/v1/model")
     assert status == 200
     assert model["architecture"] == "transformer_lm" and model["context"] == CONTEXT
+    assert model["max_new_tokens"] == 40  # the server's cap
     assert "source_tokenizer" not in model and model["target_tokenizer"]["kind"] == "char"
     status, answer = server.request("POST", "/v1/attention", {"text": "abc", "head": 1})
     assert status == 200, answer
@@ -209,3 +211,20 @@ def test_an_encoder_decoder_sends_generate_to_translate(tmp_path):
         assert status == 400 and "POST /v1/translate" in answer["error"]
     finally:
         assert s.stop() == 0
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None,
+                    reason="chromium is not installed (apt-get install chromium): the page is "
+                           "tested in a real browser")
+def test_the_page_continues_a_prompt_and_shows_its_self_attention(server, tmp_path):
+    from test_serve_page import open_page
+    status, continued = generate(server, {"prompt": "bad", "max_new_tokens": 40})
+    assert status == 200, continued
+    status, attention = server.request("POST", "/v1/attention", {"text": "bad", "layer": 0})
+    assert status == 200, attention
+    dom = open_page(tmp_path, server.port, text="bad", layer=0, head="mean")
+    assert dom.state == "ready", dom.error
+    assert dom.translation == continued["results"][0]["text"]  # the streamed pieces, joined
+    assert len(dom.cells) == 4 * 4  # </s> b a d, both ways
+    for (i, j), weight in dom.cells.items():
+        assert weight == pytest.approx(attention["weights"][i][j], abs=1e-6)
