@@ -228,3 +228,16 @@ def test_the_page_continues_a_prompt_and_shows_its_self_attention(server, tmp_pa
     assert len(dom.cells) == 4 * 4  # </s> b a d, both ways
     for (i, j), weight in dom.cells.items():
         assert weight == pytest.approx(attention["weights"][i][j], abs=1e-6)
+
+
+def test_a_streaming_client_that_hangs_up_holds_up_nobody(server):
+    import socket
+    body = json.dumps({"prompts": ["abc"] * 5, "max_new_tokens": 40, "stream": True}).encode()
+    for _ in range(3):
+        hung_up = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+        hung_up.sendall(b"POST /v1/generate HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                        b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        hung_up.recv(16)  # the answer has started
+        hung_up.close()
+    status, answer = generate(server, {"prompt": "abc", "max_new_tokens": 5})
+    assert status == 200 and answer["results"][0]["tokens"] == 5
