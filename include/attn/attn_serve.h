@@ -8,7 +8,12 @@
  * first; only requests with the same search options (beam, nbest, alignment) share a batch, so a
  * sentence gets the answer it would get alone (docs/serving.md).
  *
- * API: POST /v1/translate, GET /v1/health, GET /v1/model (docs/serving.md). */
+ * A language model's prompts are continued the same way: sampled together as the rows of one
+ * attn_bundle_generate call when their sampling options (seed included) agree, each prompt from
+ * its own random stream, and streamed token by token when asked.
+ *
+ * API: POST /v1/translate, POST /v1/generate, POST /v1/attention, GET /v1/health, GET /v1/model
+ * (docs/serving.md). */
 #ifndef ATTN_SERVE_H
 #define ATTN_SERVE_H
 
@@ -26,18 +31,20 @@ typedef struct attn_server_options {
     int64_t max_batch;          /* sentences decoded together, at most */
     int64_t max_wait_ms;        /* how long the oldest queued sentence may wait for others */
     int64_t max_body_bytes;     /* a larger request body answers 413 */
-    int64_t max_sentences;      /* more sentences in one request answer 413 */
+    int64_t max_sentences;      /* more sentences (or prompts) in one request answer 413 */
+    int64_t max_new_tokens;     /* a generate request asking for more answers 400 */
     int64_t connection_timeout; /* seconds a connection may stay idle (a stalled client) */
 } attn_server_options;
 
 /* host 127.0.0.1, port 8080, max_batch 32, max_wait_ms 5, 1 MiB bodies, 256 sentences per
- * request, 30 s connection timeout. */
+ * request, 1024 new tokens per prompt, 30 s connection timeout. */
 ATTN_API attn_server_options attn_server_default_options(void);
 
-/* Starts serving bundle (an encoder-decoder: attn_bundle_check_encoder_decoder), which the
- * server uses from its worker thread until attn_server_stop; the caller keeps ownership and
- * must not use it meanwhile. Fails with ATTN_ERR_INVALID_ARGUMENT for an option out of range or
- * a host that is not an address, ATTN_ERR_IO when the address cannot be bound. */
+/* Starts serving bundle (an encoder-decoder, attn_bundle_check_encoder_decoder, or a language
+ * model, which POST /v1/generate continues), which the server uses from its worker thread until
+ * attn_server_stop; the caller keeps ownership and must not use it meanwhile. Fails with
+ * ATTN_ERR_INVALID_ARGUMENT for an option out of range or a host that is not an address,
+ * ATTN_ERR_IO when the address cannot be bound. */
 ATTN_API attn_status attn_server_start(attn_bundle *bundle, const attn_server_options *options,
                                        attn_server **out);
 

@@ -11,3 +11,4 @@ from .rnn import *  # noqa: F401,F403  (GRU and LSTM cells and stacked, bidirect
 from . import models  # noqa: F401,E402  (Transformer models: attn.models.Model)
 from . import decode  # noqa: F401,E402  (greedy and beam search: attn.decode.decode)
 from .bundle import Bundle, Ensemble, Tokenizer, average  # noqa: F401,E402  (a model file with its tokenizers: text in, text out; ensembles, averaging)
+from .language_model import LanguageModel, Perplexity  # noqa: F401,E402  (a language model: generate, perplexity)

@@ -14,7 +14,7 @@
 
 typedef struct serve_args {
     const char *model, *host;
-    int64_t port, max_batch, max_wait, threads, max_body, max_sentences;
+    int64_t port, max_batch, max_wait, threads, max_body, max_sentences, max_new_tokens;
 } serve_args;
 
 #define FIELD(name) offsetof(serve_args, name)
@@ -38,6 +38,10 @@ static const cli_option serve_options[] = {
     {CLI_OPTION("--max-sentences", CLI_INT, FIELD(max_sentences), "N",
                 "more sentences in one request answer 413"),
      .min = 1, .max = 1 << 20, .show_default = 1},
+    {CLI_OPTION("--max-new-tokens", CLI_INT, FIELD(max_new_tokens), "N",
+                "a language model: a generate request asking for more new tokens per prompt "
+                "answers 400"),
+     .min = 1, .max = INT32_MAX, .show_default = 1},
     {CLI_OPTION("--threads", CLI_INT, FIELD(threads), "N",
                 "threads of the decoder (0: ATTN_NUM_THREADS or all cores)"),
      .min = 0, .max = 1 << 16, .show_default = 1},
@@ -48,8 +52,10 @@ static const cli_command serve_command = {
     "serve",
     "attn serve --model MODEL.safetensors [--host 127.0.0.1] [--port 8080] [options]",
     "Serves the model over HTTP: POST /v1/translate {\"text\": [...], \"beam\": 5, \"nbest\": 1,\n"
-    "\"alignment\": false}, GET /v1/health, GET /v1/model (docs/serving.md). Requests from\n"
-    "all clients are decoded together in batches of up to --max-batch sentences. Prints\n"
+    "\"alignment\": false}, GET /v1/health, GET /v1/model (docs/serving.md); a language model\n"
+    "answers POST /v1/generate {\"prompts\": [...], \"max_new_tokens\": 200, \"seed\": 0,\n"
+    "\"stream\": false, ...} instead of /v1/translate. Requests from all clients are decoded\n"
+    "together in batches of up to --max-batch sentences (or prompts). Prints\n"
     "'attn serve: listening on http://HOST:PORT' on stderr once it accepts requests.\n"
     "SIGTERM or SIGINT answers the requests already received, then exits 0.\n",
     serve_options,
@@ -67,6 +73,7 @@ int attn_cmd_serve(int argc, char **argv)
     a.max_wait = defaults.max_wait_ms;
     a.max_body = defaults.max_body_bytes;
     a.max_sentences = defaults.max_sentences;
+    a.max_new_tokens = defaults.max_new_tokens;
     int given[N_SERVE_OPTIONS] = {0};
     const int code = cli_parse(&serve_command, argc, argv, &a, given);
     if (code != CLI_GO_ON)
@@ -97,6 +104,7 @@ int attn_cmd_serve(int argc, char **argv)
     options.max_wait_ms = a.max_wait;
     options.max_body_bytes = a.max_body;
     options.max_sentences = a.max_sentences;
+    options.max_new_tokens = a.max_new_tokens;
     attn_server *server = NULL;
     if (attn_server_start(bundle, &options, &server) != ATTN_OK) {
         cli_library_error("serve");

@@ -1,8 +1,19 @@
 /* The batching policy of attn serve (batching.h). */
 #include "serve/batching.h"
 
+static int same_sampling(const attn_sample_options *x, const attn_sample_options *y)
+{
+    return x->temperature == y->temperature && x->top_k == y->top_k && x->top_p == y->top_p &&
+           x->seed == y->seed && x->greedy == y->greedy && x->max_new_tokens == y->max_new_tokens &&
+           x->stop_token == y->stop_token;
+}
+
 int serve_jobs_compatible(const serve_job *a, const serve_job *b)
 {
+    if (a->task != b->task)
+        return 0;
+    if (a->task == SERVE_GENERATE)
+        return same_sampling(&a->sampling, &b->sampling);
     const attn_decode_options *x = &a->options, *y = &b->options;
     return x->beam_size == y->beam_size && x->nbest == y->nbest && x->alignments == y->alignments &&
            x->length_penalty == y->length_penalty && x->max_len == y->max_len &&

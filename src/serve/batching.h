@@ -7,18 +7,24 @@
 
 #include <stdint.h>
 
+/* What a job asks for: translations (beam search) or continuations of prompts (sampling). */
+typedef enum serve_task { SERVE_TRANSLATE = 0, SERVE_GENERATE = 1 } serve_task;
+
 /* One request as the worker sees it: its search options and the sentences still to decode.
  * The server keeps more per request around it (server.c). */
 typedef struct serve_job {
     struct serve_job *next; /* the worker's FIFO list */
     int64_t arrival_ms;     /* when the request was queued (a monotonic clock) */
-    attn_decode_options options;
-    int64_t decodable; /* sentences to decode (those with tokens) */
-    int64_t taken;     /* of them, how many batches have taken so far, in order */
+    serve_task task;
+    attn_decode_options options;  /* SERVE_TRANSLATE */
+    attn_sample_options sampling; /* SERVE_GENERATE */
+    int64_t decodable;            /* sentences (or prompts) to decode (those with tokens) */
+    int64_t taken;                /* of them, how many batches have taken so far, in order */
 } serve_job;
 
-/* Whether two jobs may share a batch: the same search, so every sentence gets the answer it
- * would get alone. */
+/* Whether two jobs may share a batch: the same task and the same search (or sampling options,
+ * seed included: each prompt's stream is then (seed, its index in its request)), so every
+ * sentence gets the answer it would get alone. */
 int serve_jobs_compatible(const serve_job *a, const serve_job *b);
 
 /* The next batch from the list at head (jobs with sentences left, oldest first). Returns how

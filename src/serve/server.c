@@ -33,10 +33,23 @@ enum {
     HTTP_INTERNAL_ERROR = 500
 };
 
-/* A translate request: the batching view (job) and what the worker and the connection share. */
+/* A prompt's continuation as it is sampled: the text of its current line is decoded whole after
+ * each token (a word or BPE tokenizer puts spaces by context) and its new end is the next piece,
+ * as attn generate --prompt prints it; the pieces joined are the continuation's text. */
+typedef struct continuation {
+    int32_t *line; /* the current line's ids: the prompt's last line, then the new ones */
+    int64_t length, capacity;
+    size_t given; /* bytes of the line's text already given out (or the prompt's) */
+    char *text;   /* the pieces so far, NUL-terminated */
+    size_t text_length, text_capacity;
+} continuation;
+
+/* A request (translate, attention or generate): the batching view (job) and what the worker and
+ * the connection share. */
 typedef struct request {
     serve_job job;
-    int64_t n;             /* sentences */
+    struct attn_server *server;
+    int64_t n;             /* sentences, or prompts */
     char **texts;          /* [n], owned */
     int32_t **ids;         /* [n] (worker) */
     int64_t *counts;       /* [n] (worker) */
@@ -46,9 +59,18 @@ typedef struct request {
     int attention;         /* POST /v1/attention: one text, its maps in results[0] */
     attn_attention_kind kind;
     int64_t layer, head; /* -1: the last layer; -1: the mean of the heads */
-    int finished;        /* under the server's lock: results or error are final */
-    int http_status;     /* on failure */
-    char error[512];     /* on failure */
+    int truncate;        /* generate: cut a prompt too long for the context to its last tokens */
+    int stream;          /* generate: answer one JSON line per token as they come */
+    continuation *continuations; /* generate: [n] (worker) */
+    /* A streamed answer's lines not yet sent, under the server's lock: the worker appends, the
+     * connection's reader takes. */
+    char *lines;
+    size_t lines_length, lines_capacity, lines_sent;
+    int final_line_queued; /* the connection added the last line (results or error) */
+    int accepted;          /* under the server's lock: the worker encoded the request */
+    int finished;          /* under the server's lock: results or error are final */
+    int http_status;       /* on failure */
+    char error[512];       /* on failure */
     pthread_cond_t finished_changed;
     struct request *next_incoming;
 } request;
@@ -97,6 +119,12 @@ static void request_free(request *r)
         if (r->results != NULL)
             cJSON_Delete(r->results[i]);
     }
+    for (int64_t i = 0; r->continuations != NULL && i < r->n; i++) {
+        free(r->continuations[i].line);
+        free(r->continuations[i].text);
+    }
+    free(r->continuations);
+    free(r->lines);
     free(r->texts);
     free(r->ids);
     free(r->counts);
@@ -111,7 +139,17 @@ static void request_finish(attn_server *s, request *r)
 {
     pthread_mutex_lock(&s->lock);
     r->finished = 1;
-    pthread_cond_signal(&r->finished_changed);
+    pthread_cond_broadcast(&r->finished_changed);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Tells r's connection (under the lock) that its prompts are encoded: a streamed answer may
+ * start, since a prompt that cannot be read now fails before the first line. */
+static void request_accept(attn_server *s, request *r)
+{
+    pthread_mutex_lock(&s->lock);
+    r->accepted = 1;
+    pthread_cond_broadcast(&r->finished_changed);
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -319,6 +357,257 @@ static void decode_batch(attn_server *s, request *head, int64_t size)
     free(counts);
 }
 
+/* ---- POST /v1/generate ------------------------------------------------------------------------
+ */
+
+/* Appends size bytes to a growing NUL-terminated buffer. 0, or 1 when out of memory. */
+static int append_bytes(char **buffer, size_t *length, size_t *capacity, const char *bytes,
+                        size_t size)
+{
+    if (*length + size + 1 > *capacity) {
+        size_t grown = *capacity > 0 ? *capacity : 256;
+        while (grown < *length + size + 1)
+            grown *= 2;
+        char *larger = realloc(*buffer, grown);
+        if (larger == NULL)
+            return 1;
+        *buffer = larger;
+        *capacity = grown;
+    }
+    memcpy(*buffer + *length, bytes, size);
+    *length += size;
+    (*buffer)[*length] = '\0';
+    return 0;
+}
+
+/* Starts prompt i's continuation on the prompt's last line, whose text is not given out. 0, or
+ * 1 after failing r. */
+static int continuation_start(attn_server *s, request *r, int64_t i)
+{
+    continuation *c = &r->continuations[i];
+    const int32_t *ids = r->ids[i];
+    int64_t start = r->counts[i];
+    while (start > 0 && ids[start - 1] != ATTN_EOS_ID)
+        start--;
+    c->length = r->counts[i] - start;
+    c->capacity = c->length + 64;
+    c->line = malloc((size_t)c->capacity * sizeof *c->line);
+    char *prompt_text = NULL;
+    if (c->line == NULL || append_bytes(&c->text, &c->text_length, &c->text_capacity, "", 0)) {
+        request_fail(s, r, HTTP_INTERNAL_ERROR, "out of memory");
+        return 1;
+    }
+    memcpy(c->line, ids + start, (size_t)c->length * sizeof *c->line);
+    if (attn_bundle_generated_text(s->bundle, c->line, c->length, &prompt_text) != ATTN_OK) {
+        request_fail(s, r, HTTP_INTERNAL_ERROR, attn_last_error());
+        return 1;
+    }
+    c->given = strlen(prompt_text);
+    free(prompt_text);
+    return 0;
+}
+
+/* Encodes r's prompts (</s> then the tokens, cut to the context's room when r->truncate) and
+ * starts their continuations. 0, or 1 after failing r (400 naming the prompt). */
+static int encode_prompts(attn_server *s, request *r)
+{
+    r->ids = calloc((size_t)r->n, sizeof *r->ids);
+    r->counts = calloc((size_t)r->n, sizeof *r->counts);
+    r->decode_order = calloc((size_t)r->n, sizeof *r->decode_order);
+    r->results = calloc((size_t)r->n, sizeof *r->results);
+    r->continuations = calloc((size_t)r->n, sizeof *r->continuations);
+    if (r->ids == NULL || r->counts == NULL || r->decode_order == NULL || r->results == NULL ||
+        r->continuations == NULL) {
+        request_fail(s, r, HTTP_INTERNAL_ERROR, "out of memory");
+        return 1;
+    }
+    const int64_t room = attn_bundle_config(s->bundle)->max_len - 1;
+    for (int64_t i = 0; i < r->n; i++) {
+        int64_t cut = 0;
+        char message[sizeof r->error];
+        if (attn_bundle_encode_prompt(s->bundle, r->texts[i], 1, &r->ids[i], &r->counts[i], NULL,
+                                      &cut) != ATTN_OK) {
+            snprintf(message, sizeof message, "prompts[%lld]: %s", (long long)i, attn_last_error());
+            request_fail(s, r, HTTP_BAD_REQUEST, message);
+            return 1;
+        }
+        if (cut > 0 && !r->truncate) {
+            snprintf(message, sizeof message,
+                     "prompts[%lld]: the prompt is %lld tokens (with the end of line before it), "
+                     "above the %lld that leave room for a new token in the model's context of "
+                     "%lld; shorten it, or send \"truncate\": true to keep its last %lld tokens",
+                     (long long)i, (long long)(r->counts[i] + cut), (long long)room,
+                     (long long)room + 1, (long long)room);
+            request_fail(s, r, HTTP_BAD_REQUEST, message);
+            return 1;
+        }
+        if (continuation_start(s, r, i) != 0)
+            return 1;
+        r->decode_order[r->job.decodable++] = i;
+    }
+    return 0;
+}
+
+/* Queues one line of a streamed answer for the connection and wakes its reader. */
+static int queue_line(attn_server *s, request *r, cJSON *line)
+{
+    char *text = line != NULL ? cJSON_PrintUnformatted(line) : NULL;
+    cJSON_Delete(line);
+    if (text == NULL)
+        return 1;
+    pthread_mutex_lock(&s->lock);
+    const int failed =
+        append_bytes(&r->lines, &r->lines_length, &r->lines_capacity, text, strlen(text)) ||
+        append_bytes(&r->lines, &r->lines_length, &r->lines_capacity, "\n", 1);
+    pthread_cond_broadcast(&r->finished_changed);
+    pthread_mutex_unlock(&s->lock);
+    free(text);
+    return failed;
+}
+
+/* The rows of one attn_bundle_generate call: whose prompt each row is. */
+typedef struct generate_rows {
+    attn_server *server;
+    request **owners;
+    int64_t *prompts;
+} generate_rows;
+
+/* attn_generate's callback: the token's piece of text joins its prompt's continuation (and, for
+ * a streamed request, goes out as a line). A request that fails here fails alone: the other
+ * rows of the batch go on. */
+static attn_status take_token(void *user, int64_t row, int32_t token)
+{
+    generate_rows *rows = user;
+    attn_server *s = rows->server;
+    request *r = rows->owners[row];
+    const int64_t prompt = rows->prompts[row];
+    continuation *c = &r->continuations[prompt];
+    if (r->http_status != 0 || token == r->job.sampling.stop_token)
+        return ATTN_OK; /* the stop token ends the row; the result says so */
+    char *line_text = NULL;
+    const char *piece = "";
+    size_t piece_size = 0;
+    int failed = 0;
+    if (token == ATTN_EOS_ID) {
+        /* The model ended the line: a newline, and the next line starts empty. */
+        piece = "\n";
+        piece_size = 1;
+        c->length = 0;
+        c->given = 0;
+    } else {
+        if (c->length == c->capacity) {
+            int32_t *larger = realloc(c->line, (size_t)(2 * c->capacity) * sizeof *larger);
+            failed = larger == NULL;
+            if (!failed) {
+                c->line = larger;
+                c->capacity *= 2;
+            }
+        }
+        if (!failed) {
+            c->line[c->length++] = token;
+            failed =
+                attn_bundle_generated_text(s->bundle, c->line, c->length, &line_text) != ATTN_OK;
+        }
+        /* A text that rewrote what was given (a tokenizer joining differently) waits for more. */
+        const size_t size = failed ? 0 : strlen(line_text);
+        if (size > c->given) {
+            piece = line_text + c->given;
+            piece_size = size - c->given;
+            c->given = size;
+        }
+    }
+    failed =
+        failed || append_bytes(&c->text, &c->text_length, &c->text_capacity, piece, piece_size);
+    if (!failed && r->stream) {
+        cJSON *line = cJSON_CreateObject();
+        if (line != NULL) {
+            cJSON_AddNumberToObject(line, "prompt", (double)prompt);
+            cJSON_AddNumberToObject(line, "token", (double)token);
+            cJSON_AddItemToObject(line, "text",
+                                  cJSON_CreateString(c->text + c->text_length - piece_size));
+        }
+        failed = queue_line(s, r, line);
+    }
+    free(line_text);
+    if (failed)
+        request_set_error(r, HTTP_INTERNAL_ERROR, "out of memory writing the continuation");
+    return ATTN_OK;
+}
+
+static const char *const stop_names[] = {"max_new_tokens", "end_of_line", "context"};
+
+/* A prompt's answer: its continuation's text, how many tokens it drew and why it stopped. */
+static cJSON *generation_result(const request *r, int64_t prompt, const attn_generation *g)
+{
+    cJSON *answer = cJSON_CreateObject();
+    if (answer == NULL)
+        return NULL;
+    if (cJSON_AddStringToObject(answer, "text", r->continuations[prompt].text) == NULL ||
+        cJSON_AddNumberToObject(answer, "tokens", (double)g->length) == NULL ||
+        cJSON_AddNumberToObject(answer, "prompt_tokens", (double)r->counts[prompt]) == NULL ||
+        cJSON_AddStringToObject(answer, "stop", stop_names[g->stop]) == NULL) {
+        cJSON_Delete(answer);
+        return NULL;
+    }
+    return answer;
+}
+
+/* Continues the next `size` prompts of the jobs compatible with head as the rows of one
+ * attn_bundle_generate call, each from its own stream (seed, its index in its request), and
+ * answers them (or records why not); drop_done then finishes the requests that are done. */
+static void generate_batch(attn_server *s, request *head, int64_t size)
+{
+    request **owners = malloc((size_t)size * sizeof *owners);
+    int64_t *prompts = malloc((size_t)size * sizeof *prompts);
+    const int32_t **ids = malloc((size_t)size * sizeof *ids);
+    int64_t *counts = malloc((size_t)size * sizeof *counts);
+    uint64_t *streams = malloc((size_t)size * sizeof *streams);
+    if (owners == NULL || prompts == NULL || ids == NULL || counts == NULL || streams == NULL) {
+        /* Nothing taken: the oldest request fails, so the worker does not retry forever. */
+        request_set_error(head, HTTP_INTERNAL_ERROR, "out of memory");
+        size = 0;
+    }
+    int64_t n = 0;
+    for (request *r = head; r != NULL && n < size; r = (request *)r->job.next) {
+        if (!serve_jobs_compatible(&head->job, &r->job))
+            continue;
+        while (r->job.taken < r->job.decodable && n < size) {
+            const int64_t prompt = r->decode_order[r->job.taken++];
+            owners[n] = r;
+            prompts[n] = prompt;
+            ids[n] = r->ids[prompt];
+            counts[n] = r->counts[prompt];
+            streams[n++] = (uint64_t)prompt; /* its place in its request, not in the batch */
+        }
+    }
+    generate_rows rows = {s, owners, prompts};
+    attn_generate_result *result = NULL;
+    const char *failure = NULL;
+    if (n > 0 && attn_bundle_generate(s->bundle, n, ids, counts, streams, &head->job.sampling,
+                                      take_token, &rows, &result) != ATTN_OK)
+        failure = attn_last_error();
+    for (int64_t i = 0; i < n; i++) {
+        request *r = owners[i];
+        if (failure != NULL) {
+            request_set_error(r, HTTP_INTERNAL_ERROR, failure);
+            continue;
+        }
+        if (r->http_status != 0)
+            continue;
+        r->results[prompts[i]] = generation_result(r, prompts[i], &result->generations[i]);
+        if (r->results[prompts[i]] == NULL)
+            request_set_error(r, HTTP_INTERNAL_ERROR, "out of memory writing the answer");
+        else
+            r->answered++;
+    }
+    attn_generate_result_destroy(result);
+    free(owners);
+    free(prompts);
+    free(ids);
+    free(counts);
+    free(streams);
+}
+
 /* Unlinks the requests that are answered or failed from the worker's list and only then
  * finishes them: their connections free them. Returns the new head. */
 static request *drop_done(attn_server *s, request *head)
@@ -478,10 +767,97 @@ done:
     attn_decode_result_destroy(result);
 }
 
+/* A language model's causal self-attention over r's text read as a prompt (</s> then its
+ * tokens, as attn viz draws it): one layer, one head or their mean, rows and columns the same
+ * tokens. The answer then fails or holds the maps in results[0]. */
+static void answer_prompt_attention(attn_server *s, request *r)
+{
+    const attn_model_config *config = attn_bundle_config(s->bundle);
+    if (r->kind != ATTN_DECODER_SELF_ATTENTION) {
+        request_set_error(r, HTTP_BAD_REQUEST,
+                          "a language model's one attention is its causal self-attention: "
+                          "\"kind\": \"self\"");
+        return;
+    }
+    const int64_t layers = config->decoder_layers, heads = config->num_heads;
+    const int64_t layer = r->layer < 0 ? layers - 1 : r->layer;
+    if (layer >= layers || r->head >= heads) {
+        char message[160];
+        snprintf(message, sizeof message, "\"%s\" %lld: the model has %lld %s",
+                 layer >= layers ? "layer" : "head", (long long)(layer >= layers ? layer : r->head),
+                 (long long)(layer >= layers ? layers : heads),
+                 layer >= layers ? "layers" : "heads per layer");
+        request_set_error(r, HTTP_BAD_REQUEST, message);
+        return;
+    }
+    if ((r->results = calloc(1, sizeof *r->results)) == NULL) {
+        request_set_error(r, HTTP_INTERNAL_ERROR, "out of memory");
+        return;
+    }
+    int32_t *ids = NULL;
+    int64_t count = 0;
+    if (attn_bundle_encode_prompt(s->bundle, r->texts[0], 0, &ids, &count, NULL, NULL) != ATTN_OK) {
+        char message[sizeof r->error];
+        snprintf(message, sizeof message, "\"text\": %s", attn_last_error());
+        request_set_error(r, HTTP_BAD_REQUEST, message);
+        return;
+    }
+    const size_t cells = (size_t)(count * count);
+    float *maps = malloc((size_t)heads * cells * sizeof *maps);
+    float *weights = malloc(cells * sizeof *weights);
+    const char **labels = malloc((size_t)count * sizeof *labels);
+    cJSON *answer = cJSON_CreateObject();
+    const char *failure = "out of memory";
+    if (maps == NULL || weights == NULL || labels == NULL || answer == NULL)
+        goto done;
+    failure = NULL;
+    if (attn_bundle_labels(s->bundle, ATTN_BUNDLE_TARGET, ids, count, labels) != ATTN_OK ||
+        attn_model_attention_weights(attn_bundle_model(s->bundle), attn_bundle_graph(s->bundle),
+                                     NULL, 0, ids, count, ATTN_DECODER_SELF_ATTENTION, layer,
+                                     maps) != ATTN_OK) {
+        failure = attn_last_error();
+        goto done;
+    }
+    for (size_t c = 0; c < cells; c++) {
+        float sum = 0;
+        for (int64_t k = 0; k < heads; k++)
+            sum += maps[(size_t)k * cells + c];
+        weights[c] = r->head >= 0 ? maps[(size_t)r->head * cells + c] : sum / (float)heads;
+    }
+    cJSON_AddStringToObject(answer, "kind", "self");
+    cJSON_AddNumberToObject(answer, "layer", (double)layer);
+    if (r->head >= 0)
+        cJSON_AddNumberToObject(answer, "head", (double)r->head);
+    else
+        cJSON_AddStringToObject(answer, "head", "mean");
+    cJSON_AddNumberToObject(answer, "layers", (double)layers);
+    cJSON_AddNumberToObject(answer, "heads", (double)heads);
+    cJSON_AddItemToObject(answer, "rows", cJSON_CreateStringArray(labels, (int)count));
+    cJSON_AddItemToObject(answer, "columns", cJSON_CreateStringArray(labels, (int)count));
+    cJSON *matrix = cJSON_AddArrayToObject(answer, "weights");
+    int ok = matrix != NULL;
+    for (int64_t i = 0; ok && i < count; i++)
+        ok = cJSON_AddItemToArray(matrix, cJSON_CreateFloatArray(weights + i * count, (int)count));
+    if (!ok)
+        failure = "out of memory";
+done:
+    if (failure != NULL) {
+        request_set_error(r, HTTP_INTERNAL_ERROR, failure);
+        cJSON_Delete(answer);
+    } else {
+        r->results[0] = answer;
+    }
+    free(ids);
+    free(maps);
+    free(weights);
+    free(labels);
+}
+
 static void *worker_main(void *arg)
 {
     attn_server *s = arg;
     request *pending = NULL, *pending_tail = NULL; /* the worker's own list, oldest first */
+    const int language_model = attn_bundle_config(s->bundle)->arch == ATTN_ARCH_TRANSFORMER_LM;
     pthread_mutex_lock(&s->lock);
     for (;;) {
         /* Take the connections' new requests; encode them outside the lock. */
@@ -490,8 +866,18 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&s->lock);
         for (request *r = incoming, *next; r != NULL; r = next) {
             next = r->next_incoming;
-            if (encode_request(s, r) != 0)
+            if (r->attention && language_model) {
+                answer_prompt_attention(s, r);
+                request_finish(s, r);
                 continue;
+            }
+            if (r->job.task == SERVE_GENERATE) {
+                if (encode_prompts(s, r) != 0)
+                    continue;
+                request_accept(s, r);
+            } else if (encode_request(s, r) != 0) {
+                continue;
+            }
             if (r->attention) {
                 answer_attention(s, r);
                 request_finish(s, r);
@@ -516,7 +902,10 @@ static void *worker_main(void *arg)
             serve_plan_batch(pending != NULL ? &pending->job : NULL, now_ms(), s->options.max_batch,
                              s->options.max_wait_ms, draining, &wait);
         if (size > 0) {
-            decode_batch(s, pending, size);
+            if (pending->job.task == SERVE_GENERATE)
+                generate_batch(s, pending, size);
+            else
+                decode_batch(s, pending, size);
             pending = drop_done(s, pending);
             pending_tail = pending;
             while (pending_tail != NULL && pending_tail->job.next != NULL)
@@ -691,8 +1080,118 @@ static request *parse_translate(attn_server *s, const char *body, size_t length,
     return r;
 }
 
-/* POST /v1/attention: {"text": "...", "kind": "cross"|"self"|"encoder", "layer", "head"}. */
-static request *parse_attention(const char *body, size_t length, refusal *why)
+/* A number field in (lo, hi] into *value (left alone when absent). 0, or 1 after refusing. */
+static int number_field(const cJSON *json, const char *name, double lo, double hi, double *value,
+                        refusal *why)
+{
+    const cJSON *field = cJSON_GetObjectItemCaseSensitive(json, name);
+    if (field == NULL)
+        return 0;
+    if (!cJSON_IsNumber(field) || !(field->valuedouble > lo) || field->valuedouble > hi) {
+        refuse(why, HTTP_BAD_REQUEST, "\"%s\" must be a number above %g and at most %g", name, lo,
+               hi);
+        return 1;
+    }
+    *value = field->valuedouble;
+    return 0;
+}
+
+/* An optional true/false field into *value (left alone when absent). 0, or 1 after refusing. */
+static int bool_field(const cJSON *json, const char *name, int *value, refusal *why)
+{
+    const cJSON *field = cJSON_GetObjectItemCaseSensitive(json, name);
+    if (field == NULL)
+        return 0;
+    if (!cJSON_IsBool(field)) {
+        refuse(why, HTTP_BAD_REQUEST, "\"%s\" must be true or false", name);
+        return 1;
+    }
+    *value = cJSON_IsTrue(field);
+    return 0;
+}
+
+/* Seeds travel as JSON numbers, which hold integers exactly up to 2^53. */
+#define LARGEST_EXACT_SEED 9007199254740991.0
+
+/* POST /v1/generate: {"prompts": [...]} or {"prompt": "..."}, with attn generate's options
+ * (max_new_tokens, temperature, top_k, top_p, seed, greedy), "truncate", "stop_at_end_of_line"
+ * and "stream". */
+static request *parse_generate(attn_server *s, const char *body, size_t length, refusal *why)
+{
+    static const char *const fields[] = {
+        "prompts", "prompt", "max_new_tokens", "temperature",         "top_k",  "top_p",
+        "seed",    "greedy", "truncate",       "stop_at_end_of_line", "stream", NULL};
+    cJSON *json = parse_body(body, length, fields,
+                             "prompts or prompt, max_new_tokens, temperature, top_k, top_p, "
+                             "seed, greedy, truncate, stop_at_end_of_line, stream",
+                             why);
+    if (json == NULL)
+        return NULL;
+    request *r = NULL;
+    const cJSON *prompts = cJSON_GetObjectItemCaseSensitive(json, "prompts");
+    const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(json, "prompt");
+    attn_sample_options sampling = attn_sample_default_options();
+    int64_t seed = 0;
+    int truncate = 0, stop_at_end_of_line = 0, stream = 0;
+    const int64_t n = prompts != NULL ? cJSON_GetArraySize(prompts) : 1;
+    if ((prompts == NULL) == (prompt == NULL))
+        refuse(why, HTTP_BAD_REQUEST,
+               "give either \"prompts\" (an array of strings) or \"prompt\" (a string)");
+    else if (prompt != NULL && !cJSON_IsString(prompt))
+        refuse(why, HTTP_BAD_REQUEST, "\"prompt\" must be a string");
+    else if (prompts != NULL && !cJSON_IsArray(prompts))
+        refuse(why, HTTP_BAD_REQUEST, "\"prompts\" must be an array of strings");
+    else if (n == 0)
+        refuse(why, HTTP_BAD_REQUEST, "\"prompts\" has no prompts");
+    else if (n > s->options.max_sentences)
+        refuse(why, HTTP_TOO_LARGE, "\"prompts\" has %lld prompts; the limit is %lld", (long long)n,
+               (long long)s->options.max_sentences);
+    else if (integer_field(json, "max_new_tokens", 1, s->options.max_new_tokens,
+                           &sampling.max_new_tokens, why) != 0 ||
+             number_field(json, "temperature", 0, 1e6, &sampling.temperature, why) != 0 ||
+             integer_field(json, "top_k", 0, INT32_MAX, &sampling.top_k, why) != 0 ||
+             number_field(json, "top_p", 0, 1, &sampling.top_p, why) != 0 ||
+             integer_field(json, "seed", 0, (int64_t)LARGEST_EXACT_SEED, &seed, why) != 0 ||
+             bool_field(json, "greedy", &sampling.greedy, why) != 0 ||
+             bool_field(json, "truncate", &truncate, why) != 0 ||
+             bool_field(json, "stop_at_end_of_line", &stop_at_end_of_line, why) != 0 ||
+             bool_field(json, "stream", &stream, why) != 0)
+        ;
+    else if ((r = request_create(n, why)) != NULL) {
+        r->job.task = SERVE_GENERATE;
+        sampling.seed = (uint64_t)seed;
+        sampling.stop_token = stop_at_end_of_line ? ATTN_EOS_ID : -1;
+        r->job.sampling = sampling;
+        r->truncate = truncate;
+        r->stream = stream;
+        int64_t i = 0;
+        const cJSON *item;
+        if (prompt != NULL && (r->texts[i++] = strdup(prompt->valuestring)) == NULL)
+            refuse(why, HTTP_INTERNAL_ERROR, "out of memory");
+        cJSON_ArrayForEach(item, prompts)
+        {
+            if (!cJSON_IsString(item)) {
+                refuse(why, HTTP_BAD_REQUEST, "prompts[%lld] is not a string", (long long)i);
+                break;
+            }
+            if ((r->texts[i] = strdup(item->valuestring)) == NULL) {
+                refuse(why, HTTP_INTERNAL_ERROR, "out of memory");
+                break;
+            }
+            i++;
+        }
+        if (i < n || (prompt != NULL && r->texts[0] == NULL)) {
+            request_free(r);
+            r = NULL;
+        }
+    }
+    cJSON_Delete(json);
+    return r;
+}
+
+/* POST /v1/attention: {"text": "...", "kind": "cross"|"self"|"encoder", "layer", "head"}; a
+ * language model's kind is "self" (the default for it). */
+static request *parse_attention(attn_server *s, const char *body, size_t length, refusal *why)
 {
     static const char *const fields[] = {"text", "kind", "layer", "head", "beam", NULL};
     cJSON *json = parse_body(body, length, fields, "text, kind, layer, head, beam", why);
@@ -702,7 +1201,10 @@ static request *parse_attention(const char *body, size_t length, refusal *why)
     const cJSON *text = cJSON_GetObjectItemCaseSensitive(json, "text");
     const cJSON *kind = cJSON_GetObjectItemCaseSensitive(json, "kind");
     const cJSON *head = cJSON_GetObjectItemCaseSensitive(json, "head");
-    int64_t beam = 5, layer = -1, head_index = -1, kind_index = ATTN_CROSS_ATTENTION;
+    int64_t beam = 5, layer = -1, head_index = -1;
+    int64_t kind_index = attn_bundle_config(s->bundle)->arch == ATTN_ARCH_TRANSFORMER_LM
+                             ? ATTN_DECODER_SELF_ATTENTION
+                             : ATTN_CROSS_ATTENTION;
     if (kind != NULL) {
         kind_index = -1;
         for (int64_t k = 0; k < 3 && cJSON_IsString(kind); k++)
@@ -765,10 +1267,113 @@ static enum MHD_Result respond_error(struct MHD_Connection *connection, unsigned
     return respond(connection, status, text);
 }
 
-/* Queues r, waits for the worker, and answers: {"results": [...]} for a translation, the maps
- * for an attention request, or the error. */
+/* {"results": [...]} from r's answered sentences or prompts (which it takes), or NULL. */
+static cJSON *results_json(request *r)
+{
+    cJSON *answer = cJSON_CreateObject();
+    cJSON *results = answer != NULL ? cJSON_AddArrayToObject(answer, "results") : NULL;
+    for (int64_t i = 0; results != NULL && i < r->n; i++)
+        if (cJSON_AddItemToArray(results, r->results[i]))
+            r->results[i] = NULL; /* now answer's */
+    if (results == NULL) {
+        cJSON_Delete(answer);
+        return NULL;
+    }
+    return answer;
+}
+
+/* The last line of a streamed answer: {"done": true, "results": [...]} or the error. */
+static char *final_line(request *r)
+{
+    cJSON *answer = r->http_status == 0 ? results_json(r) : cJSON_CreateObject();
+    if (answer != NULL && r->http_status != 0)
+        cJSON_AddStringToObject(answer, "error", r->error);
+    char *text = NULL;
+    if (answer != NULL && cJSON_AddTrueToObject(answer, "done") != NULL)
+        text = cJSON_PrintUnformatted(answer);
+    cJSON_Delete(answer);
+    return text;
+}
+
+/* libmicrohttpd's reader of a streamed answer, on the connection's own thread (so it may block):
+ * the lines the worker queued, as they come, then the final line once the request is done. */
+static ssize_t read_stream(void *cls, uint64_t position, char *buffer, size_t max)
+{
+    (void)position;
+    request *r = cls;
+    attn_server *s = r->server;
+    pthread_mutex_lock(&s->lock);
+    while (r->lines_sent == r->lines_length && !r->finished)
+        pthread_cond_wait(&r->finished_changed, &s->lock);
+    if (r->lines_sent == r->lines_length && !r->final_line_queued) {
+        /* The worker is done with r: its results are final and only this thread reads them. */
+        pthread_mutex_unlock(&s->lock);
+        char *last = final_line(r);
+        pthread_mutex_lock(&s->lock);
+        r->final_line_queued = 1;
+        if (last == NULL ||
+            append_bytes(&r->lines, &r->lines_length, &r->lines_capacity, last, strlen(last)) ||
+            append_bytes(&r->lines, &r->lines_length, &r->lines_capacity, "\n", 1)) {
+            free(last);
+            pthread_mutex_unlock(&s->lock);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        free(last);
+    }
+    size_t size = r->lines_length - r->lines_sent;
+    size = size < max ? size : max;
+    memcpy(buffer, r->lines + r->lines_sent, size);
+    r->lines_sent += size;
+    pthread_mutex_unlock(&s->lock);
+    return size > 0 ? (ssize_t)size : MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+/* Frees a streamed request once the worker is done with it: a client that hung up does not
+ * stop its batch, whose other rows belong to other clients. */
+static void free_stream(void *cls)
+{
+    request *r = cls;
+    attn_server *s = r->server;
+    pthread_mutex_lock(&s->lock);
+    while (!r->finished)
+        pthread_cond_wait(&r->finished_changed, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+    request_free(r);
+}
+
+/* Answers a streamed generate request once its prompts are encoded (a prompt that cannot be
+ * read still gets its 400): 200 and one JSON line per token as they come, chunked. */
+static enum MHD_Result answer_stream(attn_server *s, struct MHD_Connection *connection, request *r)
+{
+    pthread_mutex_lock(&s->lock);
+    while (!r->accepted && !r->finished)
+        pthread_cond_wait(&r->finished_changed, &s->lock);
+    const int refused = !r->accepted;
+    pthread_mutex_unlock(&s->lock);
+    if (refused) {
+        enum MHD_Result result = respond_error(connection, (unsigned)r->http_status, r->error);
+        request_free(r);
+        return result;
+    }
+    struct MHD_Response *response =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, read_stream, r, free_stream);
+    if (response == NULL) {
+        free_stream(r);
+        return MHD_NO;
+    }
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            "application/x-ndjson; charset=utf-8");
+    enum MHD_Result queued = MHD_queue_response(connection, HTTP_OK, response);
+    MHD_destroy_response(response);
+    return queued;
+}
+
+/* Queues r, waits for the worker, and answers: {"results": [...]} for a translation or a
+ * generation, the maps for an attention request, or the error; a streamed generation answers
+ * as it goes (answer_stream). */
 static enum MHD_Result answer_request(attn_server *s, struct MHD_Connection *connection, request *r)
 {
+    r->server = s;
     pthread_mutex_lock(&s->lock);
     r->job.arrival_ms = now_ms();
     if (s->incoming_tail != NULL)
@@ -777,6 +1382,10 @@ static enum MHD_Result answer_request(attn_server *s, struct MHD_Connection *con
         s->incoming_head = r;
     s->incoming_tail = r;
     pthread_cond_signal(&s->worker_wake);
+    if (r->stream) {
+        pthread_mutex_unlock(&s->lock);
+        return answer_stream(s, connection, r);
+    }
     while (!r->finished)
         pthread_cond_wait(&r->finished_changed, &s->lock);
     pthread_mutex_unlock(&s->lock);
@@ -789,11 +1398,8 @@ static enum MHD_Result answer_request(attn_server *s, struct MHD_Connection *con
     if (r->attention) {
         answer = r->results[0];
         r->results[0] = NULL;
-    } else if ((answer = cJSON_CreateObject()) != NULL) {
-        cJSON *results = cJSON_AddArrayToObject(answer, "results");
-        for (int64_t i = 0; results != NULL && i < r->n; i++)
-            if (cJSON_AddItemToArray(results, r->results[i]))
-                r->results[i] = NULL; /* now answer's */
+    } else {
+        answer = results_json(r);
     }
     char *text = answer != NULL ? cJSON_PrintUnformatted(answer) : NULL;
     cJSON_Delete(answer);
@@ -862,9 +1468,19 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *connection, cons
     const int get = strcmp(method, MHD_HTTP_METHOD_GET) == 0;
     const int post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
     const int attention = strcmp(url, "/v1/attention") == 0;
-    if (strcmp(url, "/v1/translate") == 0 || attention) {
+    const int generate = strcmp(url, "/v1/generate") == 0;
+    if (strcmp(url, "/v1/translate") == 0 || attention || generate) {
         if (!post)
             return respond_error(connection, HTTP_METHOD_NOT_ALLOWED, "use POST");
+        const int language_model = attn_bundle_config(s->bundle)->arch == ATTN_ARCH_TRANSFORMER_LM;
+        if (generate && !language_model)
+            return respond_error(connection, HTTP_BAD_REQUEST,
+                                 "this model is an encoder-decoder, which translates: POST "
+                                 "/v1/translate {\"text\": [...]}");
+        if (!generate && !attention && language_model)
+            return respond_error(connection, HTTP_BAD_REQUEST,
+                                 "this model is a language model, which continues text: POST "
+                                 "/v1/generate {\"prompts\": [...]}");
         refusal why = {0, ""};
         if (state->too_large) {
             refuse(&why, HTTP_TOO_LARGE, "the body is above the limit of %lld bytes",
@@ -872,8 +1488,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *connection, cons
             return respond_error(connection, (unsigned)why.status, why.message);
         }
         const char *body = state->body != NULL ? state->body : "";
-        request *r = attention ? parse_attention(body, state->length, &why)
-                               : parse_translate(s, body, state->length, &why);
+        request *r = attention  ? parse_attention(s, body, state->length, &why)
+                     : generate ? parse_generate(s, body, state->length, &why)
+                                : parse_translate(s, body, state->length, &why);
         if (r == NULL)
             return respond_error(connection, (unsigned)why.status, why.message);
         return answer_request(s, connection, r);
@@ -903,8 +1520,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *connection, cons
     }
     return respond_error(
         connection, HTTP_NOT_FOUND,
-        "no such endpoint (POST /v1/translate, POST /v1/attention, GET /v1/health, "
-        "GET /v1/model, GET /)");
+        "no such endpoint (POST /v1/translate, POST /v1/generate, POST /v1/attention, "
+        "GET /v1/health, GET /v1/model, GET /)");
 }
 
 static void completed(void *cls, struct MHD_Connection *connection, void **con_cls,
@@ -963,8 +1580,16 @@ static attn_status describe_model(attn_server *s)
     cJSON_AddNumberToObject(
         json, "parameters",
         (double)attn_params_numel(attn_model_params(attn_bundle_model(s->bundle))));
-    cJSON_AddItemToObject(json, "source_tokenizer",
-                          tokenizer_json(attn_bundle_tokenizer(s->bundle, ATTN_BUNDLE_SOURCE)));
+    const attn_model_config *model_config = attn_bundle_config(s->bundle);
+    if (model_config->arch == ATTN_ARCH_TRANSFORMER_LM)
+    /* A language model has one tokenizer, a context its prompts must fit and the server's
+     * cap on new tokens, which the page asks for at most. */
+    {
+        cJSON_AddNumberToObject(json, "context", (double)model_config->max_len);
+        cJSON_AddNumberToObject(json, "max_new_tokens", (double)s->options.max_new_tokens);
+    } else
+        cJSON_AddItemToObject(json, "source_tokenizer",
+                              tokenizer_json(attn_bundle_tokenizer(s->bundle, ATTN_BUNDLE_SOURCE)));
     cJSON_AddItemToObject(json, "target_tokenizer",
                           tokenizer_json(attn_bundle_tokenizer(s->bundle, ATTN_BUNDLE_TARGET)));
     cJSON_AddItemToObject(json, "config", config);
@@ -987,6 +1612,7 @@ attn_server_options attn_server_default_options(void)
     o.max_wait_ms = 5;
     o.max_body_bytes = 1 << 20;
     o.max_sentences = 256;
+    o.max_new_tokens = 1024;
     o.connection_timeout = 30;
     return o;
 }
@@ -1007,9 +1633,14 @@ attn_status attn_server_start(attn_bundle *bundle, const attn_server_options *op
                    "attn_server_start: max_wait_ms %lld is not 0-60000", (long long)o->max_wait_ms);
     ATTN_CHECK_ARG(o->max_body_bytes >= 1 && o->max_sentences >= 1 && o->connection_timeout >= 1,
                    "attn_server_start: the limits must be positive");
-    attn_status status = attn_bundle_check_encoder_decoder(bundle);
+    attn_status status = attn_bundle_config(bundle)->arch == ATTN_ARCH_TRANSFORMER_LM
+                             ? ATTN_OK
+                             : attn_bundle_check_encoder_decoder(bundle);
     if (status != ATTN_OK)
         return status;
+    ATTN_CHECK_ARG(o->max_new_tokens >= 1 && o->max_new_tokens <= INT32_MAX,
+                   "attn_server_start: max_new_tokens %lld is not 1-2147483647",
+                   (long long)o->max_new_tokens);
 
     struct sockaddr_in address4;
     struct sockaddr_in6 address6;

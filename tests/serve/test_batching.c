@@ -65,6 +65,36 @@ static void test_different_searches_never_share_a_batch(void)
           "after max_wait: the 5 of beam 5, not the 6 of beam 1");
 }
 
+static serve_job generate_job(int64_t arrival_ms, int64_t prompts, uint64_t seed)
+{
+    serve_job j = {0};
+    j.arrival_ms = arrival_ms;
+    j.task = SERVE_GENERATE;
+    j.sampling = attn_sample_default_options();
+    j.sampling.seed = seed;
+    j.decodable = prompts;
+    return j;
+}
+
+static void test_generations_share_a_batch_only_with_the_same_sampling(void)
+{
+    serve_job jobs[4] = {generate_job(100, 2, 7), generate_job(100, 3, 8), generate_job(100, 1, 7),
+                         job(100, 4, 5)};
+    link_jobs(jobs, 4);
+    CHECK(serve_jobs_compatible(&jobs[0], &jobs[2]), "the same options and seed share");
+    CHECK(!serve_jobs_compatible(&jobs[0], &jobs[1]), "another seed is another batch");
+    CHECK(!serve_jobs_compatible(&jobs[0], &jobs[3]), "a translation never joins a generation");
+    jobs[2].sampling.max_new_tokens = 5;
+    CHECK(!serve_jobs_compatible(&jobs[0], &jobs[2]), "max_new_tokens differs");
+    jobs[2].sampling.max_new_tokens = jobs[0].sampling.max_new_tokens;
+    jobs[2].sampling.stop_token = ATTN_EOS_ID;
+    CHECK(!serve_jobs_compatible(&jobs[0], &jobs[2]), "the stop token differs");
+    jobs[2].sampling.stop_token = jobs[0].sampling.stop_token;
+    int64_t wait = -1;
+    CHECK(serve_plan_batch(&jobs[0], 100, 3, 5, 0, &wait) == 3,
+          "2 + 1 prompts of seed 7 fill a batch of 3 past the seed-8 job");
+}
+
 static void test_draining_closes_at_once(void)
 {
     serve_job jobs[1] = {job(100, 1, 5)};
@@ -78,6 +108,7 @@ int main(void)
     RUN_TEST(test_waits_for_more_until_max_wait);
     RUN_TEST(test_a_full_batch_goes_at_once_and_splits_jobs);
     RUN_TEST(test_different_searches_never_share_a_batch);
+    RUN_TEST(test_generations_share_a_batch_only_with_the_same_sampling);
     RUN_TEST(test_draining_closes_at_once);
     return test_summary();
 }

@@ -2,9 +2,14 @@
 // The attention page of attn serve: a sentence, its translation and one attention map
 // (POST /v1/attention), with the map's cells in the DOM (td.cell with data-row, data-col and
 // data-weight). The view is named by the URL: /?text=...&kind=cross&layer=0&head=mean.
+// A language model's page: a prompt, its continuation streamed as it is sampled
+// (POST /v1/generate) and the prompt's causal self-attention.
 
 const $ = (id) => document.getElementById(id);
 let model = null;
+let continued = null; // the prompt whose continuation is shown (a language model)
+
+const isLanguageModel = () => model.architecture === "transformer_lm";
 
 // Blues: white at weight 0 to dark blue at 1.
 function colour(weight) {
@@ -15,12 +20,12 @@ function colour(weight) {
 
 function layersOf(kind) {
   const c = model.config;
-  if (c.arch !== "transformer") return 1;
+  if (c.arch !== "transformer" && !isLanguageModel()) return 1;
   return kind === "encoder" ? c.encoder_layers : c.decoder_layers;
 }
 
 function headsOf() {
-  return model.config.arch === "transformer" ? model.config.num_heads : 1;
+  return model.config.arch === "transformer" || isLanguageModel() ? model.config.num_heads : 1;
 }
 
 function setOptions(select, values, chosen) {
@@ -63,7 +68,7 @@ function focusRow(answer, row) {
 }
 
 function render(answer) {
-  $("translation").textContent = answer.translation;
+  if (!isLanguageModel()) $("translation").textContent = answer.translation;
   const table = $("heatmap");
   const thead = document.createElement("thead");
   const top = document.createElement("tr");
@@ -120,10 +125,60 @@ async function show() {
     const answer = await reply.json();
     if (!reply.ok) return showError(answer.error || `HTTP ${reply.status}`);
     render(answer);
+    if (isLanguageModel() && continued !== text) {
+      await continuePrompt(text);
+      continued = text;
+    }
     document.body.dataset.state = "ready";
   } catch (e) {
     showError(`the server did not answer: ${e}`);
   }
+}
+
+// Streams the continuation of a prompt into the page, one JSON line per token
+// (docs/serving.md), then shows the final text, which the pieces join to.
+async function continuePrompt(prompt) {
+  $("translation").textContent = "";
+  const reply = await fetch("/v1/generate", {
+    method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ prompt, max_new_tokens: Math.min(100, model.max_new_tokens),
+                           stream: true }) });
+  if (!reply.ok) {
+    const answer = await reply.json();
+    throw new Error(answer.error || `HTTP ${reply.status}`);
+  }
+  const reader = reply.body.getReader();
+  const decoder = new TextDecoder();
+  let pending = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    pending += decoder.decode(value, { stream: true });
+    let end;
+    while ((end = pending.indexOf("\n")) >= 0) {
+      const line = JSON.parse(pending.slice(0, end));
+      pending = pending.slice(end + 1);
+      if (line.error) throw new Error(line.error);
+      if (line.done) $("translation").textContent = line.results[0].text;
+      else $("translation").textContent += line.text;
+    }
+  }
+}
+
+// A language model has one attention, its causal self-attention, and continues prompts.
+function showAsLanguageModel() {
+  const c = model.config;
+  $("model-summary").textContent =
+    `${model.architecture}, ${model.parameters.toLocaleString("en")} parameters, ` +
+    `${model.target_tokenizer.kind} tokens, context ${model.context}, ${model.precision}, ` +
+    `${c.decoder_layers} layers, ${c.num_heads} heads`;
+  $("text-label").textContent = "Prompt";
+  $("text").placeholder = "type the start of a text";
+  $("go").textContent = "Generate";
+  $("result-title").textContent = "Continuation";
+  $("kind").value = "self";
+  $("kind-choice").hidden = true;
+  document.title = "attn: language model";
 }
 
 async function start() {
@@ -133,13 +188,16 @@ async function start() {
     return showError(`the server did not answer: ${e}`);
   }
   const c = model.config;
-  $("model-summary").textContent =
+  if (isLanguageModel()) showAsLanguageModel();
+  else $("model-summary").textContent =
     `${model.architecture}, ${model.parameters.toLocaleString("en")} parameters, ` +
     `${model.source_tokenizer.kind} → ${model.target_tokenizer.kind} tokens, ${model.precision}` +
     (c.arch === "transformer" ? `, ${c.encoder_layers} + ${c.decoder_layers} layers, ` +
                                 `${c.num_heads} heads` : "");
   const params = new URLSearchParams(location.search);
-  if (["cross", "self", "encoder"].includes(params.get("kind"))) $("kind").value = params.get("kind");
+  if (["cross", "self", "encoder"].includes(params.get("kind")) && !isLanguageModel()) {
+    $("kind").value = params.get("kind");
+  }
   fillChoices(params.get("layer") || undefined, params.get("head") || undefined);
   $("kind").addEventListener("change", () => { fillChoices(); show(); });
   $("layer").addEventListener("change", show);
