@@ -111,7 +111,7 @@ typedef struct attn_tokenizer_config {
      * ... "<0xFF>" (and, for bpe, "</w>", which ends a word spelled in bytes), and a
      * character or piece the vocabulary lacks is encoded as its UTF-8 bytes; decoding puts
      * the bytes back (a sequence that is not UTF-8, which a sampling model may produce, reads
-     * as U+FFFD). Language models use it; 0 keeps <unk> (attn_tokenizer_config_parse's). */
+     * as U+FFFD, as does a line break spelled in bytes, which no line of text holds). Language models use it; 0 keeps <unk> (attn_tokenizer_config_parse's). */
     int byte_fallback;
 } attn_tokenizer_config;
 

@@ -407,8 +407,35 @@ attn_status attn_tokenizer_encode(const attn_tokenizer *tokenizer, const char *t
 
 /* ---- decoding --------------------------------------------------------------------------- */
 
+/* Whether text[0, size) is the start of a UTF-8 character whose other bytes have not come. */
+static int unfinished_character(const unsigned char *text, size_t size)
+{
+    const unsigned char lead = text[0];
+    const size_t needed = lead >= 0xC2 && lead <= 0xDF   ? 2
+                          : lead >= 0xE0 && lead <= 0xEF ? 3
+                          : lead >= 0xF0 && lead <= 0xF4 ? 4
+                                                         : 0;
+    if (needed == 0 || size >= needed)
+        return 0;
+    /* The second byte's range narrows after these leads (no overlong forms, surrogates or
+     * code points above U+10FFFF). */
+    if (size >= 2) {
+        const unsigned char second = text[1];
+        const unsigned char lo = lead == 0xE0 ? 0xA0 : lead == 0xF0 ? 0x90 : 0x80;
+        const unsigned char hi = lead == 0xED ? 0x9F : lead == 0xF4 ? 0x8F : 0xBF;
+        if (second < lo || second > hi)
+            return 0;
+    }
+    for (size_t i = 2; i < size; i++)
+        if ((text[i] & 0xC0) != 0x80)
+            return 0;
+    return 1;
+}
+
 /* Bytes a model put together that are not UTF-8 (a sampled language model may) become U+FFFD,
- * one per byte, so the text stays valid UTF-8 and its length says what was lost. */
+ * one per byte, so the text stays valid UTF-8; a character still missing its last bytes at the
+ * end is left out, not replaced, so the text of a growing sequence of ids only ever grows at
+ * its end (what a stream has printed stays right). */
 static attn_status replace_invalid_utf8(byte_buffer *buf)
 {
     if (utf8_first_invalid(buf->data, buf->size) == buf->size)
@@ -416,8 +443,10 @@ static attn_status replace_invalid_utf8(byte_buffer *buf)
     byte_buffer clean = {0};
     attn_status status = byte_buffer_append(&clean, "", 0);
     for (size_t pos = 0; pos < buf->size && status == ATTN_OK;) {
-        size_t length =
-            utf8_sequence_length((const unsigned char *)buf->data + pos, buf->size - pos);
+        const unsigned char *at = (const unsigned char *)buf->data + pos;
+        size_t length = utf8_sequence_length(at, buf->size - pos);
+        if (length == 0 && unfinished_character(at, buf->size - pos))
+            break;
         if (length == 0) {
             status = byte_buffer_append(&clean, "\xEF\xBF\xBD", 3);
             pos++;
@@ -463,7 +492,13 @@ attn_status attn_tokenizer_decode(const attn_tokenizer *tokenizer, const int32_t
         int ends_word = 1;
         const int byte = byte_of(&tokenizer->fallback, ids[i]);
         char raw = (char)byte;
-        if (byte >= 0) {
+        if (byte == '\n') {
+            /* Text is read line by line, so no text spells a line break in bytes: one sampled
+             * must not split a line in two. */
+            token = "\xEF\xBF\xBD";
+            size = 3;
+            ends_word = 0;
+        } else if (byte >= 0) {
             /* A byte spells part of a character or piece: never a word's end by itself. */
             token = &raw;
             size = 1;

@@ -798,6 +798,30 @@ static void test_byte_fallback(void)
                                            "A\xef\xbf\xbd") == 0,
               "%s: invalid bytes read as U+FFFD: '%s'", specs[k], text ? text : "(null)");
         free(text);
+        /* A character whose last bytes have not come yet is left out, so the text of a growing
+         * sequence of ids only grows at its end (streamed generation relies on it). */
+        const int32_t growing[] = {attn_vocab_id(vocab, "<0x41>"), attn_vocab_id(vocab, "<0xE2>"),
+                                   attn_vocab_id(vocab, "<0x9C>"), attn_vocab_id(vocab, "<0x93>"),
+                                   attn_vocab_id(vocab, "<0xE2>"), attn_vocab_id(vocab, "<0x41>")};
+        const char *expected[] = {"A",
+                                  "A",
+                                  "A",
+                                  "A\xe2\x9c\x93",
+                                  "A\xe2\x9c\x93",
+                                  "A\xe2\x9c\x93\xef\xbf\xbd"
+                                  "A"};
+        for (int n = 1; n <= 6; n++) {
+            CHECK_OK(attn_tokenizer_decode(tokenizer, growing, n, &text));
+            CHECK(text != NULL && strcmp(text, expected[n - 1]) == 0,
+                  "%s: the first %d bytes read '%s'", specs[k], n, text ? text : "(null)");
+            free(text);
+        }
+        const int32_t line_break[] = {attn_vocab_id(vocab, "<0x41>"),
+                                      attn_vocab_id(vocab, "<0x0A>")};
+        CHECK_OK(attn_tokenizer_decode(tokenizer, line_break, 2, &text));
+        CHECK(text != NULL && strcmp(text, "A\xef\xbf\xbd") == 0,
+              "%s: a line break in bytes reads as U+FFFD", specs[k]);
+        free(text);
         free(json);
         attn_tokenizer_destroy(loaded);
         attn_tokenizer_destroy(tokenizer);

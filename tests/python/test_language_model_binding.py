@@ -14,9 +14,10 @@ CONTEXT = 24
 
 
 def run(*args):
-    result = subprocess.run([ATTN, *map(str, args)], capture_output=True, text=True, timeout=300)
+    # Bytes, decoded here: text mode would turn a generated "\r" into a line break.
+    result = subprocess.run([ATTN, *map(str, args)], capture_output=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    return result.stdout
+    return result.stdout.decode("utf-8")
 
 
 @pytest.fixture(scope="module")
