@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""PyTorch 1.13 training throughput of the two Transformer configurations, for comparison.
+"""PyTorch 1.13 training throughput of attn bench train's configurations, for comparison.
 
 Run with Debian's python3-torch:
-    /usr/bin/python3 bench/torch_train.py [--config small|base|both] [--threads N] [--json]
+    /usr/bin/python3 bench/torch_train.py [--config small|base|both|gpt2] [--threads N] [--json]
+    /usr/bin/python3 bench/torch_train.py --config gpt2 --batch 8 --context 256 ...
     OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 bench/torch_train.py ...
     /usr/bin/python3 bench/torch_train.py --autocast bf16 ...   # mixed precision (oneDNN)
     /usr/bin/python3 bench/torch_train.py --sweep     # default / PASSIVE x 1 / 2 threads
@@ -16,6 +17,12 @@ positions, an output projection tied to the target embedding, CrossEntropyLoss w
 smoothing 0.1 and ignore_index=<pad>, a causal target mask and key padding masks.
 Sentences are random ids of exactly the configured lengths (<s> y1 .. y_{T-1} in, y1 .. y_T
 scored), so the padding masks are present but mask nothing.
+
+gpt2 is GPT-2 124M (12 layers, 12 heads, 768 wide, vocabulary 50257) written with torch.nn
+as nanoGPT writes it for a PyTorch without F.scaled_dot_product_attention (1.13): token and
+learned position embeddings, pre-norm blocks with a fused QKV linear, the causal mask applied
+to the scores before the softmax, GELU (tanh), a final layer norm and the output tied to the
+token embedding without bias; no dropout, plain cross-entropy over batch x context tokens.
 
 What limits PyTorch here, printed in the header and the JSON:
   - torch.get_num_threads() is 1 by default in this environment although 2 CPUs are usable;
@@ -53,7 +60,63 @@ CONFIGS = {
     "base": dict(d_model=512, heads=8, encoder_layers=6, decoder_layers=6, ffn=2048,
                  src_vocab=8000, tgt_vocab=8000, batch=32, src_len=30, tgt_len=30, dropout=0.1,
                  steps=8, warmup=2),
+    "gpt2": dict(language_model=True, d_model=768, heads=12, layers=12, ffn=3072,
+                 tgt_vocab=50257, batch=4, tgt_len=64, max_len=1024, dropout=0.0, steps=3,
+                 warmup=1),
 }
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, x):
+        batch, length, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=2)
+        q, k, v = (t.view(batch, length, self.heads, d // self.heads).transpose(1, 2)
+                   for t in (q, k, v))
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(d // self.heads)
+        mask = torch.ones(length, length, dtype=torch.bool).triu(1)
+        weights = torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1)
+        return self.proj((weights @ v).transpose(1, 2).reshape(batch, length, d))
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads, ffn):
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attention = CausalSelfAttention(d, heads)
+        self.mlp = nn.Sequential(nn.Linear(d, ffn), nn.GELU(approximate="tanh"), nn.Linear(ffn, d))
+
+    def forward(self, x):
+        x = x + self.attention(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+class GPT(nn.Module):
+    """GPT-2 as nanoGPT writes it (see the module's docstring)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg["d_model"]
+        self.token_embed = nn.Embedding(cfg["tgt_vocab"], d)
+        self.position_embed = nn.Embedding(cfg["max_len"], d)
+        self.blocks = nn.ModuleList(Block(d, cfg["heads"], cfg["ffn"]) for _ in range(cfg["layers"]))
+        self.final_norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, cfg["tgt_vocab"], bias=False)
+        self.head.weight = self.token_embed.weight
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, std=0.02)
+
+    def forward(self, ids):
+        x = self.token_embed(ids) + self.position_embed(torch.arange(ids.shape[1]))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.final_norm(x))
 
 
 def sinusoidal_positions(length, d_model):
@@ -111,8 +174,13 @@ class Seq2SeqTransformer(nn.Module):
 
 
 def random_batch(cfg, generator):
-    """Source ids [B, S] and target ids [B, T + 1] (<s> first), all words, no padding."""
+    """Source ids [B, S] and target ids [B, T + 1] (<s> first), all words, no padding; a
+    language model's windows of T + 1 words and no source."""
     batch = cfg["batch"]
+    if cfg.get("language_model"):
+        words = torch.randint(FIRST_WORD_ID, cfg["tgt_vocab"], (batch, cfg["tgt_len"] + 1),
+                              generator=generator)
+        return None, words
     src = torch.randint(FIRST_WORD_ID, cfg["src_vocab"], (batch, cfg["src_len"]), generator=generator)
     words = torch.randint(FIRST_WORD_ID, cfg["tgt_vocab"], (batch, cfg["tgt_len"]), generator=generator)
     tgt = torch.cat([torch.full((batch, 1), BOS_ID), words], dim=1)
@@ -160,9 +228,11 @@ def peak_rss_mib():
 
 def measure(name, cfg, steps, warmup, autocast):
     torch.manual_seed(0)
-    model = Seq2SeqTransformer(cfg).train()
+    language_model = cfg.get("language_model", False)
+    model = (GPT(cfg) if language_model else Seq2SeqTransformer(cfg)).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-    loss_fn = nn.CrossEntropyLoss(label_smoothing=0.1, ignore_index=PAD_ID)
+    loss_fn = (nn.CrossEntropyLoss() if language_model
+               else nn.CrossEntropyLoss(label_smoothing=0.1, ignore_index=PAD_ID))
     generator = torch.Generator().manual_seed(1)
     times, cpu_times, losses = [], [], []
     for step in range(warmup + steps):
@@ -170,7 +240,7 @@ def measure(name, cfg, steps, warmup, autocast):
         start, cpu_start = time.perf_counter(), time.process_time()
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast == "bf16"):
-            logits = model(src, tgt[:, :-1])
+            logits = model(tgt[:, :-1]) if language_model else model(src, tgt[:, :-1])
             loss = loss_fn(logits.reshape(-1, logits.shape[-1]), tgt[:, 1:].reshape(-1))
         loss.backward()
         optimizer.step()
@@ -182,7 +252,8 @@ def measure(name, cfg, steps, warmup, autocast):
     tokens = cfg["batch"] * cfg["tgt_len"]
     median = statistics.median(times)
     return {
-        "bench": "torch_train", "config": name,
+        "bench": "torch_train", "config": name, "batch": cfg["batch"],
+        "context": cfg["tgt_len"],
         "tgt_tokens_per_s": round(tokens / median, 1),
         "tgt_tokens_per_step": tokens, "median_step_s": round(median, 5),
         "min_step_s": round(min(times), 5), "steps": steps, "warmup_steps": warmup,
@@ -237,7 +308,8 @@ def report(attn_path, torch_paths):
         "config", "attn", "attn tok/s", "torch tok/s", "ratio", "attn GF/s", "torch GF/s",
         "torch best", "attn params", "torch params"))
     for row in attn_rows:
-        matches = [r for r in torch_rows if r["config"] == row["config"]]
+        matches = [r for r in torch_rows if r["config"] == row["config"]
+                   and r.get("batch") == row.get("batch") and r.get("context") == row.get("context")]
         if not matches:
             continue
         best = max(matches, key=lambda r: r["tgt_tokens_per_s"])
@@ -255,7 +327,9 @@ def report(attn_path, torch_paths):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", choices=["small", "base", "both"], default="both")
+    parser.add_argument("--config", choices=["small", "base", "both", "gpt2"], default="both")
+    parser.add_argument("--batch", type=int, help="sequences per batch (default: the config's)")
+    parser.add_argument("--context", type=int, help="gpt2: tokens per sequence [64]")
     parser.add_argument("--steps", type=int, help="timed steps (default: 30 small, 8 base)")
     parser.add_argument("--warmup", type=int, help="untimed steps first (default: 3 small, 2 base)")
     parser.add_argument("--threads", type=int, help="torch.set_num_threads(N); default: torch's own")
@@ -281,8 +355,19 @@ def main():
         parser.error("--threads must be at least 1")
 
     names = ["small", "base"] if args.config == "both" else [args.config]
+    if args.context is not None and args.config != "gpt2":
+        parser.error("--context is gpt2's (the language model's window)")
+    for name in names:
+        if args.batch is not None:
+            CONFIGS[name]["batch"] = args.batch
+        if args.context is not None:
+            CONFIGS[name]["tgt_len"] = args.context
     if args.sweep:
         passed = ["--config", args.config]
+        if args.batch is not None:
+            passed += ["--batch", str(args.batch)]
+        if args.context is not None:
+            passed += ["--context", str(args.context)]
         if args.steps is not None:
             passed += ["--steps", str(args.steps)]
         if args.warmup is not None:

@@ -4,8 +4,9 @@
  * clipping and the schedule: reset the graph, set the dropout seed, zero the gradients,
  * attn_model_forward_loss_counted (the trainer's own loss), attn_graph_backward, one
  * attn_adam_step over the whole parameter buffer (then attn_params_values_changed, so that in
- * bf16 the weights are repacked once per update, as in the trainer). That is also what bench/torch_train.py times
- * (zero_grad, forward, loss, backward, Adam step), so the two figures compare the same work.
+ * bf16 the weights are repacked once per update, as in the trainer). That is also what
+ * bench/torch_train.py times (zero_grad, forward, loss, backward, Adam step), so the two figures
+ * compare the same work.
  *
  * FLOP count (2 per multiply-add, matrix products only; the element-wise work is a few
  * percent and not counted). With Ns = batch * src_len and Nt = batch * tgt_len tokens:
@@ -36,12 +37,18 @@ typedef struct train_shape {
     const char *name;
     int64_t d_model, heads, layers, ffn, vocab, batch, src_len, tgt_len;
     int default_steps;
+    int language_model; /* GPT: a decoder alone over windows of tgt_len tokens, no source */
 } train_shape;
 
 static const train_shape SHAPES[] = {
-    {"small", 256, 4, 3, 1024, 64, 64, 12, 10, 20},
-    {"base", 512, 8, 6, 2048, 8000, 32, 30, 30, 6},
+    {"small", 256, 4, 3, 1024, 64, 64, 12, 10, 20, 0},
+    {"base", 512, 8, 6, 2048, 8000, 32, 30, 30, 6, 0},
+    /* GPT-2 124M as llm.c trains it (B 4, T 64 by default). */
+    {"gpt2", 768, 12, 12, 3072, 50257, 4, 0, 64, 3, 1},
 };
+
+/* GPT-2's reach: --context may not exceed it. */
+enum { GPT2_MAX_LEN = 1024 };
 
 enum { WARMUP_STEPS = 2 };
 
@@ -81,6 +88,10 @@ static double step_gflop(const train_shape *s)
     const double b = (double)s->batch, S = (double)s->src_len, T = (double)s->tgt_len;
     const double d = (double)s->d_model, f = (double)s->ffn, v = (double)s->vocab;
     const double ns = b * S, nt = b * T;
+    if (s->language_model) {
+        const double block = 8 * nt * d * d + 4 * b * T * T * d + 4 * nt * d * f;
+        return 3 * ((double)s->layers * block + 2 * nt * d * v) * 1e-9;
+    }
     const double encoder = 8 * ns * d * d + 4 * b * S * S * d + 4 * ns * d * f;
     const double decoder = 8 * nt * d * d + 4 * b * T * T * d + 4 * nt * d * d + 4 * ns * d * d +
                            4 * b * T * S * d + 4 * nt * d * f;
@@ -90,6 +101,26 @@ static double step_gflop(const train_shape *s)
 
 static attn_model_config shape_config(const train_shape *s)
 {
+    if (s->language_model) {
+        /* GPT-2 as attn convert --from llmc describes it. */
+        attn_model_config c = attn_model_config_default(ATTN_ARCH_TRANSFORMER_LM);
+        c.d_model = s->d_model;
+        c.num_heads = s->heads;
+        c.decoder_layers = s->layers;
+        c.ffn_dim = s->ffn;
+        c.tgt_vocab = s->vocab;
+        c.max_len = GPT2_MAX_LEN;
+        c.dropout = 0.0;
+        c.label_smoothing = 0.0;
+        c.activation = ATTN_ACT_GELU_TANH;
+        c.norm_first = 1;
+        c.decoder_final_norm = 1;
+        c.tie_output = 1;
+        c.output_bias = 0;
+        c.scale_embeddings = 0;
+        c.positions = ATTN_POSITIONS_LEARNED;
+        return c;
+    }
     attn_model_config c = attn_model_config_default(ATTN_ARCH_TRANSFORMER);
     c.d_model = s->d_model;
     c.num_heads = s->heads;
@@ -133,13 +164,15 @@ static int make_batch(const train_shape *s, train_run *run, attn_model_batch *ba
     for (int64_t i = 0; i < s->batch * s->src_len; i++)
         src[i] = 4 + (int32_t)attn_rng_below(&rng, (uint64_t)s->vocab - 4);
     for (int64_t i = 0; i < s->batch * tgt_len; i++)
-        tgt[i] = i % tgt_len == 0 ? 1 : 4 + (int32_t)attn_rng_below(&rng, (uint64_t)s->vocab - 4);
+        tgt[i] = i % tgt_len == 0 && !s->language_model
+                     ? 1
+                     : 4 + (int32_t)attn_rng_below(&rng, (uint64_t)s->vocab - 4);
     for (int64_t b = 0; b < s->batch; b++) {
         src_lengths[b] = (int32_t)s->src_len;
         tgt_lengths[b] = (int32_t)tgt_len;
     }
-    *batch = (attn_model_batch){s->batch, s->src_len,   src,  src_lengths, tgt_len,
-                                tgt,      tgt_lengths, NULL, NULL,        0,       0.0};
+    *batch = (attn_model_batch){s->batch,    s->src_len, src,  src_lengths, tgt_len, tgt,
+                                tgt_lengths, NULL,       NULL, 0,           0.0};
     return 1;
 }
 
@@ -240,16 +273,23 @@ typedef struct bench_train_args {
     int json, config;       /* config: an index into config_names */
     int precision;          /* attn_precision: fp32 or bf16 */
     int64_t steps, threads; /* 0: each config's default; ATTN_NUM_THREADS or all cores */
+    int64_t batch, context; /* 0: the config's */
 } bench_train_args;
 
-static const char *const config_names[] = {"small", "base", "both", NULL};
+static const char *const config_names[] = {"small", "base", "both", "gpt2", NULL};
 static const char *const precision_names[] = {"fp32", "bf16", NULL};
 static const int precision_values[] = {ATTN_PRECISION_FP32, ATTN_PRECISION_BF16};
 
 static const cli_option bench_train_options[] = {
-    {CLI_OPTION("--config", CLI_CHOICE, offsetof(bench_train_args, config), "small|base|both",
-                "the model sizes timed"),
+    {CLI_OPTION("--config", CLI_CHOICE, offsetof(bench_train_args, config), "small|base|both|gpt2",
+                "the model sizes timed (both: small and base)"),
      .choices = config_names, .show_default = 1},
+    {CLI_OPTION("--batch", CLI_INT, offsetof(bench_train_args, batch), "B",
+                "sentences (gpt2: sequences) per batch [the config's]"),
+     .min = 1, .max = 1 << 16},
+    {CLI_OPTION("--context", CLI_INT, offsetof(bench_train_args, context), "T",
+                "gpt2: tokens per sequence [64]"),
+     .min = 1, .max = GPT2_MAX_LEN},
     {CLI_OPTION("--steps", CLI_INT, offsetof(bench_train_args, steps), "N",
                 "timed steps [small 20, base 6]"),
      .min = 1, .max = MAX_STEPS},
@@ -337,6 +377,9 @@ static int bench_train(int argc, char **argv, int ranks)
              "         64 sentences of source length 12 and 10 target tokens\n"
              "  base:  d_model 512, 8 heads, 6+6 layers, FFN 2048, vocabularies 8000,\n"
              "         32 sentences of 30 and 30\n"
+             "  gpt2:  GPT-2 124M (12 layers, 12 heads, 768 wide, vocabulary 50257, learned\n"
+             "         positions, pre-norm, GELU tanh, tied output), 4 sequences of 64 tokens\n"
+             "         (--batch, --context), no dropout, as llm.c trains it\n"
              "Both: dropout 0.1, label smoothing 0.1, output projection tied to the target\n"
              "embedding, Adam (betas 0.9/0.98, eps 1e-9). GFLOP/s count the matrix products\n"
              "(forward 2 flops per multiply-add, backward twice the forward): 23.5 GFLOP per\n"
@@ -348,13 +391,13 @@ static int bench_train(int argc, char **argv, int ranks)
              WARMUP_STEPS);
     const cli_command command = {
         "bench train",
-        "attn bench train [--config small|base|both] [--steps N] [--threads N] [--json]\n"
-        "                 [--precision fp32|bf16]",
+        "attn bench train [--config small|base|both|gpt2] [--steps N] [--threads N] [--json]\n"
+        "                 [--precision fp32|bf16] [--batch B] [--context T]",
         description,
         bench_train_options,
         sizeof bench_train_options / sizeof *bench_train_options,
         NULL};
-    bench_train_args a = {0, 2, ATTN_PRECISION_FP32, 0, 0};
+    bench_train_args a = {0, 2, ATTN_PRECISION_FP32, 0, 0, 0, 0};
     int given[sizeof bench_train_options / sizeof *bench_train_options] = {0};
     const int code = cli_parse(&command, argc, argv, &a, given);
     if (code != CLI_GO_ON)
@@ -374,10 +417,18 @@ static int bench_train(int argc, char **argv, int ranks)
                "steps (indicative on a shared machine)\n",
                used_threads, isa, precision_name,
                attn_precision_native(precision) ? "" : " (emulated: no AVX512_BF16)", WARMUP_STEPS);
+    if (a.context > 0 && strcmp(config, "gpt2") != 0)
+        return cli_usage_error(&command, "--context is gpt2's window; the other configs have "
+                                         "fixed sentence lengths");
     for (size_t c = 0; c < sizeof SHAPES / sizeof SHAPES[0]; c++) {
-        const train_shape *s = &SHAPES[c];
-        if (strcmp(config, "both") != 0 && strcmp(config, s->name) != 0)
+        train_shape shape = SHAPES[c];
+        const train_shape *s = &shape;
+        if (strcmp(config, s->name) != 0 && (strcmp(config, "both") != 0 || s->language_model))
             continue;
+        if (a.batch > 0)
+            shape.batch = a.batch;
+        if (a.context > 0)
+            shape.tgt_len = a.context;
         const int n_steps = steps > 0 ? steps : s->default_steps;
         train_result r;
         memset(&r, 0, sizeof r);
@@ -386,16 +437,17 @@ static int bench_train(int argc, char **argv, int ranks)
         const double tokens = (double)(s->batch * s->tgt_len);
         const double tokens_per_s = tokens / r.step_s;
         if (json) {
-            printf("{\"bench\": \"attn_train\", \"config\": \"%s\", \"tgt_tokens_per_s\": %.1f, "
+            printf("{\"bench\": \"attn_train\", \"config\": \"%s\", \"batch\": %lld, "
+                   "\"context\": %lld, \"tgt_tokens_per_s\": %.1f, "
                    "\"tgt_tokens_per_step\": %.0f, \"median_step_s\": %.5f, "
                    "\"median_cpu_s_per_step\": %.5f, \"gflop_per_step\": %.2f, "
                    "\"gflops\": %.1f, \"steps\": %d, \"warmup_steps\": %d, \"params\": %lld, "
                    "\"final_loss\": %.4f, \"arena_mib\": %.1f, \"arena_stable\": %s, "
                    "\"threads\": %d, \"isa\": \"%s\", \"precision\": \"%s\"}\n",
-                   s->name, tokens_per_s, tokens, r.step_s, r.cpu_s, r.gflop, r.gflop / r.step_s,
-                   n_steps, WARMUP_STEPS, (long long)r.params, r.loss,
-                   (double)r.arena_bytes / (1024.0 * 1024.0), r.arena_stable ? "true" : "false",
-                   used_threads, isa, precision_name);
+                   s->name, (long long)s->batch, (long long)s->tgt_len, tokens_per_s, tokens,
+                   r.step_s, r.cpu_s, r.gflop, r.gflop / r.step_s, n_steps, WARMUP_STEPS,
+                   (long long)r.params, r.loss, (double)r.arena_bytes / (1024.0 * 1024.0),
+                   r.arena_stable ? "true" : "false", used_threads, isa, precision_name);
         } else {
             printf("%s: %.0f target tokens/s, %.1f GFLOP/s (median step %.1f ms wall, %.1f ms "
                    "CPU over %d steps; %.0f tokens and %.1f GFLOP per step; %.2f M parameters; "
