@@ -317,7 +317,7 @@ attn_status attn_op_activation(attn_graph *graph, attn_var *x, attn_activation a
     *out = NULL;
     ATTN_CHECK_NOT_NULL(graph);
     ATTN_TRY(attn_ad_check_var(fn, "x", x));
-    ATTN_CHECK_ARG((int)act >= ATTN_ACT_RELU && (int)act <= ATTN_ACT_SIGMOID,
+    ATTN_CHECK_ARG((int)act >= ATTN_ACT_RELU && (int)act <= ATTN_ACT_SILU,
                    "%s: unknown activation %d", fn, (int)act);
     attn_var *inputs[1] = {x};
     const int wants = attn_graph_wants_grad(graph, 1, inputs);

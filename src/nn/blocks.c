@@ -17,7 +17,7 @@ static attn_status check_config(const char *fn, const attn_nn_block_config *c)
                    (long long)c->num_heads, (long long)c->d_model);
     ATTN_CHECK_ARG(c->dropout >= 0.0f && c->dropout < 1.0f,
                    "%s: dropout must be in [0, 1), got %g", fn, (double)c->dropout);
-    ATTN_CHECK_ARG((int)c->activation >= ATTN_ACT_RELU && (int)c->activation <= ATTN_ACT_SIGMOID,
+    ATTN_CHECK_ARG((int)c->activation >= ATTN_ACT_RELU && (int)c->activation <= ATTN_ACT_SILU,
                    "%s: unknown activation %d", fn, (int)c->activation);
     ATTN_CHECK_ARG(c->norm_first == 0 || c->norm_first == 1,
                    "%s: norm_first must be 0 or 1, got %d", fn, c->norm_first);

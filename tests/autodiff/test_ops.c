@@ -181,7 +181,7 @@ static const int32_t embedding_ids[] = {1, 4, 1, 9, 6, 0, 6, 9, 2, 2, 2, 9};
 static embedding_args embedding_ctx = {3, 3, 4, embedding_ids, 1.7f};
 static float position_table[5 * 4];
 static const attn_activation activations[] = {ATTN_ACT_RELU, ATTN_ACT_GELU, ATTN_ACT_GELU_TANH,
-                                              ATTN_ACT_TANH, ATTN_ACT_SIGMOID};
+                                              ATTN_ACT_TANH, ATTN_ACT_SIGMOID, ATTN_ACT_SILU};
 static const int32_t ce_targets[] = {0, 4, -1, 2, 3, 1};
 static loss_args ce_plain = {ce_targets, 0.0f, NULL, 0.0f};
 static loss_args ce_smooth = {ce_targets, 0.1f, NULL, 0.0f};
@@ -238,7 +238,7 @@ static int make_cases(ad_op_case *cases)
                               3,
                               {ad_spec(2, 5, 6, 0), ad_spec(1, 6, 0, 0), ad_spec(1, 6, 0, 0)},
                               0};
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         cases[n++] = (ad_op_case){
             "activation", build_activation, (void *)&activations[i], 1, {ad_spec(2, 3, 7, 0)}, 0};
     cases[n++] =
