@@ -333,7 +333,8 @@ static void test_bad_arguments_are_rejected(void)
     CHECK_FAILS(attn_op_add_position_table(g, x, NULL, 3, &y), bad);
 
     attn_var *gamma = ad_var_of(g, 1, 4, 0, 0), *beta = ad_var_of(g, 1, 4, 0, 0);
-    CHECK_FAILS(attn_op_layer_norm(g, x, gamma, NULL, 1e-5f, &y), bad);
+    CHECK_FAILS(attn_op_layer_norm(g, x, NULL, beta, 1e-5f, &y), bad);
+    CHECK(strstr(attn_last_error(), "beta needs gamma") != NULL, "%s", attn_last_error());
     CHECK_FAILS(attn_op_layer_norm(g, x, b, b, 1e-5f, &y), bad);
     CHECK_FAILS(attn_op_layer_norm(g, x, gamma, beta, -1.0f, &y), bad);
     CHECK_FAILS(attn_op_add_layer_norm(g, x, NULL, gamma, beta, 1e-5f, &y), bad);

@@ -356,7 +356,7 @@ static void test_bf16_attention_reads_its_weights_packed_once_per_update(void)
             CHECK_OK(attn_op_multi_head_attention(graph, &p, H, query, memory, memory, NULL, &y));
             CHECK_OK(attn_graph_backward_from(graph, y, dy));
 
-            const attn_mha_dims dims = {B, LQ, len_k, E, H, 0, 0};
+            const attn_mha_dims dims = {B, LQ, len_k, E, H, 0, 0, 0.0};
             attn_mha_buffer_sizes sizes;
             CHECK_OK(attn_mha_sizes(&dims, &sizes));
             float *saved = test_alloc(sizes.saved_floats * sizeof(float));

@@ -230,7 +230,7 @@ static void test_observer_weights_are_the_operations(void)
             padding[b * LK + j] = j >= key_lengths[b];
     attn_sdpa_options options = attn_sdpa_default_options();
     options.key_padding_mask = padding;
-    const attn_mha_dims dims = {B, LQ, LK, E, H, 0, 0};
+    const attn_mha_dims dims = {B, LQ, LK, E, H, 0, 0, 0.0};
     attn_mha_buffer_sizes sizes;
     CHECK_OK(attn_mha_sizes(&dims, &sizes));
     float *saved = test_alloc(sizeof(float) * (sizes.saved_floats + 1));
