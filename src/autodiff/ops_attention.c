@@ -154,9 +154,9 @@ static attn_status multi_head_attention(const char *fn, attn_graph *graph,
                                         attn_var **out)
 {
     char a[96], b[96];
-    ATTN_CHECK_NOT_NULL(out);
+    ATTN_CHECK_ARG(out != NULL, "%s: out must not be NULL", fn);
     *out = NULL;
-    ATTN_CHECK_NOT_NULL(graph);
+    ATTN_CHECK_ARG(graph != NULL, "%s: graph must not be NULL", fn);
     ATTN_TRY(attn_ad_check_var(fn, "query", query));
     ATTN_TRY(attn_ad_check_var(fn, "key", key));
     ATTN_TRY(attn_ad_check_var(fn, "value", value));
