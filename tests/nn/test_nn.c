@@ -361,6 +361,24 @@ static void test_bad_arguments_are_rejected(void)
     CHECK_FAILS(attn_nn_embedding_register(&emb, store, "emb", 0, 4), bad);
     CHECK_FAILS(attn_nn_layer_norm_register(&norm, store, "n", 4, NAN), bad);
     CHECK_FAILS(attn_nn_mha_register(&mha, store, "a", 6, 4, 1), bad);
+    CHECK_FAILS(attn_nn_mha_register(&mha, store, "a", 6, 3, 2), bad);
+    CHECK_FAILS(attn_nn_norm_register(&norm, store, "r", ATTN_NORM_RMS, 4, 1e-5f, 1), bad);
+    CHECK(strstr(attn_last_error(), "RMSNorm (it has no bias)") != NULL, "%s", attn_last_error());
+    CHECK_FAILS(attn_nn_norm_register(&norm, store, "r", (attn_norm_kind)2, 4, 1e-5f, 0), bad);
+    c = block_config(0, 0.1f);
+    c.rope_base = 10000.0;
+    CHECK_OK(attn_nn_encoder_layer_register(&enc, store, "rope_ok", &c));
+    c.num_heads = 8; /* one feature a head: no pair to turn */
+    CHECK_FAILS(attn_nn_encoder_layer_register(&enc, store, "e", &c), bad);
+    CHECK(strstr(attn_last_error(), "even head size") != NULL, "%s", attn_last_error());
+    c.num_heads = HEADS;
+    c.rope_base = -1.0;
+    CHECK_FAILS(attn_nn_encoder_layer_register(&enc, store, "e", &c), bad);
+    CHECK(strstr(attn_last_error(), "rope_base") != NULL, "%s", attn_last_error());
+    c = block_config(0, 0.1f);
+    c.ffn = (attn_ffn_kind)2;
+    CHECK_FAILS(attn_nn_encoder_layer_register(&enc, store, "e", &c), bad);
+    CHECK(strstr(attn_last_error(), "feed-forward kind") != NULL, "%s", attn_last_error());
     CHECK_OK(attn_nn_layer_norm_register(&norm, store, "n", 4, 1e-5f));
     CHECK_FAILS(attn_nn_linear_register_tied(&lin, store, "t", norm.weight, 1), bad);
     CHECK(strstr(attn_last_error(), "n.weight") != NULL, "%s", attn_last_error());
