@@ -137,8 +137,8 @@ void attn_ref_layer_norm_backward_row(int64_t dim, const double *x, const double
 #define INV_SQRT_2PI 0.39894228040143267794
 #define GELU_TANH_CUBIC 0.044715
 
-void attn_ref_rms_norm_row(int64_t dim, const double *x, const double *gamma, double eps,
-                           double *y, double *rstd)
+void attn_ref_rms_norm_row(int64_t dim, const double *x, const double *gamma, double eps, double *y,
+                           double *rstd)
 {
     double squares = 0.0;
     for (int64_t j = 0; j < dim; j++)
@@ -149,8 +149,8 @@ void attn_ref_rms_norm_row(int64_t dim, const double *x, const double *gamma, do
     *rstd = r;
 }
 
-void attn_ref_rms_norm_backward_row(int64_t dim, const double *x, const double *gamma,
-                                    double rstd, const double *dy, double *dx, double *dgamma)
+void attn_ref_rms_norm_backward_row(int64_t dim, const double *x, const double *gamma, double rstd,
+                                    const double *dy, double *dx, double *dgamma)
 {
     /* With xhat = x rstd and g = dy * gamma: dx = rstd * (g - xhat * mean(g * xhat)). */
     double sum_g_xhat = 0.0;

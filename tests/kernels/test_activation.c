@@ -6,11 +6,12 @@
 #include "kernels/fast_math.h"
 #include "kernels/ref_elementwise.h"
 
-static const attn_activation all_activations[] = {ATTN_ACT_RELU, ATTN_ACT_GELU, ATTN_ACT_GELU_TANH,
-                                                  ATTN_ACT_TANH, ATTN_ACT_SIGMOID, ATTN_ACT_SILU};
+static const attn_activation all_activations[] = {ATTN_ACT_RELU,      ATTN_ACT_GELU,
+                                                  ATTN_ACT_GELU_TANH, ATTN_ACT_TANH,
+                                                  ATTN_ACT_SIGMOID,   ATTN_ACT_SILU};
 #define ACTIVATION_COUNT 6
-static const char *const activation_names[] = {"relu",    "gelu",   "gelu_tanh",
-                                               "tanh",    "sigmoid", "silu"};
+static const char *const activation_names[] = {"relu", "gelu",    "gelu_tanh",
+                                               "tanh", "sigmoid", "silu"};
 
 /* ---- the scalar approximations --------------------------------------------------------------- */
 
