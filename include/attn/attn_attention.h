@@ -98,6 +98,10 @@ typedef struct attn_mha_dims {
     int64_t num_heads; /* H, divides E */
     int64_t kdim;      /* features of key; 0 means E */
     int64_t vdim;      /* features of value; 0 means E */
+    /* Rotary positions (attn_rope_rotate): 0 for none; else the base, and the projected Q
+     * and K of every head turn by their row's position (query row t and key row t at
+     * position t) before the attention, so E / H must be even. For self-attention. */
+    double rope_base;
 } attn_mha_dims;
 
 /* Either in_proj_weight (packed, needs kdim == vdim == E) or the three separate weights
@@ -390,6 +394,24 @@ typedef enum attn_pe_layout {
  * layouts, so the two layouts always hold the same values in a different order. */
 ATTN_API attn_status attn_positional_encoding(int64_t length, int64_t d_model,
                                               attn_pe_layout layout, float *out);
+
+/* ---- rotary position embeddings ------------------------------------------------------ */
+
+/* Rotary position embeddings (RoPE; Su et al. 2021, RoFormer) in the "rotate half" layout of
+ * GPT-NeoX and LLaMA (Hugging Face's rotate_half): within each head of head_dim (even)
+ * features, feature i < h = head_dim / 2 pairs with feature i + h, and the pair of a row at
+ * position p turns by the angle p * base^(-2i / head_dim):
+ *   x'[i]     = x[i] cos - x[i + h] sin
+ *   x'[i + h] = x[i + h] cos + x[i] sin
+ * In place on batch * len rows: row (b, t) holds heads * head_dim features starting at
+ * x + (b * len + t) * row_stride and sits at position first_position + t. inverse turns
+ * by minus the angle: the inverse rotation, which is also the backward of the rotation
+ * (gradients rotate back). Angles, sines and cosines are computed in double; one scalar
+ * version serves every instruction set (it is a pass over memory the projections just
+ * wrote). base > 0 and finite (10000 in RoFormer and LLaMA). */
+ATTN_API attn_status attn_rope_rotate(float *x, int64_t batch, int64_t len,
+                                      int64_t first_position, int64_t row_stride, int64_t heads,
+                                      int64_t head_dim, double base, int inverse);
 
 #ifdef __cplusplus
 }

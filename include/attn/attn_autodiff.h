@@ -311,13 +311,20 @@ ATTN_API attn_status attn_op_add(attn_graph *graph, attn_var *a, attn_var *b, at
 ATTN_API attn_status attn_op_add_position_table(attn_graph *graph, attn_var *x,
                                                 const float *table, int64_t table_rows,
                                                 attn_var **out);
-/* Layer norm over the last dimension; gamma and beta [D], or both NULL. */
+/* Layer norm over the last dimension; gamma and beta [D]: both, gamma alone (no bias), or
+ * neither. */
 ATTN_API attn_status attn_op_layer_norm(attn_graph *graph, attn_var *x, attn_var *gamma,
                                         attn_var *beta, float eps, attn_var **out);
 /* layer_norm(x + residual): a post-norm sublayer's residual connection in one node. */
 ATTN_API attn_status attn_op_add_layer_norm(attn_graph *graph, attn_var *x, attn_var *residual,
                                             attn_var *gamma, attn_var *beta, float eps,
                                             attn_var **out);
+/* RMSNorm over the last dimension (attn_rms_norm_forward); gamma [D] or NULL. */
+ATTN_API attn_status attn_op_rms_norm(attn_graph *graph, attn_var *x, attn_var *gamma, float eps,
+                                      attn_var **out);
+/* out = a * b element-wise, same shapes, a and b different variables (a SwiGLU's gate times
+ * its up projection). */
+ATTN_API attn_status attn_op_mul(attn_graph *graph, attn_var *a, attn_var *b, attn_var **out);
 /* Element-wise activation (attn_activation). */
 ATTN_API attn_status attn_op_activation(attn_graph *graph, attn_var *x, attn_activation act,
                                         attn_var **out);
@@ -352,6 +359,17 @@ ATTN_API attn_status attn_op_multi_head_attention(attn_graph *graph, const attn_
                                                   attn_var *key, attn_var *value,
                                                   const attn_attention_mask *mask,
                                                   attn_var **out);
+/* The same with rotary positions (attn_rope_rotate with base rope_base > 0, in the "rotate
+ * half" layout): each head's projected q and k turn by their position in the sequence
+ * (query row t and key row t at position t) before the attention; the backward turns their
+ * gradients back. For self-attention (E / num_heads must be even). */
+ATTN_API attn_status attn_op_multi_head_attention_rotary(attn_graph *graph,
+                                                         const attn_mha_vars *params,
+                                                         int64_t num_heads, double rope_base,
+                                                         attn_var *query, attn_var *key,
+                                                         attn_var *value,
+                                                         const attn_attention_mask *mask,
+                                                         attn_var **out);
 
 /* The mean over non-ignored rows of the cross-entropy of logits [..., V] against targets
  * (one per row), with label smoothing (attn_cross_entropy_forward); *out is a scalar

@@ -152,6 +152,19 @@ ATTN_API attn_status attn_layer_norm_backward(int64_t rows, int64_t dim, const f
                                               const float *rstd, const float *dy, float *dx,
                                               float *dgamma, float *dbeta);
 
+/* ---- RMSNorm over the last dimension (Zhang and Sennrich 2019) ------------------------ */
+
+/* y = x / sqrt(mean(x^2) + eps) * gamma: no mean subtracted, no bias. gamma may be NULL (no
+ * scale). rstd = 1/sqrt(mean(x^2) + eps) [rows] is saved for the backward and may be NULL if
+ * no backward follows. dim > 0; eps finite and >= 0. */
+ATTN_API attn_status attn_rms_norm_forward(int64_t rows, int64_t dim, const float *x,
+                                           const float *gamma, float eps, float *y, float *rstd);
+/* dx and dgamma accumulate; gamma and dgamma may be NULL. dgamma is summed over rows in an
+ * order that does not depend on the thread count. */
+ATTN_API attn_status attn_rms_norm_backward(int64_t rows, int64_t dim, const float *x,
+                                            const float *gamma, const float *rstd,
+                                            const float *dy, float *dx, float *dgamma);
+
 /* ---- activations (element-wise over n values) ---------------------------------------- */
 
 typedef enum attn_activation {
@@ -159,7 +172,8 @@ typedef enum attn_activation {
     ATTN_ACT_GELU = 1,      /* exact: x * Phi(x), with erf (PyTorch's default) */
     ATTN_ACT_GELU_TANH = 2, /* the tanh approximation */
     ATTN_ACT_TANH = 3,
-    ATTN_ACT_SIGMOID = 4
+    ATTN_ACT_SIGMOID = 4,
+    ATTN_ACT_SILU = 5 /* x * sigmoid(x) (swish), the gate of a SwiGLU feed-forward */
 } attn_activation;
 
 /* y may alias x. NaN propagates. */

@@ -28,7 +28,13 @@
  *   learned positions pos_embed.weight (classifier and language model) or src_pos_embed.weight
  *   and tgt_pos_embed.weight (encoder-decoder), each [max_len, d_model]. The language
  *   model's blocks are decoder.layers.<i>.* with the layout of an encoder layer (self_attn,
- *   linear1, linear2, norm1, norm2).
+ *   linear1, linear2, norm1, norm2). With ffn "swiglu" each layer also has linear3 (the up
+ *   projection; linear1 is the gate, linear2 the down projection); with bias false the
+ *   blocks have no in_proj_bias, out_proj.bias, linear*.bias nor norm*.bias; an RMSNorm
+ *   (norm "rms_norm") has only its .weight, in the blocks and the final norms alike.
+ *
+ * Block options of LLaMA-style models: positions "rope", norm "rms_norm", ffn "swiglu",
+ * bias false (with output_bias false, a model without any bias, as PaLM and LLaMA).
  *
  * Attention dropout is not applied (dropout acts on embeddings, sublayer outputs and the
  * feed-forward's hidden layer, as the paper describes).
@@ -73,15 +79,21 @@ typedef enum attn_rnn_local {
 typedef enum attn_positions {
     ATTN_POSITIONS_SINUSOIDAL = 0, /* "sinusoidal": the fixed table, laid out as
                                     * positional_encoding says */
-    ATTN_POSITIONS_LEARNED = 1     /* "learned": a trained table [max_len, d_model] added to
+    ATTN_POSITIONS_LEARNED = 1,    /* "learned": a trained table [max_len, d_model] added to
                                     * the (scaled, if scale_embeddings) token embeddings, as
                                     * GPT-2's wpe */
+    ATTN_POSITIONS_ROPE = 2        /* "rope": nothing is added to the embeddings; every
+                                    * self-attention turns q and k of each head by position
+                                    * (attn_rope_rotate: RoFormer's rotary embeddings in the
+                                    * GPT-NeoX / LLaMA "rotate half" layout, base rope_base).
+                                    * The encoder-decoder's cross-attention is not rotated. */
 } attn_positions;
 
 /* The JSON name of each field is the struct field's name. Which fields an architecture has:
  *   all:                    version, arch, d_model, num_heads, ffn_dim, dropout, activation,
  *                           norm_first, max_len, positional_encoding, positions,
- *                           scale_embeddings, output_bias, layer_norm_eps, label_smoothing
+ *                           rope_base, norm, ffn, bias, scale_embeddings, output_bias,
+ *                           layer_norm_eps, label_smoothing
  *   transformer:            encoder_layers, decoder_layers, encoder_final_norm,
  *                           decoder_final_norm, src_vocab, tgt_vocab, share_embeddings,
  *                           tie_output
@@ -104,7 +116,14 @@ typedef struct attn_model_config {
     int tie_output;                     /* JSON bool: output projection = target embedding */
     int scale_embeddings;               /* JSON bool: embeddings times sqrt(d_model) */
     attn_pe_layout positional_encoding; /* JSON: "interleaved" or "concatenated" */
-    attn_positions positions;           /* JSON: "sinusoidal" or "learned" */
+    attn_positions positions;           /* JSON: "sinusoidal", "learned" or "rope" */
+    double rope_base;                   /* > 0: the base of "rope" (10000); unused otherwise */
+    attn_norm_kind norm;                /* JSON: "layer_norm" or "rms_norm": every norm of
+                                         * the model (the blocks' and the final ones) */
+    attn_ffn_kind ffn;                  /* JSON: "mlp" (with activation) or "swiglu" (SiLU
+                                         * gate linear1, up linear3, down linear2) */
+    int bias;                           /* JSON bool: biases in the blocks' linear layers and
+                                         * LayerNorms (false: none, as PaLM and LLaMA) */
     int output_bias;                    /* JSON bool: the generator (classifier) has a bias */
     int64_t max_len;                    /* longest sequence the positions cover */
     double layer_norm_eps;              /* > 0 */
@@ -125,7 +144,8 @@ typedef struct attn_model_config {
 
 /* The defaults of an architecture: the base model of the paper (d_model 512, 8 heads,
  * 6 + 6 layers, FFN 2048, dropout 0.1, ReLU, post-norm, label smoothing 0.1), final norms
- * on, tied output with a bias, sinusoidal interleaved positions, max_len 1024, eps 1e-5;
+ * on, tied output with a bias, sinusoidal interleaved positions (rope_base 10000 for when
+ * they are "rope"), LayerNorms, the MLP feed-forward, biases, max_len 1024, eps 1e-5;
  * the vocabulary sizes and num_classes are 0 and must be set. An unknown arch gives the
  * transformer's defaults.
  * rnn: Bahdanau's model at a smaller size: one layer of GRUs, 256 hidden units, 256-wide

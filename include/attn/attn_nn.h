@@ -62,20 +62,33 @@ ATTN_API attn_status attn_nn_embedding_forward(const attn_nn_embedding *m, attn_
                                                int64_t ids_stride, float scale,
                                                attn_var **out);
 
-/* ---- layer norm ---------------------------------------------------------------------- */
+/* ---- layer norm and RMSNorm ---------------------------------------------------------- */
+
+/* Which normalisation a module computes. */
+typedef enum attn_norm_kind {
+    ATTN_NORM_LAYER = 0, /* LayerNorm: (x - mean) / sqrt(var + eps) * weight + bias */
+    ATTN_NORM_RMS = 1    /* RMSNorm (Zhang and Sennrich 2019): x / sqrt(mean(x^2) + eps) * weight */
+} attn_norm_kind;
 
 typedef struct attn_nn_layer_norm {
-    attn_param_id weight, bias; /* [dim] each */
+    attn_param_id weight; /* [dim] */
+    attn_param_id bias;   /* [dim], or -1 for none (always none for RMSNorm) */
     int64_t dim;
     float eps;
+    attn_norm_kind kind;
 } attn_nn_layer_norm;
 
-/* "<prefix>.weight", "<prefix>.bias". */
+/* A LayerNorm with a bias: "<prefix>.weight", "<prefix>.bias". */
 ATTN_API attn_status attn_nn_layer_norm_register(attn_nn_layer_norm *m, attn_params *store,
                                                  const char *prefix, int64_t dim, float eps);
+/* Either kind: "<prefix>.weight" and, for a LayerNorm with_bias, "<prefix>.bias" (an RMSNorm
+ * has no bias: with_bias must be 0). The forwards below compute the module's kind. */
+ATTN_API attn_status attn_nn_norm_register(attn_nn_layer_norm *m, attn_params *store,
+                                           const char *prefix, attn_norm_kind kind, int64_t dim,
+                                           float eps, int with_bias);
 ATTN_API attn_status attn_nn_layer_norm_forward(const attn_nn_layer_norm *m, attn_graph *graph,
                                                 attn_var *x, attn_var **out);
-/* layer_norm(x + residual), one node. */
+/* norm(x + residual): one node for a LayerNorm, an addition and the norm for an RMSNorm. */
 ATTN_API attn_status attn_nn_layer_norm_forward_residual(const attn_nn_layer_norm *m,
                                                          attn_graph *graph, attn_var *x,
                                                          attn_var *residual, attn_var **out);
@@ -99,19 +112,23 @@ ATTN_API attn_status attn_nn_positional_forward(const attn_nn_positional *m, att
 
 /* ---- multi-head attention ------------------------------------------------------------ */
 
-/* PyTorch's nn.MultiheadAttention with a packed input projection and biases. */
+/* PyTorch's nn.MultiheadAttention with a packed input projection and biases (or, with
+ * bias=False, none). */
 typedef struct attn_nn_mha {
     attn_param_id in_proj_weight;  /* [3E, E] */
-    attn_param_id in_proj_bias;    /* [3E] */
+    attn_param_id in_proj_bias;    /* [3E], or -1 */
     attn_param_id out_proj_weight; /* [E, E] */
-    attn_param_id out_proj_bias;   /* [E] */
+    attn_param_id out_proj_bias;   /* [E], or -1 */
     int64_t embed_dim, num_heads;
+    /* 0 (as registered): no rotary positions; else the base, and q and k turn by position
+     * (attn_op_multi_head_attention_rotary). The blocks set it for self-attention. */
+    double rope_base;
 } attn_nn_mha;
 
-/* "<prefix>.in_proj_weight", "<prefix>.in_proj_bias", "<prefix>.out_proj.weight",
- * "<prefix>.out_proj.bias". num_heads must divide embed_dim. */
+/* "<prefix>.in_proj_weight", "<prefix>.out_proj.weight" and, with_bias, "<prefix>.in_proj_bias"
+ * and "<prefix>.out_proj.bias". num_heads must divide embed_dim. */
 ATTN_API attn_status attn_nn_mha_register(attn_nn_mha *m, attn_params *store, const char *prefix,
-                                          int64_t embed_dim, int64_t num_heads);
+                                          int64_t embed_dim, int64_t num_heads, int with_bias);
 /* See attn_op_multi_head_attention: the same variable as query, key and value is
  * self-attention; as key and value, cross-attention. mask may be NULL. */
 ATTN_API attn_status attn_nn_mha_forward(const attn_nn_mha *m, attn_graph *graph,
@@ -120,19 +137,34 @@ ATTN_API attn_status attn_nn_mha_forward(const attn_nn_mha *m, attn_graph *graph
 
 /* ---- Transformer blocks -------------------------------------------------------------- */
 
+/* The feed-forward of a block. */
+typedef enum attn_ffn_kind {
+    ATTN_FFN_MLP = 0,   /* linear2(dropout(activation(linear1(x)))) */
+    ATTN_FFN_SWIGLU = 1 /* SwiGLU (Shazeer 2020): linear2(dropout(silu(linear1(x)) * linear3(x))),
+                         * linear1 the gate, linear3 the up and linear2 the down projection
+                         * (LLaMA's w1, w3, w2); the activation field is not used */
+} attn_ffn_kind;
+
+/* Zero-initialised fields beyond layer_norm_eps give PyTorch's nn.Transformer layers. */
 typedef struct attn_nn_block_config {
     int64_t d_model, num_heads, ffn_dim;
     float dropout;             /* on each sublayer's output and inside the feed-forward */
     attn_activation activation; /* of the feed-forward: ReLU or GELU */
     int norm_first;            /* 0: post-norm as in the paper; 1: pre-norm */
     float layer_norm_eps;
+    attn_norm_kind norm;       /* every norm of the layer */
+    attn_ffn_kind ffn;
+    int bias_free;             /* 1: no bias in the attention's projections, the feed-forward's
+                                * linears and the LayerNorms */
+    double rope_base;          /* 0: none; > 0: rotary positions in the self-attention */
 } attn_nn_block_config;
 
-/* Position-wise feed-forward: linear2(dropout(activation(linear1(x)))). The linears are
- * registered as "<prefix>.linear1" and "<prefix>.linear2", where prefix is the enclosing
- * layer's (PyTorch keeps them directly in the layer). */
+/* Position-wise feed-forward (attn_ffn_kind). The linears are registered as
+ * "<prefix>.linear1", "<prefix>.linear2" (and "<prefix>.linear3" for SwiGLU), where prefix
+ * is the enclosing layer's (PyTorch keeps them directly in the layer). */
 typedef struct attn_nn_feed_forward {
-    attn_nn_linear linear1, linear2;
+    attn_nn_linear linear1, linear2, linear3; /* linear3: SwiGLU's up projection only */
+    attn_ffn_kind kind;
     attn_activation activation;
     float dropout;
 } attn_nn_feed_forward;

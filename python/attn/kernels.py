@@ -11,7 +11,7 @@ import numpy as np
 
 from ._lib import as_float32, check, lib, ptr
 
-ACTIVATIONS = {"relu": 0, "gelu": 1, "gelu_tanh": 2, "tanh": 3, "sigmoid": 4}
+ACTIVATIONS = {"relu": 0, "gelu": 1, "gelu_tanh": 2, "tanh": 3, "sigmoid": 4, "silu": 5}
 
 _i64 = ctypes.c_int64
 _i32 = ctypes.c_int32

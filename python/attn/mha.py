@@ -28,8 +28,10 @@ from .sdpa import SdpaOptions, additive_mask
 
 
 class _Dims(ctypes.Structure):
+    # attn_mha_dims; rope_base stays 0 (no rotary positions) here
     _fields_ = [(name, ctypes.c_int64) for name in
-                ("batch", "len_q", "len_k", "embed_dim", "num_heads", "kdim", "vdim")]
+                ("batch", "len_q", "len_k", "embed_dim", "num_heads", "kdim", "vdim")] + \
+        [("rope_base", ctypes.c_double)]
 
 
 _PARAM_NAMES = ("in_proj_weight", "q_proj_weight", "k_proj_weight", "v_proj_weight",

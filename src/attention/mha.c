@@ -9,6 +9,7 @@
  * passes over data the GEMMs just touched, so one portable version serves every ISA. */
 #include "attention/mha_internal.h"
 
+#include <math.h>
 #include <string.h>
 
 /* Where everything lives. The projections P sit at the start of the saved buffer (and their
@@ -28,7 +29,8 @@ typedef struct mha_plan {
     int64_t q_offset, k_offset, v_offset; /* into P */
     int64_t q_ld, kv_ld;
     int64_t proj_floats, attn_offset, lse_offset, saved_floats;
-    attn_precision precision; /* of the projections: the options' (the attention's own) */
+    double rope_base;                  /* 0, or Q and K turn by position (attn_rope_rotate) */
+    attn_precision precision;          /* of the projections: the options' (the attention's own) */
     attn_mha_packed_weights prepacked; /* all NULL when none was given */
 } mha_plan;
 
@@ -56,8 +58,16 @@ static attn_status check_dims(const char *fn, const attn_mha_dims *dims, mha_pla
                    "%s: num_heads %lld does not divide embed_dim %lld", fn,
                    (long long)dims->num_heads, (long long)dims->embed_dim);
     ATTN_CHECK_ARG(dims->kdim >= 0 && dims->vdim >= 0,
-                   "%s: kdim and vdim must be positive (or 0 for embed_dim), got %lld and %lld",
-                   fn, (long long)dims->kdim, (long long)dims->vdim);
+                   "%s: kdim and vdim must be positive (or 0 for embed_dim), got %lld and %lld", fn,
+                   (long long)dims->kdim, (long long)dims->vdim);
+    ATTN_CHECK_ARG(dims->rope_base == 0.0 || (isfinite(dims->rope_base) && dims->rope_base > 0.0),
+                   "%s: rope_base must be 0 (no rotary positions) or finite and > 0, got %g", fn,
+                   dims->rope_base);
+    ATTN_CHECK_ARG(dims->rope_base == 0.0 || (dims->embed_dim / dims->num_heads) % 2 == 0,
+                   "%s: rotary positions turn pairs of features, so the head size embed_dim / "
+                   "num_heads = %lld must be even",
+                   fn, (long long)(dims->embed_dim / dims->num_heads));
+    plan->rope_base = dims->rope_base;
     plan->batch = dims->batch;
     plan->len_q = dims->len_q;
     plan->len_k = dims->len_k;
@@ -69,14 +79,13 @@ static attn_status check_dims(const char *fn, const attn_mha_dims *dims, mha_pla
 
     /* Every buffer is at most 4 * max(q_floats, k_floats, lse_floats) floats. */
     int64_t rows_q, rows_k, q_floats, k_floats, lse_floats;
-    int ok = mul_count(plan->batch, plan->len_q, &rows_q) &&
-             mul_count(plan->batch, plan->len_k, &rows_k) &&
-             mul_count(rows_q, plan->embed, &q_floats) &&
-             mul_count(rows_k, plan->embed, &k_floats) &&
-             mul_count(rows_q, plan->heads, &lse_floats) && q_floats <= INT64_MAX / 8 &&
-             k_floats <= INT64_MAX / 8 && lse_floats <= INT64_MAX / 8;
-    ATTN_CHECK_ARG(ok, "%s: sizes too large (batch=%lld len_q=%lld len_k=%lld embed_dim=%lld)",
-                   fn, (long long)plan->batch, (long long)plan->len_q, (long long)plan->len_k,
+    int ok =
+        mul_count(plan->batch, plan->len_q, &rows_q) &&
+        mul_count(plan->batch, plan->len_k, &rows_k) && mul_count(rows_q, plan->embed, &q_floats) &&
+        mul_count(rows_k, plan->embed, &k_floats) && mul_count(rows_q, plan->heads, &lse_floats) &&
+        q_floats <= INT64_MAX / 8 && k_floats <= INT64_MAX / 8 && lse_floats <= INT64_MAX / 8;
+    ATTN_CHECK_ARG(ok, "%s: sizes too large (batch=%lld len_q=%lld len_k=%lld embed_dim=%lld)", fn,
+                   (long long)plan->batch, (long long)plan->len_q, (long long)plan->len_k,
                    (long long)plan->embed);
     plan->proj_floats = q_floats + 2 * k_floats;
     plan->attn_offset = plan->proj_floats;
@@ -87,9 +96,8 @@ static attn_status check_dims(const char *fn, const attn_mha_dims *dims, mha_pla
 
 /* Resolves the weight form and the fused paths; the same inputs give the same plan in the
  * forward and the backward, which is what lets the backward read the saved layout. */
-static attn_status check_params(const char *fn, const attn_mha_params *params,
-                                const float *query, const float *key, const float *value,
-                                mha_plan *plan)
+static attn_status check_params(const char *fn, const attn_mha_params *params, const float *query,
+                                const float *key, const float *value, mha_plan *plan)
 {
     ATTN_CHECK_ARG(params != NULL, "%s: params must not be NULL", fn);
     ATTN_CHECK_ARG(params->out_proj_weight != NULL, "%s: params->out_proj_weight must not be NULL",
@@ -151,7 +159,8 @@ attn_status attn_mha_sizes(const attn_mha_dims *dims, attn_mha_buffer_sizes *siz
                    "%s: heads * len_q * len_k overflows", __func__);
     sizes->saved_floats = (size_t)plan.saved_floats;
     sizes->forward_scratch_floats = (size_t)head_weights;
-    sizes->backward_scratch_floats = (size_t)(plan.proj_floats + plan.batch * plan.len_q * plan.embed);
+    sizes->backward_scratch_floats =
+        (size_t)(plan.proj_floats + plan.batch * plan.len_q * plan.embed);
     return ATTN_OK;
 }
 
@@ -307,8 +316,8 @@ static attn_status project_inputs(const mha_plan *plan, const float *query, cons
     const int64_t e = plan->embed;
     const int64_t rows_q = plan->batch * plan->len_q, rows_k = plan->batch * plan->len_k;
     if (plan->self_fused)
-        return project(plan->precision, rows_q, e, query, plan->w_q, plan->prepacked.in_proj_t, 3 * e,
-                       plan->b_q, proj, 3 * e);
+        return project(plan->precision, rows_q, e, query, plan->w_q, plan->prepacked.in_proj_t,
+                       3 * e, plan->b_q, proj, 3 * e);
     ATTN_TRY(project(plan->precision, rows_q, e, query, plan->w_q, NULL, e, plan->b_q,
                      proj + plan->q_offset, plan->q_ld));
     if (plan->kv_fused)
@@ -318,6 +327,19 @@ static attn_status project_inputs(const mha_plan *plan, const float *query, cons
                      proj + plan->k_offset, plan->kv_ld));
     return project(plan->precision, rows_k, plan->vdim, value, plan->w_v, NULL, e, plan->b_v,
                    proj + plan->v_offset, plan->kv_ld);
+}
+
+/* With rotary positions, Q and K in the projections (or their gradients, in the same
+ * layout) turn by each row's position, or back (inverse: the backward). The saved Q and K
+ * are the turned ones, which is what the attention's backward reads. */
+static attn_status rotate_queries_and_keys(const mha_plan *plan, float *proj, int inverse)
+{
+    if (plan->rope_base == 0.0)
+        return ATTN_OK;
+    ATTN_TRY(attn_rope_rotate(proj + plan->q_offset, plan->batch, plan->len_q, 0, plan->q_ld,
+                              plan->heads, plan->head_dim, plan->rope_base, inverse));
+    return attn_rope_rotate(proj + plan->k_offset, plan->batch, plan->len_k, 0, plan->kv_ld,
+                            plan->heads, plan->head_dim, plan->rope_base, inverse);
 }
 
 /* Attention one batch element at a time, so the per-head weights need only [H, Lq, Lk] of
@@ -335,8 +357,8 @@ static attn_status attend_with_mean_weights(const mha_plan *plan, const attn_sdp
                                   plan->len_k, plan->kv_ld);
         attn_tensor v = head_view(plan, proj + plan->v_offset + b * plan->len_k * plan->kv_ld, 1,
                                   plan->len_k, plan->kv_ld);
-        attn_tensor a = head_view(plan, saved + plan->attn_offset + b * plan->len_q * e, 1,
-                                  plan->len_q, e);
+        attn_tensor a =
+            head_view(plan, saved + plan->attn_offset + b * plan->len_q * e, 1, plan->len_q, e);
         if (options != NULL && options->key_padding_mask != NULL)
             one.key_padding_mask = options->key_padding_mask + b * plan->len_k;
         if (options != NULL && options->attn_mask != NULL && options->attn_mask_per_head)
@@ -350,11 +372,11 @@ static attn_status attend_with_mean_weights(const mha_plan *plan, const attn_sdp
     return ATTN_OK;
 }
 
-static attn_status forward(const char *fn, const attn_mha_dims *dims,
-                           const attn_mha_params *params, const attn_mha_packed_weights *packed,
-                           const float *query, const float *key, const float *value,
-                           const attn_sdpa_options *options, float *out, float *weights,
-                           int average_attn_weights, float *saved, float *scratch)
+static attn_status forward(const char *fn, const attn_mha_dims *dims, const attn_mha_params *params,
+                           const attn_mha_packed_weights *packed, const float *query,
+                           const float *key, const float *value, const attn_sdpa_options *options,
+                           float *out, float *weights, int average_attn_weights, float *saved,
+                           float *scratch)
 {
     mha_plan plan;
     ATTN_TRY(check_dims(fn, dims, &plan));
@@ -368,8 +390,7 @@ static attn_status forward(const char *fn, const attn_mha_dims *dims,
         return ATTN_OK;
     ATTN_TRY(check_inputs(fn, &plan, query, key, value));
     ATTN_CHECK_ARG(out != NULL, "%s: out must not be NULL", fn);
-    ATTN_CHECK_ARG(saved != NULL, "%s: saved must not be NULL (attn_mha_sizes gives its size)",
-                   fn);
+    ATTN_CHECK_ARG(saved != NULL, "%s: saved must not be NULL (attn_mha_sizes gives its size)", fn);
     const int mean_weights = weights != NULL && average_attn_weights;
     ATTN_CHECK_ARG(!mean_weights || scratch != NULL,
                    "%s: scratch must not be NULL when averaging weights over heads "
@@ -378,6 +399,7 @@ static attn_status forward(const char *fn, const attn_mha_dims *dims,
 
     const int64_t e = plan.embed;
     ATTN_TRY(project_inputs(&plan, query, key, value, saved));
+    ATTN_TRY(rotate_queries_and_keys(&plan, saved, 0));
     if (mean_weights) {
         ATTN_TRY(attend_with_mean_weights(&plan, options, saved, weights, scratch));
     } else {
@@ -388,8 +410,8 @@ static attn_status forward(const char *fn, const attn_mha_dims *dims,
         ATTN_TRY(attn_sdpa_forward(&q, &k, &v, options, &a, saved + plan.lse_offset, weights));
     }
     return project(plan.precision, plan.batch * plan.len_q, e, saved + plan.attn_offset,
-                   params->out_proj_weight, plan.prepacked.out_proj_t, e, params->out_proj_bias, out,
-                   e);
+                   params->out_proj_weight, plan.prepacked.out_proj_t, e, params->out_proj_bias,
+                   out, e);
 }
 
 attn_status attn_mha_forward(const attn_mha_dims *dims, const attn_mha_params *params,
@@ -458,15 +480,16 @@ static attn_status check_grads(const char *fn, const mha_plan *plan, const attn_
 /* Back through the input projections. Gradients of fused projections stay fused only when
  * their input gradients share a pointer too; otherwise each part goes its own way. */
 static attn_status project_inputs_backward(const mha_plan *plan, const float *query,
-                                           const float *key, const float *value,
-                                           const float *dproj, float *grad_query, float *grad_key,
-                                           float *grad_value, const mha_param_grads *g)
+                                           const float *key, const float *value, const float *dproj,
+                                           float *grad_query, float *grad_key, float *grad_value,
+                                           const mha_param_grads *g)
 {
     const int64_t e = plan->embed;
     const int64_t rows_q = plan->batch * plan->len_q, rows_k = plan->batch * plan->len_k;
     if (plan->self_fused && grad_query == grad_key && grad_key == grad_value)
-        return project_backward(plan->precision, rows_q, e, query, plan->w_q, plan->prepacked.in_proj,
-                                3 * e, dproj, 3 * e, grad_query, g->w_q, g->b_q);
+        return project_backward(plan->precision, rows_q, e, query, plan->w_q,
+                                plan->prepacked.in_proj, 3 * e, dproj, 3 * e, grad_query, g->w_q,
+                                g->b_q);
     ATTN_TRY(project_backward(plan->precision, rows_q, e, query, plan->w_q, NULL, e,
                               dproj + plan->q_offset, plan->q_ld, grad_query, g->w_q, g->b_q));
     if (plan->kv_fused && grad_key == grad_value)
@@ -523,8 +546,9 @@ static attn_status backward(const char *fn, const attn_mha_dims *dims,
     attn_tensor dq = head_view(&plan, dproj + plan.q_offset, plan.batch, plan.len_q, plan.q_ld);
     attn_tensor dk = head_view(&plan, dproj + plan.k_offset, plan.batch, plan.len_k, plan.kv_ld);
     attn_tensor dv = head_view(&plan, dproj + plan.v_offset, plan.batch, plan.len_k, plan.kv_ld);
-    ATTN_TRY(attn_sdpa_backward(&q, &k, &v, options, &a, saved + plan.lse_offset, &da, &dq, &dk,
-                                &dv));
+    ATTN_TRY(
+        attn_sdpa_backward(&q, &k, &v, options, &a, saved + plan.lse_offset, &da, &dq, &dk, &dv));
+    ATTN_TRY(rotate_queries_and_keys(&plan, dproj, 1));
     return project_inputs_backward(&plan, query, key, value, dproj, grad_query, grad_key,
                                    grad_value, &g);
 }

@@ -12,6 +12,7 @@
 #include "attention/classic_internal.h"
 #include "attention/mha_internal.h"
 
+#include <math.h>
 #include <string.h>
 
 /* Padding mask [B, S] (1 = padding) from key_lengths in [0, S] (NULL: no padding); what
@@ -146,16 +147,16 @@ static attn_status check_params(const char *fn, const attn_mha_vars *p, int64_t 
     return ATTN_OK;
 }
 
-attn_status attn_op_multi_head_attention(attn_graph *graph, const attn_mha_vars *params,
-                                         int64_t num_heads, attn_var *query, attn_var *key,
-                                         attn_var *value, const attn_attention_mask *mask,
-                                         attn_var **out)
+static attn_status multi_head_attention(const char *fn, attn_graph *graph,
+                                        const attn_mha_vars *params, int64_t num_heads,
+                                        double rope_base, attn_var *query, attn_var *key,
+                                        attn_var *value, const attn_attention_mask *mask,
+                                        attn_var **out)
 {
-    const char *fn = __func__;
     char a[96], b[96];
-    ATTN_CHECK_NOT_NULL(out);
+    ATTN_CHECK_ARG(out != NULL, "%s: out must not be NULL", fn);
     *out = NULL;
-    ATTN_CHECK_NOT_NULL(graph);
+    ATTN_CHECK_ARG(graph != NULL, "%s: graph must not be NULL", fn);
     ATTN_TRY(attn_ad_check_var(fn, "query", query));
     ATTN_TRY(attn_ad_check_var(fn, "key", key));
     ATTN_TRY(attn_ad_check_var(fn, "value", value));
@@ -188,7 +189,7 @@ attn_status attn_op_multi_head_attention(attn_graph *graph, const attn_mha_vars 
         options.key_padding_mask = padding;
     }
 
-    attn_mha_dims dims = {batch, len_q, len_k, embed, num_heads, 0, 0};
+    attn_mha_dims dims = {batch, len_q, len_k, embed, num_heads, 0, 0, rope_base};
     attn_mha_buffer_sizes sizes;
     ATTN_TRY(attn_mha_sizes(&dims, &sizes));
     attn_var *inputs[7] = {query,
@@ -234,6 +235,31 @@ attn_status attn_op_multi_head_attention(attn_graph *graph, const attn_mha_vars 
     }
     *out = y;
     return ATTN_OK;
+}
+
+attn_status attn_op_multi_head_attention(attn_graph *graph, const attn_mha_vars *params,
+                                         int64_t num_heads, attn_var *query, attn_var *key,
+                                         attn_var *value, const attn_attention_mask *mask,
+                                         attn_var **out)
+{
+    return multi_head_attention(__func__, graph, params, num_heads, 0.0, query, key, value, mask,
+                                out);
+}
+
+attn_status attn_op_multi_head_attention_rotary(attn_graph *graph, const attn_mha_vars *params,
+                                                int64_t num_heads, double rope_base,
+                                                attn_var *query, attn_var *key, attn_var *value,
+                                                const attn_attention_mask *mask, attn_var **out)
+{
+    const char *fn = __func__;
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
+    ATTN_CHECK_ARG(isfinite(rope_base) && rope_base > 0.0,
+                   "%s: rope_base must be finite and > 0, got %g (attn_op_multi_head_attention "
+                   "has no rotary positions)",
+                   fn, rope_base);
+    return multi_head_attention(fn, graph, params, num_heads, rope_base, query, key, value, mask,
+                                out);
 }
 
 /* ---- attention steps: shared checks --------------------------------------------------------- */

@@ -243,6 +243,76 @@ attn_status attn_op_add(attn_graph *graph, attn_var *a, attn_var *b, attn_var **
     return ATTN_OK;
 }
 
+/* ---- element-wise product ------------------------------------------------------------------ */
+
+typedef struct mul_ctx {
+    attn_var *a, *b;
+} mul_ctx;
+
+typedef struct mul_job {
+    const float *a, *b; /* forward: the factors; backward: the other factor and dy */
+    float *out;
+    int accumulate;
+} mul_job;
+
+static void mul_range(void *raw, int64_t begin, int64_t end, int thread_index)
+{
+    (void)thread_index;
+    const mul_job *job = raw;
+    for (int64_t i = begin; i < end; i++)
+        job->out[i] = (job->accumulate ? job->out[i] : 0.0f) + job->a[i] * job->b[i];
+}
+
+/* out = a * b (accumulate 0) or out += a * b (1), over the threads. */
+static void multiply(int64_t n, const float *a, const float *b, float *out, int accumulate)
+{
+    mul_job job = {a, b, out, accumulate};
+    attn_parallel_for(n, 16384, mul_range, &job);
+}
+
+static attn_status mul_backward(attn_graph *graph, const attn_var *output, void *raw)
+{
+    mul_ctx *ctx = raw;
+    const int64_t n = attn_tensor_numel(&output->value);
+    float *grad;
+    int accumulate;
+    ATTN_TRY(attn_ad_grad_to_write(graph, ctx->a, &grad, &accumulate));
+    if (grad != NULL)
+        multiply(n, ctx->b->value.data, output->grad, grad, accumulate);
+    ATTN_TRY(attn_ad_grad_to_write(graph, ctx->b, &grad, &accumulate));
+    if (grad != NULL)
+        multiply(n, ctx->a->value.data, output->grad, grad, accumulate);
+    return ATTN_OK;
+}
+
+attn_status attn_op_mul(attn_graph *graph, attn_var *a, attn_var *b, attn_var **out)
+{
+    const char *fn = __func__;
+    char sa[96], sb[96];
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
+    ATTN_CHECK_NOT_NULL(graph);
+    ATTN_TRY(attn_ad_check_var(fn, "a", a));
+    ATTN_TRY(attn_ad_check_var(fn, "b", b));
+    ATTN_CHECK_ARG(attn_ad_same_shape(a, b), "%s: shapes differ: a %s, b %s", fn,
+                   attn_ad_shape_text(a, sa, sizeof sa), attn_ad_shape_text(b, sb, sizeof sb));
+    ATTN_CHECK_ARG(a != b,
+                   "%s: a and b must be different variables (square with an activation "
+                   "instead)",
+                   fn);
+    attn_var *inputs[2] = {a, b};
+    const int wants = attn_graph_wants_grad(graph, 2, inputs);
+    attn_var *y;
+    ATTN_TRY(attn_graph_new_var(graph, a->value.ndim, a->value.shape, wants, &y));
+    multiply(attn_tensor_numel(&a->value), a->value.data, b->value.data, y->value.data, 0);
+    if (wants) {
+        mul_ctx ctx = {a, b};
+        ATTN_TRY(attn_ad_record(graph, 1, &y, mul_backward, &ctx, sizeof ctx, "mul"));
+    }
+    *out = y;
+    return ATTN_OK;
+}
+
 typedef struct position_job {
     int64_t len, dim;
     const float *x, *table;
@@ -317,7 +387,7 @@ attn_status attn_op_activation(attn_graph *graph, attn_var *x, attn_activation a
     *out = NULL;
     ATTN_CHECK_NOT_NULL(graph);
     ATTN_TRY(attn_ad_check_var(fn, "x", x));
-    ATTN_CHECK_ARG((int)act >= ATTN_ACT_RELU && (int)act <= ATTN_ACT_SIGMOID,
+    ATTN_CHECK_ARG((int)act >= ATTN_ACT_RELU && (int)act <= ATTN_ACT_SILU,
                    "%s: unknown activation %d", fn, (int)act);
     attn_var *inputs[1] = {x};
     const int wants = attn_graph_wants_grad(graph, 1, inputs);

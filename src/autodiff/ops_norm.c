@@ -1,5 +1,6 @@
-/* Layer norm on the tape, alone or fused with the residual addition before it. The kernels
- * (attn_layer_norm_*) dispatch on the instruction set; the residual sum only streams memory. */
+/* Layer norm on the tape, alone or fused with the residual addition before it, and RMSNorm. The
+ * kernels (attn_layer_norm_*) dispatch on the instruction set; the residual sum only streams
+ * memory. */
 #include "autodiff/autodiff_internal.h"
 #include "kernels/elementwise.h"
 
@@ -20,10 +21,10 @@ static attn_status layer_norm_backward(attn_graph *graph, const attn_var *output
     ATTN_TRY(attn_ad_grad_to_write(graph, ctx->x, &dx, &dx_accumulates));
     if (ctx->residual != NULL)
         ATTN_TRY(attn_ad_grad_to_write(graph, ctx->residual, &dres, &dres_accumulates));
-    if (ctx->gamma != NULL) {
+    if (ctx->gamma != NULL)
         ATTN_TRY(attn_graph_grad(graph, ctx->gamma, &dgamma));
+    if (ctx->beta != NULL)
         ATTN_TRY(attn_graph_grad(graph, ctx->beta, &dbeta));
-    }
     /* The kernel puts the input's gradient straight into x's or the residual's: one nothing
      * has reached yet (written), or the only one wanted (added to); the other then takes a
      * copy of the written gradient or adds it. Scratch only when both were reached before, or
@@ -71,17 +72,20 @@ static attn_status layer_norm(const char *fn, attn_graph *graph, attn_var *x, at
                        attn_ad_shape_text(x, a, sizeof a),
                        attn_ad_shape_text(residual, b, sizeof b));
     }
-    ATTN_CHECK_ARG((gamma == NULL) == (beta == NULL), "%s: give both gamma and beta, or neither",
-                   fn);
+    ATTN_CHECK_ARG(gamma != NULL || beta == NULL,
+                   "%s: beta needs gamma (give gamma alone for a LayerNorm without bias)", fn);
     const int64_t rows = attn_ad_rows(x), dim = attn_ad_last_dim(x);
     if (gamma != NULL) {
         ATTN_TRY(attn_ad_check_var(fn, "gamma", gamma));
+        ATTN_CHECK_ARG(gamma->value.ndim == 1 && gamma->value.shape[0] == dim,
+                       "%s: gamma %s must be [%lld]", fn, attn_ad_shape_text(gamma, a, sizeof a),
+                       (long long)dim);
+    }
+    if (beta != NULL) {
         ATTN_TRY(attn_ad_check_var(fn, "beta", beta));
-        ATTN_CHECK_ARG(gamma->value.ndim == 1 && gamma->value.shape[0] == dim &&
-                           beta->value.ndim == 1 && beta->value.shape[0] == dim,
-                       "%s: gamma %s and beta %s must be [%lld]", fn,
-                       attn_ad_shape_text(gamma, a, sizeof a),
-                       attn_ad_shape_text(beta, b, sizeof b), (long long)dim);
+        ATTN_CHECK_ARG(beta->value.ndim == 1 && beta->value.shape[0] == dim,
+                       "%s: beta %s must be [%lld]", fn, attn_ad_shape_text(beta, b, sizeof b),
+                       (long long)dim);
     }
     ATTN_CHECK_ARG(isfinite(eps) && eps >= 0.0f, "%s: eps must be finite and >= 0, got %g", fn,
                    (double)eps);
@@ -129,4 +133,69 @@ attn_status attn_op_add_layer_norm(attn_graph *graph, attn_var *x, attn_var *res
 {
     ATTN_CHECK_ARG(residual != NULL, "attn_op_add_layer_norm: residual must not be NULL");
     return layer_norm(__func__, graph, x, residual, gamma, beta, eps, out);
+}
+
+/* ---- RMSNorm ----------------------------------------------------------------------------- */
+
+typedef struct rms_norm_ctx {
+    attn_var *x, *gamma;
+    float *rstd;
+} rms_norm_ctx;
+
+static attn_status rms_norm_backward(attn_graph *graph, const attn_var *output, void *raw)
+{
+    rms_norm_ctx *ctx = raw;
+    const int64_t rows = attn_ad_rows(output), dim = attn_ad_last_dim(output);
+    float *dx, *dgamma = NULL;
+    int dx_accumulates;
+    ATTN_TRY(attn_ad_grad_to_write(graph, ctx->x, &dx, &dx_accumulates));
+    if (ctx->gamma != NULL)
+        ATTN_TRY(attn_graph_grad(graph, ctx->gamma, &dgamma));
+    if (dx == NULL) { /* only gamma wants a gradient: x's goes to scratch */
+        dx = attn_graph_alloc_floats(graph, (size_t)(rows * dim));
+        if (dx == NULL)
+            return ATTN_ERR_OUT_OF_MEMORY;
+        dx_accumulates = 0;
+    }
+    return attn_rms_norm_backward_to(rows, dim, ctx->x->value.data,
+                                     ctx->gamma ? ctx->gamma->value.data : NULL, ctx->rstd,
+                                     output->grad, dx, dgamma, dx_accumulates);
+}
+
+attn_status attn_op_rms_norm(attn_graph *graph, attn_var *x, attn_var *gamma, float eps,
+                             attn_var **out)
+{
+    const char *fn = __func__;
+    char a[96];
+    ATTN_CHECK_ARG(out != NULL, "%s: out must not be NULL", fn);
+    *out = NULL;
+    ATTN_CHECK_ARG(graph != NULL, "%s: graph must not be NULL", fn);
+    ATTN_TRY(attn_ad_check_var(fn, "x", x));
+    ATTN_CHECK_ARG(x->value.ndim >= 1 && attn_ad_last_dim(x) >= 1,
+                   "%s: x needs a last dimension of at least 1, got %s", fn,
+                   attn_ad_shape_text(x, a, sizeof a));
+    const int64_t rows = attn_ad_rows(x), dim = attn_ad_last_dim(x);
+    if (gamma != NULL) {
+        ATTN_TRY(attn_ad_check_var(fn, "gamma", gamma));
+        ATTN_CHECK_ARG(gamma->value.ndim == 1 && gamma->value.shape[0] == dim,
+                       "%s: gamma %s must be [%lld]", fn, attn_ad_shape_text(gamma, a, sizeof a),
+                       (long long)dim);
+    }
+    ATTN_CHECK_ARG(isfinite(eps) && eps >= 0.0f, "%s: eps must be finite and >= 0, got %g", fn,
+                   (double)eps);
+    attn_var *inputs[2] = {x, gamma};
+    const int wants = attn_graph_wants_grad(graph, 2, inputs);
+    attn_var *y;
+    ATTN_TRY(attn_graph_new_var(graph, x->value.ndim, x->value.shape, wants, &y));
+    float *rstd = NULL;
+    if (wants && (rstd = attn_graph_alloc_floats(graph, (size_t)rows)) == NULL)
+        return ATTN_ERR_OUT_OF_MEMORY;
+    ATTN_TRY(attn_rms_norm_forward(rows, dim, x->value.data, gamma ? gamma->value.data : NULL, eps,
+                                   y->value.data, rstd));
+    if (wants) {
+        rms_norm_ctx ctx = {x, gamma, rstd};
+        ATTN_TRY(attn_ad_record(graph, 1, &y, rms_norm_backward, &ctx, sizeof ctx, "rms_norm"));
+    }
+    *out = y;
+    return ATTN_OK;
 }

@@ -34,6 +34,7 @@ typedef struct train_args {
     int schedule;                            /* attn_lr_kind */
     int optimizer;                           /* attn_adam_variant */
     int precision;                           /* attn_precision: fp32 or bf16 */
+    int norm, ffn_kind, positions, no_bias;  /* --task lm: block options, when given */
     int64_t window, layers, d_model, heads, ffn, hidden, embedding_dim, attention_dim;
     int bidirectional, no_bidirectional, input_feeding, reverse_source, no_valid;
     double dropout, label_smoothing;

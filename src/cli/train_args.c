@@ -13,6 +13,13 @@ static const char *const arch_names[] = {"transformer", "rnn", NULL};
 static const int arch_values[] = {ATTN_ARCH_TRANSFORMER, ATTN_ARCH_RNN};
 static const char *const cell_names[] = {"gru", "lstm", NULL};
 static const int cell_values[] = {ATTN_RNN_GRU, ATTN_RNN_LSTM};
+static const char *const norm_names[] = {"layer", "rms", NULL};
+static const int norm_values[] = {ATTN_NORM_LAYER, ATTN_NORM_RMS};
+static const char *const ffn_kind_names[] = {"mlp", "swiglu", NULL};
+static const int ffn_kind_values[] = {ATTN_FFN_MLP, ATTN_FFN_SWIGLU};
+static const char *const positions_names[] = {"sinusoidal", "learned", "rope", NULL};
+static const int positions_values[] = {ATTN_POSITIONS_SINUSOIDAL, ATTN_POSITIONS_LEARNED,
+                                       ATTN_POSITIONS_ROPE};
 static const char *const attention_names[] = {"bahdanau",     "luong-dot", "luong-general",
                                               "luong-concat", "none",      NULL};
 static const int attention_values[] = {ATTN_RNN_BAHDANAU, ATTN_RNN_LUONG_DOT,
@@ -100,6 +107,19 @@ static const cli_option train_options[] = {
     {CLI_OPTION("--heads", CLI_INT, FIELD(heads), "N", "transformer: attention heads [4]"),
      .group = GROUP_MODEL},
     {CLI_OPTION("--ffn", CLI_INT, FIELD(ffn), "N", "transformer: feed-forward hidden width [1024]"),
+     .group = GROUP_MODEL},
+    {CLI_OPTION("--norm", CLI_CHOICE, FIELD(norm), "layer|rms",
+                "--task lm: every norm a LayerNorm or an RMSNorm [layer]"),
+     .choices = norm_names, .choice_values = norm_values, .group = GROUP_MODEL},
+    {CLI_OPTION("--ffn-kind", CLI_CHOICE, FIELD(ffn_kind), "mlp|swiglu",
+                "--task lm: the feed-forward, GELU MLP or SwiGLU (--ffn its hidden width) [mlp]"),
+     .choices = ffn_kind_names, .choice_values = ffn_kind_values, .group = GROUP_MODEL},
+    {CLI_OPTION("--positions", CLI_CHOICE, FIELD(positions), "sinusoidal|learned|rope",
+                "--task lm: positions added to the embeddings, or rotary in the attention "
+                "[sinusoidal]"),
+     .choices = positions_names, .choice_values = positions_values, .group = GROUP_MODEL},
+    {CLI_OPTION("--no-bias", CLI_FLAG, FIELD(no_bias), NULL,
+                "--task lm: no bias anywhere (blocks, norms, output layer), as LLaMA"),
      .group = GROUP_MODEL},
     {CLI_OPTION("--cell", CLI_CHOICE, FIELD(cell), "gru|lstm", "rnn: recurrent cell [gru]"),
      .choices = cell_names, .choice_values = cell_values, .group = GROUP_MODEL},
@@ -362,8 +382,9 @@ static int check_lm_args(const train_args *a)
                                  "--train's text will learn: give --valid text");
     if (a->init != NULL && a->resume != NULL)
         return train_usage_error("--init starts a run and --resume continues one: give one");
-    static const char *const shape[] = {"--layers", "--d-model", "--heads",
-                                        "--ffn",    "--config",  "--tgt-tokens"};
+    static const char *const shape[] = {"--layers",    "--d-model",    "--heads", "--ffn",
+                                        "--config",    "--tgt-tokens", "--norm",  "--ffn-kind",
+                                        "--positions", "--no-bias"};
     for (size_t i = 0; a->init != NULL && i < sizeof shape / sizeof *shape; i++)
         if (train_args_given(a, shape[i]))
             return train_usage_error("%s cannot be used with --init: the model and its tokenizer "
@@ -381,8 +402,9 @@ static int check_args(const train_args *a)
         if (code != 0)
             return code;
     } else {
-        static const char *const lm_only[] = {"--train-tokens", "--valid-tokens", "--context",
-                                              "--batch-sequences", "--init"};
+        static const char *const lm_only[] = {"--train-tokens",    "--valid-tokens", "--context",
+                                              "--batch-sequences", "--init",         "--norm",
+                                              "--ffn-kind",        "--positions",    "--no-bias"};
         for (size_t i = 0; i < sizeof lm_only / sizeof *lm_only; i++)
             if (train_args_given(a, lm_only[i]))
                 return train_usage_error("%s is for --task lm", lm_only[i]);

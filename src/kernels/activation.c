@@ -54,6 +54,10 @@ void attn_activation_forward_range_portable(void *job_ptr, int64_t begin, int64_
         for (int64_t i = lo; i < hi; i++)
             y[i] = attn_fast_sigmoid(x[i]);
         break;
+    case ATTN_ACT_SILU:
+        for (int64_t i = lo; i < hi; i++)
+            y[i] = x[i] * attn_fast_sigmoid(x[i]);
+        break;
     }
 }
 
@@ -104,6 +108,12 @@ void attn_activation_backward_range_portable(void *job_ptr, int64_t begin, int64
         for (int64_t i = lo; i < hi; i++)
             dx[i] = prior(job, dx, i) + attn_fast_sigmoid_derivative(x[i]) * dy[i];
         break;
+    case ATTN_ACT_SILU:
+        for (int64_t i = lo; i < hi; i++) {
+            float d = attn_fast_sigmoid(x[i]) + x[i] * attn_fast_sigmoid_derivative(x[i]);
+            dx[i] = prior(job, dx, i) + d * dy[i];
+        }
+        break;
     }
 }
 
@@ -111,7 +121,7 @@ void attn_activation_backward_range_portable(void *job_ptr, int64_t begin, int64
 
 static attn_status check_arguments(const char *function, attn_activation act, int64_t n)
 {
-    ATTN_CHECK_ARG((int)act >= ATTN_ACT_RELU && (int)act <= ATTN_ACT_SIGMOID,
+    ATTN_CHECK_ARG((int)act >= ATTN_ACT_RELU && (int)act <= ATTN_ACT_SILU,
                    "%s: unknown activation %d", function, (int)act);
     ATTN_CHECK_ARG(n >= 0, "%s: negative size n=%lld", function, (long long)n);
     return ATTN_OK;

@@ -20,6 +20,8 @@ static inline vf SIMD_NAME(activation)(attn_activation act, vf x)
         return vf_tanh(x);
     case ATTN_ACT_SIGMOID:
         return vf_sigmoid(x);
+    case ATTN_ACT_SILU:
+        return vf_mul(x, vf_sigmoid(x));
     }
     return x;
 }
@@ -47,6 +49,8 @@ static inline vf SIMD_NAME(derivative)(attn_activation act, vf x)
         return vf_tanh_derivative(x);
     case ATTN_ACT_SIGMOID:
         return vf_sigmoid_derivative(x);
+    case ATTN_ACT_SILU:
+        return vf_fmadd(x, vf_sigmoid_derivative(x), vf_sigmoid(x));
     }
     return x;
 }
@@ -69,6 +73,9 @@ static inline vf SIMD_NAME(derivative)(attn_activation act, vf x)
         break;                                                                                     \
     case ATTN_ACT_SIGMOID:                                                                         \
         body(ATTN_ACT_SIGMOID);                                                                    \
+        break;                                                                                     \
+    case ATTN_ACT_SILU:                                                                            \
+        body(ATTN_ACT_SILU);                                                                       \
         break;                                                                                     \
     }
 

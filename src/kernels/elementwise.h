@@ -150,5 +150,9 @@ ATTN_INTERNAL attn_status attn_layer_norm_backward_to(int64_t rows, int64_t dim,
                                                       const float *gamma, const float *mean,
                                                       const float *rstd, const float *dy, float *dx,
                                                       float *dgamma, float *dbeta, int accumulate);
+ATTN_INTERNAL attn_status attn_rms_norm_backward_to(int64_t rows, int64_t dim, const float *x,
+                                                    const float *gamma, const float *rstd,
+                                                    const float *dy, float *dx, float *dgamma,
+                                                    int accumulate);
 
 #endif /* ATTN_KERNELS_ELEMENTWISE_H */

@@ -137,6 +137,35 @@ void attn_ref_layer_norm_backward_row(int64_t dim, const double *x, const double
 #define INV_SQRT_2PI 0.39894228040143267794
 #define GELU_TANH_CUBIC 0.044715
 
+void attn_ref_rms_norm_row(int64_t dim, const double *x, const double *gamma, double eps, double *y,
+                           double *rstd)
+{
+    double squares = 0.0;
+    for (int64_t j = 0; j < dim; j++)
+        squares += x[j] * x[j];
+    double r = 1.0 / sqrt(squares / (double)dim + eps);
+    for (int64_t j = 0; j < dim; j++)
+        y[j] = x[j] * r * (gamma ? gamma[j] : 1.0);
+    *rstd = r;
+}
+
+void attn_ref_rms_norm_backward_row(int64_t dim, const double *x, const double *gamma, double rstd,
+                                    const double *dy, double *dx, double *dgamma)
+{
+    /* With xhat = x rstd and g = dy * gamma: dx = rstd * (g - xhat * mean(g * xhat)). */
+    double sum_g_xhat = 0.0;
+    for (int64_t j = 0; j < dim; j++)
+        sum_g_xhat += dy[j] * (gamma ? gamma[j] : 1.0) * (x[j] * rstd);
+    double mean_g_xhat = sum_g_xhat / (double)dim;
+    for (int64_t j = 0; j < dim; j++) {
+        double xhat = x[j] * rstd;
+        double g = dy[j] * (gamma ? gamma[j] : 1.0);
+        dx[j] += rstd * (g - xhat * mean_g_xhat);
+        if (dgamma)
+            dgamma[j] += dy[j] * xhat;
+    }
+}
+
 /* The formulas are the textbook ones rewritten without cancellation, so that even in
  * double they stay accurate in the tails the float kernels are tested on:
  * 1 + erf(-t) = erfc(t), 0.5 (1 + tanh z) = 1 / (1 + exp(-2z)), 1 - tanh^2 x = 1 / cosh^2 x,
@@ -171,6 +200,8 @@ double attn_ref_activation(attn_activation act, double x)
         return tanh(x);
     case ATTN_ACT_SIGMOID:
         return sigmoid(x);
+    case ATTN_ACT_SILU:
+        return x * sigmoid(x);
     }
     return NAN;
 }
@@ -194,6 +225,8 @@ double attn_ref_activation_derivative(attn_activation act, double x)
     }
     case ATTN_ACT_SIGMOID:
         return sigmoid_derivative(x);
+    case ATTN_ACT_SILU: /* d/dx x sigmoid(x) */
+        return sigmoid(x) + x * sigmoid_derivative(x);
     }
     return NAN;
 }

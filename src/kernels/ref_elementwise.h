@@ -40,6 +40,15 @@ ATTN_INTERNAL void attn_ref_layer_norm_backward_row(int64_t dim, const double *x
                                                     const double *dy, double *dx, double *dgamma,
                                                     double *dbeta);
 
+/* RMSNorm: y = x / sqrt(mean(x^2) + eps) * gamma (gamma may be NULL); writes the row's
+ * 1/sqrt(mean(x^2) + eps). */
+ATTN_INTERNAL void attn_ref_rms_norm_row(int64_t dim, const double *x, const double *gamma,
+                                         double eps, double *y, double *rstd);
+/* dx, dgamma += this row's gradients; gamma and dgamma may be NULL. */
+ATTN_INTERNAL void attn_ref_rms_norm_backward_row(int64_t dim, const double *x,
+                                                  const double *gamma, double rstd,
+                                                  const double *dy, double *dx, double *dgamma);
+
 ATTN_INTERNAL double attn_ref_activation(attn_activation act, double x);
 ATTN_INTERNAL double attn_ref_activation_derivative(attn_activation act, double x);
 

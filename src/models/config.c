@@ -11,11 +11,13 @@
 
 /* ---- names of enumerations ---------------------------------------------------------- */
 
-static const char *const arch_names[] = {"transformer", "transformer_classifier",
-                                         "transformer_lm", "rnn"};
+static const char *const arch_names[] = {"transformer", "transformer_classifier", "transformer_lm",
+                                         "rnn"};
 static const char *const activation_names[] = {"relu", "gelu", "gelu_tanh"};
 static const char *const layout_names[] = {"interleaved", "concatenated"};
-static const char *const positions_names[] = {"sinusoidal", "learned"};
+static const char *const positions_names[] = {"sinusoidal", "learned", "rope"};
+static const char *const norm_names[] = {"layer_norm", "rms_norm"};
+static const char *const ffn_names[] = {"mlp", "swiglu"};
 static const char *const cell_names[] = {"gru", "lstm"};
 static const char *const attention_names[] = {"bahdanau", "luong-dot", "luong-general",
                                               "luong-concat", "none"};
@@ -38,15 +40,20 @@ enum {
 typedef struct field_spec {
     const char *name;
     field_kind kind;
-    int archs;                 /* ARCH_* bits */
-    size_t offset;             /* into attn_model_config */
-    const char *const *names;  /* FIELD_ENUM: the JSON strings, by value */
+    int archs;                /* ARCH_* bits */
+    size_t offset;            /* into attn_model_config */
+    const char *const *names; /* FIELD_ENUM: the JSON strings, by value */
     int n_names;
 } field_spec;
 
-#define FIELD(name, kind, archs) {#name, kind, archs, offsetof(attn_model_config, name), NULL, 0}
-#define ENUM_FIELD(name, archs, table)                                                      \
-    {#name, FIELD_ENUM, archs, offsetof(attn_model_config, name), table, COUNT(table)}
+#define FIELD(name, kind, archs)                                                                   \
+    {                                                                                              \
+#name, kind, archs, offsetof(attn_model_config, name), NULL, 0                             \
+    }
+#define ENUM_FIELD(name, archs, table)                                                             \
+    {                                                                                              \
+#name, FIELD_ENUM, archs, offsetof(attn_model_config, name), table, COUNT(table)           \
+    }
 
 /* In the order the JSON is written. version and arch come first and are handled apart. */
 static const field_spec fields[] = {
@@ -69,6 +76,10 @@ static const field_spec fields[] = {
     FIELD(scale_embeddings, FIELD_BOOL, ARCH_ALL),
     ENUM_FIELD(positional_encoding, ARCH_ALL, layout_names),
     ENUM_FIELD(positions, ARCH_ALL, positions_names),
+    FIELD(rope_base, FIELD_NUMBER, ARCH_ALL),
+    ENUM_FIELD(norm, ARCH_ALL, norm_names),
+    ENUM_FIELD(ffn, ARCH_ALL, ffn_names),
+    FIELD(bias, FIELD_BOOL, ARCH_ALL),
     FIELD(max_len, FIELD_INT, ARCH_ALL | ARCH_RNN),
     FIELD(layer_norm_eps, FIELD_NUMBER, ARCH_ALL),
     FIELD(label_smoothing, FIELD_NUMBER, ARCH_ALL | ARCH_RNN),
@@ -87,13 +98,17 @@ static const field_spec fields[] = {
 
 /* Enumerations and bools are read and written as int. */
 _Static_assert(sizeof(attn_activation) == sizeof(int) && sizeof(attn_pe_layout) == sizeof(int) &&
-                   sizeof(attn_positions) == sizeof(int),
+                   sizeof(attn_positions) == sizeof(int) && sizeof(attn_norm_kind) == sizeof(int) &&
+                   sizeof(attn_ffn_kind) == sizeof(int),
                "enumerations in attn_model_config must be int-sized");
 _Static_assert(sizeof(attn_rnn_cell) == sizeof(int) && sizeof(attn_rnn_attention) == sizeof(int) &&
                    sizeof(attn_rnn_local) == sizeof(int),
                "enumerations in attn_model_config must be int-sized");
 
-static int has_field(const field_spec *f, attn_model_arch arch) { return (f->archs >> arch) & 1; }
+static int has_field(const field_spec *f, attn_model_arch arch)
+{
+    return (f->archs >> arch) & 1;
+}
 
 static int64_t *int_at(attn_model_config *c, const field_spec *f)
 {
@@ -129,6 +144,10 @@ attn_model_config attn_model_config_default(attn_model_arch arch)
     c.scale_embeddings = 1;
     c.positional_encoding = ATTN_PE_INTERLEAVED;
     c.positions = ATTN_POSITIONS_SINUSOIDAL;
+    c.rope_base = 10000.0;
+    c.norm = ATTN_NORM_LAYER;
+    c.ffn = ATTN_FFN_MLP;
+    c.bias = 1;
     c.output_bias = 1;
     c.max_len = 1024;
     c.layer_norm_eps = 1e-5;
@@ -158,8 +177,8 @@ attn_status attn_model_config_validate(const attn_model_config *config)
                          "%s: config version %d is newer than this build's %d", fn, c.version,
                          ATTN_MODEL_CONFIG_VERSION);
     ATTN_CHECK_ARG(c.version >= 1, "%s: version must be >= 1, got %d", fn, c.version);
-    ATTN_CHECK_ARG((int)c.arch >= 0 && (int)c.arch < COUNT(arch_names),
-                   "%s: unknown arch %d", fn, (int)c.arch);
+    ATTN_CHECK_ARG((int)c.arch >= 0 && (int)c.arch < COUNT(arch_names), "%s: unknown arch %d", fn,
+                   (int)c.arch);
     const attn_model_arch arch = c.arch;
     for (int i = 0; i < COUNT(fields); i++) {
         const field_spec *f = &fields[i];
@@ -168,15 +187,15 @@ attn_status attn_model_config_validate(const attn_model_config *config)
         case FIELD_INT: {
             int64_t v = *int_at(&c, f);
             if (!present)
-                ATTN_CHECK_ARG(v == 0, "%s: %s does not apply to %s and must be 0, got %lld",
-                               fn, f->name, arch_names[arch], (long long)v);
+                ATTN_CHECK_ARG(v == 0, "%s: %s does not apply to %s and must be 0, got %lld", fn,
+                               f->name, arch_names[arch], (long long)v);
             else if (strcmp(f->name, "encoder_layers") == 0 ||
                      strcmp(f->name, "decoder_layers") == 0)
-                ATTN_CHECK_ARG(v >= 1 && v <= 1024, "%s: %s must be in [1, 1024], got %lld",
-                               fn, f->name, (long long)v);
+                ATTN_CHECK_ARG(v >= 1 && v <= 1024, "%s: %s must be in [1, 1024], got %lld", fn,
+                               f->name, (long long)v);
             else
-                ATTN_CHECK_ARG(v >= 1 && v <= MAX_SIZE, "%s: %s must be in [1, %lld], got %lld",
-                               fn, f->name, (long long)MAX_SIZE, (long long)v);
+                ATTN_CHECK_ARG(v >= 1 && v <= MAX_SIZE, "%s: %s must be in [1, %lld], got %lld", fn,
+                               f->name, (long long)MAX_SIZE, (long long)v);
             break;
         }
         case FIELD_NUMBER: {
@@ -205,10 +224,19 @@ attn_status attn_model_config_validate(const attn_model_config *config)
         ATTN_CHECK_ARG(c.d_model % c.num_heads == 0,
                        "%s: num_heads %lld does not divide d_model %lld", fn,
                        (long long)c.num_heads, (long long)c.d_model);
-    ATTN_CHECK_ARG(c.dropout >= 0.0 && c.dropout < 1.0, "%s: dropout must be in [0, 1), got %g",
-                   fn, c.dropout);
+    ATTN_CHECK_ARG(c.dropout >= 0.0 && c.dropout < 1.0, "%s: dropout must be in [0, 1), got %g", fn,
+                   c.dropout);
     ATTN_CHECK_ARG(arch == ATTN_ARCH_RNN || (c.layer_norm_eps > 0.0 && c.layer_norm_eps < 1.0),
                    "%s: layer_norm_eps must be in (0, 1), got %g", fn, c.layer_norm_eps);
+    if (arch != ATTN_ARCH_RNN) {
+        ATTN_CHECK_ARG(c.rope_base > 0.0, "%s: rope_base must be > 0, got %g", fn, c.rope_base);
+        ATTN_CHECK_ARG(c.positions != ATTN_POSITIONS_ROPE || (c.d_model / c.num_heads) % 2 == 0,
+                       "%s: positions \"rope\" turns pairs of features, so the head size "
+                       "d_model / num_heads = %lld must be even",
+                       fn, (long long)(c.d_model / c.num_heads));
+    } else {
+        ATTN_CHECK_ARG(c.rope_base == 0.0, "%s: rope_base does not apply to rnn and must be 0", fn);
+    }
     ATTN_CHECK_ARG(c.label_smoothing >= 0.0 && c.label_smoothing <= 1.0,
                    "%s: label_smoothing must be in [0, 1], got %g", fn, c.label_smoothing);
     ATTN_CHECK_ARG(!c.share_embeddings || c.src_vocab == c.tgt_vocab,
@@ -272,7 +300,10 @@ static void list_names(const char *const *names, int n, char *out, size_t size)
     out[0] = '\0';
     for (int i = 0; i < n && used < size; i++)
         used += (size_t)snprintf(out + used, size - used, "%s\"%s\"",
-                                 i == 0 ? "" : i == n - 1 ? " or " : ", ", names[i]);
+                                 i == 0       ? ""
+                                 : i == n - 1 ? " or "
+                                              : ", ",
+                                 names[i]);
 }
 
 static attn_status read_field(const field_spec *f, const cJSON *item, attn_model_config *c)
@@ -318,8 +349,7 @@ static attn_status parse(const cJSON *root, attn_model_config *config)
     for (const cJSON *a = root->child; a != NULL; a = a->next)
         for (const cJSON *b = a->next; b != NULL; b = b->next)
             if (strcmp(a->string, b->string) == 0)
-                return attn_fail(ATTN_ERR_FORMAT, "%s: field \"%s\" appears twice", fn,
-                                 a->string);
+                return attn_fail(ATTN_ERR_FORMAT, "%s: field \"%s\" appears twice", fn, a->string);
 
     const cJSON *version = cJSON_GetObjectItemCaseSensitive(root, "version");
     if (version == NULL)
@@ -354,8 +384,8 @@ static attn_status parse(const cJSON *root, attn_model_config *config)
         if (f == NULL)
             return attn_fail(ATTN_ERR_FORMAT, "%s: unknown field \"%s\"", fn, item->string);
         if (!has_field(f, (attn_model_arch)arch))
-            return attn_fail(ATTN_ERR_FORMAT, "%s: field \"%s\" does not apply to arch \"%s\"",
-                             fn, item->string, arch_names[arch]);
+            return attn_fail(ATTN_ERR_FORMAT, "%s: field \"%s\" does not apply to arch \"%s\"", fn,
+                             item->string, arch_names[arch]);
         ATTN_TRY(read_field(f, item, &c));
     }
     ATTN_TRY(attn_model_config_validate(&c));

@@ -308,7 +308,15 @@ static attn_status check_representable(const char *fn, const char *name, const a
                              ? "\"transformer_classifier\""
                              : "\"rnn\"");
     if (c->positions != ATTN_POSITIONS_LEARNED)
-        add_difference(differences, size, &n, "positions", "\"sinusoidal\"", "\"learned\"");
+        add_difference(differences, size, &n, "positions",
+                       c->positions == ATTN_POSITIONS_ROPE ? "\"rope\"" : "\"sinusoidal\"",
+                       "\"learned\"");
+    if (c->norm != ATTN_NORM_LAYER)
+        add_difference(differences, size, &n, "norm", "\"rms_norm\"", "\"layer_norm\"");
+    if (c->ffn != ATTN_FFN_MLP)
+        add_difference(differences, size, &n, "ffn", "\"swiglu\"", "\"mlp\"");
+    if (!c->bias)
+        add_difference(differences, size, &n, "bias", "false", "true");
     if (c->activation != ATTN_ACT_GELU_TANH)
         add_difference(differences, size, &n, "activation",
                        c->activation == ATTN_ACT_RELU ? "\"relu\"" : "\"gelu\"", "\"gelu_tanh\"");

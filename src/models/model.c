@@ -11,6 +11,14 @@
 
 /* ---- construction ------------------------------------------------------------------------ */
 
+/* A final norm of the kind of the blocks' (a LayerNorm's bias unless the model has none). */
+static attn_status register_final_norm(attn_model *m, const char *name, attn_nn_layer_norm *norm)
+{
+    const attn_model_config *c = &m->config;
+    return attn_nn_norm_register(norm, m->params, name, c->norm, c->d_model,
+                                 (float)c->layer_norm_eps, c->norm == ATTN_NORM_LAYER && c->bias);
+}
+
 static attn_status register_stack(attn_model *m, const attn_nn_block_config *block)
 {
     const attn_model_config *c = &m->config;
@@ -27,8 +35,7 @@ static attn_status register_stack(attn_model *m, const attn_nn_block_config *blo
     }
     if (c->encoder_final_norm) {
         m->has_encoder_norm = 1;
-        ATTN_TRY(attn_nn_layer_norm_register(&m->encoder_norm, m->params, "encoder.norm",
-                                             c->d_model, block->layer_norm_eps));
+        ATTN_TRY(register_final_norm(m, "encoder.norm", &m->encoder_norm));
     }
     if (c->arch == ATTN_ARCH_TRANSFORMER) {
         m->n_decoder_layers = c->decoder_layers;
@@ -42,8 +49,7 @@ static attn_status register_stack(attn_model *m, const attn_nn_block_config *blo
     }
     if (c->decoder_final_norm) {
         m->has_decoder_norm = 1;
-        ATTN_TRY(attn_nn_layer_norm_register(&m->decoder_norm, m->params, "decoder.norm",
-                                             c->d_model, block->layer_norm_eps));
+        ATTN_TRY(register_final_norm(m, "decoder.norm", &m->decoder_norm));
     }
     return ATTN_OK;
 }
@@ -75,10 +81,10 @@ static attn_status build(attn_model *m)
                                                 c->d_model));
             m->tgt_embed = m->src_embed;
         } else {
-            ATTN_TRY(attn_nn_embedding_register(&m->src_embed, m->params, "src_embed",
-                                                c->src_vocab, c->d_model));
-            ATTN_TRY(attn_nn_embedding_register(&m->tgt_embed, m->params, "tgt_embed",
-                                                c->tgt_vocab, c->d_model));
+            ATTN_TRY(attn_nn_embedding_register(&m->src_embed, m->params, "src_embed", c->src_vocab,
+                                                c->d_model));
+            ATTN_TRY(attn_nn_embedding_register(&m->tgt_embed, m->params, "tgt_embed", c->tgt_vocab,
+                                                c->d_model));
         }
         break;
     case ATTN_ARCH_TRANSFORMER_CLASSIFIER:
@@ -102,9 +108,17 @@ static attn_status build(attn_model *m)
             ATTN_TRY(register_learned_positions(m, "pos_embed.weight", table));
         }
     }
-    attn_nn_block_config block = {c->d_model,       c->num_heads,  c->ffn_dim,
-                                  (float)c->dropout, c->activation, c->norm_first,
-                                  (float)c->layer_norm_eps};
+    attn_nn_block_config block = {c->d_model,
+                                  c->num_heads,
+                                  c->ffn_dim,
+                                  (float)c->dropout,
+                                  c->activation,
+                                  c->norm_first,
+                                  (float)c->layer_norm_eps,
+                                  c->norm,
+                                  c->ffn,
+                                  !c->bias,
+                                  c->positions == ATTN_POSITIONS_ROPE ? c->rope_base : 0.0};
     ATTN_TRY(register_stack(m, &block));
     if (c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER) {
         ATTN_TRY(attn_nn_linear_register(&m->classifier, m->params, "classifier", c->d_model,
@@ -117,10 +131,9 @@ static attn_status build(attn_model *m)
                                          c->tgt_vocab, c->output_bias));
     }
     ATTN_TRY(attn_params_finalize(m->params));
-    if (c->positions == ATTN_POSITIONS_LEARNED)
+    if (c->positions != ATTN_POSITIONS_SINUSOIDAL)
         return ATTN_OK;
-    return attn_nn_positional_init(&m->positions, c->max_len, c->d_model,
-                                   c->positional_encoding);
+    return attn_nn_positional_init(&m->positions, c->max_len, c->d_model, c->positional_encoding);
 }
 
 attn_status attn_model_create(const attn_model_config *config, attn_model **out)
@@ -165,9 +178,15 @@ const attn_model_config *attn_model_get_config(const attn_model *model)
     return model ? &model->config : NULL;
 }
 
-attn_params *attn_model_params(attn_model *model) { return model ? model->params : NULL; }
+attn_params *attn_model_params(attn_model *model)
+{
+    return model ? model->params : NULL;
+}
 
-attn_rnn_model *attn_model_rnn_part(attn_model *model) { return model ? model->rnn : NULL; }
+attn_rnn_model *attn_model_rnn_part(attn_model *model)
+{
+    return model ? model->rnn : NULL;
+}
 
 /* ---- saving and loading ------------------------------------------------------------------ */
 
@@ -343,6 +362,17 @@ const float *attn_model_position_rows(const attn_model *m, int source)
     return attn_params_data(m->params, table->weight, ATTN_PARAM_VALUES);
 }
 
+attn_status attn_model_norm_rows(const attn_model *m, const attn_nn_layer_norm *norm, int64_t rows,
+                                 const float *x, float *y)
+{
+    const float *weight = attn_params_data(m->params, norm->weight, ATTN_PARAM_VALUES);
+    if (norm->kind == ATTN_NORM_RMS)
+        return attn_rms_norm_forward(rows, norm->dim, x, weight, norm->eps, y, NULL);
+    const float *bias =
+        norm->bias >= 0 ? attn_params_data(m->params, norm->bias, ATTN_PARAM_VALUES) : NULL;
+    return attn_layer_norm_forward(rows, norm->dim, x, weight, bias, norm->eps, y, NULL, NULL);
+}
+
 /* x + positions 0 .. len-1 of a learned table: an embedding lookup of those ids, so the
  * table learns through the tape like the token embeddings. */
 static attn_status add_learned_positions(const attn_nn_embedding *table, attn_graph *graph,
@@ -371,8 +401,9 @@ static attn_status embed(const attn_model *m, const attn_nn_embedding *table,
                                        attn_model_embedding_scale(&m->config), &x));
     if (m->config.positions == ATTN_POSITIONS_LEARNED)
         ATTN_TRY(add_learned_positions(positions, graph, x, &x));
-    else
+    else if (m->config.positions == ATTN_POSITIONS_SINUSOIDAL)
         ATTN_TRY(attn_nn_positional_forward(&m->positions, graph, x, &x));
+    /* rotary positions enter in the self-attentions instead */
     return attn_op_dropout(graph, x, (float)m->config.dropout, out);
 }
 
@@ -381,8 +412,7 @@ static attn_status encode(const char *fn, attn_model *model, attn_graph *graph, 
                           attn_var **memory)
 {
     const attn_model_config *c = &model->config;
-    ATTN_CHECK_ARG(c->arch != ATTN_ARCH_TRANSFORMER_LM, "%s: a language model has no encoder",
-                   fn);
+    ATTN_CHECK_ARG(c->arch != ATTN_ARCH_TRANSFORMER_LM, "%s: a language model has no encoder", fn);
     ATTN_CHECK_ARG(size >= 0, "%s: negative batch size %lld", fn, (long long)size);
     ATTN_CHECK_ARG(src_len >= 1 && src_len <= c->max_len,
                    "%s: source length %lld is outside [1, max_len %lld]", fn, (long long)src_len,
@@ -390,8 +420,8 @@ static attn_status encode(const char *fn, attn_model *model, attn_graph *graph, 
     ATTN_TRY(check_lengths(fn, "src_lengths", size, src_lengths, 0, src_len));
     if (model->rnn != NULL) {
         const attn_precision previous = attn_model_enter_precision(model, graph);
-        const attn_status status = attn_rnn_model_encode(fn, model->rnn, graph, size, src_len,
-                                                         src, src_lengths, memory);
+        const attn_status status =
+            attn_rnn_model_encode(fn, model->rnn, graph, size, src_len, src, src_lengths, memory);
         attn_graph_set_precision(graph, previous);
         return status;
     }
@@ -409,9 +439,8 @@ static attn_status encode(const char *fn, attn_model *model, attn_graph *graph, 
     return ATTN_OK;
 }
 
-attn_status attn_model_encode(attn_model *model, attn_graph *graph, int64_t size,
-                              int64_t src_len, const int32_t *src, const int32_t *src_lengths,
-                              attn_var **memory)
+attn_status attn_model_encode(attn_model *model, attn_graph *graph, int64_t size, int64_t src_len,
+                              const int32_t *src, const int32_t *src_lengths, attn_var **memory)
 {
     const char *fn = __func__;
     ATTN_CHECK_NOT_NULL(memory);
@@ -421,13 +450,12 @@ attn_status attn_model_encode(attn_model *model, attn_graph *graph, int64_t size
 }
 
 static attn_status decode(const char *fn, attn_model *model, attn_graph *graph, attn_var *memory,
-                          const int32_t *src_lengths, int64_t size, int64_t len,
-                          const int32_t *ids, int64_t ids_stride, const int32_t *lengths,
-                          attn_var **logits)
+                          const int32_t *src_lengths, int64_t size, int64_t len, const int32_t *ids,
+                          int64_t ids_stride, const int32_t *lengths, attn_var **logits)
 {
     const attn_model_config *c = &model->config;
-    ATTN_CHECK_ARG(c->arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER,
-                   "%s: a classifier has no decoder", fn);
+    ATTN_CHECK_ARG(c->arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER, "%s: a classifier has no decoder",
+                   fn);
     ATTN_CHECK_ARG(size >= 0, "%s: negative batch size %lld", fn, (long long)size);
     ATTN_CHECK_ARG(len >= 0 && len <= c->max_len,
                    "%s: decoder length %lld is outside [0, max_len %lld]", fn, (long long)len,
@@ -462,8 +490,8 @@ static attn_status decode(const char *fn, attn_model *model, attn_graph *graph, 
     attn_attention_mask self_mask = {lengths, 1}, memory_mask = {src_lengths, 0};
     if (c->arch == ATTN_ARCH_TRANSFORMER) {
         for (int64_t i = 0; i < model->n_decoder_layers; i++)
-            ATTN_TRY(attn_nn_decoder_layer_forward(&model->decoder_layers[i], graph, x,
-                                                   &self_mask, memory, &memory_mask, &x));
+            ATTN_TRY(attn_nn_decoder_layer_forward(&model->decoder_layers[i], graph, x, &self_mask,
+                                                   memory, &memory_mask, &x));
     } else {
         for (int64_t i = 0; i < model->n_blocks; i++)
             ATTN_TRY(attn_nn_encoder_layer_forward(&model->blocks[i], graph, x, &self_mask, &x));
@@ -498,8 +526,8 @@ static attn_status check_batch(const char *fn, const attn_model *model,
                        (long long)batch->tgt_len, (long long)(c->max_len + 1));
         ATTN_CHECK_ARG(batch->size == 0 || batch->tgt != NULL, "%s: batch->tgt must not be NULL",
                        fn);
-        ATTN_TRY(check_lengths(fn, "tgt_lengths", batch->size, batch->tgt_lengths, 1,
-                               batch->tgt_len));
+        ATTN_TRY(
+            check_lengths(fn, "tgt_lengths", batch->size, batch->tgt_lengths, 1, batch->tgt_len));
     } else {
         ATTN_CHECK_ARG(batch->size == 0 || batch->labels != NULL,
                        "%s: batch->labels must not be NULL", fn);

@@ -66,8 +66,13 @@ ATTN_INTERNAL attn_status attn_model_load_quantized(attn_model *model, const att
 /* model.c: what the embeddings are multiplied by (sqrt(d_model) or 1). */
 ATTN_INTERNAL float attn_model_embedding_scale(const attn_model_config *c);
 /* model.c: the rows [max_len, d_model] added to the source's (source != 0) or the target's
- * embeddings: the sinusoidal table, or the learned table's current values. */
+ * embeddings: the sinusoidal table, or the learned table's current values; NULL for rotary
+ * positions, which add nothing. */
 ATTN_INTERNAL const float *attn_model_position_rows(const attn_model *m, int source);
+/* model.c: y [rows, dim] = the module's norm (LayerNorm or RMSNorm) of x on the kernels,
+ * off the tape (the step decoder and the quantized encoder). */
+ATTN_INTERNAL attn_status attn_model_norm_rows(const attn_model *m, const attn_nn_layer_norm *norm,
+                                               int64_t rows, const float *x, float *y);
 
 /* rnn_config.c: the "rnn" defaults, and the constraints between the rnn fields (each
  * field's own range is checked by the table in config.c). fn names the caller. */

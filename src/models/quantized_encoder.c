@@ -20,6 +20,7 @@ typedef struct encoder_run {
     const attn_model *m;
     int64_t size, len, tokens, d_model;
     float *x, *normed, *qkv, *ctx, *sub, *hidden;
+    float *up; /* SwiGLU's up projection, [tokens, ffn_dim]; NULL for the MLP */
     void *scratch;
     uint8_t *padding; /* [size, len], 1 past each sentence's length */
 } encoder_run;
@@ -40,8 +41,7 @@ static void linear(const encoder_run *r, attn_param_id weight, attn_param_id bia
 
 static attn_status norm(const encoder_run *r, const attn_nn_layer_norm *n, const float *x, float *y)
 {
-    return attn_layer_norm_forward(r->tokens, r->d_model, x, values(r->m, n->weight),
-                                   values(r->m, n->bias), n->eps, y, NULL, NULL);
+    return attn_model_norm_rows(r->m, n, r->tokens, x, y);
 }
 
 /* x + sublayer(x) as attn_nn_encoder_layer_forward closes it: x += sub (pre-norm) or
@@ -87,6 +87,10 @@ static attn_status layer(encoder_run *r, const attn_nn_encoder_layer *block)
         in = r->normed;
     }
     linear(r, block->self_attn.in_proj_weight, block->self_attn.in_proj_bias, in, r->qkv);
+    if (c->rope_base > 0.0) { /* q and k turn by position, as the graph's attention does */
+        ATTN_TRY(attn_rope_rotate(r->qkv, r->size, r->len, 0, 3 * E, H, dh, c->rope_base, 0));
+        ATTN_TRY(attn_rope_rotate(r->qkv + E, r->size, r->len, 0, 3 * E, H, dh, c->rope_base, 0));
+    }
     attn_tensor q = head_view(r->qkv, r->size, H, r->len, dh, 3 * E);
     attn_tensor k = head_view(r->qkv + E, r->size, H, r->len, dh, 3 * E);
     attn_tensor v = head_view(r->qkv + 2 * E, r->size, H, r->len, dh, 3 * E);
@@ -102,7 +106,13 @@ static attn_status layer(encoder_run *r, const attn_nn_encoder_layer *block)
         in = r->normed;
     }
     linear(r, block->ff.linear1.weight, block->ff.linear1.bias, in, r->hidden);
-    ATTN_TRY(attn_activation_forward(c->activation, r->tokens * c->ffn_dim, r->hidden, r->hidden));
+    const int64_t hidden_count = r->tokens * c->ffn_dim;
+    ATTN_TRY(attn_activation_forward(block->ff.activation, hidden_count, r->hidden, r->hidden));
+    if (block->ff.kind == ATTN_FFN_SWIGLU) {
+        linear(r, block->ff.linear3.weight, block->ff.linear3.bias, in, r->up);
+        for (int64_t i = 0; i < hidden_count; i++)
+            r->hidden[i] *= r->up[i];
+    }
     linear(r, block->ff.linear2.weight, block->ff.linear2.bias, r->hidden, r->sub);
     return close_sublayer(r, c->norm_first, &block->norm2);
 }
@@ -113,9 +123,12 @@ static size_t scratch_bytes(const attn_model *m, int64_t tokens)
     size_t bytes = 0;
     for (int64_t l = 0; l < m->n_blocks; l++) {
         const attn_nn_encoder_layer *b = &m->blocks[l];
-        const attn_param_id ids[4] = {b->self_attn.in_proj_weight, b->self_attn.out_proj_weight,
-                                      b->ff.linear1.weight, b->ff.linear2.weight};
-        for (int i = 0; i < 4; i++) {
+        const attn_param_id ids[5] = {b->self_attn.in_proj_weight, b->self_attn.out_proj_weight,
+                                      b->ff.linear1.weight, b->ff.linear2.weight,
+                                      b->ff.linear3.weight};
+        for (int i = 0; i < 5; i++) {
+            if (ids[i] < 0) /* no linear3 in an MLP */
+                continue;
             const size_t need =
                 attn_quantized_linear_scratch_bytes(tokens, attn_model_quantized(m, ids[i]));
             bytes = need > bytes ? need : bytes;
@@ -134,13 +147,17 @@ attn_status attn_quantized_encode(const char *fn, attn_model *m, attn_graph *gra
     ATTN_TRY(attn_graph_new_var(graph, 3, shape, 0, memory));
     if (T == 0)
         return ATTN_OK;
-    encoder_run r = {m, size, len, T, E, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    encoder_run r = {m, size, len, T, E, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     r.x = attn_graph_alloc_floats(graph, (size_t)(T * E));
     r.normed = attn_graph_alloc_floats(graph, (size_t)(T * E));
     r.qkv = attn_graph_alloc_floats(graph, (size_t)(T * 3 * E));
     r.ctx = attn_graph_alloc_floats(graph, (size_t)(T * E));
     r.sub = attn_graph_alloc_floats(graph, (size_t)(T * E));
     r.hidden = attn_graph_alloc_floats(graph, (size_t)(T * c->ffn_dim));
+    if (c->ffn == ATTN_FFN_SWIGLU &&
+        (r.up = attn_graph_alloc_floats(graph, (size_t)(T * c->ffn_dim))) == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld source tokens", fn,
+                         (long long)T);
     r.scratch = attn_graph_alloc(graph, scratch_bytes(m, T));
     r.padding = attn_graph_alloc(graph, (size_t)T);
     if (r.x == NULL || r.normed == NULL || r.qkv == NULL || r.ctx == NULL || r.sub == NULL ||
@@ -153,7 +170,7 @@ attn_status attn_quantized_encode(const char *fn, attn_model *m, attn_graph *gra
     ATTN_TRY(attn_embedding_forward(T, m->src_embed.vocab, E, values(m, m->src_embed.weight), src,
                                     attn_model_embedding_scale(c), r.x));
     const float *positions = attn_model_position_rows(m, 1);
-    for (int64_t t = 0; t < T; t++) {
+    for (int64_t t = 0; positions != NULL && t < T; t++) {
         const float *position = positions + (t % len) * E;
         for (int64_t i = 0; i < E; i++)
             r.x[t * E + i] += position[i];

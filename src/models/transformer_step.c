@@ -44,7 +44,8 @@ typedef struct layer_weights {
     linear_weights self_qkv, self_out;
     linear_weights cross_q, cross_kv, cross_out; /* w NULL without cross-attention */
     linear_weights ff1, ff2;
-    const float *norm_w[SUBLAYERS], *norm_b[SUBLAYERS];
+    linear_weights ff3; /* SwiGLU's up projection (w NULL for the MLP) */
+    const float *norm_w[SUBLAYERS], *norm_b[SUBLAYERS]; /* norm_b NULL: none (RMSNorm) */
     float norm_eps[SUBLAYERS];
 } layer_weights;
 
@@ -52,7 +53,10 @@ typedef struct transformer_step_decoder {
     attn_step_decoder base;
     int64_t d_model, heads, d_head, ffn_dim, n_layers;
     int norm_first, has_cross;
-    attn_activation activation;
+    attn_norm_kind norm_kind; /* of every norm */
+    attn_ffn_kind ffn_kind;
+    attn_activation activation; /* SiLU for SwiGLU's gate */
+    double rope_base;           /* 0, or the new q and k turn by the step's position */
     float embed_scale, attn_scale;
     layer_weights *layers;
     const float *embed_table, *positions;
@@ -74,6 +78,7 @@ typedef struct transformer_step_decoder {
     int32_t *src_length_of_row, *src_length_spare; /* [max_rows] */
     /* Per-step scratch for max_rows rows. */
     float *x, *normed, *sub, *qkv, *ctx, *hidden, *probs;
+    float *up;               /* SwiGLU's up projection [max_rows, ffn_dim]; NULL for the MLP */
     void *quantized_scratch; /* the activations of a bf16 or int8 product (NULL in fp32) */
     int64_t probs_len;       /* max(max_steps, src_len) per row and head */
 } transformer_step_decoder;
@@ -115,6 +120,15 @@ static attn_status linear(const transformer_step_decoder *d, const linear_weight
     return ATTN_OK;
 }
 
+/* y = the model's norm (LayerNorm or RMSNorm) of x, for the current rows. */
+static attn_status norm_rows(const transformer_step_decoder *d, const float *weight,
+                             const float *bias, float eps, const float *x, float *y)
+{
+    if (d->norm_kind == ATTN_NORM_RMS)
+        return attn_rms_norm_forward(d->base.size, d->d_model, x, weight, eps, y, NULL);
+    return attn_layer_norm_forward(d->base.size, d->d_model, x, weight, bias, eps, y, NULL, NULL);
+}
+
 /* A sublayer's input: norm(x) before a pre-norm sublayer, x itself after a post-norm one. */
 static attn_status open_sublayer(transformer_step_decoder *d, const layer_weights *w, int which,
                                  const float **in)
@@ -123,8 +137,7 @@ static attn_status open_sublayer(transformer_step_decoder *d, const layer_weight
     if (!d->norm_first)
         return ATTN_OK;
     *in = d->normed;
-    return attn_layer_norm_forward(d->base.size, d->d_model, d->x, w->norm_w[which],
-                                   w->norm_b[which], w->norm_eps[which], d->normed, NULL, NULL);
+    return norm_rows(d, w->norm_w[which], w->norm_b[which], w->norm_eps[which], d->x, d->normed);
 }
 
 /* x = x + sub (pre-norm) or norm(x + sub) (post-norm). */
@@ -138,8 +151,7 @@ static attn_status close_sublayer(transformer_step_decoder *d, const layer_weigh
     }
     for (int64_t i = 0; i < count; i++)
         d->sub[i] += d->x[i];
-    return attn_layer_norm_forward(d->base.size, d->d_model, d->sub, w->norm_w[which],
-                                   w->norm_b[which], w->norm_eps[which], d->x, NULL, NULL);
+    return norm_rows(d, w->norm_w[which], w->norm_b[which], w->norm_eps[which], d->sub, d->x);
 }
 
 static kv_cache_view self_cache_view(const transformer_step_decoder *d, int64_t layer)
@@ -165,6 +177,11 @@ static attn_status self_attention(transformer_step_decoder *d, int64_t layer,
     const float *in;
     ATTN_TRY(open_sublayer(d, w, SELF_ATTENTION, &in));
     ATTN_TRY(linear(d, &w->self_qkv, in, E, d->qkv, 3 * E));
+    if (d->rope_base >
+        0.0) { /* the query and key of position t turn; the cache keeps keys turned */
+        ATTN_TRY(attn_rope_rotate(d->qkv, n, 1, t, 3 * E, d->heads, dh, d->rope_base, 0));
+        ATTN_TRY(attn_rope_rotate(d->qkv + E, n, 1, t, 3 * E, d->heads, dh, d->rope_base, 0));
+    }
     kv_cache_view kv = self_cache_view(d, layer);
     for (int64_t r = 0; r < n; r++) {
         float *slab = d->self_pool + d->self_slab_of_row[r] * d->self_slab + kv.offset;
@@ -221,6 +238,11 @@ static attn_status feed_forward(transformer_step_decoder *d, const layer_weights
     ATTN_TRY(open_sublayer(d, w, FEED_FORWARD, &in));
     ATTN_TRY(linear(d, &w->ff1, in, E, d->hidden, F));
     ATTN_TRY(attn_activation_forward(d->activation, n * F, d->hidden, d->hidden));
+    if (w->ff3.w != NULL) { /* SwiGLU: silu(gate) * up */
+        ATTN_TRY(linear(d, &w->ff3, in, E, d->up, F));
+        for (int64_t i = 0; i < n * F; i++)
+            d->hidden[i] *= d->up[i];
+    }
     ATTN_TRY(linear(d, &w->ff2, d->hidden, F, d->sub, E));
     return close_sublayer(d, w, FEED_FORWARD);
 }
@@ -232,8 +254,8 @@ static attn_status transformer_step(attn_step_decoder *decoder, const int32_t *i
     const int64_t n = d->base.size, E = d->d_model;
     ATTN_TRY(
         attn_embedding_forward(n, d->base.vocab, E, d->embed_table, ids, d->embed_scale, d->x));
-    const float *position = d->positions + d->base.steps * E;
-    for (int64_t r = 0; r < n; r++)
+    const float *position = d->positions != NULL ? d->positions + d->base.steps * E : NULL;
+    for (int64_t r = 0; position != NULL && r < n; r++)
         for (int64_t i = 0; i < E; i++)
             d->x[r * E + i] += position[i];
     for (int64_t l = 0; l < d->n_layers; l++) {
@@ -245,8 +267,8 @@ static attn_status transformer_step(attn_step_decoder *decoder, const int32_t *i
     }
     const float *top = d->x;
     if (d->final_norm_w != NULL) {
-        ATTN_TRY(attn_layer_norm_forward(n, E, d->x, d->final_norm_w, d->final_norm_b,
-                                         d->final_norm_eps, d->normed, NULL, NULL));
+        ATTN_TRY(
+            norm_rows(d, d->final_norm_w, d->final_norm_b, d->final_norm_eps, d->x, d->normed));
         top = d->normed;
     }
     return linear(d, &d->generator, top, E, logits, d->base.vocab);
@@ -308,10 +330,15 @@ static void gather_weights(transformer_step_decoder *d, const attn_model *m)
             /* The packed [3E, E] projection: Q's rows first, then K's and V's. */
             w->cross_q = (linear_weights){
                 packed.w, packed.b, E, E, NULL, m->cross_q != NULL ? &m->cross_q[l] : NULL};
-            w->cross_kv = (linear_weights){packed.w + E * E, packed.b + E, E,    2 * E,
-                                           NULL,             m->cross_kv != NULL ? &m->cross_kv[l] : NULL};
+            w->cross_kv = (linear_weights){packed.w + E * E,
+                                           packed.b != NULL ? packed.b + E : NULL,
+                                           E,
+                                           2 * E,
+                                           NULL,
+                                           m->cross_kv != NULL ? &m->cross_kv[l] : NULL};
             w->ff1 = linear_of(m, &layer->ff.linear1);
             w->ff2 = linear_of(m, &layer->ff.linear2);
+            w->ff3 = linear_of(m, &layer->ff.linear3);
             set_norm(m, w, SELF_ATTENTION, &layer->norm1);
             set_norm(m, w, CROSS_ATTENTION, &layer->norm2);
             set_norm(m, w, FEED_FORWARD, &layer->norm3);
@@ -320,6 +347,7 @@ static void gather_weights(transformer_step_decoder *d, const attn_model *m)
             attention_weights(m, &block->self_attn, &w->self_qkv, &w->self_out);
             w->ff1 = linear_of(m, &block->ff.linear1);
             w->ff2 = linear_of(m, &block->ff.linear2);
+            w->ff3 = linear_of(m, &block->ff.linear3);
             set_norm(m, w, SELF_ATTENTION, &block->norm1);
             set_norm(m, w, FEED_FORWARD, &block->norm2);
         }
@@ -348,6 +376,8 @@ static int step_linears(transformer_step_decoder *d, linear_weights **out)
         }
         out[n++] = &w->ff1;
         out[n++] = &w->ff2;
+        if (w->ff3.w != NULL)
+            out[n++] = &w->ff3;
     }
     out[n++] = &d->generator;
     return n;
@@ -358,7 +388,7 @@ static int step_linears(transformer_step_decoder *d, linear_weights **out)
  * costs about one step's repacking and saves it at all the others. */
 static attn_status transpose_weights(const char *fn, transformer_step_decoder *d)
 {
-    linear_weights **all = malloc((size_t)(6 * d->n_layers + 1) * sizeof *all);
+    linear_weights **all = malloc((size_t)(7 * d->n_layers + 1) * sizeof *all);
     if (all == NULL)
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     const int n = step_linears(d, all);
@@ -425,6 +455,8 @@ static attn_status allocate(const char *fn, transformer_step_decoder *d, int64_t
     d->qkv = alloc_floats(rows, 3 * E, &fits);
     d->ctx = alloc_floats(rows, E, &fits);
     d->hidden = alloc_floats(rows, d->ffn_dim, &fits);
+    if (d->ffn_kind == ATTN_FFN_SWIGLU)
+        d->up = alloc_floats(rows, d->ffn_dim, &fits);
     d->probs = alloc_floats(rows * d->heads, d->probs_len, &fits);
     const size_t n = (size_t)(rows > 0 ? rows : 1);
     d->layers = calloc((size_t)d->n_layers, sizeof *d->layers);
@@ -458,8 +490,8 @@ static attn_status project_memory(const char *fn, transformer_step_decoder *d, c
     int fits = 1;
     float *kv = alloc_floats(tokens, 2 * E, &fits);
     const attn_quantized_matrix *q = d->layers[0].cross_kv.q;
-    void *scratch = q != NULL ? attn_aligned_alloc(attn_quantized_linear_scratch_bytes(tokens, q))
-                              : NULL;
+    void *scratch =
+        q != NULL ? attn_aligned_alloc(attn_quantized_linear_scratch_bytes(tokens, q)) : NULL;
     if (!fits || (q != NULL && scratch == NULL)) {
         attn_aligned_free(kv);
         attn_aligned_free(scratch);
@@ -493,7 +525,7 @@ static attn_status project_memory(const char *fn, transformer_step_decoder *d, c
 /* Room for the converted activations of the widest bf16 or int8 product. */
 static attn_status allocate_quantized_scratch(const char *fn, transformer_step_decoder *d)
 {
-    linear_weights **all = malloc((size_t)(6 * d->n_layers + 1) * sizeof *all);
+    linear_weights **all = malloc((size_t)(7 * d->n_layers + 1) * sizeof *all);
     if (all == NULL)
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     const int n = step_linears(d, all);
@@ -565,7 +597,10 @@ static attn_status transformer_start(const char *fn, transformer_step_decoder *d
     d->base.cross_layers = lm ? 0 : d->n_layers;
     d->base.cross_maps = d->base.cross_layers * d->heads;
     d->norm_first = c->norm_first;
-    d->activation = c->activation;
+    d->norm_kind = c->norm;
+    d->ffn_kind = c->ffn;
+    d->activation = c->ffn == ATTN_FFN_SWIGLU ? ATTN_ACT_SILU : c->activation;
+    d->rope_base = c->positions == ATTN_POSITIONS_ROPE ? c->rope_base : 0.0;
     d->embed_scale = attn_model_embedding_scale(c);
     d->attn_scale = (float)(1.0 / sqrt((double)d->d_head));
     ATTN_TRY(allocate(fn, d, sentences));
@@ -647,6 +682,7 @@ static void transformer_destroy(attn_step_decoder *decoder)
     attn_aligned_free(d->qkv);
     attn_aligned_free(d->ctx);
     attn_aligned_free(d->hidden);
+    attn_aligned_free(d->up);
     attn_aligned_free(d->probs);
     free(d->layers);
     free(d->self_slab_of_row);

@@ -383,7 +383,7 @@ typedef struct float_run {
 
 static attn_mha_dims dims_of(const mha_case *c)
 {
-    attn_mha_dims d = {c->batch, c->len_q, c->len_k, c->embed, c->heads, c->kdim, c->vdim};
+    attn_mha_dims d = {c->batch, c->len_q, c->len_k, c->embed, c->heads, c->kdim, c->vdim, 0.0};
     return d;
 }
 
@@ -873,7 +873,7 @@ static void test_empty_sizes(void)
 
 static void test_sizes(void)
 {
-    attn_mha_dims dims = {3, 5, 7, 12, 4, 0, 0};
+    attn_mha_dims dims = {3, 5, 7, 12, 4, 0, 0, 0.0};
     attn_mha_buffer_sizes sizes;
     CHECK_OK(attn_mha_sizes(&dims, &sizes));
     /* Q, K, V and A, plus one log-sum-exp per head and query row. */

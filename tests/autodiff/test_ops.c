@@ -81,6 +81,30 @@ static attn_var *build_add_layer_norm(attn_graph *g, attn_var **x, void *ctx)
     return y;
 }
 
+static attn_var *build_layer_norm_without_bias(attn_graph *g, attn_var **x, void *ctx)
+{
+    (void)ctx;
+    attn_var *y;
+    AD_TRY_OP(attn_op_layer_norm(g, x[0], x[1], NULL, 1e-5f, &y));
+    return y;
+}
+
+static attn_var *build_rms_norm(attn_graph *g, attn_var **x, void *ctx)
+{
+    attn_var *y;
+    /* ctx != NULL: no gamma */
+    AD_TRY_OP(attn_op_rms_norm(g, x[0], ctx ? NULL : x[1], 1e-5f, &y));
+    return y;
+}
+
+static attn_var *build_mul(attn_graph *g, attn_var **x, void *ctx)
+{
+    (void)ctx;
+    attn_var *y;
+    AD_TRY_OP(attn_op_mul(g, x[0], x[1], &y));
+    return y;
+}
+
 static attn_var *build_activation(attn_graph *g, attn_var **x, void *ctx)
 {
     attn_var *y;
@@ -180,8 +204,8 @@ static attn_var *build_gather(attn_graph *g, attn_var **x, void *ctx)
 static const int32_t embedding_ids[] = {1, 4, 1, 9, 6, 0, 6, 9, 2, 2, 2, 9};
 static embedding_args embedding_ctx = {3, 3, 4, embedding_ids, 1.7f};
 static float position_table[5 * 4];
-static const attn_activation activations[] = {ATTN_ACT_RELU, ATTN_ACT_GELU, ATTN_ACT_GELU_TANH,
-                                              ATTN_ACT_TANH, ATTN_ACT_SIGMOID};
+static const attn_activation activations[] = {ATTN_ACT_RELU, ATTN_ACT_GELU,    ATTN_ACT_GELU_TANH,
+                                              ATTN_ACT_TANH, ATTN_ACT_SIGMOID, ATTN_ACT_SILU};
 static const int32_t ce_targets[] = {0, 4, -1, 2, 3, 1};
 static loss_args ce_plain = {ce_targets, 0.0f, NULL, 0.0f};
 static loss_args ce_smooth = {ce_targets, 0.1f, NULL, 0.0f};
@@ -225,6 +249,18 @@ static int make_cases(ad_op_case *cases)
                               0};
     cases[n++] = (ad_op_case){
         "layer norm, no affine", build_layer_norm_plain, NULL, 1, {ad_spec(2, 4, 5, 0)}, 0};
+    cases[n++] = (ad_op_case){"layer norm without bias",
+                              build_layer_norm_without_bias,
+                              NULL,
+                              2,
+                              {ad_spec(2, 4, 5, 0), ad_spec(1, 5, 0, 0)},
+                              0};
+    cases[n++] = (ad_op_case){
+        "rms norm", build_rms_norm, NULL, 2, {ad_spec(3, 2, 3, 7), ad_spec(1, 7, 0, 0)}, 0};
+    cases[n++] =
+        (ad_op_case){"rms norm, no gamma", build_rms_norm, &one, 1, {ad_spec(2, 4, 5, 0)}, 0};
+    cases[n++] =
+        (ad_op_case){"mul", build_mul, NULL, 2, {ad_spec(2, 3, 5, 0), ad_spec(2, 3, 5, 0)}, 0};
     cases[n++] = (ad_op_case){
         "add + layer norm",
         build_add_layer_norm,
@@ -238,7 +274,7 @@ static int make_cases(ad_op_case *cases)
                               3,
                               {ad_spec(2, 5, 6, 0), ad_spec(1, 6, 0, 0), ad_spec(1, 6, 0, 0)},
                               0};
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         cases[n++] = (ad_op_case){
             "activation", build_activation, (void *)&activations[i], 1, {ad_spec(2, 3, 7, 0)}, 0};
     cases[n++] =
@@ -333,7 +369,8 @@ static void test_bad_arguments_are_rejected(void)
     CHECK_FAILS(attn_op_add_position_table(g, x, NULL, 3, &y), bad);
 
     attn_var *gamma = ad_var_of(g, 1, 4, 0, 0), *beta = ad_var_of(g, 1, 4, 0, 0);
-    CHECK_FAILS(attn_op_layer_norm(g, x, gamma, NULL, 1e-5f, &y), bad);
+    CHECK_FAILS(attn_op_layer_norm(g, x, NULL, beta, 1e-5f, &y), bad);
+    CHECK(strstr(attn_last_error(), "beta needs gamma") != NULL, "%s", attn_last_error());
     CHECK_FAILS(attn_op_layer_norm(g, x, b, b, 1e-5f, &y), bad);
     CHECK_FAILS(attn_op_layer_norm(g, x, gamma, beta, -1.0f, &y), bad);
     CHECK_FAILS(attn_op_add_layer_norm(g, x, NULL, gamma, beta, 1e-5f, &y), bad);

@@ -13,6 +13,7 @@ typedef struct mha_args {
     int64_t heads;
     int self, cross;
     attn_attention_mask mask;
+    double rope_base; /* > 0: attn_op_multi_head_attention_rotary */
 } mha_args;
 
 /* leaves: in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, query (, key
@@ -23,7 +24,11 @@ static attn_var *build_mha(attn_graph *g, attn_var **x, void *ctx)
     attn_mha_vars p = {x[0], x[1], x[2], x[3]};
     attn_var *q = x[4], *k = a->self ? x[4] : x[5], *v = a->self ? x[4] : a->cross ? x[5] : x[6];
     attn_var *y;
-    AD_TRY_OP(attn_op_multi_head_attention(g, &p, a->heads, q, k, v, &a->mask, &y));
+    if (a->rope_base > 0.0)
+        AD_TRY_OP(attn_op_multi_head_attention_rotary(g, &p, a->heads, a->rope_base, q, k, v,
+                                                      &a->mask, &y));
+    else
+        AD_TRY_OP(attn_op_multi_head_attention(g, &p, a->heads, q, k, v, &a->mask, &y));
     return y;
 }
 
@@ -90,10 +95,12 @@ static attn_var *build_luong(attn_graph *g, attn_var **x, void *raw)
 
 static const int32_t lengths_self[] = {4, 2};
 static const int32_t lengths_cross[] = {1, 5};
-static mha_args mha_self = {2, 1, 0, {lengths_self, 0}};
-static mha_args mha_causal = {4, 1, 0, {lengths_self, 1}};
-static mha_args mha_cross = {2, 0, 1, {lengths_cross, 0}};
-static mha_args mha_separate = {1, 0, 0, {NULL, 0}};
+static mha_args mha_self = {2, 1, 0, {lengths_self, 0}, 0.0};
+static mha_args mha_causal = {4, 1, 0, {lengths_self, 1}, 0.0};
+static mha_args mha_cross = {2, 0, 1, {lengths_cross, 0}, 0.0};
+static mha_args mha_separate = {1, 0, 0, {NULL, 0}, 0.0};
+static mha_args mha_rotary = {2, 1, 0, {lengths_self, 1}, 10000.0};
+static mha_args mha_rotary_small_base = {4, 1, 0, {NULL, 1}, 3.0};
 static const int32_t lengths_2[2] = {5, 3};
 static attention_args additive_both = {lengths_2, 3, 0, 0, 0, 0, 0};
 static attention_args additive_weights = {lengths_2, 2, 1, 0, 0, 0, 0};
@@ -121,6 +128,21 @@ static int make_cases(ad_op_case *cases)
                               5,
                               {ad_spec(2, 24, 8, 0), ad_spec(1, 24, 0, 0), ad_spec(2, 8, 8, 0),
                                ad_spec(1, 8, 0, 0), ad_spec(3, 2, 4, 8)},
+                              0};
+    cases[n++] = (ad_op_case){"causal self-attention, rotary positions, padding",
+                              build_mha,
+                              &mha_rotary,
+                              5,
+                              {ad_spec(2, 24, 8, 0), ad_spec(1, 24, 0, 0), ad_spec(2, 8, 8, 0),
+                               ad_spec(1, 8, 0, 0), ad_spec(3, 2, 4, 8)},
+                              0};
+    /* base 3 turns by large angles */
+    cases[n++] = (ad_op_case){"causal self-attention, rotary positions base 3",
+                              build_mha,
+                              &mha_rotary_small_base,
+                              5,
+                              {ad_spec(2, 24, 8, 0), ad_spec(1, 24, 0, 0), ad_spec(2, 8, 8, 0),
+                               ad_spec(1, 8, 0, 0), ad_spec(3, 2, 5, 8)},
                               0};
     cases[n++] = (ad_op_case){"cross-attention, key = value",
                               build_mha,
@@ -356,7 +378,7 @@ static void test_bf16_attention_reads_its_weights_packed_once_per_update(void)
             CHECK_OK(attn_op_multi_head_attention(graph, &p, H, query, memory, memory, NULL, &y));
             CHECK_OK(attn_graph_backward_from(graph, y, dy));
 
-            const attn_mha_dims dims = {B, LQ, len_k, E, H, 0, 0};
+            const attn_mha_dims dims = {B, LQ, len_k, E, H, 0, 0, 0.0};
             attn_mha_buffer_sizes sizes;
             CHECK_OK(attn_mha_sizes(&dims, &sizes));
             float *saved = test_alloc(sizes.saved_floats * sizeof(float));
@@ -410,6 +432,11 @@ static void test_bad_multi_head_attention_arguments_are_rejected(void)
     CHECK_FAILS(attn_op_multi_head_attention(g, &p, 3, x, x, x, NULL, &y), bad);
     CHECK(strstr(attn_last_error(), "num_heads 3") != NULL, "%s", attn_last_error());
     CHECK_FAILS(attn_op_multi_head_attention(g, NULL, 2, x, x, x, NULL, &y), bad);
+    CHECK_OK(attn_op_multi_head_attention_rotary(g, &p, 2, 10000.0, x, x, x, NULL, &y));
+    CHECK_FAILS(attn_op_multi_head_attention_rotary(g, &p, 4, 10000.0, x, x, x, NULL, &y), bad);
+    CHECK(strstr(attn_last_error(), "must be even") != NULL, "%s", attn_last_error());
+    CHECK_FAILS(attn_op_multi_head_attention_rotary(g, &p, 2, 0.0, x, x, x, NULL, &y), bad);
+    CHECK(strstr(attn_last_error(), "rope_base") != NULL, "%s", attn_last_error());
     attn_mha_vars wrong = {out_w, NULL, out_w, NULL};
     CHECK_FAILS(attn_op_multi_head_attention(g, &wrong, 2, x, x, x, NULL, &y), bad);
     attn_mha_vars wrong_bias = {in_w, b, out_w, NULL};

@@ -6,10 +6,12 @@
 #include "kernels/fast_math.h"
 #include "kernels/ref_elementwise.h"
 
-static const attn_activation all_activations[] = {ATTN_ACT_RELU, ATTN_ACT_GELU, ATTN_ACT_GELU_TANH,
-                                                  ATTN_ACT_TANH, ATTN_ACT_SIGMOID};
-#define ACTIVATION_COUNT 5
-static const char *const activation_names[] = {"relu", "gelu", "gelu_tanh", "tanh", "sigmoid"};
+static const attn_activation all_activations[] = {ATTN_ACT_RELU,      ATTN_ACT_GELU,
+                                                  ATTN_ACT_GELU_TANH, ATTN_ACT_TANH,
+                                                  ATTN_ACT_SIGMOID,   ATTN_ACT_SILU};
+#define ACTIVATION_COUNT 6
+static const char *const activation_names[] = {"relu", "gelu",    "gelu_tanh",
+                                               "tanh", "sigmoid", "silu"};
 
 /* ---- the scalar approximations --------------------------------------------------------------- */
 
@@ -73,7 +75,7 @@ static void test_fast_tanh_and_sigmoid_ulps(void)
  * value plus 16 eps of its sensitivity to a relative change of x, |x g'(x)|, which covers
  * the rounding of intermediate arguments (g' by central differences of the reference).
  * Exact GELU adds erf's absolute error (~1 eps) times its weight |x| / 2 (|dy| / 2 in the
- * backward), as in every float x (1 + erf) / 2. */
+ * backward), as in every float x (1 + erf) / 2. SiLU adds the subnormal sigmoid's error. */
 static double error_bound(attn_activation act, int derivative, double x, double dy)
 {
     double (*g)(attn_activation, double) =
@@ -83,6 +85,10 @@ static double error_bound(attn_activation act, int derivative, double x, double 
     double bound = 16.0 * TEST_FLOAT_EPS * (fabs(g(act, x)) + sensitivity);
     if (act == ATTN_ACT_GELU)
         bound += 2.0 * TEST_FLOAT_EPS * (derivative ? 1.0 : fabs(x));
+    /* SiLU's sigmoid(x) and sigmoid'(x) are subnormal floats for x below -87: x times their
+     * absolute error (a few of the smallest subnormal, 1.4e-45) */
+    if (act == ATTN_ACT_SILU)
+        bound += 4.0 * 1.4e-45 * fabs(x);
     return (bound + 1e-44) * (derivative ? fabs(dy) : 1.0); /* 1e-44: subnormal results */
 }
 
@@ -297,7 +303,7 @@ static void test_rejects_bad_arguments(void)
     CHECK_FAILS(attn_activation_forward((attn_activation)99, 4, x, y), ATTN_ERR_INVALID_ARGUMENT);
     CHECK(strstr(attn_last_error(), "99") != NULL, "names the value: %s", attn_last_error());
     CHECK_FAILS(attn_activation_forward((attn_activation)-1, 4, x, y), ATTN_ERR_INVALID_ARGUMENT);
-    CHECK_FAILS(attn_activation_backward((attn_activation)5, 4, x, x, dx),
+    CHECK_FAILS(attn_activation_backward((attn_activation)6, 4, x, x, dx),
                 ATTN_ERR_INVALID_ARGUMENT);
     CHECK_FAILS(attn_activation_forward(ATTN_ACT_GELU, -4, x, y), ATTN_ERR_INVALID_ARGUMENT);
     CHECK_FAILS(attn_activation_forward(ATTN_ACT_GELU, 4, NULL, y), ATTN_ERR_INVALID_ARGUMENT);

@@ -190,7 +190,8 @@ static attn_status copy_weights(void *ctx, int64_t index, const float *weights, 
     return ATTN_OK;
 }
 
-static void test_observer_weights_are_the_operations(void)
+/* rope_base > 0: the rotary operation, whose maps are those of the turned q and k. */
+static void check_observer_weights(double rope_base)
 {
     enum { B = 2, LQ = 3, LK = 4, E = 6, H = 3 };
     attn_graph *g = NULL;
@@ -221,7 +222,11 @@ static void test_observer_weights_are_the_operations(void)
     copied seen;
     memset(&seen, 0, sizeof seen);
     attn_graph_set_attention_observer(g, copy_weights, &seen);
-    CHECK_OK(attn_op_multi_head_attention(g, &params, H, vq, vkv, vkv, &mask, &out));
+    if (rope_base > 0.0)
+        CHECK_OK(attn_op_multi_head_attention_rotary(g, &params, H, rope_base, vq, vkv, vkv, &mask,
+                                                     &out));
+    else
+        CHECK_OK(attn_op_multi_head_attention(g, &params, H, vq, vkv, vkv, &mask, &out));
 
     /* The same attention straight from the kernel, weights per head. */
     uint8_t padding[B * LK];
@@ -230,7 +235,7 @@ static void test_observer_weights_are_the_operations(void)
             padding[b * LK + j] = j >= key_lengths[b];
     attn_sdpa_options options = attn_sdpa_default_options();
     options.key_padding_mask = padding;
-    const attn_mha_dims dims = {B, LQ, LK, E, H, 0, 0};
+    const attn_mha_dims dims = {B, LQ, LK, E, H, 0, 0, rope_base};
     attn_mha_buffer_sizes sizes;
     CHECK_OK(attn_mha_sizes(&dims, &sizes));
     float *saved = test_alloc(sizeof(float) * (sizes.saved_floats + 1));
@@ -249,6 +254,12 @@ static void test_observer_weights_are_the_operations(void)
           "observing leaves the output as it is");
     free(saved);
     attn_graph_destroy(g);
+}
+
+static void test_observer_weights_are_the_operations(void)
+{
+    check_observer_weights(0.0);
+    check_observer_weights(10000.0);
 }
 
 /* ---- attn_model_attention_weights ------------------------------------------------------- */

@@ -30,7 +30,9 @@ static int same_config(const attn_model_config *a, const attn_model_config *b)
            a->scale_embeddings == b->scale_embeddings &&
            a->positional_encoding == b->positional_encoding && a->positions == b->positions &&
            a->output_bias == b->output_bias && a->max_len == b->max_len &&
-           a->layer_norm_eps == b->layer_norm_eps && a->label_smoothing == b->label_smoothing;
+           a->layer_norm_eps == b->layer_norm_eps && a->label_smoothing == b->label_smoothing &&
+           a->rope_base == b->rope_base && a->norm == b->norm && a->ffn == b->ffn &&
+           a->bias == b->bias;
 }
 
 static void test_round_trips(void)
@@ -81,6 +83,39 @@ static void test_round_trips(void)
         free(json);
         free(again);
     }
+}
+
+/* The LLaMA-style block options of every Transformer architecture. */
+static void test_block_options_round_trip(void)
+{
+    for (int arch = 0; arch < 3; arch++) {
+        attn_model_config c = filled((attn_model_arch)arch);
+        c.positions = ATTN_POSITIONS_ROPE;
+        c.rope_base = 500000.0;
+        c.norm = ATTN_NORM_RMS;
+        c.ffn = ATTN_FFN_SWIGLU;
+        c.bias = 0;
+        char *json = NULL;
+        CHECK_OK(attn_model_config_to_json(&c, &json));
+        attn_model_config back;
+        CHECK_OK(attn_model_config_from_json(json, &back));
+        CHECK(same_config(&c, &back), "arch %d: the block options survive JSON: %s", arch, json);
+        CHECK(json && strstr(json, "\"positions\":\"rope\"") &&
+                  strstr(json, "\"rope_base\":500000") && strstr(json, "\"norm\":\"rms_norm\"") &&
+                  strstr(json, "\"ffn\":\"swiglu\"") && strstr(json, "\"bias\":false"),
+              "readable values: %s", json);
+        free(json);
+    }
+    attn_model_config c;
+    CHECK_OK(attn_model_config_from_json(
+        "{\"version\":1,\"arch\":\"transformer_lm\",\"tgt_vocab\":50}", &c));
+    CHECK(c.positions == ATTN_POSITIONS_SINUSOIDAL && c.rope_base == 10000.0 &&
+              c.norm == ATTN_NORM_LAYER && c.ffn == ATTN_FFN_MLP && c.bias == 1,
+          "a file without the fields keeps LayerNorms, the MLP and biases");
+    CHECK_OK(attn_model_config_from_json("{\"version\":1,\"arch\":\"rnn\",\"src_vocab\":5,"
+                                         "\"tgt_vocab\":5}",
+                                         &c));
+    CHECK(c.rope_base == 0.0 && c.bias == 0 && c.norm == 0 && c.ffn == 0, "rnn has none of them");
 }
 
 static void test_missing_fields_take_defaults(void)
@@ -139,7 +174,7 @@ static void test_bad_configs_are_rejected(void)
          ATTN_ERR_FORMAT, "positional_encoding"},
         {"{\"version\":1,\"arch\":\"transformer_lm\",\"tgt_vocab\":5,"
          "\"positions\":\"rotary\"}",
-         ATTN_ERR_FORMAT, "\"positions\" must be \"sinusoidal\" or \"learned\""},
+         ATTN_ERR_FORMAT, "\"positions\" must be \"sinusoidal\", \"learned\" or \"rope\""},
         {"{\"version\":1,\"arch\":\"transformer_lm\",\"tgt_vocab\":5,\"output_bias\":0}",
          ATTN_ERR_FORMAT, "output_bias"},
         {"{\"version\":1,\"arch\":\"rnn\",\"src_vocab\":5,\"tgt_vocab\":5,"
@@ -180,6 +215,23 @@ static void test_bad_configs_are_rejected(void)
          ATTN_ERR_INVALID_ARGUMENT, "label_smoothing"},
         {"{\"version\":1,\"arch\":\"transformer_classifier\",\"src_vocab\":5}",
          ATTN_ERR_INVALID_ARGUMENT, "num_classes"},
+        {"{\"version\":1,\"arch\":\"transformer_lm\",\"tgt_vocab\":5,\"norm\":\"rms\"}",
+         ATTN_ERR_FORMAT, "\"norm\" must be \"layer_norm\" or \"rms_norm\""},
+        {"{\"version\":1,\"arch\":\"transformer_lm\",\"tgt_vocab\":5,\"ffn\":\"geglu\"}",
+         ATTN_ERR_FORMAT, "\"ffn\" must be \"mlp\" or \"swiglu\""},
+        {"{\"version\":1,\"arch\":\"transformer_lm\",\"tgt_vocab\":5,\"bias\":0}", ATTN_ERR_FORMAT,
+         "\"bias\" must be true or false"},
+        {"{\"version\":1,\"arch\":\"transformer_lm\",\"tgt_vocab\":5,\"rope_base\":0}",
+         ATTN_ERR_INVALID_ARGUMENT, "rope_base must be > 0"},
+        {"{\"version\":1,\"arch\":\"transformer_lm\",\"tgt_vocab\":5,\"positions\":\"rope\","
+         "\"d_model\":24,\"num_heads\":8}",
+         ATTN_ERR_INVALID_ARGUMENT, "d_model / num_heads = 3 must be even"},
+        {"{\"version\":1,\"arch\":\"rnn\",\"src_vocab\":5,\"tgt_vocab\":5,\"norm\":\"rms_norm\"}",
+         ATTN_ERR_FORMAT, "\"norm\" does not apply to arch \"rnn\""},
+        {"{\"version\":1,\"arch\":\"rnn\",\"src_vocab\":5,\"tgt_vocab\":5,\"bias\":false}",
+         ATTN_ERR_FORMAT, "\"bias\" does not apply"},
+        {"{\"version\":1,\"arch\":\"rnn\",\"src_vocab\":5,\"tgt_vocab\":5,\"rope_base\":10}",
+         ATTN_ERR_FORMAT, "rope_base"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         attn_model_config c;
@@ -203,7 +255,7 @@ static void test_bad_configs_are_rejected(void)
     c.norm_first = 2;
     CHECK_FAILS(attn_model_config_validate(&c), ATTN_ERR_INVALID_ARGUMENT);
     c = filled(ATTN_ARCH_TRANSFORMER);
-    c.positions = (attn_positions)2;
+    c.positions = (attn_positions)3;
     CHECK_FAILS(attn_model_config_validate(&c), ATTN_ERR_INVALID_ARGUMENT);
     CHECK(strstr(attn_last_error(), "positions") != NULL, "%s", attn_last_error());
     c = filled(ATTN_ARCH_TRANSFORMER);
@@ -255,6 +307,7 @@ static void test_numbers_survive_to_the_last_bit(void)
 int main(void)
 {
     RUN_TEST(test_round_trips);
+    RUN_TEST(test_block_options_round_trip);
     RUN_TEST(test_numbers_survive_to_the_last_bit);
     RUN_TEST(test_missing_fields_take_defaults);
     RUN_TEST(test_bad_configs_are_rejected);

@@ -114,6 +114,29 @@ static void test_unrepresentable_models_are_refused(void)
     CHECK_FAILS(attn_model_save_llmc(m, path, 0, NULL), ATTN_ERR_INVALID_ARGUMENT);
     CHECK(strstr(attn_last_error(), "\"transformer\"") != NULL, "%s", attn_last_error());
     attn_model_destroy(m);
+
+    /* GPT-2 but for the LLaMA-style block options: each is named. */
+    c = attn_model_config_default(ATTN_ARCH_TRANSFORMER_LM);
+    c.d_model = 8;
+    c.num_heads = 2;
+    c.ffn_dim = 32;
+    c.decoder_layers = 1;
+    c.tgt_vocab = 10;
+    c.norm_first = 1;
+    c.activation = ATTN_ACT_GELU_TANH;
+    c.output_bias = 0;
+    c.scale_embeddings = 0;
+    c.positions = ATTN_POSITIONS_ROPE;
+    c.norm = ATTN_NORM_RMS;
+    c.ffn = ATTN_FFN_SWIGLU;
+    c.bias = 0;
+    m = new_model(&c, 1, MODEL_OWN_INIT);
+    CHECK_FAILS(attn_model_save_llmc(m, path, 0, NULL), ATTN_ERR_INVALID_ARGUMENT);
+    const char *const llama[] = {"\"rope\"", "rms_norm", "swiglu", "bias"};
+    for (int i = 0; i < 4; i++)
+        CHECK(strstr(attn_last_error(), llama[i]) != NULL, "names %s: %s", llama[i],
+              attn_last_error());
+    attn_model_destroy(m);
 }
 
 static void write_header(const char *name, const int32_t *first, int n, size_t floats)

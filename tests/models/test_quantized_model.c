@@ -105,7 +105,7 @@ static double worst_error(const float *a, const float *b, int64_t n)
  * the logits' own size (about 1 here). */
 static void test_steps_close_to_whole_prefix(void)
 {
-    attn_model_config configs[4] = {transformer(24, 3, 0), transformer(80, 2, 1),
+    attn_model_config configs[6] = {transformer(24, 3, 0), transformer(80, 2, 1),
                                     attn_model_config_default(ATTN_ARCH_TRANSFORMER_LM)};
     configs[1].tie_output = 0;
     configs[1].activation = ATTN_ACT_GELU;
@@ -123,9 +123,24 @@ static void test_steps_close_to_whole_prefix(void)
     configs[3].activation = ATTN_ACT_GELU_TANH;
     configs[3].norm_first = 1;
     configs[3].scale_embeddings = 0;
+    /* LLaMA's: rotary positions, RMSNorm, SwiGLU (linear3 stored too), no bias anywhere; and
+     * an encoder-decoder with them (the encoder's own path, the unrotated cross-attention). */
+    configs[4] = configs[2];
+    configs[4].positions = ATTN_POSITIONS_ROPE;
+    configs[4].norm = ATTN_NORM_RMS;
+    configs[4].ffn = ATTN_FFN_SWIGLU;
+    configs[4].bias = 0;
+    configs[4].output_bias = 0;
+    configs[4].norm_first = 1;
+    configs[4].tie_output = 0;
+    configs[5] = transformer(24, 3, 1);
+    configs[5].positions = ATTN_POSITIONS_ROPE;
+    configs[5].norm = ATTN_NORM_RMS;
+    configs[5].ffn = ATTN_FFN_SWIGLU;
+    configs[5].bias = 0;
     static const attn_precision precisions[2] = {ATTN_PRECISION_BF16, ATTN_PRECISION_INT8};
     static const double tolerance[2] = {0.01, 0.03};
-    for (int c = 0; c < 4; c++)
+    for (int c = 0; c < 6; c++)
         for (int p = 0; p < 2; p++)
             for (int64_t max_rows = 3; max_rows <= 16; max_rows += 13) {
                 attn_model *m = new_model(&configs[c], 7, 0.3f);
@@ -150,13 +165,20 @@ static void test_encoder_close_to_graph_operations(void)
 {
     static const attn_precision precisions[2] = {ATTN_PRECISION_BF16, ATTN_PRECISION_INT8};
     static const double tolerance[2] = {0.01, 0.03};
-    /* post-norm; pre-norm; pre-norm with learned positions */
-    for (int variant = 0; variant < 3; variant++)
+    /* post-norm; pre-norm; pre-norm with learned positions; pre-norm LLaMA-style (rotary
+     * positions, RMSNorm, SwiGLU, no bias) */
+    for (int variant = 0; variant < 4; variant++)
         for (int p = 0; p < 2; p++) {
             const int norm_first = variant > 0;
             attn_model_config c = transformer(24 + 8 * norm_first, 4, norm_first);
             if (variant == 2)
                 c.positions = ATTN_POSITIONS_LEARNED;
+            if (variant == 3) {
+                c.positions = ATTN_POSITIONS_ROPE;
+                c.norm = ATTN_NORM_RMS;
+                c.ffn = ATTN_FFN_SWIGLU;
+                c.bias = 0;
+            }
             attn_model *m = new_model(&c, 5, 0.3f);
             CHECK_OK(attn_model_set_precision(m, precisions[p]));
             attn_graph *fast = inference_graph(m), *graph = NULL;

@@ -33,20 +33,46 @@ static attn_model_config tiny_config(attn_model_arch arch)
     return c;
 }
 
+/* tiny_config with every LLaMA-style block option: pre-norm, rotary positions, RMSNorm,
+ * SwiGLU, no bias anywhere (output included), untied. */
+static attn_model_config llama_config(attn_model_arch arch)
+{
+    attn_model_config c = tiny_config(arch);
+    c.norm_first = 1;
+    c.positions = ATTN_POSITIONS_ROPE;
+    c.norm = ATTN_NORM_RMS;
+    c.ffn = ATTN_FFN_SWIGLU;
+    c.bias = 0;
+    c.output_bias = 0;
+    c.scale_embeddings = 0;
+    if (arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER)
+        c.tie_output = 0;
+    return c;
+}
+
 /* A fixed batch of 3 sentences with padding in source and target. */
 enum { BATCH = 3, SRC_LEN = 5, TGT_LEN = 6 };
-static const int32_t batch_src[BATCH * SRC_LEN] = {4, 5, 6, 7, 8, /**/ 5, 5, 0, 0, 0,
+static const int32_t batch_src[BATCH * SRC_LEN] = {4,      5, 6, 7, 8, /**/ 5, 5, 0, 0, 0,
                                                    /**/ 8, 7, 6, 0, 0};
 static const int32_t batch_src_lengths[BATCH] = {5, 2, 3};
-static const int32_t batch_tgt[BATCH * TGT_LEN] = {1, 4, 9, 10, 5, 2, /**/ 1, 6, 2, 0, 0, 0,
-                                                   /**/ 1, 7, 7, 8, 2, 0};
+static const int32_t batch_tgt[BATCH * TGT_LEN] = {1,      4, 9, 10, 5, 2, /**/ 1, 6, 2, 0, 0, 0,
+                                                   /**/ 1, 7, 7, 8,  2, 0};
 static const int32_t batch_tgt_lengths[BATCH] = {6, 3, 5};
 static const int32_t batch_labels[BATCH] = {2, 0, 1};
 
 static attn_model_batch fixed_batch(void)
 {
-    attn_model_batch b = {BATCH,     SRC_LEN, batch_src,         batch_src_lengths,
-                          TGT_LEN,   batch_tgt, batch_tgt_lengths, batch_labels, NULL, 0, 0.0};
+    attn_model_batch b = {BATCH,
+                          SRC_LEN,
+                          batch_src,
+                          batch_src_lengths,
+                          TGT_LEN,
+                          batch_tgt,
+                          batch_tgt_lengths,
+                          batch_labels,
+                          NULL,
+                          0,
+                          0.0};
     return b;
 }
 
@@ -134,6 +160,31 @@ static void test_parameter_names(void)
               !has_param(m, "classifier.bias"),
           "classifier with learned positions, no bias");
     attn_model_destroy(m);
+
+    /* LLaMA-style blocks: per layer the attention's two weights, three feed-forward weights
+     * and two norm weights; no position table, no bias. */
+    c = llama_config(ATTN_ARCH_TRANSFORMER_LM);
+    m = new_model(&c, 1, MODEL_OWN_INIT);
+    CHECK(attn_params_count(attn_model_params(m)) == 1 + 2 * 7 + 1 + 1, "count %zu",
+          attn_params_count(attn_model_params(m)));
+    CHECK(has_param(m, "decoder.layers.0.linear3.weight") &&
+              has_param(m, "decoder.layers.1.norm2.weight") &&
+              has_param(m, "decoder.norm.weight") && has_param(m, "generator.weight") &&
+              !has_param(m, "decoder.layers.0.norm1.bias") && !has_param(m, "decoder.norm.bias") &&
+              !has_param(m, "decoder.layers.0.self_attn.in_proj_bias") &&
+              !has_param(m, "decoder.layers.0.self_attn.out_proj.bias") &&
+              !has_param(m, "decoder.layers.0.linear1.bias") && !has_param(m, "pos_embed.weight"),
+          "LLaMA-style language model names");
+    attn_model_destroy(m);
+    c = tiny_config(ATTN_ARCH_TRANSFORMER);
+    c.bias = 0;
+    m = new_model(&c, 1, MODEL_OWN_INIT);
+    CHECK(has_param(m, "encoder.layers.0.norm1.weight") &&
+              !has_param(m, "encoder.layers.0.norm1.bias") && !has_param(m, "encoder.norm.bias") &&
+              !has_param(m, "decoder.layers.0.multihead_attn.in_proj_bias") &&
+              has_param(m, "generator.bias"),
+          "bias false: LayerNorms without bias, the output bias kept");
+    attn_model_destroy(m);
 }
 
 /* ---- gradients ----------------------------------------------------------------------------- */
@@ -202,6 +253,22 @@ static void test_model_gradients_match_finite_differences(void)
     c.positions = ATTN_POSITIONS_LEARNED;
     c.output_bias = 0;
     check_model_gradients("classifier, learned positions, no bias", c);
+    /* The LLaMA-style block options, each path: pre-norm and post-norm (RMSNorm of a residual
+     * sum), self-attention with rotary positions beside an unrotated cross-attention. */
+    c = llama_config(ATTN_ARCH_TRANSFORMER_LM);
+    check_model_gradients("language model as LLaMA: rope, rms_norm, swiglu, no bias", c);
+    c.tie_output = 1;
+    c.bias = 1;
+    c.ffn = ATTN_FFN_MLP;
+    c.activation = ATTN_ACT_GELU;
+    check_model_gradients("language model: rope, rms_norm, biases, tied", c);
+    c = llama_config(ATTN_ARCH_TRANSFORMER);
+    c.norm_first = 0;
+    check_model_gradients("transformer, post-norm: rope, rms_norm, swiglu, no bias", c);
+    c = tiny_config(ATTN_ARCH_TRANSFORMER_CLASSIFIER);
+    c.positions = ATTN_POSITIONS_ROPE;
+    c.bias = 0;
+    check_model_gradients("classifier: rope, LayerNorms without bias", c);
     CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
 }
 
@@ -416,8 +483,7 @@ static void test_no_arena_growth_after_the_first_step(void)
 
 /* ---- learning a copy task ---------------------------------------------------------------- */
 
-enum { COPY_SYMBOLS = 8, COPY_VOCAB = FIRST_SYMBOL + COPY_SYMBOLS, COPY_BATCH = 16,
-       COPY_MAX = 6 };
+enum { COPY_SYMBOLS = 8, COPY_VOCAB = FIRST_SYMBOL + COPY_SYMBOLS, COPY_BATCH = 16, COPY_MAX = 6 };
 
 typedef struct copy_data {
     int32_t src[COPY_BATCH * COPY_MAX];
@@ -516,8 +582,17 @@ static void test_learns_to_copy(void)
     attn_params *store = attn_model_params(m);
     copy_data data;
     make_copy_data(&data, 12);
-    attn_model_batch batch = {COPY_BATCH,  COPY_MAX,         data.src,         data.src_lengths,
-                              COPY_MAX + 2, data.tgt,        data.tgt_lengths, NULL, NULL, 0, 0.0};
+    attn_model_batch batch = {COPY_BATCH,
+                              COPY_MAX,
+                              data.src,
+                              data.src_lengths,
+                              COPY_MAX + 2,
+                              data.tgt,
+                              data.tgt_lengths,
+                              NULL,
+                              NULL,
+                              0,
+                              0.0};
     attn_graph *g = NULL;
     CHECK_OK(attn_graph_create(store, &g));
     int before = greedy_exact_matches(m, &data);
@@ -561,8 +636,7 @@ static void test_bad_arguments_are_rejected(void)
     attn_var *out = NULL;
     attn_model_batch batch = fixed_batch();
     CHECK_FAILS(attn_model_forward_loss(m, foreign, &batch, &out), bad);
-    CHECK(strstr(attn_last_error(), "not created for this model") != NULL, "%s",
-          attn_last_error());
+    CHECK(strstr(attn_last_error(), "not created for this model") != NULL, "%s", attn_last_error());
     CHECK_FAILS(attn_model_forward_loss(NULL, g, &batch, &out), bad);
     CHECK_FAILS(attn_model_forward_loss(m, g, NULL, &out), bad);
     CHECK_FAILS(attn_model_forward_loss(m, g, &batch, NULL), bad);
@@ -623,8 +697,7 @@ static void test_bad_arguments_are_rejected(void)
     CHECK_FAILS(attn_model_decode(m, g, NULL, NULL, 1, 1, batch_tgt, 1, NULL, &out), bad);
     batch = fixed_batch();
     CHECK_OK(attn_model_forward_logits(m, g, &batch, &out));
-    CHECK(out && out->value.ndim == 2 && out->value.shape[0] == BATCH &&
-              out->value.shape[1] == 3,
+    CHECK(out && out->value.ndim == 2 && out->value.shape[0] == BATCH && out->value.shape[1] == 3,
           "classifier logits [3, 3]");
     attn_graph_destroy(g);
     attn_graph_destroy(foreign);

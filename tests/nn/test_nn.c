@@ -12,7 +12,9 @@ enum { D = 8, HEADS = 2, FFN = 12, B = 2, T = 3, S = 4 };
 
 static attn_nn_block_config block_config(int norm_first, float dropout)
 {
-    attn_nn_block_config c = {D, HEADS, FFN, dropout, ATTN_ACT_RELU, norm_first, 1e-5f};
+    attn_nn_block_config c = {
+        D, HEADS, FFN, dropout, ATTN_ACT_RELU, norm_first, 1e-5f, ATTN_NORM_LAYER, ATTN_FFN_MLP,
+        0, 0.0};
     return c;
 }
 
@@ -33,8 +35,8 @@ typedef struct expected_param {
 static void check_names(attn_params *store, const char *prefix, const expected_param *expected,
                         size_t n)
 {
-    CHECK(attn_params_count(store) == n, "%zu parameters, expected %zu",
-          attn_params_count(store), n);
+    CHECK(attn_params_count(store) == n, "%zu parameters, expected %zu", attn_params_count(store),
+          n);
     for (size_t i = 0; i < n; i++) {
         char name[256];
         snprintf(name, sizeof name, "%s.%s", prefix, expected[i].name);
@@ -49,23 +51,36 @@ static void check_names(attn_params *store, const char *prefix, const expected_p
 }
 
 /* The state_dict of nn.TransformerEncoderLayer(8, 2, 12) and nn.TransformerDecoderLayer. */
-static const expected_param encoder_names[] = {
-    {"self_attn.in_proj_weight", 2, 3 * D, D}, {"self_attn.in_proj_bias", 1, 3 * D, 0},
-    {"self_attn.out_proj.weight", 2, D, D},    {"self_attn.out_proj.bias", 1, D, 0},
-    {"linear1.weight", 2, FFN, D},             {"linear1.bias", 1, FFN, 0},
-    {"linear2.weight", 2, D, FFN},             {"linear2.bias", 1, D, 0},
-    {"norm1.weight", 1, D, 0},                 {"norm1.bias", 1, D, 0},
-    {"norm2.weight", 1, D, 0},                 {"norm2.bias", 1, D, 0}};
-static const expected_param decoder_names[] = {
-    {"self_attn.in_proj_weight", 2, 3 * D, D},      {"self_attn.in_proj_bias", 1, 3 * D, 0},
-    {"self_attn.out_proj.weight", 2, D, D},         {"self_attn.out_proj.bias", 1, D, 0},
-    {"multihead_attn.in_proj_weight", 2, 3 * D, D}, {"multihead_attn.in_proj_bias", 1, 3 * D, 0},
-    {"multihead_attn.out_proj.weight", 2, D, D},    {"multihead_attn.out_proj.bias", 1, D, 0},
-    {"linear1.weight", 2, FFN, D},                  {"linear1.bias", 1, FFN, 0},
-    {"linear2.weight", 2, D, FFN},                  {"linear2.bias", 1, D, 0},
-    {"norm1.weight", 1, D, 0},                      {"norm1.bias", 1, D, 0},
-    {"norm2.weight", 1, D, 0},                      {"norm2.bias", 1, D, 0},
-    {"norm3.weight", 1, D, 0},                      {"norm3.bias", 1, D, 0}};
+static const expected_param encoder_names[] = {{"self_attn.in_proj_weight", 2, 3 * D, D},
+                                               {"self_attn.in_proj_bias", 1, 3 * D, 0},
+                                               {"self_attn.out_proj.weight", 2, D, D},
+                                               {"self_attn.out_proj.bias", 1, D, 0},
+                                               {"linear1.weight", 2, FFN, D},
+                                               {"linear1.bias", 1, FFN, 0},
+                                               {"linear2.weight", 2, D, FFN},
+                                               {"linear2.bias", 1, D, 0},
+                                               {"norm1.weight", 1, D, 0},
+                                               {"norm1.bias", 1, D, 0},
+                                               {"norm2.weight", 1, D, 0},
+                                               {"norm2.bias", 1, D, 0}};
+static const expected_param decoder_names[] = {{"self_attn.in_proj_weight", 2, 3 * D, D},
+                                               {"self_attn.in_proj_bias", 1, 3 * D, 0},
+                                               {"self_attn.out_proj.weight", 2, D, D},
+                                               {"self_attn.out_proj.bias", 1, D, 0},
+                                               {"multihead_attn.in_proj_weight", 2, 3 * D, D},
+                                               {"multihead_attn.in_proj_bias", 1, 3 * D, 0},
+                                               {"multihead_attn.out_proj.weight", 2, D, D},
+                                               {"multihead_attn.out_proj.bias", 1, D, 0},
+                                               {"linear1.weight", 2, FFN, D},
+                                               {"linear1.bias", 1, FFN, 0},
+                                               {"linear2.weight", 2, D, FFN},
+                                               {"linear2.bias", 1, D, 0},
+                                               {"norm1.weight", 1, D, 0},
+                                               {"norm1.bias", 1, D, 0},
+                                               {"norm2.weight", 1, D, 0},
+                                               {"norm2.bias", 1, D, 0},
+                                               {"norm3.weight", 1, D, 0},
+                                               {"norm3.bias", 1, D, 0}};
 
 static void test_parameter_names_are_pytorchs(void)
 {
@@ -145,8 +160,8 @@ static void check_layer(const char *what, int decoder, int norm_first, int causa
     CHECK_OK(attn_params_finalize(store));
     randomise(store, 5);
     ad_leaf_spec leaves[2] = {sequence_leaf(decoder ? T : S, 6), sequence_leaf(S, 7)};
-    ad_problem p = {what,    decoder ? 2 : 1, leaves, store, decoder ? build_decoder : build_encoder,
-                    &ctx,    training,        24};
+    ad_problem p = {what, decoder ? 2 : 1, leaves, store, decoder ? build_decoder : build_encoder,
+                    &ctx, training,        24};
     CHECK(ad_check_problem(&p, 1e-2, 3e-3, 1e-2), "%s: tape gradients match finite differences",
           what);
     free(leaves[0].data);
@@ -183,8 +198,7 @@ static attn_var *build_embed(attn_graph *g, attn_var **x, void *raw)
     attn_var *h;
     if (attn_nn_embedding_forward(&c->embed, g, B, T, token_ids, T, sqrtf((float)D), &h) ||
         attn_nn_positional_forward(&c->pe, g, h, &h) ||
-        attn_nn_layer_norm_forward(&c->norm, g, h, &h) ||
-        attn_nn_linear_forward(&c->out, g, h, &h))
+        attn_nn_layer_norm_forward(&c->norm, g, h, &h) || attn_nn_linear_forward(&c->out, g, h, &h))
         return NULL;
     return h;
 }
@@ -203,8 +217,8 @@ static void test_embedding_and_tied_projection_gradients(void)
     CHECK(attn_params_count(store) == 4, "embed.weight, norm.*, generator.bias");
     CHECK_OK(attn_nn_positional_init(&c.pe, 5, D, ATTN_PE_INTERLEAVED));
     randomise(store, 9);
-    ad_problem p = {"embedding, positions, norm, tied projection", 0, NULL, store, build_embed, &c,
-                    0, 0};
+    ad_problem p = {
+        "embedding, positions, norm, tied projection", 0, NULL, store, build_embed, &c, 0, 0};
     CHECK(ad_check_problem(&p, 1e-2, 2e-3, 5e-3), "tied table gets both gradients");
     attn_nn_positional_free(&c.pe);
     attn_nn_positional_free(&c.pe);
@@ -346,7 +360,25 @@ static void test_bad_arguments_are_rejected(void)
     CHECK_FAILS(attn_nn_linear_register(&lin, NULL, "l", 2, 3, 1), bad);
     CHECK_FAILS(attn_nn_embedding_register(&emb, store, "emb", 0, 4), bad);
     CHECK_FAILS(attn_nn_layer_norm_register(&norm, store, "n", 4, NAN), bad);
-    CHECK_FAILS(attn_nn_mha_register(&mha, store, "a", 6, 4), bad);
+    CHECK_FAILS(attn_nn_mha_register(&mha, store, "a", 6, 4, 1), bad);
+    CHECK_FAILS(attn_nn_mha_register(&mha, store, "a", 6, 3, 2), bad);
+    CHECK_FAILS(attn_nn_norm_register(&norm, store, "r", ATTN_NORM_RMS, 4, 1e-5f, 1), bad);
+    CHECK(strstr(attn_last_error(), "RMSNorm (it has no bias)") != NULL, "%s", attn_last_error());
+    CHECK_FAILS(attn_nn_norm_register(&norm, store, "r", (attn_norm_kind)2, 4, 1e-5f, 0), bad);
+    c = block_config(0, 0.1f);
+    c.rope_base = 10000.0;
+    CHECK_OK(attn_nn_encoder_layer_register(&enc, store, "rope_ok", &c));
+    c.num_heads = 8; /* one feature a head: no pair to turn */
+    CHECK_FAILS(attn_nn_encoder_layer_register(&enc, store, "e", &c), bad);
+    CHECK(strstr(attn_last_error(), "even head size") != NULL, "%s", attn_last_error());
+    c.num_heads = HEADS;
+    c.rope_base = -1.0;
+    CHECK_FAILS(attn_nn_encoder_layer_register(&enc, store, "e", &c), bad);
+    CHECK(strstr(attn_last_error(), "rope_base") != NULL, "%s", attn_last_error());
+    c = block_config(0, 0.1f);
+    c.ffn = (attn_ffn_kind)2;
+    CHECK_FAILS(attn_nn_encoder_layer_register(&enc, store, "e", &c), bad);
+    CHECK(strstr(attn_last_error(), "feed-forward kind") != NULL, "%s", attn_last_error());
     CHECK_OK(attn_nn_layer_norm_register(&norm, store, "n", 4, 1e-5f));
     CHECK_FAILS(attn_nn_linear_register_tied(&lin, store, "t", norm.weight, 1), bad);
     CHECK(strstr(attn_last_error(), "n.weight") != NULL, "%s", attn_last_error());

@@ -129,6 +129,7 @@ TORCH_ACTIVATIONS = {
     "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
     "tanh": torch.tanh,
     "sigmoid": torch.sigmoid,
+    "silu": F.silu,
 }
 
 

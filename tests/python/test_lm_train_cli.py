@@ -67,6 +67,28 @@ def test_learns_text_below_its_unigram_entropy(tmp_path, text):
     assert "attn_tgt_tokenizer" in metadata and "attn_src_tokenizer" not in metadata
 
 
+def test_llama_style_flags_build_and_train_that_model(tmp_path, text):
+    """--norm rms --ffn-kind swiglu --positions rope --no-bias: the config says so, the file
+    has no bias and a linear3, the loss falls and the model continues a prompt."""
+    book, _ = text
+    out, log = tmp_path / "lm.safetensors", tmp_path / "log.jsonl"
+    r = run("train", "--task", "lm", "--train", book, "--out", out, *TINY, "--max-steps", 60,
+            "--lr", 3e-3, "--log", log, "--dropout", 0, "--norm", "rms", "--ffn-kind", "swiglu",
+            "--positions", "rope", "--no-bias")
+    assert r.returncode == 0, r.stderr
+    curve = losses(log)
+    assert curve[-1] < 0.5 * curve[0], curve
+    data = out.read_bytes()
+    header = json.loads(data[8:8 + struct.unpack("<Q", data[:8])[0]])
+    config = json.loads(header["__metadata__"]["attn_config"])
+    assert (config["norm"], config["ffn"], config["positions"], config["bias"],
+            config["output_bias"]) == ("rms_norm", "swiglu", "rope", False, False)
+    assert "decoder.layers.0.linear3.weight" in header
+    assert not any(name.endswith(".bias") for name in header), sorted(header)
+    r = run("generate", "--model", out, "--prompt", "one two", "--max-new-tokens", 8)
+    assert r.returncode == 0, r.stderr
+
+
 def test_resume_reproduces_the_uninterrupted_curve(tmp_path, text):
     book, _ = text
     common = ["--task", "lm", "--train", book, *TINY, "--schedule", "constant", "--warmup", 0]
@@ -112,12 +134,15 @@ def test_token_files_in_file_order_give_llmc_batches(tmp_path):
     (["--arch", "rnn"], "for sentence pairs"),
     (["--train-tokens", "T"], "one of them"),
     (["--context", "100000"], "too few for one batch"),
+    (["--norm", "group"], "layer"),
+    (["--init", "M", "--no-bias"], "--no-bias cannot be used with --init"),
 ])
 def test_refusals_name_the_fix(tmp_path, text, args, message):
     book, _ = text
     tokens = tmp_path / "t.bin"
     write_tokens(tokens, [1, 2, 3])
-    args = [str(tokens) if a == "T" else a for a in args]
+    args = [str(tokens) if a == "T" else str(tmp_path / "m0.safetensors") if a == "M" else a
+            for a in args]
     r = run("train", "--task", "lm", "--train", book, "--out", tmp_path / "m.safetensors",
             *args, "--max-steps", 1)
     assert r.returncode != 0

@@ -9,6 +9,12 @@ Config "positions": "learned" replaces the sinusoidal table by nn.Embedding tabl
 max_len rows (pos_embed, or src_pos_embed and tgt_pos_embed); "output_bias": false drops the
 generator's (classifier's) bias: with pre-norm, gelu_tanh and a tied output, GPT-2.
 
+The LLaMA-style block options (positions "rope", norm "rms_norm", ffn "swiglu", bias false),
+which torch 1.13's layers do not have, run on the layers written out below from the papers'
+formulas (Block, Stack), with the same parameter names: rotary embeddings in Hugging Face's
+rotate_half layout on q and k of every self-attention (the cross-attention is not rotated),
+RMSNorm x / sqrt(mean(x^2) + eps) * weight, SwiGLU linear2(silu(linear1(x)) * linear3(x)).
+
 Each takes the same config dict as attn's JSON config (attn_models.h) and names its
 parameters as attn does (nn.Transformer's state_dict names without the "transformer."
 prefix), so save_model() writes a safetensors file attn_model_load reads: float32 weights
@@ -59,7 +65,8 @@ def default_config(arch, **fields):
               "dropout": 0.0, "activation": "relu", "norm_first": False, "max_len": 32,
               "positional_encoding": "interleaved", "positions": "sinusoidal",
               "scale_embeddings": True, "output_bias": True, "layer_norm_eps": 1e-5,
-              "label_smoothing": 0.1}
+              "label_smoothing": 0.1, "rope_base": 10000.0, "norm": "layer_norm", "ffn": "mlp",
+              "bias": True}
     if arch in ("transformer", "transformer_classifier"):
         config.update(encoder_layers=2, encoder_final_norm=True, src_vocab=13)
     if arch in ("transformer", "transformer_lm"):
@@ -102,6 +109,127 @@ def _stack(config, layers_key, norm_key):
                                  enable_nested_tensor=False)
 
 
+def _written_out(config):
+    """Whether the config needs the layers below (an option torch 1.13's layers lack)."""
+    return (config.get("positions") == "rope" or config.get("norm", "layer_norm") != "layer_norm"
+            or config.get("ffn", "mlp") != "mlp" or not config.get("bias", True))
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, d, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class LayerNormWithoutBias(nn.Module):
+    def __init__(self, d, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x):
+        return F.layer_norm(x, x.shape[-1:], self.weight, None, self.eps)
+
+
+def _norm(config):
+    d, eps = config["d_model"], config["layer_norm_eps"]
+    if config["norm"] == "rms_norm":
+        return RMSNorm(d, eps)
+    return nn.LayerNorm(d, eps=eps) if config["bias"] else LayerNormWithoutBias(d, eps)
+
+
+def _rotate(x, base):
+    """Rotary embeddings of x [B, H, L, dh] at positions 0 .. L-1, rotate_half layout."""
+    dh, length = x.shape[-1], x.shape[-2]
+    inverse_frequency = base ** (-torch.arange(0, dh, 2, dtype=torch.float64) / dh)
+    angles = torch.arange(length, dtype=torch.float64)[:, None] * inverse_frequency[None, :]
+    angles = torch.cat([angles, angles], dim=-1)
+    half = dh // 2
+    rotated_half = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * angles.cos().to(x.dtype) + rotated_half * angles.sin().to(x.dtype)
+
+
+class Attention(nn.Module):
+    """nn.MultiheadAttention's parameters (packed in_proj), biases optional, rotary optional."""
+
+    def __init__(self, config, rotary):
+        super().__init__()
+        d = config["d_model"]
+        self.heads = config["num_heads"]
+        self.rope_base = config["rope_base"] if rotary else None
+        self.in_proj_weight = nn.Parameter(torch.empty(3 * d, d))
+        nn.init.xavier_uniform_(self.in_proj_weight)
+        self.in_proj_bias = nn.Parameter(torch.zeros(3 * d)) if config["bias"] else None
+        self.out_proj = nn.Linear(d, d, bias=config["bias"])
+
+    def forward(self, query, memory, causal, key_padding):
+        d = query.shape[-1]
+        w, b = self.in_proj_weight, self.in_proj_bias
+        q = F.linear(query, w[:d], None if b is None else b[:d])
+        k = F.linear(memory, w[d:2 * d], None if b is None else b[d:2 * d])
+        v = F.linear(memory, w[2 * d:], None if b is None else b[2 * d:])
+        heads = lambda t: t.view(t.shape[0], t.shape[1], self.heads, -1).transpose(1, 2)
+        q, k, v = heads(q), heads(k), heads(v)
+        if self.rope_base is not None:
+            q, k = _rotate(q, self.rope_base), _rotate(k, self.rope_base)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+        if causal is not None:
+            scores = scores + causal
+        scores = scores.masked_fill(key_padding[:, None, None, :], float("-inf"))
+        out = (scores.softmax(-1) @ v).transpose(1, 2).reshape(query.shape)
+        return self.out_proj(out)
+
+
+class Block(nn.Module):
+    """nn.TransformerEncoderLayer / DecoderLayer (cross=True) with the block options."""
+
+    def __init__(self, config, cross):
+        super().__init__()
+        d, f, bias = config["d_model"], config["ffn_dim"], config["bias"]
+        rotary = config["positions"] == "rope"
+        self.config = config
+        self.self_attn = Attention(config, rotary)
+        self.multihead_attn = Attention(config, False) if cross else None
+        self.linear1 = nn.Linear(d, f, bias=bias)
+        self.linear2 = nn.Linear(f, d, bias=bias)
+        self.linear3 = nn.Linear(d, f, bias=bias) if config["ffn"] == "swiglu" else None
+        self.norm1, self.norm2 = _norm(config), _norm(config)
+        self.norm3 = _norm(config) if cross else None
+
+    def _feed_forward(self, x):
+        if self.linear3 is not None:
+            return self.linear2(F.silu(self.linear1(x)) * self.linear3(x))
+        activation = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": _gelu_tanh}
+        return self.linear2(activation[self.config["activation"]](self.linear1(x)))
+
+    def forward(self, x, causal, padding, memory=None, memory_padding=None):
+        sublayers = [(self.norm1, lambda h: self.self_attn(h, h, causal, padding))]
+        if self.multihead_attn is not None:
+            sublayers.append((self.norm2, lambda h: self.multihead_attn(h, memory, None,
+                                                                        memory_padding)))
+        sublayers.append((self.norm3 if self.norm3 is not None else self.norm2,
+                          self._feed_forward))
+        for norm, sublayer in sublayers:
+            x = x + sublayer(norm(x)) if self.config["norm_first"] else norm(x + sublayer(x))
+        return x
+
+
+class Stack(nn.Module):
+    def __init__(self, config, layers_key, norm_key, cross=False):
+        super().__init__()
+        self.layers = nn.ModuleList(Block(config, cross) for _ in range(config[layers_key]))
+        self.norm = _norm(config) if config[norm_key] else None
+
+    def forward(self, x, causal, padding, memory=None, memory_padding=None):
+        for layer in self.layers:
+            x = layer(x, causal, padding, memory, memory_padding)
+        return x if self.norm is None else self.norm(x)
+
+
 class Reference(nn.Module):
     """One of the three architectures, per config["arch"]."""
 
@@ -111,6 +239,8 @@ class Reference(nn.Module):
         d = config["d_model"]
         arch = config["arch"]
         self.learned = config.get("positions", "sinusoidal") == "learned"
+        self.rotary = config.get("positions") == "rope"  # nothing added to the embeddings
+        self.written_out = _written_out(config)
         self.register_buffer("positions", torch.from_numpy(sinusoidal_table(
             config["max_len"], d, config["positional_encoding"])))
         if self.learned and arch == "transformer":
@@ -131,21 +261,31 @@ class Reference(nn.Module):
                 self.tgt_embed = nn.Embedding(config["tgt_vocab"], d)
                 self.src, self.tgt = self.src_embed, self.tgt_embed
             args = _layer_args(config)
-            self.transformer = nn.Transformer(
-                num_encoder_layers=config["encoder_layers"],
-                num_decoder_layers=config["decoder_layers"], **args)
-            if not config["encoder_final_norm"]:
-                self.transformer.encoder.norm = None
-            if not config["decoder_final_norm"]:
-                self.transformer.decoder.norm = None
+            if self.written_out:
+                self.transformer = nn.Module()
+                self.transformer.encoder = Stack(config, "encoder_layers", "encoder_final_norm")
+                self.transformer.decoder = Stack(config, "decoder_layers", "decoder_final_norm",
+                                                 cross=True)
+            else:
+                self.transformer = nn.Transformer(
+                    num_encoder_layers=config["encoder_layers"],
+                    num_decoder_layers=config["decoder_layers"], **args)
+                if not config["encoder_final_norm"]:
+                    self.transformer.encoder.norm = None
+                if not config["decoder_final_norm"]:
+                    self.transformer.decoder.norm = None
         elif arch == "transformer_lm":
             self.embed = nn.Embedding(config["tgt_vocab"], d)
             self.tgt = self.embed
-            self.decoder = _stack(config, "decoder_layers", "decoder_final_norm")
+            self.decoder = (Stack(config, "decoder_layers", "decoder_final_norm")
+                            if self.written_out
+                            else _stack(config, "decoder_layers", "decoder_final_norm"))
         else:
             self.embed = nn.Embedding(config["src_vocab"], d)
             self.src = self.embed
-            self.encoder = _stack(config, "encoder_layers", "encoder_final_norm")
+            self.encoder = (Stack(config, "encoder_layers", "encoder_final_norm")
+                            if self.written_out
+                            else _stack(config, "encoder_layers", "encoder_final_norm"))
             self.classifier = nn.Linear(d, config["num_classes"], bias=bias)
         if arch != "transformer_classifier":
             self.generator = nn.Linear(d, config["tgt_vocab"], bias=bias)
@@ -153,6 +293,8 @@ class Reference(nn.Module):
                 self.generator.weight = self.tgt.weight
 
     def _embed(self, table, ids, source):
+        if self.rotary:
+            return table(ids) * self.scale
         if self.learned:
             positions = self.src_positions if source else self.tgt_positions
             return table(ids) * self.scale + positions.weight[:ids.shape[1]]
@@ -165,16 +307,26 @@ class Reference(nn.Module):
             src = torch.as_tensor(batch["src"], dtype=torch.long)
             lengths = torch.as_tensor(batch["src_lengths"])
             padding = _padding(lengths, src.shape[1])
-            hidden = self.encoder(self._embed(self.src, src, True), src_key_padding_mask=padding)
+            embedded = self._embed(self.src, src, True)
+            hidden = (self.encoder(embedded, None, padding) if self.written_out
+                      else self.encoder(embedded, src_key_padding_mask=padding))
             keep = (~padding).to(hidden.dtype)[:, :, None]
             pooled = (hidden * keep).sum(1) / lengths.to(hidden.dtype)[:, None]
             return self.classifier(pooled)
         tgt = torch.as_tensor(batch["tgt"], dtype=torch.long)[:, :-1]
         tgt_padding = _padding(torch.as_tensor(batch["tgt_lengths"]) - 1, tgt.shape[1])
         causal = _causal(tgt.shape[1])
-        if arch == "transformer_lm":
+        if arch == "transformer_lm" and self.written_out:
+            hidden = self.decoder(self._embed(self.tgt, tgt, False), causal, tgt_padding)
+        elif arch == "transformer_lm":
             hidden = self.decoder(self._embed(self.tgt, tgt, False), mask=causal,
                                   src_key_padding_mask=tgt_padding)
+        elif self.written_out:
+            src = torch.as_tensor(batch["src"], dtype=torch.long)
+            src_padding = _padding(batch["src_lengths"], src.shape[1])
+            memory = self.transformer.encoder(self._embed(self.src, src, True), None, src_padding)
+            hidden = self.transformer.decoder(self._embed(self.tgt, tgt, False), causal,
+                                              tgt_padding, memory, src_padding)
         else:
             src = torch.as_tensor(batch["src"], dtype=torch.long)
             src_padding = _padding(batch["src_lengths"], src.shape[1])
