@@ -201,3 +201,25 @@ def test_a_killed_rank_ends_the_run_and_the_checkpoint_resumes_with_another_numb
     changed = run("train", *flags, "--resume", checkpoint, "--accumulate", 1)
     assert changed.returncode != 0
     assert "accumulate" in changed.stderr.decode()
+
+
+@needs_mpi
+def test_a_language_model_over_two_ranks_equals_one_process_accumulating_two(tmp_path):
+    # Each rank takes its share of every update's windows of the token stream.
+    book = tmp_path / "book.txt"
+    rng = random.Random(5)
+    book.write_text("".join(" ".join(rng.choice(["in", "the", "beginning", "was", "word"])
+                                     for _ in range(8)) + "\n" for _ in range(300)),
+                    encoding="utf-8")
+    flags = ["train", "--task", "lm", "--train", book, "--no-valid", "--threads", "1",
+             *TINY_TRANSFORMER_D32, "--context", 16, "--batch-sequences", 4, "--max-steps", 30,
+             "--dropout", "0.1"]
+    shared, alone = tmp_path / "shared.safetensors", tmp_path / "alone.safetensors"
+    two = mpirun(2, *flags, "--out", shared)
+    assert two.returncode == 0, two.stderr.decode()
+    one = run(*flags, "--out", alone, "--accumulate", 2)
+    assert one.returncode == 0, one.stderr.decode()
+    a, b = tensors(shared), tensors(alone)
+    assert a.keys() == b.keys()
+    for name in a:
+        assert a[name].tobytes() == b[name].tobytes(), name
