@@ -219,17 +219,25 @@ static attn_status add_backward(attn_graph *graph, const attn_var *output, void 
     return ATTN_OK;
 }
 
-attn_status attn_op_add(attn_graph *graph, attn_var *a, attn_var *b, attn_var **out)
+/* The arguments of an element-wise operation of two variables of one shape. */
+static attn_status check_same_shape_operands(const char *fn, const attn_graph *graph,
+                                             const attn_var *a, const attn_var *b, attn_var **out)
 {
-    const char *fn = __func__;
     char sa[96], sb[96];
-    ATTN_CHECK_NOT_NULL(out);
+    ATTN_CHECK_ARG(out != NULL, "%s: out must not be NULL", fn);
     *out = NULL;
-    ATTN_CHECK_NOT_NULL(graph);
+    ATTN_CHECK_ARG(graph != NULL, "%s: graph must not be NULL", fn);
     ATTN_TRY(attn_ad_check_var(fn, "a", a));
     ATTN_TRY(attn_ad_check_var(fn, "b", b));
     ATTN_CHECK_ARG(attn_ad_same_shape(a, b), "%s: shapes differ: a %s, b %s", fn,
                    attn_ad_shape_text(a, sa, sizeof sa), attn_ad_shape_text(b, sb, sizeof sb));
+    return ATTN_OK;
+}
+
+attn_status attn_op_add(attn_graph *graph, attn_var *a, attn_var *b, attn_var **out)
+{
+    const char *fn = __func__;
+    ATTN_TRY(check_same_shape_operands(fn, graph, a, b, out));
     attn_var *inputs[2] = {a, b};
     const int wants = attn_graph_wants_grad(graph, 2, inputs);
     attn_var *y;
@@ -288,14 +296,7 @@ static attn_status mul_backward(attn_graph *graph, const attn_var *output, void 
 attn_status attn_op_mul(attn_graph *graph, attn_var *a, attn_var *b, attn_var **out)
 {
     const char *fn = __func__;
-    char sa[96], sb[96];
-    ATTN_CHECK_NOT_NULL(out);
-    *out = NULL;
-    ATTN_CHECK_NOT_NULL(graph);
-    ATTN_TRY(attn_ad_check_var(fn, "a", a));
-    ATTN_TRY(attn_ad_check_var(fn, "b", b));
-    ATTN_CHECK_ARG(attn_ad_same_shape(a, b), "%s: shapes differ: a %s, b %s", fn,
-                   attn_ad_shape_text(a, sa, sizeof sa), attn_ad_shape_text(b, sb, sizeof sb));
+    ATTN_TRY(check_same_shape_operands(fn, graph, a, b, out));
     ATTN_CHECK_ARG(a != b,
                    "%s: a and b must be different variables (square with an activation "
                    "instead)",

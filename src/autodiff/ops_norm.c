@@ -12,6 +12,30 @@ typedef struct layer_norm_ctx {
     float *mean, *rstd;
 } layer_norm_ctx;
 
+/* The checks every norm makes: out and graph, x with a last dimension, gamma (NULL: none) of
+ * that size, a finite eps >= 0. */
+static attn_status check_norm_arguments(const char *fn, const attn_graph *graph, const attn_var *x,
+                                        const attn_var *gamma, float eps, attn_var **out)
+{
+    char a[96];
+    ATTN_CHECK_ARG(out != NULL, "%s: out must not be NULL", fn);
+    *out = NULL;
+    ATTN_CHECK_ARG(graph != NULL, "%s: graph must not be NULL", fn);
+    ATTN_TRY(attn_ad_check_var(fn, "x", x));
+    ATTN_CHECK_ARG(x->value.ndim >= 1 && attn_ad_last_dim(x) >= 1,
+                   "%s: x needs a last dimension of at least 1, got %s", fn,
+                   attn_ad_shape_text(x, a, sizeof a));
+    if (gamma != NULL) {
+        ATTN_TRY(attn_ad_check_var(fn, "gamma", gamma));
+        ATTN_CHECK_ARG(gamma->value.ndim == 1 && gamma->value.shape[0] == attn_ad_last_dim(x),
+                       "%s: gamma %s must be [%lld]", fn, attn_ad_shape_text(gamma, a, sizeof a),
+                       (long long)attn_ad_last_dim(x));
+    }
+    ATTN_CHECK_ARG(isfinite(eps) && eps >= 0.0f, "%s: eps must be finite and >= 0, got %g", fn,
+                   (double)eps);
+    return ATTN_OK;
+}
+
 static attn_status layer_norm_backward(attn_graph *graph, const attn_var *output, void *raw)
 {
     layer_norm_ctx *ctx = raw;
@@ -59,13 +83,7 @@ static attn_status layer_norm(const char *fn, attn_graph *graph, attn_var *x, at
                               attn_var *gamma, attn_var *beta, float eps, attn_var **out)
 {
     char a[96], b[96];
-    ATTN_CHECK_ARG(out != NULL, "%s: out must not be NULL", fn);
-    *out = NULL;
-    ATTN_CHECK_ARG(graph != NULL, "%s: graph must not be NULL", fn);
-    ATTN_TRY(attn_ad_check_var(fn, "x", x));
-    ATTN_CHECK_ARG(x->value.ndim >= 1 && attn_ad_last_dim(x) >= 1,
-                   "%s: x needs a last dimension of at least 1, got %s", fn,
-                   attn_ad_shape_text(x, a, sizeof a));
+    ATTN_TRY(check_norm_arguments(fn, graph, x, gamma, eps, out));
     if (residual != NULL) {
         ATTN_TRY(attn_ad_check_var(fn, "residual", residual));
         ATTN_CHECK_ARG(attn_ad_same_shape(x, residual), "%s: shapes differ: x %s, residual %s", fn,
@@ -75,20 +93,12 @@ static attn_status layer_norm(const char *fn, attn_graph *graph, attn_var *x, at
     ATTN_CHECK_ARG(gamma != NULL || beta == NULL,
                    "%s: beta needs gamma (give gamma alone for a LayerNorm without bias)", fn);
     const int64_t rows = attn_ad_rows(x), dim = attn_ad_last_dim(x);
-    if (gamma != NULL) {
-        ATTN_TRY(attn_ad_check_var(fn, "gamma", gamma));
-        ATTN_CHECK_ARG(gamma->value.ndim == 1 && gamma->value.shape[0] == dim,
-                       "%s: gamma %s must be [%lld]", fn, attn_ad_shape_text(gamma, a, sizeof a),
-                       (long long)dim);
-    }
     if (beta != NULL) {
         ATTN_TRY(attn_ad_check_var(fn, "beta", beta));
         ATTN_CHECK_ARG(beta->value.ndim == 1 && beta->value.shape[0] == dim,
                        "%s: beta %s must be [%lld]", fn, attn_ad_shape_text(beta, b, sizeof b),
                        (long long)dim);
     }
-    ATTN_CHECK_ARG(isfinite(eps) && eps >= 0.0f, "%s: eps must be finite and >= 0, got %g", fn,
-                   (double)eps);
 
     attn_var *inputs[4] = {x, residual, gamma, beta};
     const int wants = attn_graph_wants_grad(graph, 4, inputs);
@@ -166,23 +176,8 @@ attn_status attn_op_rms_norm(attn_graph *graph, attn_var *x, attn_var *gamma, fl
                              attn_var **out)
 {
     const char *fn = __func__;
-    char a[96];
-    ATTN_CHECK_ARG(out != NULL, "%s: out must not be NULL", fn);
-    *out = NULL;
-    ATTN_CHECK_ARG(graph != NULL, "%s: graph must not be NULL", fn);
-    ATTN_TRY(attn_ad_check_var(fn, "x", x));
-    ATTN_CHECK_ARG(x->value.ndim >= 1 && attn_ad_last_dim(x) >= 1,
-                   "%s: x needs a last dimension of at least 1, got %s", fn,
-                   attn_ad_shape_text(x, a, sizeof a));
+    ATTN_TRY(check_norm_arguments(fn, graph, x, gamma, eps, out));
     const int64_t rows = attn_ad_rows(x), dim = attn_ad_last_dim(x);
-    if (gamma != NULL) {
-        ATTN_TRY(attn_ad_check_var(fn, "gamma", gamma));
-        ATTN_CHECK_ARG(gamma->value.ndim == 1 && gamma->value.shape[0] == dim,
-                       "%s: gamma %s must be [%lld]", fn, attn_ad_shape_text(gamma, a, sizeof a),
-                       (long long)dim);
-    }
-    ATTN_CHECK_ARG(isfinite(eps) && eps >= 0.0f, "%s: eps must be finite and >= 0, got %g", fn,
-                   (double)eps);
     attn_var *inputs[2] = {x, gamma};
     const int wants = attn_graph_wants_grad(graph, 2, inputs);
     attn_var *y;
