@@ -73,8 +73,10 @@ TASKS = {
 # ---- attn's tokenizers through ctypes -----------------------------------------------------
 
 class _TokenizerConfig(ctypes.Structure):
+    """attn_tokenizer_config, field for field (attn_data.h)."""
     _fields_ = [("kind", ctypes.c_int), ("bpe_merges", ctypes.c_int64),
-                ("min_count", ctypes.c_int64), ("max_vocab", ctypes.c_int64)]
+                ("min_count", ctypes.c_int64), ("max_vocab", ctypes.c_int64),
+                ("byte_fallback", ctypes.c_int)]
 
 
 def _load_libattn():
