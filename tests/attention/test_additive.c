@@ -531,9 +531,13 @@ static void test_tanh_versions(void)
     } versions[] = {
         {"portable", ATTN_ISA_PORTABLE, attn_classic_mlp_score_portable,
          attn_classic_mlp_backward_portable},
+#if defined(ATTN_HAVE_X86_KERNELS)
         {"avx2", ATTN_ISA_AVX2, attn_classic_mlp_score_avx2, attn_classic_mlp_backward_avx2},
         {"avx512", ATTN_ISA_AVX512, attn_classic_mlp_score_avx512,
          attn_classic_mlp_backward_avx512},
+#elif defined(ATTN_HAVE_NEON_KERNELS)
+        {"neon", ATTN_ISA_NEON, attn_classic_mlp_score_neon, attn_classic_mlp_backward_neon},
+#endif
     };
     const float zero = 0.0f, one = 1.0f;
     for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++) {

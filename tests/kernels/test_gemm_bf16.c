@@ -12,7 +12,7 @@
 #include <string.h>
 
 static const attn_isa all_isas[] = {ATTN_ISA_REFERENCE, ATTN_ISA_PORTABLE, ATTN_ISA_AVX2,
-                                    ATTN_ISA_AVX512};
+                                    ATTN_ISA_AVX512, ATTN_ISA_NEON};
 #define ISA_COUNT (sizeof all_isas / sizeof all_isas[0])
 
 /* The rounding written out independently of the library: nearest bf16 by comparing the two
