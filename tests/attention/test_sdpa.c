@@ -526,13 +526,14 @@ static void compare_with_reference(int64_t batch, int64_t heads, int64_t len_q, 
 
 static const attn_isa all_isas[] = {ATTN_ISA_REFERENCE, ATTN_ISA_PORTABLE, ATTN_ISA_AVX2,
                                     ATTN_ISA_AVX512, ATTN_ISA_NEON};
+#define ISA_COUNT ((int)(sizeof all_isas / sizeof all_isas[0]))
 
 static void test_every_isa_matches_reference_over_sizes(void)
 {
     static const int64_t lengths[] = {1, 3, 17, 129};
     static const int64_t dims[] = {1, 7, 64, 80};
     CHECK_OK(attn_set_num_threads(2));
-    for (int s = 0; s < 4; s++) {
+    for (int s = 0; s < ISA_COUNT; s++) {
         if (!attn_isa_supported(all_isas[s]))
             continue;
         CHECK_OK(attn_set_isa(all_isas[s]));
@@ -550,7 +551,7 @@ static void test_every_isa_matches_reference_over_sizes(void)
 static void test_every_isa_matches_reference_for_every_mask(void)
 {
     CHECK_OK(attn_set_num_threads(2));
-    for (int s = 0; s < 4; s++) {
+    for (int s = 0; s < ISA_COUNT; s++) {
         if (!attn_isa_supported(all_isas[s]))
             continue;
         CHECK_OK(attn_set_isa(all_isas[s]));
@@ -602,8 +603,8 @@ static void test_results_are_deterministic(void)
 static void test_fully_masked_rows_give_zeros(void)
 {
     const mask_spec none = {"all keys padded", 0, -1, 0, ADDITIVE_NONE, 0};
-    for (int run = 0; run < 8; run++) {
-        const int s = run % 4;
+    for (int run = 0; run < 2 * ISA_COUNT; run++) {
+        const int s = run % ISA_COUNT;
         if (!attn_isa_supported(all_isas[s]))
             continue;
         CHECK_OK(attn_set_isa(all_isas[s]));
@@ -654,7 +655,7 @@ static void test_fast_exp_accuracy(void)
     static float x[N], y[N], shift[N];
     for (int e = 0; e < N; e++)
         x[e] = -87.0f + 175.0f * (float)e / (float)(N - 1); /* [-87, 88] */
-    for (int s = 1; s < 4; s++) {
+    for (int s = 1; s < ISA_COUNT; s++) {
         const sdpa_kernels *kern = attn_sdpa_kernels_for(all_isas[s]);
         if (!attn_isa_supported(all_isas[s]) || kern == NULL)
             continue;
@@ -684,7 +685,7 @@ static void test_kernel_transpose(void)
     static float src[ROWS * SRC_STRIDE], dst[COLS * DST_STRIDE], scale[COLS];
     test_fill_uniform(src, ROWS * SRC_STRIDE, -1.0f, 1.0f, 3);
     test_fill_uniform(scale, COLS, 0.5f, 2.0f, 4);
-    for (int s = 1; s < 4; s++) {
+    for (int s = 1; s < ISA_COUNT; s++) {
         const sdpa_kernels *kern = attn_sdpa_kernels_for(all_isas[s]);
         if (!attn_isa_supported(all_isas[s]) || kern == NULL)
             continue;
@@ -817,7 +818,7 @@ static void check_bf16_rule(int64_t batch, int64_t heads, int64_t len_q, int64_t
 static void test_bf16_meets_flash_attention_rule(void)
 {
     CHECK_OK(attn_set_num_threads(2));
-    for (int s = 0; s < 4; s++) {
+    for (int s = 0; s < ISA_COUNT; s++) {
         if (!attn_isa_supported(all_isas[s]))
             continue;
         CHECK_OK(attn_set_isa(all_isas[s]));
@@ -1069,7 +1070,7 @@ static void test_empty_sizes(void)
     attn_tensor q = attn_tensor_view(data, 4, shape), out = q;
     attn_tensor k = attn_tensor_view(data, 4, no_keys), v = k;
     attn_tensor q0 = attn_tensor_view(NULL, 4, no_queries), out0 = q0;
-    for (int s = 0; s < 4; s++) {
+    for (int s = 0; s < ISA_COUNT; s++) {
         if (!attn_isa_supported(all_isas[s]))
             continue;
         CHECK_OK(attn_set_isa(all_isas[s]));

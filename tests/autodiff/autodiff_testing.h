@@ -322,7 +322,7 @@ static inline void ad_check_cases_across_isas(ad_op_case *cases, int n, uint64_t
         double *as_double = test_alloc((size_t)count * sizeof(double) + 1);
         for (int64_t j = 0; j < count; j++)
             as_double[j] = reference[j];
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < (int)(sizeof isas / sizeof isas[0]); k++) {
             if (!attn_isa_supported(isas[k]))
                 continue;
             int64_t again;
