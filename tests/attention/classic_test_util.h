@@ -108,7 +108,7 @@ static inline int supported_isas(attn_isa *out)
 {
     int n = 0;
     for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_LAST; isa++)
-        if (attn_isa_supported((attn_isa)isa))
+        if (test_isa_wanted((attn_isa)isa))
             out[n++] = (attn_isa)isa;
     return n;
 }

@@ -534,7 +534,7 @@ static void test_every_isa_matches_reference_over_sizes(void)
     static const int64_t dims[] = {1, 7, 64, 80};
     CHECK_OK(attn_set_num_threads(2));
     for (int s = 0; s < ISA_COUNT; s++) {
-        if (!attn_isa_supported(all_isas[s]))
+        if (!test_isa_wanted(all_isas[s]))
             continue;
         CHECK_OK(attn_set_isa(all_isas[s]));
         for (int l = 0; l < 4; l++)
@@ -552,7 +552,7 @@ static void test_every_isa_matches_reference_for_every_mask(void)
 {
     CHECK_OK(attn_set_num_threads(2));
     for (int s = 0; s < ISA_COUNT; s++) {
-        if (!attn_isa_supported(all_isas[s]))
+        if (!test_isa_wanted(all_isas[s]))
             continue;
         CHECK_OK(attn_set_isa(all_isas[s]));
         for (int m = 0; m < MASK_KINDS; m++) {
@@ -605,7 +605,7 @@ static void test_fully_masked_rows_give_zeros(void)
     const mask_spec none = {"all keys padded", 0, -1, 0, ADDITIVE_NONE, 0};
     for (int run = 0; run < 2 * ISA_COUNT; run++) {
         const int s = run % ISA_COUNT;
-        if (!attn_isa_supported(all_isas[s]))
+        if (!test_isa_wanted(all_isas[s]))
             continue;
         CHECK_OK(attn_set_isa(all_isas[s]));
         sdpa_case c = case_make(2, 2, 20, 70, 8, 8, &none, 5);
@@ -657,7 +657,7 @@ static void test_fast_exp_accuracy(void)
         x[e] = -87.0f + 175.0f * (float)e / (float)(N - 1); /* [-87, 88] */
     for (int s = 1; s < ISA_COUNT; s++) {
         const sdpa_kernels *kern = attn_sdpa_kernels_for(all_isas[s]);
-        if (!attn_isa_supported(all_isas[s]) || kern == NULL)
+        if (!test_isa_wanted(all_isas[s]) || kern == NULL)
             continue;
         memcpy(y, x, sizeof y);
         kern->exp_columns(y, 1, N, N, shift);
@@ -687,7 +687,7 @@ static void test_kernel_transpose(void)
     test_fill_uniform(scale, COLS, 0.5f, 2.0f, 4);
     for (int s = 1; s < ISA_COUNT; s++) {
         const sdpa_kernels *kern = attn_sdpa_kernels_for(all_isas[s]);
-        if (!attn_isa_supported(all_isas[s]) || kern == NULL)
+        if (!test_isa_wanted(all_isas[s]) || kern == NULL)
             continue;
         int ok = 1;
         for (int scaled = 0; scaled <= 1; scaled++) {
@@ -819,7 +819,7 @@ static void test_bf16_meets_flash_attention_rule(void)
 {
     CHECK_OK(attn_set_num_threads(2));
     for (int s = 0; s < ISA_COUNT; s++) {
-        if (!attn_isa_supported(all_isas[s]))
+        if (!test_isa_wanted(all_isas[s]))
             continue;
         CHECK_OK(attn_set_isa(all_isas[s]));
         for (int m = 0; m < MASK_KINDS; m++) {
@@ -1071,7 +1071,7 @@ static void test_empty_sizes(void)
     attn_tensor k = attn_tensor_view(data, 4, no_keys), v = k;
     attn_tensor q0 = attn_tensor_view(NULL, 4, no_queries), out0 = q0;
     for (int s = 0; s < ISA_COUNT; s++) {
-        if (!attn_isa_supported(all_isas[s]))
+        if (!test_isa_wanted(all_isas[s]))
             continue;
         CHECK_OK(attn_set_isa(all_isas[s]));
         for (int e = 0; e < 48; e++)

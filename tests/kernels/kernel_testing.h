@@ -17,10 +17,10 @@ static const attn_isa test_isas[] = {ATTN_ISA_REFERENCE, ATTN_ISA_PORTABLE, ATTN
                                      ATTN_ISA_AVX512, ATTN_ISA_NEON};
 #define TEST_ISA_COUNT ((int)(sizeof test_isas / sizeof test_isas[0]))
 
-/* Selects isa if this CPU has it. */
+/* Selects isa if this CPU has it and ATTN_ISA allows it (test_isa_wanted). */
 static inline int test_use_isa(attn_isa isa)
 {
-    return attn_isa_supported(isa) && attn_set_isa(isa) == ATTN_OK;
+    return test_isa_wanted(isa) && attn_set_isa(isa) == ATTN_OK;
 }
 
 /* The odd sizes every row-wise kernel is checked on. */
