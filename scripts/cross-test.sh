@@ -7,7 +7,8 @@
 # The build leaves out MPI (-DATTN_MPI=OFF) and the Python tests (they load the library into
 # the host's Python). Every C test runs once on the best path of qemu's `-cpu max` (neon),
 # then the kernel and attention tests (labels kernels, attention) once more per other path
-# the library offers there (ATTN_ISA=portable, reference). The learnability tests (label
+# the library offers there (ATTN_ISA=portable, reference: with it set, those tests check that
+# path alone against the reference, tests/support/harness.h). The learnability tests (label
 # learn: thousands of training steps, their code the unit tests' code) are left out: under
 # emulation they alone would take longer than everything else together.
 set -eu
