@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 FUZZ_SECONDS ?= 60
 
-.PHONY: all build test demo bench install clean sanitize-test valgrind-test fuzz
+.PHONY: all build test demo bench install clean sanitize-test valgrind-test fuzz cross-test
 
 all: build
 
@@ -59,8 +59,15 @@ fuzz:
 	cmake --build $(BUILD)-fuzz -j $(JOBS) --target fuzzers
 	./scripts/fuzz.sh $(BUILD)-fuzz $(FUZZ_SECONDS)
 
+# The C tests of a cross build under qemu-user (scripts/cross-test.sh), for an architecture
+# this machine is not: make cross-test ARCH=aarch64. Installs the cross compiler, qemu and the
+# target's libraries (Debian multiarch) if they are missing.
+ARCH ?= aarch64
+cross-test:
+	./scripts/cross-test.sh $(ARCH) $(BUILD)-$(ARCH) $(JOBS)
+
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-sanitize $(BUILD)-valgrind $(BUILD)-fuzz
+	rm -rf $(BUILD) $(BUILD)-sanitize $(BUILD)-valgrind $(BUILD)-fuzz $(BUILD)-aarch64

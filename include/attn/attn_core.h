@@ -63,20 +63,27 @@ ATTN_API int attn_get_num_threads(void);
 /* Every kernel has a plain scalar reference (written for clarity, in double precision
  * internally) and optimized versions (tiled, threaded, SIMD). By default the best version
  * the CPU supports runs; tests and benchmarks select others to compare. The environment
- * variable ATTN_ISA (reference|portable|avx2|avx512) sets the initial choice. */
+ * variable ATTN_ISA (reference|portable|avx2|avx512 on x86-64, reference|portable|neon on
+ * AArch64) sets the initial choice. */
 typedef enum attn_isa {
     ATTN_ISA_AUTO = -1,
     ATTN_ISA_REFERENCE = 0, /* scalar textbook loops: the ground truth */
     ATTN_ISA_PORTABLE = 1,  /* tiled, threaded plain C */
     ATTN_ISA_AVX2 = 2,      /* AVX2 + FMA */
-    ATTN_ISA_AVX512 = 3     /* AVX-512F/BW/DQ/VL */
+    ATTN_ISA_AVX512 = 3,    /* AVX-512F/BW/DQ/VL */
+    ATTN_ISA_NEON = 4       /* AArch64 Advanced SIMD (ASIMD), 4 float lanes */
 } attn_isa;
+/* The last value of attn_isa, for loops over every instruction set. */
+#define ATTN_ISA_LAST ATTN_ISA_NEON
 
 /* Fails with ATTN_ERR_UNSUPPORTED if the CPU lacks the instruction set. */
 ATTN_API attn_status attn_set_isa(attn_isa isa);
 ATTN_API attn_isa attn_get_isa(void);
 ATTN_API int attn_isa_supported(attn_isa isa);
 ATTN_API const char *attn_isa_name(attn_isa isa);
+/* The CPU features the library looks for that this CPU has, space-separated (x86-64: avx2
+ * fma avx512f avx512vnni avx512bf16; AArch64: asimd asimddp i8mm bf16), for attn info. */
+ATTN_API const char *attn_cpu_features(void);
 
 /* ---- arithmetic precision -------------------------------------------------------------- */
 

@@ -77,6 +77,11 @@ ATTN_INTERNAL float attn_classic_mlp_score_avx512(const float *q, const float *k
 ATTN_INTERNAL void attn_classic_mlp_backward_avx512(const float *q, const float *k, const float *v,
                                                     float de, int64_t n, float *dq, float *dk,
                                                     float *dv_row);
+ATTN_INTERNAL float attn_classic_mlp_score_neon(const float *q, const float *k, const float *v,
+                                                int64_t n);
+ATTN_INTERNAL void attn_classic_mlp_backward_neon(const float *q, const float *k, const float *v,
+                                                  float de, int64_t n, float *dq, float *dk,
+                                                  float *dv_row);
 
 /* Nonzero when a * b * c (all >= 0) stays below 2^60: every element count and index the
  * steps compute is a small sum of such products, so none can overflow int64_t. */

@@ -259,16 +259,12 @@ static float score_fast(const row_job *job, int64_t b, int64_t j)
 
 static row_job make_job(const attn_classic_step *step)
 {
-    row_job job = {.step = step,
-                   .mlp_score = attn_classic_mlp_score_portable,
-                   .mlp_backward = attn_classic_mlp_backward_portable};
-    if (attn_active_isa() == ATTN_ISA_AVX2) {
-        job.mlp_score = attn_classic_mlp_score_avx2;
-        job.mlp_backward = attn_classic_mlp_backward_avx2;
-    } else if (attn_active_isa() == ATTN_ISA_AVX512) {
-        job.mlp_score = attn_classic_mlp_score_avx512;
-        job.mlp_backward = attn_classic_mlp_backward_avx512;
-    }
+    const attn_isa isa = attn_active_isa();
+    row_job job = {
+        .step = step,
+        .mlp_score = ATTN_FOR_ISA(isa, attn_classic_mlp_score, attn_classic_mlp_score_portable),
+        .mlp_backward =
+            ATTN_FOR_ISA(isa, attn_classic_mlp_backward, attn_classic_mlp_backward_portable)};
     return job;
 }
 

@@ -163,6 +163,8 @@ ATTN_INTERNAL extern const sdpa_kernels attn_sdpa_kernels_portable;
 #define ATTN_SDPA_HAVE_X86 1
 ATTN_INTERNAL extern const sdpa_kernels attn_sdpa_kernels_avx2;
 ATTN_INTERNAL extern const sdpa_kernels attn_sdpa_kernels_avx512;
+#elif defined(__aarch64__)
+ATTN_INTERNAL extern const sdpa_kernels attn_sdpa_kernels_neon;
 #endif
 
 /* The kernels for an instruction set, NULL for ATTN_ISA_REFERENCE. */

@@ -56,6 +56,9 @@ const sdpa_kernels *attn_sdpa_kernels_for(attn_isa isa)
         return &attn_sdpa_kernels_avx2;
     case ATTN_ISA_AVX512:
         return &attn_sdpa_kernels_avx512;
+#elif defined(ATTN_HAVE_NEON_KERNELS)
+    case ATTN_ISA_NEON:
+        return &attn_sdpa_kernels_neon;
 #endif
     default:
         return NULL;

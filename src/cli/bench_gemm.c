@@ -39,7 +39,7 @@ static const gemm_shape shapes[] = {
     {"reference", ATTN_NO_TRANS, ATTN_NO_TRANS, 192, 192, 192, 1, 0},
 };
 
-static const attn_isa isas[] = {ATTN_ISA_AVX512, ATTN_ISA_AVX2, ATTN_ISA_PORTABLE,
+static const attn_isa isas[] = {ATTN_ISA_AVX512, ATTN_ISA_AVX2, ATTN_ISA_NEON, ATTN_ISA_PORTABLE,
                                 ATTN_ISA_REFERENCE};
 #define ISA_COUNT (sizeof isas / sizeof isas[0])
 
@@ -142,9 +142,9 @@ typedef struct bench_gemm_args {
     int64_t threads, reps;
 } bench_gemm_args;
 
-static const char *const isa_names[] = {"reference", "portable", "avx2", "avx512", NULL};
+static const char *const isa_names[] = {"reference", "portable", "avx2", "avx512", "neon", NULL};
 static const int isa_values[] = {ATTN_ISA_REFERENCE, ATTN_ISA_PORTABLE, ATTN_ISA_AVX2,
-                                 ATTN_ISA_AVX512};
+                                 ATTN_ISA_AVX512, ATTN_ISA_NEON};
 
 static const char *const precision_names[] = {"fp32", "bf16", NULL};
 static const int precision_values[] = {ATTN_PRECISION_FP32, ATTN_PRECISION_BF16};
@@ -211,7 +211,7 @@ int attn_bench_gemm(int argc, char **argv)
                "(ratio to the best), operands in %s%s\n%-12s %-2s %5s %5s %5s",
                attn_get_num_threads(), attn_gemm_backend(), reps, attn_precision_name(precision),
                precision == ATTN_PRECISION_BF16 && !attn_precision_native(precision)
-                   ? " (emulated: no AVX512_BF16)"
+                   ? " (emulated: no native bf16 product on this CPU)"
                    : "",
                "shape", "op", "m", "n", "k");
     for (size_t i = 0; i < ISA_COUNT && !json; i++)

@@ -25,7 +25,8 @@ int attn_cmd_info(int argc, char **argv)
                attn_distributed_description());
     else
         printf("distributed training: %s\n", attn_distributed_description());
-    for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_AVX512; isa++)
+    printf("CPU features: %s\n", attn_cpu_features());
+    for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_LAST; isa++)
         printf("  %-9s %s\n", attn_isa_name((attn_isa)isa),
                attn_isa_supported((attn_isa)isa) ? "supported" : "not supported");
     static const attn_precision low[] = {ATTN_PRECISION_BF16, ATTN_PRECISION_INT8};

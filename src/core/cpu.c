@@ -5,6 +5,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+/* The kernel's feature bits (arch/arm64/include/uapi/asm/hwcap.h), spelled out because older
+ * C libraries' <asm/hwcap.h> lack the newer ones. */
+#define ARM_HWCAP_ASIMD (1UL << 1)
+#define ARM_HWCAP_ASIMDDP (1UL << 20)
+#define ARM_HWCAP2_I8MM (1UL << 13)
+#define ARM_HWCAP2_BF16 (1UL << 14)
+#endif
+
 static int isa_initialised;
 static attn_isa chosen_isa = ATTN_ISA_AUTO;
 
@@ -15,16 +25,31 @@ int attn_isa_supported(attn_isa isa)
     case ATTN_ISA_REFERENCE:
     case ATTN_ISA_PORTABLE:
         return 1;
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(ATTN_HAVE_X86_KERNELS)
     case ATTN_ISA_AVX2:
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     case ATTN_ISA_AVX512:
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
                __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case ATTN_ISA_NEON:
+        return 0;
+#elif defined(ATTN_HAVE_NEON_KERNELS)
+    case ATTN_ISA_AVX2:
+    case ATTN_ISA_AVX512:
+        return 0;
+    case ATTN_ISA_NEON:
+        /* ASIMD is part of the AArch64 base architecture, but Linux still reports it: a
+         * kernel that disabled it (no FP/SIMD context switching) leaves the portable path. */
+#if defined(__linux__)
+        return (getauxval(AT_HWCAP) & ARM_HWCAP_ASIMD) != 0;
+#else
+        return 1;
+#endif
 #else
     case ATTN_ISA_AVX2:
     case ATTN_ISA_AVX512:
+    case ATTN_ISA_NEON:
         return 0;
 #endif
     }
@@ -44,12 +69,46 @@ const char *attn_isa_name(attn_isa isa)
         return "avx2";
     case ATTN_ISA_AVX512:
         return "avx512";
+    case ATTN_ISA_NEON:
+        return "neon";
     }
     return "unknown";
 }
 
+/* Appends name to the space-separated list when the CPU has it. */
+static void add_feature(char *list, size_t size, const char *name, int present)
+{
+    if (present)
+        snprintf(list + strlen(list), size - strlen(list), "%s%s", list[0] != '\0' ? " " : "",
+                 name);
+}
+
+const char *attn_cpu_features(void)
+{
+    static _Thread_local char features[160];
+    features[0] = '\0';
+#if defined(ATTN_HAVE_X86_KERNELS)
+    add_feature(features, sizeof features, "avx2", __builtin_cpu_supports("avx2"));
+    add_feature(features, sizeof features, "fma", __builtin_cpu_supports("fma"));
+    add_feature(features, sizeof features, "avx512f", __builtin_cpu_supports("avx512f"));
+    add_feature(features, sizeof features, "avx512vnni", __builtin_cpu_supports("avx512vnni"));
+    add_feature(features, sizeof features, "avx512bf16", __builtin_cpu_supports("avx512bf16"));
+#elif defined(ATTN_HAVE_NEON_KERNELS) && defined(__linux__)
+    const unsigned long hwcap = getauxval(AT_HWCAP), hwcap2 = getauxval(AT_HWCAP2);
+    add_feature(features, sizeof features, "asimd", (hwcap & ARM_HWCAP_ASIMD) != 0);
+    add_feature(features, sizeof features, "asimddp", (hwcap & ARM_HWCAP_ASIMDDP) != 0);
+    add_feature(features, sizeof features, "i8mm", (hwcap2 & ARM_HWCAP2_I8MM) != 0);
+    add_feature(features, sizeof features, "bf16", (hwcap2 & ARM_HWCAP2_BF16) != 0);
+#endif
+    if (features[0] == '\0')
+        snprintf(features, sizeof features, "none that attn uses");
+    return features;
+}
+
 static attn_isa best_supported(void)
 {
+    if (attn_isa_supported(ATTN_ISA_NEON))
+        return ATTN_ISA_NEON;
     if (attn_isa_supported(ATTN_ISA_AVX512))
         return ATTN_ISA_AVX512;
     if (attn_isa_supported(ATTN_ISA_AVX2))
@@ -65,7 +124,7 @@ static void init_from_environment(void)
     const char *env = getenv("ATTN_ISA");
     if (env == NULL || *env == '\0')
         return;
-    for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_AVX512; isa++) {
+    for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_LAST; isa++) {
         if (strcmp(env, attn_isa_name((attn_isa)isa)) == 0 && attn_isa_supported((attn_isa)isa)) {
             chosen_isa = (attn_isa)isa;
             return;
@@ -80,11 +139,11 @@ static attn_status check_isa_variable(void)
     if (env == NULL || *env == '\0')
         return ATTN_OK;
     char supported[64] = "";
-    for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_AVX512; isa++)
+    for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_LAST; isa++)
         if (attn_isa_supported((attn_isa)isa))
             snprintf(supported + strlen(supported), sizeof supported - strlen(supported), "%s%s",
                      supported[0] != '\0' ? ", " : "", attn_isa_name((attn_isa)isa));
-    for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_AVX512; isa++) {
+    for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_LAST; isa++) {
         if (strcmp(env, attn_isa_name((attn_isa)isa)) != 0)
             continue;
         if (attn_isa_supported((attn_isa)isa))
@@ -109,7 +168,7 @@ attn_status attn_check_environment(void)
 attn_status attn_set_isa(attn_isa isa)
 {
     isa_initialised = 1;
-    if (isa < ATTN_ISA_AUTO || isa > ATTN_ISA_AVX512)
+    if (isa < ATTN_ISA_AUTO || isa > ATTN_ISA_LAST)
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_set_isa: unknown instruction set %d",
                          (int)isa);
     if (!attn_isa_supported(isa))
@@ -123,6 +182,11 @@ attn_isa attn_get_isa(void)
 {
     init_from_environment();
     return chosen_isa == ATTN_ISA_AUTO ? best_supported() : chosen_isa;
+}
+
+attn_isa attn_best_isa(void)
+{
+    return best_supported();
 }
 
 attn_isa attn_active_isa(void)

@@ -61,9 +61,7 @@ const char *attn_build_info(void)
     snprintf(info, sizeof info, "attn %s; threading %s (%d threads); ISA %s (best supported %s)",
              ATTN_VERSION_STRING, ATTN_THREADING_NAME, attn_get_num_threads(),
              attn_isa_name(attn_get_isa()),
-             attn_isa_name(attn_isa_supported(ATTN_ISA_AVX512) ? ATTN_ISA_AVX512
-                           : attn_isa_supported(ATTN_ISA_AVX2) ? ATTN_ISA_AVX2
-                                                               : ATTN_ISA_PORTABLE));
+             attn_isa_name(attn_best_isa()));
     return info;
 }
 

@@ -77,6 +77,24 @@ ATTN_INTERNAL void attn_scratch_release(void *p);
 
 /* The instruction set kernels should use now: the user's choice, capped by the CPU. */
 ATTN_INTERNAL attn_isa attn_active_isa(void);
+/* The best instruction set this CPU supports (what ATTN_ISA_AUTO selects). */
+ATTN_INTERNAL attn_isa attn_best_isa(void);
+
+/* Which optimized versions this build has: CMakeLists.txt compiles the *_avx2.c and *_avx512*.c
+ * files only for x86-64 and the *_neon.c files only for AArch64, so a dispatch site names a
+ * version only where it exists. ATTN_FOR_ISA(isa, name, fallback) is the version of a kernel
+ * whose per-instruction-set functions (or tables) are name_avx512, name_avx2 or name_neon, or
+ * fallback (the portable version) for any other isa. */
+#if defined(__x86_64__)
+#define ATTN_HAVE_X86_KERNELS 1
+#define ATTN_FOR_ISA(isa, name, fallback)                                                          \
+    ((isa) == ATTN_ISA_AVX512 ? name##_avx512 : (isa) == ATTN_ISA_AVX2 ? name##_avx2 : (fallback))
+#elif defined(__aarch64__)
+#define ATTN_HAVE_NEON_KERNELS 1
+#define ATTN_FOR_ISA(isa, name, fallback) ((isa) == ATTN_ISA_NEON ? name##_neon : (fallback))
+#else
+#define ATTN_FOR_ISA(isa, name, fallback) ((void)(isa), (fallback))
+#endif
 
 /* The stateless hash behind attn_hash_uniform: a splitmix64 finaliser of (seed, index).
  * Dropout decides each element with its top 24 bits, so masks do not depend on threads. */

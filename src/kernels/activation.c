@@ -127,11 +127,10 @@ static attn_status check_arguments(const char *function, attn_activation act, in
     return ATTN_OK;
 }
 
-static void run(attn_activation_job *job, attn_range_fn portable, attn_range_fn avx2,
-                attn_range_fn avx512)
+static void run(attn_activation_job *job, attn_range_fn kernel)
 {
     attn_parallel_for((job->n + BLOCK - 1) / BLOCK, ATTN_MIN_ELEMENTS_PER_CHUNK / BLOCK,
-                      attn_pick_kernel(attn_active_isa(), portable, avx2, avx512), job);
+                      kernel, job);
 }
 
 attn_status attn_activation_forward(attn_activation act, int64_t n, const float *x, float *y)
@@ -147,8 +146,7 @@ attn_status attn_activation_forward(attn_activation act, int64_t n, const float 
         return ATTN_OK;
     }
     attn_activation_job job = {.act = act, .n = n, .x = x, .out = y};
-    run(&job, attn_activation_forward_range_portable, attn_activation_forward_range_avx2,
-        attn_activation_forward_range_avx512);
+    run(&job, ATTN_PICK_KERNEL(attn_active_isa(), attn_activation_forward_range));
     return ATTN_OK;
 }
 
@@ -168,8 +166,7 @@ static attn_status backward(const char *function, attn_activation act, int64_t n
     }
     attn_activation_job job = {
         .act = act, .n = n, .x = x, .dy = dy, .out = dx, .accumulate = accumulate};
-    run(&job, attn_activation_backward_range_portable, attn_activation_backward_range_avx2,
-        attn_activation_backward_range_avx512);
+    run(&job, ATTN_PICK_KERNEL(attn_active_isa(), attn_activation_backward_range));
     return ATTN_OK;
 }
 

@@ -184,9 +184,7 @@ attn_status attn_cross_entropy_forward(int64_t rows, int64_t vocab, const float 
                                       .row_loss = row_loss,
                                       .row_lse_out = row_lse};
         attn_parallel_for(rows, attn_rows_per_chunk(vocab),
-                          attn_pick_kernel(isa, attn_cross_entropy_forward_rows_portable,
-                                           attn_cross_entropy_forward_rows_avx2,
-                                           attn_cross_entropy_forward_rows_avx512),
+                          ATTN_PICK_KERNEL(isa, attn_cross_entropy_forward_rows),
                           &job);
     }
     double total = 0.0;
@@ -225,9 +223,7 @@ attn_status attn_cross_entropy_backward(int64_t rows, int64_t vocab, const float
                                   .grad_scale = grad_scale,
                                   .dlogits = dlogits};
     attn_parallel_for(rows, attn_rows_per_chunk(vocab),
-                      attn_pick_kernel(isa, attn_cross_entropy_backward_rows_portable,
-                                       attn_cross_entropy_backward_rows_avx2,
-                                       attn_cross_entropy_backward_rows_avx512),
+                      ATTN_PICK_KERNEL(isa, attn_cross_entropy_backward_rows),
                       &job);
     return ATTN_OK;
 }

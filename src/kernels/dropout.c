@@ -111,8 +111,7 @@ static attn_status check_arguments(const char *function, int64_t n, float p)
     return ATTN_OK;
 }
 
-static void run(attn_dropout_job *job, int64_t n, float p, attn_range_fn portable,
-                attn_range_fn avx2, attn_range_fn avx512)
+static void run(attn_dropout_job *job, int64_t n, float p, attn_range_fn kernel)
 {
     job->n = n;
     /* hash >> 40 is the 24-bit integer k with attn_hash_uniform = k / 2^24, and k / 2^24 >= p
@@ -120,7 +119,7 @@ static void run(attn_dropout_job *job, int64_t n, float p, attn_range_fn portabl
     job->keep_threshold = (uint64_t)ceil((double)p * 16777216.0);
     job->scale = (float)(1.0 / (1.0 - (double)p)); /* one rounding, as PyTorch's double p */
     attn_parallel_for((n + BLOCK - 1) / BLOCK, ATTN_MIN_ELEMENTS_PER_CHUNK / BLOCK,
-                      attn_pick_kernel(attn_active_isa(), portable, avx2, avx512), job);
+                      kernel, job);
 }
 
 /* The forward with either mask (or neither). */
@@ -142,8 +141,7 @@ static attn_status forward(const char *function, int64_t n, float p, uint64_t se
                             .out = y,
                             .mask = mask,
                             .keep_bits_out = keep_bits};
-    run(&job, n, p, attn_dropout_forward_range_portable, attn_dropout_forward_range_avx2,
-        attn_dropout_forward_range_avx512);
+    run(&job, n, p, ATTN_PICK_KERNEL(attn_active_isa(), attn_dropout_forward_range));
     return ATTN_OK;
 }
 
@@ -173,8 +171,7 @@ attn_status attn_dropout_backward(int64_t n, float p, uint64_t seed, uint64_t of
         return ATTN_OK;
     }
     attn_dropout_job job = {.seed = seed, .offset = offset, .in = dy, .out = dx};
-    run(&job, n, p, attn_dropout_backward_range_portable, attn_dropout_backward_range_avx2,
-        attn_dropout_backward_range_avx512);
+    run(&job, n, p, ATTN_PICK_KERNEL(attn_active_isa(), attn_dropout_backward_range));
     return ATTN_OK;
 }
 
@@ -192,8 +189,7 @@ static attn_status backward_bits(const char *function, int64_t n, float p, const
     }
     attn_dropout_job job = {
         .in = dy, .out = dx, .keep_bits_in = keep_bits, .accumulate = accumulate};
-    run(&job, n, p, attn_dropout_backward_bits_range_portable,
-        attn_dropout_backward_bits_range_avx2, attn_dropout_backward_bits_range_avx512);
+    run(&job, n, p, ATTN_PICK_KERNEL(attn_active_isa(), attn_dropout_backward_bits_range));
     return ATTN_OK;
 }
 

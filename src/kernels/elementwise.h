@@ -1,8 +1,8 @@
 /* The optimized element-wise and row-wise kernels behind attn_kernels.h, as the public
  * entry points see them: each is an attn_range_fn over rows (or element blocks) that
  * attn_parallel_for calls with a pointer to one of the job structs below. Each op has a
- * portable version (in its own .c file) and _avx2 / _avx512 versions (compiled from one
- * *_simd.h template, or written per instruction set for dropout). Embedding, a plain
+ * portable version (in its own .c file) and _avx2 / _avx512 / _neon versions (compiled from
+ * one *_simd.h template, or written per instruction set for dropout). Embedding, a plain
  * copy, keeps its one portable kernel private to embedding.c. */
 #ifndef ATTN_KERNELS_ELEMENTWISE_H
 #define ATTN_KERNELS_ELEMENTWISE_H
@@ -23,26 +23,16 @@ static inline int64_t attn_rows_per_chunk(int64_t cols)
  * whole blocks, so that no two threads write the same cache line. */
 #define ATTN_ELEMENT_BLOCK 64
 
-/* The version for the active instruction set (the entry points run the double-precision
- * reference themselves for ATTN_ISA_REFERENCE). */
-static inline attn_range_fn attn_pick_kernel(attn_isa isa, attn_range_fn portable,
-                                             attn_range_fn avx2, attn_range_fn avx512)
-{
-    switch (isa) {
-    case ATTN_ISA_AVX512:
-        return avx512;
-    case ATTN_ISA_AVX2:
-        return avx2;
-    default:
-        return portable;
-    }
-}
+/* The version of kernel `name` for instruction set isa (the entry points run the
+ * double-precision reference themselves for ATTN_ISA_REFERENCE). */
+#define ATTN_PICK_KERNEL(isa, name) ATTN_FOR_ISA(isa, name, name##_portable)
 
-/* Declares name_portable, name_avx2 and name_avx512 as attn_range_fn. */
+/* Declares name_portable, name_avx2, name_avx512 and name_neon as attn_range_fn. */
 #define ATTN_DECLARE_KERNEL(name)                                                                  \
     ATTN_INTERNAL void name##_portable(void *job, int64_t begin, int64_t end, int thread);         \
     ATTN_INTERNAL void name##_avx2(void *job, int64_t begin, int64_t end, int thread);             \
-    ATTN_INTERNAL void name##_avx512(void *job, int64_t begin, int64_t end, int thread)
+    ATTN_INTERNAL void name##_avx512(void *job, int64_t begin, int64_t end, int thread);           \
+    ATTN_INTERNAL void name##_neon(void *job, int64_t begin, int64_t end, int thread)
 
 /* ---- softmax and log-softmax: ranges of rows ---------------------------------------------- */
 

@@ -54,10 +54,15 @@ static void scale_c(int64_t m, int64_t n, float alpha, float beta, float *c, int
 static const gemm_kernel_info *kernel_for(attn_isa isa)
 {
     switch (isa) {
+#if defined(ATTN_HAVE_X86_KERNELS)
     case ATTN_ISA_AVX512:
         return &attn_gemm_avx512_kernel;
     case ATTN_ISA_AVX2:
         return &attn_gemm_avx2_kernel;
+#elif defined(ATTN_HAVE_NEON_KERNELS)
+    case ATTN_ISA_NEON:
+        return &attn_gemm_neon_kernel;
+#endif
     default:
         return &attn_gemm_portable_kernel;
     }
@@ -67,9 +72,13 @@ static const gemm_kernel_info *kernel_for(attn_isa isa)
  * where the CPU has it, else the instruction set's float kernel (which emulates bf16). */
 static const gemm_kernel_info *kernel_for_precision(attn_isa isa, attn_precision precision)
 {
+#if defined(ATTN_HAVE_X86_KERNELS)
     if (precision == ATTN_PRECISION_BF16 && isa == ATTN_ISA_AVX512 &&
         attn_precision_native(precision))
         return &attn_gemm_avx512bf16_kernel;
+#else
+    (void)precision;
+#endif
     return kernel_for(isa);
 }
 
@@ -164,6 +173,8 @@ const char *attn_gemm_backend(void)
         return "built-in avx512";
     case ATTN_ISA_AVX2:
         return "built-in avx2";
+    case ATTN_ISA_NEON:
+        return "built-in neon";
     default:
         return "built-in portable";
     }

@@ -63,6 +63,8 @@ typedef struct gemm_kernel_info {
 ATTN_INTERNAL extern const gemm_kernel_info attn_gemm_portable_kernel;
 ATTN_INTERNAL extern const gemm_kernel_info attn_gemm_avx2_kernel;
 ATTN_INTERNAL extern const gemm_kernel_info attn_gemm_avx512_kernel;
+/* 8 x 12 tiles of AArch64 NEON (gemm_neon.c). */
+ATTN_INTERNAL extern const gemm_kernel_info attn_gemm_neon_kernel;
 /* vdpbf16ps on 14 x 32 tiles (gemm_avx512bf16.c); only where the CPU has AVX512_BF16. */
 ATTN_INTERNAL extern const gemm_kernel_info attn_gemm_avx512bf16_kernel;
 

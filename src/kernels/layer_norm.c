@@ -228,9 +228,7 @@ attn_status attn_layer_norm_forward(int64_t rows, int64_t dim, const float *x, c
                                .mean_out = mean,
                                .rstd_out = rstd};
     attn_parallel_for(rows, attn_rows_per_chunk(dim),
-                      attn_pick_kernel(isa, attn_layer_norm_forward_rows_portable,
-                                       attn_layer_norm_forward_rows_avx2,
-                                       attn_layer_norm_forward_rows_avx512),
+                      ATTN_PICK_KERNEL(isa, attn_layer_norm_forward_rows),
                       &job);
     return ATTN_OK;
 }
@@ -276,9 +274,7 @@ static attn_status backward(const char *function, int64_t rows, int64_t dim, con
                                .beta_partial = dbeta ? partials + blocks * dim : NULL};
     int64_t elements_per_block = block_rows * dim;
     attn_parallel_for(blocks, ATTN_MIN_ELEMENTS_PER_CHUNK / elements_per_block + 1,
-                      attn_pick_kernel(isa, attn_layer_norm_backward_blocks_portable,
-                                       attn_layer_norm_backward_blocks_avx2,
-                                       attn_layer_norm_backward_blocks_avx512),
+                      ATTN_PICK_KERNEL(isa, attn_layer_norm_backward_blocks),
                       &job);
     for (int64_t j = 0; j < dim; j++) {
         double sum_gamma = 0.0, sum_beta = 0.0;

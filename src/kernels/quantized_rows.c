@@ -309,6 +309,8 @@ static quantized_tile_fn tile_kernel(attn_precision precision)
     if (attn_quantized_native(precision))
         return precision == ATTN_PRECISION_INT8 ? attn_int8_tile_avx512vnni
                                                 : attn_bf16_tile_avx512bf16;
+#else
+    (void)precision;
 #endif
     return emulated_tile;
 }

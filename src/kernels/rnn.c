@@ -260,15 +260,9 @@ static void forward_step_rows(void *ctx, int64_t begin, int64_t end, int thread_
 
 static void select_gate_math(step_job *job)
 {
-    job->gru = attn_rnn_gru_forward_portable;
-    job->lstm = attn_rnn_lstm_forward_portable;
-    if (attn_active_isa() == ATTN_ISA_AVX2) {
-        job->gru = attn_rnn_gru_forward_avx2;
-        job->lstm = attn_rnn_lstm_forward_avx2;
-    } else if (attn_active_isa() == ATTN_ISA_AVX512) {
-        job->gru = attn_rnn_gru_forward_avx512;
-        job->lstm = attn_rnn_lstm_forward_avx512;
-    }
+    const attn_isa isa = attn_active_isa();
+    job->gru = ATTN_FOR_ISA(isa, attn_rnn_gru_forward, attn_rnn_gru_forward_portable);
+    job->lstm = ATTN_FOR_ISA(isa, attn_rnn_lstm_forward, attn_rnn_lstm_forward_portable);
 }
 
 static attn_status fast_forward(const attn_rnn_forward_args *a)

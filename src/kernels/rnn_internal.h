@@ -109,6 +109,10 @@ ATTN_INTERNAL void attn_rnn_gru_forward_avx512(int64_t hidden, float *gates, con
                                                float *h, float *out);
 ATTN_INTERNAL void attn_rnn_lstm_forward_avx512(int64_t hidden, float *gates, const float *gh,
                                                 float *h, float *c, float *out);
+ATTN_INTERNAL void attn_rnn_gru_forward_neon(int64_t hidden, float *gates, const float *gh,
+                                             float *h, float *out);
+ATTN_INTERNAL void attn_rnn_lstm_forward_neon(int64_t hidden, float *gates, const float *gh,
+                                              float *h, float *c, float *out);
 
 /* One step of a cell whose two projections the caller computed (a model decoding with
  * weights stored in bf16 or int8 multiplies them with those): gates [batch, stride] holds

@@ -1,17 +1,25 @@
-/* A thin layer over AVX2 and AVX-512 intrinsics, so that each SIMD kernel is written once
- * (in a *_simd.h file) and compiled twice: by its *_avx2.c file at 8 lanes and by its
- * *_avx512.c file at 16 lanes. The instruction set comes from the file's compile flags.
+/* A thin layer over AVX2, AVX-512 and NEON intrinsics, so that each SIMD kernel is written
+ * once (in a *_simd.h file) and compiled per instruction set: by its *_avx2.c file at 8 lanes,
+ * its *_avx512.c file at 16 lanes and its *_neon.c file (AArch64) at 4 lanes. The instruction
+ * set comes from the file's compile flags (AArch64 has NEON in its base architecture).
  *
  * Partial vectors (row tails) use masked loads and stores, which never touch memory past
  * the end, and run the same arithmetic as full vectors, so an element's result does not
- * depend on where a row or a thread's chunk ends.
+ * depend on where a row or a thread's chunk ends. NEON has no masked memory access: its
+ * partial vectors go through a 4-float buffer, copied element by element.
  *
- * vf_max(a, b) and vf_min(a, b) return b when either is NaN (the instructions' rule).
+ * vf_max(a, b) and vf_min(a, b) return b when either is NaN (the x86 instructions' rule,
+ * which the NEON backend reproduces with a compare and select, since its own max and min
+ * return the NaN).
  */
 #ifndef ATTN_KERNELS_SIMD_H
 #define ATTN_KERNELS_SIMD_H
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#endif
 #include <math.h>
 #include <stdint.h>
 
@@ -351,8 +359,180 @@ static inline vd vd_fmadd(vd a, vd b, vd c)
     return _mm256_fmadd_pd(a, b, c);
 }
 
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+
+#define SIMD_ISA neon
+#define SIMD_LANES 4
+typedef float32x4_t vf;
+typedef int32x4_t vi;
+typedef uint32x4_t vmask;
+#define SIMD_DOUBLE_LANES 2
+typedef float64x2_t vd;
+
+static inline vf vf_set(float a)
+{
+    return vdupq_n_f32(a);
+}
+static inline vf vf_zero(void)
+{
+    return vdupq_n_f32(0.0f);
+}
+static inline vf vf_load(const float *p)
+{
+    return vld1q_f32(p);
+}
+static inline void vf_store(float *p, vf v)
+{
+    vst1q_f32(p, v);
+}
+/* The first n < SIMD_LANES values of p; the other lanes hold fill. Through a buffer, so no
+ * byte past p[n - 1] is read. */
+static inline vf vf_load_part(const float *p, int64_t n, float fill)
+{
+    float lanes[SIMD_LANES] = {fill, fill, fill, fill};
+    for (int64_t l = 0; l < n; l++)
+        lanes[l] = p[l];
+    return vld1q_f32(lanes);
+}
+static inline void vf_store_part(float *p, int64_t n, vf v)
+{
+    float lanes[SIMD_LANES];
+    vst1q_f32(lanes, v);
+    for (int64_t l = 0; l < n; l++)
+        p[l] = lanes[l];
+}
+static inline vf vf_add(vf a, vf b)
+{
+    return vaddq_f32(a, b);
+}
+static inline vf vf_sub(vf a, vf b)
+{
+    return vsubq_f32(a, b);
+}
+static inline vf vf_mul(vf a, vf b)
+{
+    return vmulq_f32(a, b);
+}
+static inline vf vf_div(vf a, vf b)
+{
+    return vdivq_f32(a, b);
+}
+static inline vf vf_fmadd(vf a, vf b, vf c)
+{
+    return vfmaq_f32(c, a, b);
+}
+static inline vf vf_fnmadd(vf a, vf b, vf c)
+{
+    return vfmsq_f32(c, a, b);
+}
+/* a > b ? a : b, which is b when either is NaN, as maxps */
+static inline vf vf_max(vf a, vf b)
+{
+    return vbslq_f32(vcgtq_f32(a, b), a, b);
+}
+static inline vf vf_min(vf a, vf b)
+{
+    return vbslq_f32(vcltq_f32(a, b), a, b);
+}
+static inline vf vf_abs(vf a)
+{
+    return vabsq_f32(a);
+}
+static inline vf vf_sqrt(vf a)
+{
+    return vsqrtq_f32(a);
+}
+/* Fixed pairwise order, as the x86 backends: lanes (0, 1) + (2, 3), then the two sums. */
+static inline float vf_sum(vf a)
+{
+    float32x2_t s = vadd_f32(vget_low_f32(a), vget_high_f32(a));
+    return vget_lane_f32(s, 0) + vget_lane_f32(s, 1);
+}
+static inline float vf_max_lane(vf a)
+{
+    vf halves = vf_max(a, vcombine_f32(vget_high_f32(a), vget_high_f32(a)));
+    float low = vgetq_lane_f32(halves, 0), high = vgetq_lane_f32(halves, 1);
+    return low > high ? low : high;
+}
+static inline vmask vf_less(vf a, vf b)
+{
+    return vcltq_f32(a, b);
+}
+static inline vmask vf_greater_equal(vf a, vf b)
+{
+    return vcgeq_f32(a, b);
+}
+static inline vf vf_select(vmask mask, vf if_true, vf if_false)
+{
+    return vbslq_f32(mask, if_true, if_false);
+}
+static inline vi vf_bits(vf a)
+{
+    return vreinterpretq_s32_f32(a);
+}
+static inline vf vi_as_float(vi a)
+{
+    return vreinterpretq_f32_s32(a);
+}
+static inline vi vi_set(int32_t a)
+{
+    return vdupq_n_s32(a);
+}
+static inline vi vi_add(vi a, vi b)
+{
+    return vaddq_s32(a, b);
+}
+static inline vi vi_min(vi a, vi b)
+{
+    return vminq_s32(a, b);
+}
+static inline vi vi_and(vi a, vi b)
+{
+    return vandq_s32(a, b);
+}
+static inline vi vi_or(vi a, vi b)
+{
+    return vorrq_s32(a, b);
+}
+#define vi_shift_left(a, count) vshlq_n_s32((a), (count))
+/* Truncating conversion of floats in [0, 2^31) (NEON saturates outside it, and gives 0 for
+ * NaN, where x86 gives INT32_MIN: callers never use such lanes). */
+static inline vi vf_to_int(vf a)
+{
+    return vcvtq_s32_f32(a);
+}
+static inline vf vi_to_float(vi a)
+{
+    return vcvtq_f32_s32(a);
+}
+/* table[index] for an eight-entry table and indices in [0, 8): a byte lookup over the
+ * table's 32 bytes, float i being bytes 4i .. 4i + 3. */
+static inline vf vf_lookup8(const float *table, vi index)
+{
+    uint8x16x2_t bytes = {{vld1q_u8((const uint8_t *)table), vld1q_u8((const uint8_t *)table + 16)}};
+    uint32x4_t first_byte = vmulq_n_u32(vreinterpretq_u32_s32(index), 4u * 0x01010101u);
+    uint8x16_t which = vreinterpretq_u8_u32(vaddq_u32(first_byte, vdupq_n_u32(0x03020100u)));
+    return vreinterpretq_f32_u8(vqtbl2q_u8(bytes, which));
+}
+static inline vd vd_load(const double *p)
+{
+    return vld1q_f64(p);
+}
+static inline void vd_store(double *p, vd v)
+{
+    vst1q_f64(p, v);
+}
+static inline vd vd_load_floats(const float *p)
+{
+    return vcvt_f64_f32(vld1_f32(p));
+}
+static inline vd vd_fmadd(vd a, vd b, vd c)
+{
+    return vfmaq_f64(c, a, b);
+}
+
 #else
-#error "simd.h needs AVX2 + FMA or AVX-512F/BW/DQ/VL (compile as *_avx2.c or *_avx512.c)"
+#error "simd.h needs AVX2 + FMA, AVX-512F/BW/DQ/VL or AArch64 NEON (compile as *_avx2.c, *_avx512.c or *_neon.c)"
 #endif
 
 /* The k <= SIMD_LANES values at p: a full vector, or a part padded with zeros. */

@@ -122,14 +122,14 @@ static attn_status run_reference(const char *function, direction dir, int log_sp
 
 static attn_status run(const char *function, direction dir, int log_space, int64_t rows,
                        int64_t cols, const float *in, const float *dy, float *out,
-                       attn_range_fn portable, attn_range_fn avx2, attn_range_fn avx512)
+                       attn_range_fn kernel)
 {
     attn_isa isa = attn_active_isa();
     if (isa == ATTN_ISA_REFERENCE)
         return run_reference(function, dir, log_space, rows, cols, in, dy, out);
     attn_softmax_job job = {cols, in, dy, out};
     attn_parallel_for(rows, attn_rows_per_chunk(cols),
-                      attn_pick_kernel(isa, portable, avx2, avx512), &job);
+                      kernel, &job);
     return ATTN_OK;
 }
 
@@ -144,8 +144,7 @@ attn_status attn_softmax_forward(int64_t rows, int64_t cols, const float *x, flo
         return ATTN_OK;
     ATTN_CHECK_NOT_NULL(x);
     ATTN_CHECK_NOT_NULL(y);
-    return run(__func__, FORWARD, 0, rows, cols, x, NULL, y, attn_softmax_forward_rows_portable,
-               attn_softmax_forward_rows_avx2, attn_softmax_forward_rows_avx512);
+    return run(__func__, FORWARD, 0, rows, cols, x, NULL, y, ATTN_PICK_KERNEL(attn_active_isa(), attn_softmax_forward_rows));
 }
 
 attn_status attn_softmax_backward(int64_t rows, int64_t cols, const float *y, const float *dy,
@@ -157,8 +156,7 @@ attn_status attn_softmax_backward(int64_t rows, int64_t cols, const float *y, co
     ATTN_CHECK_NOT_NULL(y);
     ATTN_CHECK_NOT_NULL(dy);
     ATTN_CHECK_NOT_NULL(dx);
-    return run(__func__, BACKWARD, 0, rows, cols, y, dy, dx, attn_softmax_backward_rows_portable,
-               attn_softmax_backward_rows_avx2, attn_softmax_backward_rows_avx512);
+    return run(__func__, BACKWARD, 0, rows, cols, y, dy, dx, ATTN_PICK_KERNEL(attn_active_isa(), attn_softmax_backward_rows));
 }
 
 attn_status attn_log_softmax_forward(int64_t rows, int64_t cols, const float *x, float *y)
@@ -168,8 +166,7 @@ attn_status attn_log_softmax_forward(int64_t rows, int64_t cols, const float *x,
         return ATTN_OK;
     ATTN_CHECK_NOT_NULL(x);
     ATTN_CHECK_NOT_NULL(y);
-    return run(__func__, FORWARD, 1, rows, cols, x, NULL, y, attn_log_softmax_forward_rows_portable,
-               attn_log_softmax_forward_rows_avx2, attn_log_softmax_forward_rows_avx512);
+    return run(__func__, FORWARD, 1, rows, cols, x, NULL, y, ATTN_PICK_KERNEL(attn_active_isa(), attn_log_softmax_forward_rows));
 }
 
 attn_status attn_log_softmax_backward(int64_t rows, int64_t cols, const float *y, const float *dy,
@@ -182,6 +179,5 @@ attn_status attn_log_softmax_backward(int64_t rows, int64_t cols, const float *y
     ATTN_CHECK_NOT_NULL(dy);
     ATTN_CHECK_NOT_NULL(dx);
     return run(__func__, BACKWARD, 1, rows, cols, y, dy, dx,
-               attn_log_softmax_backward_rows_portable, attn_log_softmax_backward_rows_avx2,
-               attn_log_softmax_backward_rows_avx512);
+               ATTN_PICK_KERNEL(attn_active_isa(), attn_log_softmax_backward_rows));
 }

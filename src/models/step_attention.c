@@ -113,12 +113,9 @@ static void attend_range(void *ctx, int64_t begin, int64_t end, int thread_index
 void attn_step_attend(const step_attention *a, int64_t rows, int64_t keys_hint)
 {
     attend_job job = {a, attend_portable};
-    switch (attn_active_isa()) {
-    case ATTN_ISA_REFERENCE: job.fn = attend_reference; break;
-    case ATTN_ISA_AVX512: job.fn = attn_step_attend_avx512; break;
-    case ATTN_ISA_AVX2: job.fn = attn_step_attend_avx2; break;
-    default: break;
-    }
+    const attn_isa isa = attn_active_isa();
+    job.fn = isa == ATTN_ISA_REFERENCE ? attend_reference
+                                       : ATTN_FOR_ISA(isa, attn_step_attend, attend_portable);
     const int64_t work = 4 * (keys_hint > 0 ? keys_hint : 1) * a->d_head;
     const int64_t min_chunk = work >= 65536 ? 1 : 65536 / work;
     attn_parallel_for(rows * a->heads, min_chunk, attend_range, &job);

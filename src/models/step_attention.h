@@ -37,6 +37,7 @@ typedef struct step_attention {
 typedef void (*step_attend_fn)(const step_attention *a, int64_t row, int64_t head);
 ATTN_INTERNAL void attn_step_attend_avx2(const step_attention *a, int64_t row, int64_t head);
 ATTN_INTERNAL void attn_step_attend_avx512(const step_attention *a, int64_t row, int64_t head);
+ATTN_INTERNAL void attn_step_attend_neon(const step_attention *a, int64_t row, int64_t head);
 
 /* Every (row, head) of rows rows; keys_hint (the typical key count) decides how many threads
  * are worth waking. Each (row, head) is computed by one thread in a fixed order, so results

@@ -54,12 +54,9 @@ static void linear_range(void *ctx, int64_t begin, int64_t end, int thread_index
 void attn_step_linear(const step_linear_args *a)
 {
     linear_job job = {a, linear_portable};
-    switch (attn_active_isa()) {
-    case ATTN_ISA_REFERENCE: job.fn = linear_reference; break;
-    case ATTN_ISA_AVX512: job.fn = attn_step_linear_avx512; break;
-    case ATTN_ISA_AVX2: job.fn = attn_step_linear_avx2; break;
-    default: break;
-    }
+    const attn_isa isa = attn_active_isa();
+    job.fn = isa == ATTN_ISA_REFERENCE ? linear_reference
+                                       : ATTN_FOR_ISA(isa, attn_step_linear, linear_portable);
     const int64_t per_output = a->rows * a->in;
     const int64_t min_chunk = per_output >= STEP_LINEAR_MIN_WORK_PER_THREAD
                                   ? 1

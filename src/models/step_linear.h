@@ -25,6 +25,7 @@ typedef void (*step_linear_fn)(const step_linear_args *a, int64_t begin, int64_t
 ATTN_INTERNAL void attn_step_linear_avx2(const step_linear_args *a, int64_t begin, int64_t end);
 ATTN_INTERNAL void attn_step_linear_avx512(const step_linear_args *a, int64_t begin,
                                            int64_t end);
+ATTN_INTERNAL void attn_step_linear_neon(const step_linear_args *a, int64_t begin, int64_t end);
 
 /* Checked by the caller: rows, in, out >= 1 and the pointers valid. Threads split the
  * outputs when there is enough work. */

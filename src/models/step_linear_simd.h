@@ -1,11 +1,15 @@
 /* The step decoder's small-row linear layer (step_linear.h) on SIMD vectors, compiled by
- * step_linear_avx2.c and step_linear_avx512.c. */
+ * step_linear_avx2.c, step_linear_avx512.c and step_linear_neon.c. */
 #include "kernels/simd.h"
 #include "models/step_linear.h"
 
 /* Rows per pass over W: two accumulators per row and two W vectors fill 18 of AVX-512's 32
- * registers at eight rows, 10 of AVX2's 16 at four. */
+ * registers at eight rows, 10 of AVX2's 16 at four. NEON has 32 registers too: eight rows. */
+#if SIMD_LANES == 4
+#define STEP_LINEAR_GROUP 8
+#else
 #define STEP_LINEAR_GROUP (SIMD_LANES / 2)
+#endif
 
 /* Each row keeps two accumulators (even and odd chunks of SIMD_LANES inputs, so two FMA
  * chains overlap), with the last in % SIMD_LANES inputs as a zero-filled partial vector into

@@ -171,11 +171,7 @@ void attn_adam_kernel_portable(const attn_adam_coeffs *c, int64_t count, float *
 
 static attn_adam_kernel_fn adam_kernel_for(attn_isa isa)
 {
-    switch (isa) {
-    case ATTN_ISA_AVX512: return attn_adam_kernel_avx512;
-    case ATTN_ISA_AVX2: return attn_adam_kernel_avx2;
-    default: return attn_adam_kernel_portable;
-    }
+    return ATTN_FOR_ISA(isa, attn_adam_kernel, attn_adam_kernel_portable);
 }
 
 typedef struct adam_ctx {
@@ -311,11 +307,7 @@ void attn_sum_squares_portable(const float *x, int64_t count, double acc[ATTN_SQ
 
 static attn_sum_squares_fn sum_squares_for(attn_isa isa)
 {
-    switch (isa) {
-    case ATTN_ISA_AVX512: return attn_sum_squares_avx512;
-    case ATTN_ISA_AVX2: return attn_sum_squares_avx2;
-    default: return attn_sum_squares_portable;
-    }
+    return ATTN_FOR_ISA(isa, attn_sum_squares, attn_sum_squares_portable);
 }
 
 typedef struct norm_ctx {

@@ -31,6 +31,8 @@ ATTN_INTERNAL void attn_adam_kernel_avx2(const attn_adam_coeffs *c, int64_t coun
                                          const float *g, float *m, float *v);
 ATTN_INTERNAL void attn_adam_kernel_avx512(const attn_adam_coeffs *c, int64_t count, float *p,
                                            const float *g, float *m, float *v);
+ATTN_INTERNAL void attn_adam_kernel_neon(const attn_adam_coeffs *c, int64_t count, float *p,
+                                         const float *g, float *m, float *v);
 
 /* Sums of squares in one fixed order shared by every instruction set, so the gradient norm
  * has the same bits whichever runs: element i of a block goes to accumulator i % 16 (each
@@ -46,6 +48,8 @@ ATTN_INTERNAL void attn_sum_squares_avx2(const float *x, int64_t count,
                                          double acc[ATTN_SQUARES_LANES]);
 ATTN_INTERNAL void attn_sum_squares_avx512(const float *x, int64_t count,
                                            double acc[ATTN_SQUARES_LANES]);
+ATTN_INTERNAL void attn_sum_squares_neon(const float *x, int64_t count,
+                                         double acc[ATTN_SQUARES_LANES]);
 
 /* ((a0 + a8) + (a4 + a12)) + ... : halves added lane by lane, as a SIMD reduction does. */
 static inline double attn_sum_squares_combine(const double acc[ATTN_SQUARES_LANES])

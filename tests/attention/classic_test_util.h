@@ -107,8 +107,8 @@ static inline int finite_difference_matches(const char *what, double *x, size_t 
 static inline int supported_isas(attn_isa *out)
 {
     int n = 0;
-    for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_AVX512; isa++)
-        if (attn_isa_supported((attn_isa)isa))
+    for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_LAST; isa++)
+        if (test_isa_wanted((attn_isa)isa))
             out[n++] = (attn_isa)isa;
     return n;
 }

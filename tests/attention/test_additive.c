@@ -310,7 +310,7 @@ static void check_against_reference(const problem *p, const char *label)
     forward(p, ctx, wts, scores);
     grads g = new_grads(p);
     backward(p, &g);
-    attn_isa isas[4];
+    attn_isa isas[ATTN_ISA_LAST + 1];
     int n_isas = supported_isas(isas);
     for (int i = 0; i < n_isas; i++) {
         CHECK_OK(attn_set_isa(isas[i]));
@@ -376,7 +376,7 @@ static int runs_identical(const library_run *a, const library_run *b, const prob
 static void test_runs_are_bit_identical(void)
 {
     problem p = make_problem(33, 19, 16, 24, 0, 32, 1, 1, 1, 5000);
-    attn_isa isas[4];
+    attn_isa isas[ATTN_ISA_LAST + 1];
     int n_isas = supported_isas(isas);
     for (int i = 0; i < n_isas; i++) {
         CHECK_OK(attn_set_isa(isas[i]));
@@ -393,7 +393,7 @@ static void test_runs_are_bit_identical(void)
 static void test_masks(void)
 {
     problem p = make_problem(5, 9, 4, 6, 0, 8, 1, 1, 1, 7000);
-    attn_isa isas[4];
+    attn_isa isas[ATTN_ISA_LAST + 1];
     int n_isas = supported_isas(isas);
     for (int i = 0; i < n_isas; i++) {
         CHECK_OK(attn_set_isa(isas[i]));
@@ -443,7 +443,7 @@ static void test_fully_masked_batch(void)
         memset(wts, 0xff, sizeof wts);
         attn_additive_params params = {ws, bias, v};
         attn_additive_grads pg = {dws, db, dv};
-        attn_isa isas[4];
+        attn_isa isas[ATTN_ISA_LAST + 1];
         int n_isas = supported_isas(isas);
         for (int i = 0; i < n_isas; i++) {
             CHECK_OK(attn_set_isa(isas[i]));
@@ -531,9 +531,13 @@ static void test_tanh_versions(void)
     } versions[] = {
         {"portable", ATTN_ISA_PORTABLE, attn_classic_mlp_score_portable,
          attn_classic_mlp_backward_portable},
+#if defined(ATTN_HAVE_X86_KERNELS)
         {"avx2", ATTN_ISA_AVX2, attn_classic_mlp_score_avx2, attn_classic_mlp_backward_avx2},
         {"avx512", ATTN_ISA_AVX512, attn_classic_mlp_score_avx512,
          attn_classic_mlp_backward_avx512},
+#elif defined(ATTN_HAVE_NEON_KERNELS)
+        {"neon", ATTN_ISA_NEON, attn_classic_mlp_score_neon, attn_classic_mlp_backward_neon},
+#endif
     };
     const float zero = 0.0f, one = 1.0f;
     for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++) {

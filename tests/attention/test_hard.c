@@ -52,7 +52,7 @@ static void test_argmax(void)
 
     int64_t chosen[17], first[17];
     float *weights = new_floats(B * lk), *context = new_floats(B * dv);
-    attn_isa isas[4];
+    attn_isa isas[ATTN_ISA_LAST + 1];
     int n_isas = supported_isas(isas);
     for (int i = 0; i < n_isas; i++) {
         CHECK_OK(attn_set_isa(isas[i]));
@@ -136,7 +136,7 @@ static void test_sampling(void)
         attn_rng_next_u64(&fresh);
     CHECK(memcmp(&fresh, &rng, sizeof rng) == 0, "one draw per row");
 
-    attn_isa isas[4];
+    attn_isa isas[ATTN_ISA_LAST + 1];
     int n_isas = supported_isas(isas);
     for (int threads = 1; threads <= 2; threads++)
         for (int i = 0; i < n_isas; i++) {

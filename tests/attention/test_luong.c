@@ -497,7 +497,7 @@ static void check_against_reference(const problem *p, const char *label)
     forward(p, ctx, wts, scores, centers);
     grads g = new_grads(p);
     backward(p, &g);
-    attn_isa isas[4];
+    attn_isa isas[ATTN_ISA_LAST + 1];
     int n_isas = supported_isas(isas);
     for (int i = 0; i < n_isas; i++) {
         CHECK_OK(attn_set_isa(isas[i]));
@@ -564,7 +564,7 @@ static void test_runs_are_bit_identical(void)
                                  8, 3, 0, 0, 1, 9000 + (uint64_t)sc);
         size_t sizes[] = {(size_t)(33 * 8), (size_t)(33 * 19), n_s(&p), n_h(&p), n_x(&p),
                           n_w(&p),          n_v(&p),           n_wp(&p), n_vp(&p)};
-        attn_isa isas[4];
+        attn_isa isas[ATTN_ISA_LAST + 1];
         int n_isas = supported_isas(isas);
         for (int i = 0; i < n_isas; i++) {
             CHECK_OK(attn_set_isa(isas[i]));
@@ -591,7 +591,7 @@ static void test_thread_count_does_not_change_bits(void)
     /* 129 rows: enough work per row chunk for the loops to split between two threads. */
     problem p = make_problem(ATTN_LUONG_DOT, ATTN_LUONG_LOCAL_M, 129, 23, 0, 24, 16, 0, 0, 5, 9,
                              0, 1, 8000);
-    attn_isa isas[4];
+    attn_isa isas[ATTN_ISA_LAST + 1];
     int n_isas = supported_isas(isas);
     for (int i = 1; i < n_isas; i++) {
         CHECK_OK(attn_set_isa(isas[i]));
@@ -684,7 +684,7 @@ static void test_fully_masked_rows(void)
             problem p = make_problem((attn_luong_score)sc, (attn_luong_align)al, 3, 6, 4, 4, 0,
                                      5, 3, 2, 1, 1, 1, 555);
             memset((void *)p.mask, 1, 18);
-            attn_isa isas[4];
+            attn_isa isas[ATTN_ISA_LAST + 1];
             int n_isas = supported_isas(isas);
             for (int i = 0; i < n_isas; i++) {
                 CHECK_OK(attn_set_isa(isas[i]));

@@ -545,8 +545,8 @@ static void check_against_reference(const mha_case *c)
                     weights[b * plane + x] += p / (double)c->heads;
             }
 
-    for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_AVX512; isa++) {
-        if (!attn_isa_supported((attn_isa)isa))
+    for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_LAST; isa++) {
+        if (!test_isa_wanted((attn_isa)isa))
             continue;
         CHECK_OK(attn_set_isa((attn_isa)isa));
         const char *name = attn_isa_name((attn_isa)isa);

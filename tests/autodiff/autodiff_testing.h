@@ -313,7 +313,8 @@ static inline void ad_check_case_gradients(ad_op_case *cases, int n, uint64_t se
 static inline void ad_check_cases_across_isas(ad_op_case *cases, int n, uint64_t seed, double atol)
 {
     CHECK_OK(attn_set_num_threads(2));
-    const attn_isa isas[] = {ATTN_ISA_PORTABLE, ATTN_ISA_AVX2, ATTN_ISA_AVX512};
+    const attn_isa isas[] = {ATTN_ISA_PORTABLE, ATTN_ISA_AVX2, ATTN_ISA_AVX512,
+                             ATTN_ISA_NEON};
     for (int i = 0; i < n; i++) {
         ad_fill_leaves(&cases[i], seed + 13 * (uint64_t)i);
         int64_t count;
@@ -321,7 +322,7 @@ static inline void ad_check_cases_across_isas(ad_op_case *cases, int n, uint64_t
         double *as_double = test_alloc((size_t)count * sizeof(double) + 1);
         for (int64_t j = 0; j < count; j++)
             as_double[j] = reference[j];
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < (int)(sizeof isas / sizeof isas[0]); k++) {
             if (!attn_isa_supported(isas[k]))
                 continue;
             int64_t again;

@@ -163,7 +163,11 @@ static void check_rescoring(attn_model *model, const char *what, int expect_cut)
     CHECK(scores && sorted, "%s: score = log P / lp(length), best first", what);
     CHECK(worst_log_prob < 1.0, "%s: log P equals teacher forcing (worst diff %g x 4e-6 of the "
                                 "logits' size)", what, worst_log_prob);
-    CHECK(worst_map < 1e-4, "%s: maps equal teacher forcing (worst diff %g)", what, worst_map);
+    /* The search steps every row at once, so its products are GEMMs; the one-row decoder's
+     * are dot products (step_linear): the maps differ by those products' rounding, which the
+     * softmax amplifies (measured: 0 on portable, 2.5e-5 on AVX2 and AVX-512, 1.7e-4 on NEON's
+     * 4 lanes). A map reordered with the wrong beam differs by the size of the weights. */
+    CHECK(worst_map < 1e-3, "%s: maps equal teacher forcing (worst diff %g)", what, worst_map);
     CHECK(worst_sum < 1e-5 || result->cross_maps == 0,
           "%s: each map sums to 1 over the source (worst %g)", what, worst_sum);
     CHECK(finished > 0 && (cut > 0 || !expect_cut), "%s: the case has finished (%d) and cut (%d) hypotheses",

@@ -14,13 +14,13 @@
  *   for (int k = 0; k < TEST_ISA_COUNT; k++) { if (!test_use_isa(test_isas[k])) continue; ... }
  * and end with attn_set_isa(ATTN_ISA_AUTO). */
 static const attn_isa test_isas[] = {ATTN_ISA_REFERENCE, ATTN_ISA_PORTABLE, ATTN_ISA_AVX2,
-                                     ATTN_ISA_AVX512};
+                                     ATTN_ISA_AVX512, ATTN_ISA_NEON};
 #define TEST_ISA_COUNT ((int)(sizeof test_isas / sizeof test_isas[0]))
 
-/* Selects isa if this CPU has it. */
+/* Selects isa if this CPU has it and ATTN_ISA allows it (test_isa_wanted). */
 static inline int test_use_isa(attn_isa isa)
 {
-    return attn_isa_supported(isa) && attn_set_isa(isa) == ATTN_OK;
+    return test_isa_wanted(isa) && attn_set_isa(isa) == ATTN_OK;
 }
 
 /* The odd sizes every row-wise kernel is checked on. */

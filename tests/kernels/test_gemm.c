@@ -127,7 +127,7 @@ static int matches_exact(const gemm_case *t, const gemm_data *d, const float *c,
 }
 
 static const attn_isa all_isas[] = {ATTN_ISA_REFERENCE, ATTN_ISA_PORTABLE, ATTN_ISA_AVX2,
-                                    ATTN_ISA_AVX512};
+                                    ATTN_ISA_AVX512, ATTN_ISA_NEON};
 #define ISA_COUNT (sizeof all_isas / sizeof all_isas[0])
 
 static void check_case_on_every_isa(const gemm_case *t, uint64_t seed)
@@ -136,7 +136,7 @@ static void check_case_on_every_isa(const gemm_case *t, uint64_t seed)
     make_data(t, seed, &d);
     float *c = test_alloc(c_size(t, &d) * sizeof(float) + sizeof(float));
     for (size_t i = 0; i < ISA_COUNT; i++) {
-        if (!attn_isa_supported(all_isas[i]))
+        if (!test_isa_wanted(all_isas[i]))
             continue;
         CHECK_OK(attn_set_isa(all_isas[i]));
         CHECK_OK(run(t, &d, c));
@@ -179,7 +179,7 @@ static void test_every_isa_matches_exact_product(void)
 static void check_optimized_isas(const gemm_case *t, const gemm_data *d, float *c)
 {
     for (size_t i = 1; i < ISA_COUNT; i++) {
-        if (!attn_isa_supported(all_isas[i]))
+        if (!test_isa_wanted(all_isas[i]))
             continue;
         CHECK_OK(attn_set_isa(all_isas[i]));
         CHECK_OK(run(t, d, c));
@@ -228,7 +228,7 @@ static void test_beta_zero_overwrites_nan(void)
     make_data(&t, 300, &d); /* C starts as NaN everywhere */
     float *c = test_alloc(c_size(&t, &d) * sizeof(float));
     for (size_t i = 0; i < ISA_COUNT; i++) {
-        if (!attn_isa_supported(all_isas[i]))
+        if (!test_isa_wanted(all_isas[i]))
             continue;
         CHECK_OK(attn_set_isa(all_isas[i]));
         CHECK_OK(run(&t, &d, c));
@@ -245,7 +245,7 @@ static void test_beta_zero_overwrites_nan(void)
 static void test_empty_product_scales_c(void)
 {
     for (size_t i = 0; i < ISA_COUNT; i++) {
-        if (!attn_isa_supported(all_isas[i]))
+        if (!test_isa_wanted(all_isas[i]))
             continue;
         CHECK_OK(attn_set_isa(all_isas[i]));
         float c[6] = {1, 2, 3, 4, 5, 6};
@@ -311,7 +311,7 @@ static void test_deterministic_across_runs_and_threads(void)
     test_fill_uniform(b, (size_t)(n * k), -1.0f, 1.0f, 401);
     const int built_in = strncmp(attn_gemm_backend(), "built-in", 8) == 0;
     for (size_t i = 1; i < ISA_COUNT; i++) {
-        if (!attn_isa_supported(all_isas[i]))
+        if (!test_isa_wanted(all_isas[i]))
             continue;
         const char *name = attn_isa_name(all_isas[i]);
         CHECK_OK(attn_set_isa(all_isas[i]));
@@ -354,7 +354,7 @@ static void test_rows_and_columns_do_not_depend_on_the_batch(void)
     test_fill_uniform(a, (size_t)(m * k), -1.0f, 1.0f, 700);
     test_fill_uniform(b, (size_t)(k * n), -1.0f, 1.0f, 701);
     for (size_t i = 1; i < ISA_COUNT; i++) {
-        if (!attn_isa_supported(all_isas[i]))
+        if (!test_isa_wanted(all_isas[i]))
             continue;
         const char *name = attn_isa_name(all_isas[i]);
         CHECK_OK(attn_set_isa(all_isas[i]));
@@ -419,7 +419,7 @@ static void test_bad_arguments_fail(void)
 static void test_backend_names_the_isa(void)
 {
     for (size_t i = 0; i < ISA_COUNT; i++) {
-        if (!attn_isa_supported(all_isas[i]))
+        if (!test_isa_wanted(all_isas[i]))
             continue;
         CHECK_OK(attn_set_isa(all_isas[i]));
         const char *backend = attn_gemm_backend();

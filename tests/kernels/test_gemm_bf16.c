@@ -12,7 +12,7 @@
 #include <string.h>
 
 static const attn_isa all_isas[] = {ATTN_ISA_REFERENCE, ATTN_ISA_PORTABLE, ATTN_ISA_AVX2,
-                                    ATTN_ISA_AVX512};
+                                    ATTN_ISA_AVX512, ATTN_ISA_NEON};
 #define ISA_COUNT (sizeof all_isas / sizeof all_isas[0])
 
 /* The rounding written out independently of the library: nearest bf16 by comparing the two
@@ -90,7 +90,7 @@ static void test_rounding_rule_on_every_isa(void)
     const size_t count = sizeof values / sizeof values[0];
     float one = 1.0f;
     for (size_t i = 0; i < ISA_COUNT; i++) {
-        if (!attn_isa_supported(all_isas[i]))
+        if (!test_isa_wanted(all_isas[i]))
             continue;
         CHECK_OK(attn_set_isa(all_isas[i]));
         for (size_t v = 0; v < count; v++) {
@@ -132,7 +132,7 @@ static void test_emulated_path_is_the_float_product_of_rounded_operands(void)
             for (size_t e = 0; e < b_count(&s); e++)
                 br[e] = round_bf16_by_distance(b[e]);
             for (size_t i = 0; i < ISA_COUNT; i++) {
-                if (!attn_isa_supported(all_isas[i]))
+                if (!test_isa_wanted(all_isas[i]))
                     continue;
                 CHECK_OK(attn_set_isa(all_isas[i]));
                 if (all_isas[i] == ATTN_ISA_AVX512 && attn_precision_native(ATTN_PRECISION_BF16))
@@ -202,7 +202,7 @@ static void check_accuracy(const shape *s, float alpha, float beta, uint64_t see
             naive_error = err > naive_error ? err : naive_error;
         }
     for (size_t i = 0; i < ISA_COUNT; i++) {
-        if (!attn_isa_supported(all_isas[i]))
+        if (!test_isa_wanted(all_isas[i]))
             continue;
         CHECK_OK(attn_set_isa(all_isas[i]));
         memcpy(c, c0, c_count(s) * sizeof(float));
@@ -273,7 +273,7 @@ static void test_threads_and_rows_do_not_change_bits(void)
     test_fill_uniform(a, (size_t)(m * k), -1.0f, 1.0f, 400);
     test_fill_uniform(b, (size_t)(n * k), -1.0f, 1.0f, 401);
     for (size_t i = 1; i < ISA_COUNT; i++) {
-        if (!attn_isa_supported(all_isas[i]))
+        if (!test_isa_wanted(all_isas[i]))
             continue;
         const char *name = attn_isa_name(all_isas[i]);
         CHECK_OK(attn_set_isa(all_isas[i]));
@@ -332,7 +332,7 @@ static void test_packed_b_equals_the_plain_product(void)
                 test_fill_uniform(b, b_count(&s), -1.0f, 1.0f, 60 + z);
                 test_fill_uniform(c0, c_count(&s), -1.0f, 1.0f, 70 + z);
                 for (size_t i = 0; i < ISA_COUNT; i++) {
-                    if (!attn_isa_supported(all_isas[i]))
+                    if (!test_isa_wanted(all_isas[i]))
                         continue;
                     CHECK_OK(attn_set_isa(all_isas[i]));
                     attn_gemm_packed_b *packed = NULL;

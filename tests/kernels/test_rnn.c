@@ -472,7 +472,7 @@ static void check_against_reference(const problem *p, int64_t stride, const char
     forward(p, &t);
     grads g = new_grads(p);
     backward(p, &g);
-    attn_isa isas[4];
+    attn_isa isas[ATTN_ISA_LAST + 1];
     int n_isas = supported_isas(isas);
     for (int i = 0; i < n_isas; i++) {
         CHECK_OK(attn_set_isa(isas[i]));
@@ -572,7 +572,7 @@ static void test_cell_steps_match_reference(void)
             attn_rnn_cell_dims dims = {p.cell, B, I, H};
             size_t n_saved = attn_rnn_cell_saved_floats(&dims);
             size_t n_work = attn_rnn_cell_workspace_floats(&dims);
-            attn_isa isas[4];
+            attn_isa isas[ATTN_ISA_LAST + 1];
             int n_isas = supported_isas(isas);
             for (int i = 0; i < n_isas; i++) {
                 CHECK_OK(attn_set_isa(isas[i]));
@@ -673,7 +673,7 @@ static void test_cell_from_projections_matches_reference(void)
             CHECK(stride == G + H, "the gate math keeps H values beside the G gates");
             trace t = new_trace(&p);
             forward(&p, &t);
-            attn_isa isas[4];
+            attn_isa isas[ATTN_ISA_LAST + 1];
             const int n_isas = supported_isas(isas);
             for (int i = 0; i < n_isas; i++) {
                 CHECK_OK(attn_set_isa(isas[i]));
@@ -737,7 +737,7 @@ static void test_layer_on_stored_matrices(void)
                                      WITH_BIAS | WITH_LENGTHS | REVERSE, 1.0, 6200);
             p.lengths[1] = 0;
             const int64_t G = gate_rows(&p);
-            attn_isa isas[4];
+            attn_isa isas[ATTN_ISA_LAST + 1];
             const int n_isas = supported_isas(isas);
             for (int i = 0; i < n_isas; i++) {
                 CHECK_OK(attn_set_isa(isas[i]));
@@ -846,7 +846,7 @@ static void test_final_states_and_empty_sentences(void)
                 ATTN_RNN_GRU, 3, T, 2, 5,
                 WITH_BIAS | WITH_H0 | (T ? WITH_LENGTHS : 0) | (reverse ? REVERSE : 0), 1.0, 8000);
             int64_t H = p.H;
-            attn_isa isas[4];
+            attn_isa isas[ATTN_ISA_LAST + 1];
             int n_isas = supported_isas(isas);
             for (int i = 0; i < n_isas; i++) {
                 CHECK_OK(attn_set_isa(isas[i]));
@@ -894,7 +894,7 @@ static void test_runs_are_bit_identical(void)
     for (int cell = ATTN_RNN_GRU; cell <= ATTN_RNN_LSTM; cell++) {
         problem p = make_problem((attn_rnn_cell)cell, 70, 3, 8, 80,
                                  WITH_BIAS | WITH_H0 | WITH_LENGTHS | REVERSE, 1.0, 9000);
-        attn_isa isas[4];
+        attn_isa isas[ATTN_ISA_LAST + 1];
         int n_isas = supported_isas(isas);
         for (int i = 0; i < n_isas; i++) {
             CHECK_OK(attn_set_isa(isas[i]));
@@ -918,7 +918,7 @@ static void test_bf16_products_stay_close_to_fp32(void)
     for (int cell = ATTN_RNN_GRU; cell <= ATTN_RNN_LSTM; cell++) {
         problem p = make_problem((attn_rnn_cell)cell, 9, 5, 24, 16,
                                  WITH_BIAS | WITH_H0 | WITH_LENGTHS, 1.0, 9100);
-        attn_isa isas[4];
+        attn_isa isas[ATTN_ISA_LAST + 1];
         int n_isas = supported_isas(isas);
         for (int i = 0; i < n_isas; i++) {
             if (isas[i] == ATTN_ISA_REFERENCE)

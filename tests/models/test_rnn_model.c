@@ -304,8 +304,9 @@ static void test_every_isa_matches_the_reference(void)
         double *as_double = test_alloc(count * sizeof(double));
         for (size_t j = 0; j < count; j++)
             as_double[j] = reference[j];
-        const attn_isa isas[] = {ATTN_ISA_PORTABLE, ATTN_ISA_AVX2, ATTN_ISA_AVX512};
-        for (int k = 0; k < 3; k++) {
+        const attn_isa isas[] = {ATTN_ISA_PORTABLE, ATTN_ISA_AVX2, ATTN_ISA_AVX512,
+                                 ATTN_ISA_NEON};
+        for (int k = 0; k < (int)(sizeof isas / sizeof isas[0]); k++) {
             if (!attn_isa_supported(isas[k]))
                 continue;
             size_t n1, n2;

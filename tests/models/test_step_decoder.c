@@ -236,7 +236,7 @@ static void test_steps_match_decode(void)
 {
     variant v[16];
     const int n = make_variants(v);
-    for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_AVX512; isa++) {
+    for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_LAST; isa++) {
         if (!attn_isa_supported((attn_isa)isa))
             continue;
         CHECK_OK(attn_set_isa((attn_isa)isa));

@@ -55,7 +55,7 @@ static void test_matches_double_product(void)
     static const int64_t rows[] = {1, 3, 4, 5, 8, 9, 13};
     static const int64_t ins[] = {1, 7, 16, 17, 64, 80, 259};
     static const int64_t outs[] = {1, 3, 17, 129};
-    for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_AVX512; isa++) {
+    for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_LAST; isa++) {
         if (!attn_isa_supported((attn_isa)isa))
             continue;
         CHECK_OK(attn_set_isa((attn_isa)isa));
@@ -98,7 +98,7 @@ static void test_matches_double_product(void)
 static void test_rows_and_threads_independent(void)
 {
     const int saved = attn_get_num_threads();
-    for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_AVX512; isa++) {
+    for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_LAST; isa++) {
         if (!attn_isa_supported((attn_isa)isa))
             continue;
         CHECK_OK(attn_set_isa((attn_isa)isa));

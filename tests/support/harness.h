@@ -6,8 +6,23 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "attn/attn.h"
+
+/* Whether a test runs instruction set isa: the CPU has it and ATTN_ISA, when set, names it
+ * (the reference, every test's ground truth, always runs). A run per path, such as
+ * `ATTN_ISA=portable ctest -L kernels` in make cross-test, then checks that path alone
+ * against the reference; unset, every path the CPU has is checked. */
+static inline int test_isa_wanted(attn_isa isa)
+{
+    const char *only = getenv("ATTN_ISA");
+    if (only != NULL && *only != '\0' && isa != ATTN_ISA_REFERENCE &&
+        strcmp(only, attn_isa_name(isa)) != 0)
+        return 0;
+    return attn_isa_supported(isa);
+}
 
 extern int test_checks_failed;
 extern int test_checks_passed;
