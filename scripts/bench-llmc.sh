@@ -5,7 +5,10 @@
 # tokens per second of each and the ratio. llm.c is built from ../shared/peers/llmc as its
 # Makefile builds it; nothing of it is kept.
 #
-#   scripts/bench-llmc.sh [BUILD_DIR]    (env: LAYERS HEADS CHANNELS B T STEPS THREADS)
+#   scripts/bench-llmc.sh [BUILD_DIR]    (env: LAYERS HEADS CHANNELS B T STEPS THREADS PRECISION)
+#
+# PRECISION (attn's products): bf16 where the CPU has it natively (attn info: "bf16: native"),
+# fp32 elsewhere, as the issue measures; llm.c computes in fp32 either way.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$root/build}"
@@ -26,24 +29,31 @@ mkdir -p "$work/dev/data/tinyshakespeare"
 cp "$work/tokens.bin" "$work/dev/data/tinyshakespeare/tiny_shakespeare_train.bin"
 cp "$work/tokens.bin" "$work/dev/data/tinyshakespeare/tiny_shakespeare_val.bin"
 
-echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+if [ -z "${PRECISION:-}" ]; then
+  PRECISION=fp32
+  "$build/attn" info | grep -q "^bf16: native" && PRECISION=bf16
+fi
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); attn in $PRECISION"
 "$build/attn" info | grep -iE "instruction|bf16|threads" || true
 
 # llm.c's main trains 40 steps at B 4, T 64 (its own constants) after a validation pass; the
 # first STEPS + 1 step lines are enough (the first is dropped as warm-up).
-(cd "$work" && OMP_NUM_THREADS="$THREADS" timeout 1800 ./train_gpt2 >"$work/llmc.log" 2>&1) &
+# exec: $! is train_gpt2 itself, so the kill below reaches it (stdbuf keeps its lines coming).
+(cd "$work" && exec env OMP_NUM_THREADS="$THREADS" stdbuf -oL ./train_gpt2) >"$work/llmc.log" 2>&1 &
 llmc=$!
-while kill -0 "$llmc" 2>/dev/null; do
-  [ "$(grep -c '^step ' "$work/llmc.log" || true)" -gt "$STEPS" ] && { kill "$llmc"; break; }
+for _ in $(seq 1800); do
+  kill -0 "$llmc" 2>/dev/null || break
+  [ "$(grep -c '^step ' "$work/llmc.log" || true)" -gt "$STEPS" ] && break
   sleep 1
 done
+kill "$llmc" 2>/dev/null || true
 wait "$llmc" 2>/dev/null || true
 
 "$build/attn" convert --from llmc "$work/gpt2_124M.bin" --out "$work/gpt2.safetensors" >/dev/null
 "$build/attn" train --task lm --init "$work/gpt2.safetensors" --train-tokens "$work/tokens.bin" \
     --no-valid --out "$work/out.safetensors" --shuffle none --batch-sequences "$B" --context "$T" \
     --optimizer adamw --lr 1e-4 --beta1 0.9 --beta2 0.999 --eps 1e-8 --weight-decay 0 \
-    --schedule constant --warmup 0 --clip-norm 0 --max-steps $((STEPS + 1)) \
+    --schedule constant --warmup 0 --clip-norm 0 --max-steps $((STEPS + 1)) --precision "$PRECISION" \
     --threads "$THREADS" --log "$work/attn.jsonl" 2>"$work/attn.log" || { cat "$work/attn.log"; exit 1; }
 
 /usr/bin/python3 - "$work/llmc.log" "$work/attn.jsonl" "$B" "$T" <<'EOF'
