@@ -81,7 +81,7 @@ def test_text_output_names_the_config():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--config", "huge"], "--config expects small, base or both, got 'huge'"),
+    (["--config", "huge"], "--config expects small, base, both or gpt2, got 'huge'"),
     (["--steps", "0"], "--steps expects an integer in [1, 1000], got '0'"),
     (["--threads", "x"], "--threads expects an integer"),
     (["--steps"], "--steps needs a value"),

@@ -105,7 +105,7 @@ def test_unknown_command_and_benchmark():
     (["eval"], "--ref", "FILE"),
     (["bench", "decode"], "--batch", "1, 64 or both"),
     (["bench", "decode"], "--min-seconds", "a number in [0.001, 600]"),
-    (["bench", "gemm"], "--isa", "reference, portable, avx2 or avx512"),
+    (["bench", "gemm"], "--isa", "reference, portable, avx2, avx512 or neon"),
 ])
 def test_missing_value_says_what_the_option_takes(args, option, what):
     usage_error(run(*args, option), f"{option} needs a value: {what}")
@@ -129,7 +129,7 @@ def test_missing_value_says_what_the_option_takes(args, option, what):
     (["eval", "--metric", "bleu", "--ref", "r"], ["--width", "18"],
      "--width expects an integer in [0, 17], got '18'"),
     (["bench", "attention"], ["--reps", "65"], "--reps expects an integer in [1, 64], got '65'"),
-    (["bench", "train"], ["--config=huge"], "--config expects small, base or both, got 'huge'"),
+    (["bench", "train"], ["--config=huge"], "--config expects small, base, both or gpt2, got 'huge'"),
 ])
 def test_bad_value_says_what_the_option_takes(args, bad, what):
     usage_error(run(*args, *bad), what)
