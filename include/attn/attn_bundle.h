@@ -129,7 +129,9 @@ typedef struct attn_text_score {
  * consecutive windows of max_len + 1 ids overlapping by one, so every id after the first is
  * predicted exactly once, from the earlier ids of its window; batch_rows >= 1 windows per
  * forward pass, in the graph's precision with no dropout; the log-probabilities are summed in
- * double. Fails (ATTN_ERR_INVALID_ARGUMENT) when the stream has fewer than 2 ids. */
+ * double. A bf16 or int8 model (attn quantize) is scored by its step decoder instead, whose
+ * products round the activations as well as the weights: the perplexity attn_generate's path
+ * gives. Fails (ATTN_ERR_INVALID_ARGUMENT) when the stream has fewer than 2 ids. */
 ATTN_API attn_status attn_bundle_score_text(attn_bundle *bundle, const char *const *lines,
                                             int64_t n, int64_t batch_rows, attn_text_score *out);
 

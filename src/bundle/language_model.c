@@ -200,21 +200,56 @@ static attn_status text_stream(const attn_tokenizer *tokenizer, const char *cons
 
 /* The summed -log p of the batch's predicted ids, from the logits [rows, tgt_len - 1, vocab]:
  * log-softmax in double. */
+/* -log softmax(z)[target], in double. */
+static double token_nats(const float *z, int64_t vocab, int32_t target)
+{
+    double max = z[0];
+    for (int64_t v = 1; v < vocab; v++)
+        max = z[v] > max ? z[v] : max;
+    double sum = 0.0;
+    for (int64_t v = 0; v < vocab; v++)
+        sum += exp((double)z[v] - max);
+    return max + log(sum) - (double)z[target];
+}
+
+/* Scores a batch of windows (tgt [size, tgt_len], lengths) with the step decoder, one position
+ * of every row per step: a bf16 or int8 model's step decoder rounds its activations too (int8
+ * products quantize each row), so this is the perplexity of the text as attn generate sees it,
+ * where the graph's forward would multiply the stored weights with fp32 activations. */
+static attn_status stepwise_nats(attn_model *model, attn_graph *graph, const attn_model_batch *batch,
+                                 int64_t vocab, double *nats)
+{
+    const int64_t size = batch->size, steps = batch->tgt_len - 1;
+    int32_t *ids = malloc((size_t)size * sizeof *ids);
+    float *logits = malloc((size_t)(size * vocab) * sizeof *logits);
+    attn_step_decoder *decoder = NULL;
+    attn_status status = ids != NULL && logits != NULL
+                             ? attn_model_step_start(model, graph, NULL, NULL, size, steps, &decoder)
+                             : attn_fail(ATTN_ERR_OUT_OF_MEMORY,
+                                         "attn_bundle_score_text: out of memory");
+    for (int64_t t = 0; t < steps && status == ATTN_OK; t++) {
+        for (int64_t b = 0; b < size; b++) /* a finished row reads padding, never scored */
+            ids[b] = t < batch->tgt_lengths[b] ? batch->tgt[b * batch->tgt_len + t] : ATTN_PAD_ID;
+        status = attn_model_step(decoder, ids, logits, NULL);
+        for (int64_t b = 0; b < size && status == ATTN_OK; b++)
+            if (t + 1 < batch->tgt_lengths[b])
+                *nats += token_nats(logits + b * vocab, vocab,
+                                    batch->tgt[b * batch->tgt_len + t + 1]);
+    }
+    attn_model_step_destroy(decoder);
+    free(ids);
+    free(logits);
+    return status;
+}
+
 static double batch_nats(const float *logits, const attn_model_batch *batch, int64_t vocab)
 {
     const int64_t steps = batch->tgt_len - 1;
     double nats = 0.0;
     for (int64_t b = 0; b < batch->size; b++)
-        for (int64_t t = 0; t + 1 < batch->tgt_lengths[b]; t++) {
-            const float *z = logits + (b * steps + t) * vocab;
-            double max = z[0];
-            for (int64_t v = 1; v < vocab; v++)
-                max = z[v] > max ? z[v] : max;
-            double sum = 0.0;
-            for (int64_t v = 0; v < vocab; v++)
-                sum += exp((double)z[v] - max);
-            nats += max + log(sum) - (double)z[batch->tgt[b * batch->tgt_len + t + 1]];
-        }
+        for (int64_t t = 0; t + 1 < batch->tgt_lengths[b]; t++)
+            nats += token_nats(logits + (b * steps + t) * vocab, vocab,
+                               batch->tgt[b * batch->tgt_len + t + 1]);
     return nats;
 }
 
@@ -260,10 +295,14 @@ static attn_status score_windows(attn_bundle *bundle, const int32_t *stream, int
         attn_graph_reset(graph);
         attn_graph_set_recording(graph, 0);
         attn_graph_set_training(graph, 0);
-        attn_var *logits = NULL;
-        status = attn_model_forward_logits(model, graph, &batch, &logits);
-        if (status == ATTN_OK)
-            score->nats += batch_nats(logits->value.data, &batch, vocab);
+        if (attn_model_precision(model) != ATTN_PRECISION_FP32) {
+            status = stepwise_nats(model, graph, &batch, vocab, &score->nats);
+        } else {
+            attn_var *logits = NULL;
+            status = attn_model_forward_logits(model, graph, &batch, &logits);
+            if (status == ATTN_OK)
+                score->nats += batch_nats(logits->value.data, &batch, vocab);
+        }
         attn_graph_reset(graph);
     }
     free(tgt);

@@ -99,28 +99,32 @@ static double step_gflop(const train_shape *s)
     return 3 * forward * 1e-9;
 }
 
+attn_model_config cli_gpt2_config(void)
+{
+    /* GPT-2 124M as attn convert --from llmc describes it. */
+    attn_model_config c = attn_model_config_default(ATTN_ARCH_TRANSFORMER_LM);
+    c.d_model = 768;
+    c.num_heads = 12;
+    c.decoder_layers = 12;
+    c.ffn_dim = 3072;
+    c.tgt_vocab = 50257;
+    c.max_len = GPT2_MAX_LEN;
+    c.dropout = 0.0;
+    c.label_smoothing = 0.0;
+    c.activation = ATTN_ACT_GELU_TANH;
+    c.norm_first = 1;
+    c.decoder_final_norm = 1;
+    c.tie_output = 1;
+    c.output_bias = 0;
+    c.scale_embeddings = 0;
+    c.positions = ATTN_POSITIONS_LEARNED;
+    return c;
+}
+
 static attn_model_config shape_config(const train_shape *s)
 {
-    if (s->language_model) {
-        /* GPT-2 as attn convert --from llmc describes it. */
-        attn_model_config c = attn_model_config_default(ATTN_ARCH_TRANSFORMER_LM);
-        c.d_model = s->d_model;
-        c.num_heads = s->heads;
-        c.decoder_layers = s->layers;
-        c.ffn_dim = s->ffn;
-        c.tgt_vocab = s->vocab;
-        c.max_len = GPT2_MAX_LEN;
-        c.dropout = 0.0;
-        c.label_smoothing = 0.0;
-        c.activation = ATTN_ACT_GELU_TANH;
-        c.norm_first = 1;
-        c.decoder_final_norm = 1;
-        c.tie_output = 1;
-        c.output_bias = 0;
-        c.scale_embeddings = 0;
-        c.positions = ATTN_POSITIONS_LEARNED;
-        return c;
-    }
+    if (s->language_model)
+        return cli_gpt2_config();
     attn_model_config c = attn_model_config_default(ATTN_ARCH_TRANSFORMER);
     c.d_model = s->d_model;
     c.num_heads = s->heads;

@@ -92,3 +92,24 @@ def test_bad_flags_exit_2_with_a_message(args, message):
     result = run(*args)
     assert result.returncode == 2
     assert message in result.stderr
+
+
+def test_bench_generate_json_counts_the_weights_it_reads():
+    """attn bench generate: one JSON row per batch; the weight bytes a token reads are GPT-2
+    124M's matrices at the precision's width, and batch 1 relates them to a bandwidth it
+    measured (a positive one: 0 would mean the reads were not made)."""
+    rows = {}
+    for precision in ("fp32", "int8"):
+        out = subprocess.run([ATTN, "bench", "generate", "--json", "--batch", "1", "--prompt", "2",
+                              "--new-tokens", "2", "--reps", "1", "--precision", precision],
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        rows[precision] = json.loads(out.stdout)
+    matrices = 12 * (4 * 768 * 768 + 2 * 768 * 3072) + 50257 * 768
+    assert rows["fp32"]["weight_bytes_per_token"] == 4 * matrices
+    assert matrices < rows["int8"]["weight_bytes_per_token"] < 1.01 * matrices
+    for row in rows.values():
+        assert row["config"] == "gpt2" and row["batch"] == 1 and row["new_tokens_per_s"] > 0
+        assert row["read_bandwidth_gb_s"] > 0
+        assert row["bandwidth_share"] == pytest.approx(
+            row["weight_gb_s"] / row["read_bandwidth_gb_s"], rel=2e-2)

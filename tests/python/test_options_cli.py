@@ -9,8 +9,8 @@ from attn_program import ATTN
 
 
 COMMANDS = [["train"], ["translate"], ["generate"], ["viz"], ["eval"], ["info"],
-            ["bench", "attention"], ["bench", "gemm"], ["bench", "decode"], ["bench", "train"],
-            ["average"]]
+            ["bench", "attention"], ["bench", "gemm"], ["bench", "decode"], ["bench", "generate"],
+            ["bench", "train"], ["average"]]
 
 
 def run(*args, stdin=b""):
@@ -105,6 +105,7 @@ def test_unknown_command_and_benchmark():
     (["eval"], "--ref", "FILE"),
     (["bench", "decode"], "--batch", "1, 64 or both"),
     (["bench", "decode"], "--min-seconds", "a number in [0.001, 600]"),
+    (["bench", "generate"], "--batch", "1, 32 or both"),
     (["bench", "gemm"], "--isa", "reference, portable, avx2, avx512 or neon"),
 ])
 def test_missing_value_says_what_the_option_takes(args, option, what):
