@@ -404,6 +404,13 @@ ATTN_API attn_status attn_model_step(attn_step_decoder *decoder, const int32_t *
 /* New row r = old row rows[r] for r < new_size: 0 <= rows[r] < the current size, repeats
  * allowed, 0 <= new_size <= max_rows. Cheap: a row kept once moves by pointer, and only a
  * duplicated row's history is copied. */
+/* count >= 1 steps at once, the next count tokens of every row known in advance (a prompt):
+ * ids [size, count] (row r's tokens at ids + r * count); logits [size, tgt_vocab] receives the
+ * last step's. Equal to count calls of attn_model_step, to the bit, but a Transformer reads
+ * each weight matrix once for many positions instead of once per position, which is most of
+ * a step's time with few rows. Decoders with cross-attention maps refuse it. */
+ATTN_API attn_status attn_model_step_prefill(attn_step_decoder *decoder, const int32_t *ids,
+                                             int64_t count, float *logits);
 ATTN_API attn_status attn_model_step_select(attn_step_decoder *decoder, const int64_t *rows,
                                             int64_t new_size);
 /* The current number of rows (0 for NULL). */

@@ -1,7 +1,7 @@
 /* attn bench generate: how fast a language model writes, the counterpart of
  * bench/torch_generate.py. The model is GPT-2 124M (cli_gpt2_config) with random weights.
  * One repetition starts a step decoder for `batch` rows, reads a prompt of --prompt random
- * tokens (the prefill, timed apart), then takes --new-tokens greedy steps, each row's arg-max
+ * tokens in one prefill (attn_model_step_prefill, as attn_generate does; timed apart), then takes --new-tokens greedy steps, each row's arg-max
  * fed back (no early stop, so every precision does the same work). The figure is new tokens
  * per second of the generation phase, over all rows; the median of --reps repetitions.
  *
@@ -168,11 +168,8 @@ static attn_status generate_once(generate_run *r, double *prefill_s, double *gen
     const double start = clock_seconds(CLOCK_MONOTONIC);
     attn_status status = attn_model_step_start(r->model, r->graph, NULL, NULL, r->batch,
                                                r->prompt + r->new_tokens, &d);
-    for (int64_t t = 0; t < r->prompt && status == ATTN_OK; t++) {
-        for (int64_t b = 0; b < r->batch; b++)
-            r->ids[b] = r->prompts[b * r->prompt + t];
-        status = attn_model_step(d, r->ids, r->logits, NULL);
-    }
+    if (status == ATTN_OK) /* as attn_generate reads a prompt */
+        status = attn_model_step_prefill(d, r->prompts, r->prompt, r->logits);
     const double prefilled = clock_seconds(CLOCK_MONOTONIC);
     /* The prompt's last step gave the first new token's logits; each step after feeds one. */
     for (int64_t t = 0; t < r->new_tokens && status == ATTN_OK; t++) {

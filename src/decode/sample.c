@@ -312,7 +312,23 @@ attn_status attn_sample_run(attn_step_decoder *decoder, int64_t context, int64_t
         attn_rng_seed(&s.rngs[i], attn_index_hash(options->seed, stream_ids != NULL ? stream_ids[i]
                                                                                     : (uint64_t)i));
     }
-    for (int64_t step = 0; status == ATTN_OK && attn_model_step_size(decoder) > 0; step++)
+    /* The positions before the shortest prompt's last token draw nothing: read them in one
+     * prefill, which equals stepping through them. */
+    int64_t step = 0, shared = prompt_lengths[0] - 1;
+    for (int64_t i = 1; i < n; i++)
+        shared = prompt_lengths[i] - 1 < shared ? prompt_lengths[i] - 1 : shared;
+    if (shared > 0) {
+        int32_t *ids = malloc((size_t)(n * shared) * sizeof *ids);
+        status = ids != NULL ? ATTN_OK
+                             : attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_generate: out of memory");
+        for (int64_t i = 0; i < n && status == ATTN_OK; i++)
+            memcpy(ids + i * shared, prompts[i], (size_t)shared * sizeof *ids);
+        if (status == ATTN_OK)
+            status = attn_model_step_prefill(decoder, ids, shared, s.logits);
+        free(ids);
+        step = shared;
+    }
+    for (; status == ATTN_OK && attn_model_step_size(decoder) > 0; step++)
         status = sample_step(decoder, step, context, prompts, prompt_lengths, options, callback,
                              user, &s, result);
     sample_state_free(&s);

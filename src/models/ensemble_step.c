@@ -63,7 +63,7 @@ static void ensemble_destroy(attn_step_decoder *decoder)
 }
 
 static const attn_step_decoder_ops ENSEMBLE_OPS = {ensemble_step, ensemble_select,
-                                                   ensemble_destroy};
+                                                   ensemble_destroy, NULL};
 
 attn_status attn_model_step_ensemble(attn_step_decoder *const *members, int64_t count,
                                      attn_step_decoder **out)

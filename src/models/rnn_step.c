@@ -230,7 +230,7 @@ static attn_status rnn_select(attn_step_decoder *decoder, const int64_t *rows, i
     return ATTN_OK;
 }
 
-static const attn_step_decoder_ops rnn_ops = {rnn_step, rnn_select, rnn_destroy};
+static const attn_step_decoder_ops rnn_ops = {rnn_step, rnn_select, rnn_destroy, NULL};
 
 attn_status attn_rnn_step_start(const char *fn, attn_model *model, attn_graph *graph,
                                 attn_var *memory, const int32_t *src_lengths, int64_t max_rows,

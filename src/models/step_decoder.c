@@ -2,6 +2,8 @@
  * through the step decoder's table (step_decoder.h). */
 #include "models/step_decoder.h"
 
+#include <stdlib.h>
+
 attn_status attn_model_step_start(attn_model *model, attn_graph *graph, attn_var *memory,
                                   const int32_t *src_lengths, int64_t max_rows, int64_t max_steps,
                                   attn_step_decoder **out)
@@ -48,6 +50,47 @@ attn_status attn_model_step(attn_step_decoder *decoder, const int32_t *ids, floa
         ATTN_TRY(d->ops->step(d, ids, logits, cross));
     d->steps++;
     return ATTN_OK;
+}
+
+attn_status attn_model_step_prefill(attn_step_decoder *decoder, const int32_t *ids,
+                                    int64_t count, float *logits)
+{
+    const char *fn = __func__;
+    ATTN_CHECK_NOT_NULL(decoder);
+    attn_step_decoder *d = decoder;
+    ATTN_CHECK_ARG(count >= 1 && count <= d->max_steps - d->steps,
+                   "%s: count %lld is outside [1, %lld], the steps left of max_steps %lld", fn,
+                   (long long)count, (long long)(d->max_steps - d->steps),
+                   (long long)d->max_steps);
+    ATTN_CHECK_ARG(d->cross_maps == 0,
+                   "%s: a decoder with cross-attention steps one token at a time (its maps are "
+                   "wanted per step)",
+                   fn);
+    if (d->size > 0) {
+        ATTN_CHECK_ARG(ids != NULL, "%s: ids must not be NULL", fn);
+        ATTN_CHECK_ARG(logits != NULL, "%s: logits must not be NULL", fn);
+    }
+    for (int64_t i = 0; i < d->size * count; i++)
+        ATTN_CHECK_ARG(ids[i] >= 0 && ids[i] < d->vocab,
+                       "%s: ids[%lld][%lld] = %d is outside [0, tgt_vocab %lld)", fn,
+                       (long long)(i / count), (long long)(i % count), (int)ids[i],
+                       (long long)d->vocab);
+    if (d->size > 0 && d->ops->prefill != NULL) {
+        ATTN_TRY(d->ops->prefill(d, ids, count, logits));
+        d->steps += count;
+        return ATTN_OK;
+    }
+    int32_t *column = malloc((size_t)(d->size > 0 ? d->size : 1) * sizeof *column);
+    if (column == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    attn_status status = ATTN_OK;
+    for (int64_t t = 0; t < count && status == ATTN_OK; t++) {
+        for (int64_t r = 0; r < d->size; r++)
+            column[r] = ids[r * count + t];
+        status = attn_model_step(d, column, logits, NULL);
+    }
+    free(column);
+    return status;
 }
 
 attn_status attn_model_step_select(attn_step_decoder *decoder, const int64_t *rows,

@@ -21,6 +21,11 @@ typedef struct attn_step_decoder_ops {
     attn_status (*select)(attn_step_decoder *decoder, const int64_t *rows, int64_t new_size);
     /* Frees everything the decoder holds, the decoder included. */
     void (*destroy)(attn_step_decoder *decoder);
+    /* Optional (NULL: step_decoder.c takes count steps instead): count >= 1 steps at once
+     * (attn_model_step_prefill, checked), ids [size, count] -> the last one's logits [size,
+     * vocab]. Must equal the steps it replaces; leaves the steps count to the caller. */
+    attn_status (*prefill)(attn_step_decoder *decoder, const int32_t *ids, int64_t count,
+                           float *logits);
 } attn_step_decoder_ops;
 
 /* The first member of every implementation's own struct, so that the implementation's

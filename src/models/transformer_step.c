@@ -76,8 +76,12 @@ typedef struct transformer_step_decoder {
     int64_t cross_slab;
     int64_t *cross_slab_of_row, *cross_slab_spare; /* [max_rows] */
     int32_t *src_length_of_row, *src_length_spare; /* [max_rows] */
-    /* Per-step scratch for max_rows rows. */
-    float *x, *normed, *sub, *qkv, *ctx, *hidden, *probs;
+    /* Scratch for `capacity` rows: a step's rows, or a prefill's rows x positions (position
+     * major: the rows of one position are consecutive). rows is the current pass's count. */
+    int64_t capacity, rows;
+    int32_t *pass_ids; /* [capacity] a prefill's ids, position major */
+    float *x, *normed, *sub, *qkv, *ctx, *hidden;
+    float *probs; /* [max_rows, heads, probs_len]: one position's rows at a time */
     float *up;               /* SwiGLU's up projection [max_rows, ffn_dim]; NULL for the MLP */
     void *quantized_scratch; /* the activations of a bf16 or int8 product (NULL in fp32) */
     int64_t probs_len;       /* max(max_steps, src_len) per row and head */
@@ -104,29 +108,43 @@ static attn_status gemm_linear(const linear_weights *l, int64_t rows, const floa
  * many rows are decoded beside it. */
 #define STEP_LINEAR_MAX_ROWS 8
 
-static attn_status linear(const transformer_step_decoder *d, const linear_weights *l,
-                          const float *x, int64_t ldx, float *y, int64_t ldy)
+/* rows of x: the pass's (d->rows), or fewer (the output layer reads a prefill's last
+ * position only). */
+static attn_status linear_rows(const transformer_step_decoder *d, const linear_weights *l,
+                               int64_t rows, const float *x, int64_t ldx, float *y, int64_t ldy)
 {
     if (l->q != NULL) {
-        const quantized_linear_args args = {d->base.size, x, ldx, l->q,
-                                            l->b,         y, ldy, d->quantized_scratch};
+        const quantized_linear_args args = {rows, x, ldx, l->q, l->b, y, ldy, d->quantized_scratch};
         attn_quantized_linear(&args);
         return ATTN_OK;
     }
     if (d->base.max_rows > STEP_LINEAR_MAX_ROWS)
-        return gemm_linear(l, d->base.size, x, ldx, y, ldy);
-    const step_linear_args args = {d->base.size, l->in, l->out, x, ldx, l->w, l->b, y, ldy};
+        return gemm_linear(l, rows, x, ldx, y, ldy);
+    const step_linear_args args = {rows, l->in, l->out, x, ldx, l->w, l->b, y, ldy};
     attn_step_linear(&args);
     return ATTN_OK;
 }
 
-/* y = the model's norm (LayerNorm or RMSNorm) of x, for the current rows. */
+static attn_status linear(const transformer_step_decoder *d, const linear_weights *l,
+                          const float *x, int64_t ldx, float *y, int64_t ldy)
+{
+    return linear_rows(d, l, d->rows, x, ldx, y, ldy);
+}
+
+static attn_status norm_of_rows(const transformer_step_decoder *d, int64_t rows,
+                                const float *weight, const float *bias, float eps, const float *x,
+                                float *y)
+{
+    if (d->norm_kind == ATTN_NORM_RMS)
+        return attn_rms_norm_forward(rows, d->d_model, x, weight, eps, y, NULL);
+    return attn_layer_norm_forward(rows, d->d_model, x, weight, bias, eps, y, NULL, NULL);
+}
+
+/* y = the model's norm (LayerNorm or RMSNorm) of x, for the pass's rows. */
 static attn_status norm_rows(const transformer_step_decoder *d, const float *weight,
                              const float *bias, float eps, const float *x, float *y)
 {
-    if (d->norm_kind == ATTN_NORM_RMS)
-        return attn_rms_norm_forward(d->base.size, d->d_model, x, weight, eps, y, NULL);
-    return attn_layer_norm_forward(d->base.size, d->d_model, x, weight, bias, eps, y, NULL, NULL);
+    return norm_of_rows(d, d->rows, weight, bias, eps, x, y);
 }
 
 /* A sublayer's input: norm(x) before a pre-norm sublayer, x itself after a post-norm one. */
@@ -143,7 +161,7 @@ static attn_status open_sublayer(transformer_step_decoder *d, const layer_weight
 /* x = x + sub (pre-norm) or norm(x + sub) (post-norm). */
 static attn_status close_sublayer(transformer_step_decoder *d, const layer_weights *w, int which)
 {
-    const int64_t count = d->base.size * d->d_model;
+    const int64_t count = d->rows * d->d_model;
     if (d->norm_first) {
         for (int64_t i = 0; i < count; i++)
             d->x[i] += d->sub[i];
@@ -170,32 +188,41 @@ static kv_cache_view cross_cache_view(const transformer_step_decoder *d, int64_t
         head_stride,   d->heads * head_stride, d->base.src_len, d->src_length_of_row};
 }
 
+/* The pass's positions steps .. steps + positions - 1 of every row: each position's keys and
+ * values join the cache, then its queries attend over the cache up to itself, so a prefill's
+ * row sees what the same row would have seen one step at a time. */
 static attn_status self_attention(transformer_step_decoder *d, int64_t layer,
                                   const layer_weights *w)
 {
-    const int64_t n = d->base.size, E = d->d_model, dh = d->d_head, t = d->base.steps;
+    const int64_t n = d->base.size, E = d->d_model, dh = d->d_head, first = d->base.steps;
+    const int64_t positions = d->rows / n;
     const float *in;
     ATTN_TRY(open_sublayer(d, w, SELF_ATTENTION, &in));
     ATTN_TRY(linear(d, &w->self_qkv, in, E, d->qkv, 3 * E));
-    if (d->rope_base >
-        0.0) { /* the query and key of position t turn; the cache keeps keys turned */
-        ATTN_TRY(attn_rope_rotate(d->qkv, n, 1, t, 3 * E, d->heads, dh, d->rope_base, 0));
-        ATTN_TRY(attn_rope_rotate(d->qkv + E, n, 1, t, 3 * E, d->heads, dh, d->rope_base, 0));
-    }
     kv_cache_view kv = self_cache_view(d, layer);
-    for (int64_t r = 0; r < n; r++) {
-        float *slab = d->self_pool + d->self_slab_of_row[r] * d->self_slab + kv.offset;
-        for (int64_t h = 0; h < d->heads; h++) {
-            float *key = slab + h * kv.head_stride + t * dh;
-            memcpy(key, d->qkv + r * 3 * E + E + h * dh, (size_t)dh * sizeof(float));
-            memcpy(key + kv.value_offset, d->qkv + r * 3 * E + 2 * E + h * dh,
-                   (size_t)dh * sizeof(float));
+    for (int64_t p = 0; p < positions; p++) {
+        const int64_t t = first + p;
+        float *qkv = d->qkv + p * n * 3 * E;
+        if (d->rope_base > 0.0) { /* the query and key of position t turn; the cache keeps
+                                   * keys turned */
+            ATTN_TRY(attn_rope_rotate(qkv, n, 1, t, 3 * E, d->heads, dh, d->rope_base, 0));
+            ATTN_TRY(attn_rope_rotate(qkv + E, n, 1, t, 3 * E, d->heads, dh, d->rope_base, 0));
         }
+        for (int64_t r = 0; r < n; r++) {
+            float *slab = d->self_pool + d->self_slab_of_row[r] * d->self_slab + kv.offset;
+            for (int64_t h = 0; h < d->heads; h++) {
+                float *key = slab + h * kv.head_stride + t * dh;
+                memcpy(key, qkv + r * 3 * E + E + h * dh, (size_t)dh * sizeof(float));
+                memcpy(key + kv.value_offset, qkv + r * 3 * E + 2 * E + h * dh,
+                       (size_t)dh * sizeof(float));
+            }
+        }
+        kv.count = t + 1;
+        step_attention a = {d->heads,     dh, d->attn_scale,      qkv,
+                            3 * E,        kv, d->probs,           d->heads * d->probs_len,
+                            d->probs_len, 0,  d->ctx + p * n * E, E};
+        attn_step_attend(&a, n, t + 1);
     }
-    step_attention a = {d->heads,     dh, d->attn_scale, d->qkv,
-                        3 * E,        kv, d->probs,      d->heads * d->probs_len,
-                        d->probs_len, 0,  d->ctx,        E};
-    attn_step_attend(&a, n, t + 1);
     ATTN_TRY(linear(d, &w->self_out, d->ctx, E, d->sub, E));
     return close_sublayer(d, w, SELF_ATTENTION);
 }
@@ -233,7 +260,7 @@ static attn_status cross_attention(transformer_step_decoder *d, int64_t layer,
 
 static attn_status feed_forward(transformer_step_decoder *d, const layer_weights *w)
 {
-    const int64_t n = d->base.size, E = d->d_model, F = d->ffn_dim;
+    const int64_t n = d->rows, E = d->d_model, F = d->ffn_dim;
     const float *in;
     ATTN_TRY(open_sublayer(d, w, FEED_FORWARD, &in));
     ATTN_TRY(linear(d, &w->ff1, in, E, d->hidden, F));
@@ -247,17 +274,20 @@ static attn_status feed_forward(transformer_step_decoder *d, const layer_weights
     return close_sublayer(d, w, FEED_FORWARD);
 }
 
-static attn_status transformer_step(attn_step_decoder *decoder, const int32_t *ids, float *logits,
-                                    float *cross)
+/* Runs the blocks over d->rows rows of ids (position major) at positions steps .. steps +
+ * rows / size - 1, then the output layer over the last position's rows only. */
+static attn_status run_pass(transformer_step_decoder *d, const int32_t *ids, float *logits,
+                            float *cross)
 {
-    transformer_step_decoder *d = (transformer_step_decoder *)decoder;
-    const int64_t n = d->base.size, E = d->d_model;
-    ATTN_TRY(
-        attn_embedding_forward(n, d->base.vocab, E, d->embed_table, ids, d->embed_scale, d->x));
-    const float *position = d->positions != NULL ? d->positions + d->base.steps * E : NULL;
-    for (int64_t r = 0; position != NULL && r < n; r++)
-        for (int64_t i = 0; i < E; i++)
-            d->x[r * E + i] += position[i];
+    const int64_t n = d->base.size, E = d->d_model, rows = d->rows;
+    ATTN_TRY(attn_embedding_forward(rows, d->base.vocab, E, d->embed_table, ids, d->embed_scale,
+                                    d->x));
+    for (int64_t p = 0; d->positions != NULL && p < rows / n; p++) {
+        const float *position = d->positions + (d->base.steps + p) * E;
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t i = 0; i < E; i++)
+                d->x[(p * n + r) * E + i] += position[i];
+    }
     for (int64_t l = 0; l < d->n_layers; l++) {
         const layer_weights *w = &d->layers[l];
         ATTN_TRY(self_attention(d, l, w));
@@ -265,13 +295,47 @@ static attn_status transformer_step(attn_step_decoder *decoder, const int32_t *i
             ATTN_TRY(cross_attention(d, l, w, cross));
         ATTN_TRY(feed_forward(d, w));
     }
-    const float *top = d->x;
+    const float *top = d->x + (rows - n) * E;
     if (d->final_norm_w != NULL) {
-        ATTN_TRY(
-            norm_rows(d, d->final_norm_w, d->final_norm_b, d->final_norm_eps, d->x, d->normed));
+        ATTN_TRY(norm_of_rows(d, n, d->final_norm_w, d->final_norm_b, d->final_norm_eps, top,
+                              d->normed));
         top = d->normed;
     }
-    return linear(d, &d->generator, top, E, logits, d->base.vocab);
+    return linear_rows(d, &d->generator, n, top, E, logits, d->base.vocab);
+}
+
+static attn_status transformer_step(attn_step_decoder *decoder, const int32_t *ids, float *logits,
+                                    float *cross)
+{
+    transformer_step_decoder *d = (transformer_step_decoder *)decoder;
+    d->rows = d->base.size;
+    return run_pass(d, ids, logits, cross);
+}
+
+/* As many positions a pass as the scratch holds: each weight matrix is then read once for
+ * all of them rather than once a position. A row's every product goes through the same
+ * operations as in a step (the choice of product depends on max_rows only, and each output
+ * row of a product is computed alone), so a prefill equals its steps bit for bit. The
+ * decoder's steps count stays the caller's (step_decoder.c adds count after). */
+static attn_status transformer_prefill(attn_step_decoder *decoder, const int32_t *ids,
+                                       int64_t count, float *logits)
+{
+    transformer_step_decoder *d = (transformer_step_decoder *)decoder;
+    const int64_t n = d->base.size, first = d->base.steps;
+    const int64_t per_pass = d->has_cross ? 1 : d->capacity / n;
+    attn_status status = ATTN_OK;
+    for (int64_t done = 0; done < count && status == ATTN_OK;) {
+        const int64_t positions = count - done < per_pass ? count - done : per_pass;
+        for (int64_t p = 0; p < positions; p++)
+            for (int64_t r = 0; r < n; r++)
+                d->pass_ids[p * n + r] = ids[r * count + done + p];
+        d->rows = positions * n;
+        d->base.steps = first + done;
+        status = run_pass(d, d->pass_ids, logits, NULL);
+        done += positions;
+    }
+    d->base.steps = first;
+    return status;
 }
 
 /* ---- start --------------------------------------------------------------------------------- */
@@ -440,14 +504,20 @@ static float *alloc_floats(int64_t a, int64_t b, int *fits)
     return p;
 }
 
+/* A prefill's rows x positions a pass at least (transformer_prefill): enough to read each
+ * weight matrix once for many positions, little memory beside the cache. */
+#define PREFILL_ROWS 64
+
 static attn_status allocate(const char *fn, transformer_step_decoder *d, int64_t sentences)
 {
-    const int64_t rows = d->base.max_rows, E = d->d_model;
+    const int64_t max_rows = d->base.max_rows, E = d->d_model;
+    const int64_t rows = max_rows > PREFILL_ROWS ? max_rows : PREFILL_ROWS;
     int fits = 1;
+    d->capacity = rows;
     d->self_slab = d->n_layers * 2 * d->heads * d->base.max_steps * d->d_head;
     d->cross_slab = d->n_layers * 2 * d->heads * d->base.src_len * d->d_head;
     d->probs_len = d->base.max_steps > d->base.src_len ? d->base.max_steps : d->base.src_len;
-    d->self_pool = alloc_floats(rows, d->self_slab, &fits);
+    d->self_pool = alloc_floats(max_rows, d->self_slab, &fits);
     d->cross_pool = d->has_cross ? alloc_floats(sentences, d->cross_slab, &fits) : NULL;
     d->x = alloc_floats(rows, E, &fits);
     d->normed = alloc_floats(rows, E, &fits);
@@ -457,8 +527,9 @@ static attn_status allocate(const char *fn, transformer_step_decoder *d, int64_t
     d->hidden = alloc_floats(rows, d->ffn_dim, &fits);
     if (d->ffn_kind == ATTN_FFN_SWIGLU)
         d->up = alloc_floats(rows, d->ffn_dim, &fits);
-    d->probs = alloc_floats(rows * d->heads, d->probs_len, &fits);
-    const size_t n = (size_t)(rows > 0 ? rows : 1);
+    d->probs = alloc_floats(max_rows * d->heads, d->probs_len, &fits);
+    d->pass_ids = malloc((size_t)rows * sizeof(int32_t));
+    const size_t n = (size_t)(max_rows > 0 ? max_rows : 1);
     d->layers = calloc((size_t)d->n_layers, sizeof *d->layers);
     d->self_slab_of_row = malloc(n * sizeof(int64_t));
     d->self_slab_spare = malloc(n * sizeof(int64_t));
@@ -467,7 +538,8 @@ static attn_status allocate(const char *fn, transformer_step_decoder *d, int64_t
     d->src_length_of_row = malloc(n * sizeof(int32_t));
     d->src_length_spare = malloc(n * sizeof(int32_t));
     d->claimed = malloc(n);
-    if (!fits || d->layers == NULL || d->self_slab_of_row == NULL || d->self_slab_spare == NULL ||
+    if (!fits || d->pass_ids == NULL || d->layers == NULL || d->self_slab_of_row == NULL ||
+        d->self_slab_spare == NULL ||
         d->cross_slab_of_row == NULL || d->cross_slab_spare == NULL ||
         d->src_length_of_row == NULL || d->src_length_spare == NULL || d->claimed == NULL)
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY,
@@ -532,7 +604,7 @@ static attn_status allocate_quantized_scratch(const char *fn, transformer_step_d
     size_t bytes = 0;
     for (int i = 0; i < n; i++)
         if (all[i]->q != NULL) {
-            const size_t need = attn_quantized_linear_scratch_bytes(d->base.max_rows, all[i]->q);
+            const size_t need = attn_quantized_linear_scratch_bytes(d->capacity, all[i]->q);
             bytes = need > bytes ? need : bytes;
         }
     free(all);
@@ -684,6 +756,7 @@ static void transformer_destroy(attn_step_decoder *decoder)
     attn_aligned_free(d->hidden);
     attn_aligned_free(d->up);
     attn_aligned_free(d->probs);
+    free(d->pass_ids);
     free(d->layers);
     free(d->self_slab_of_row);
     free(d->self_slab_spare);
@@ -696,7 +769,7 @@ static void transformer_destroy(attn_step_decoder *decoder)
 }
 
 static const attn_step_decoder_ops transformer_ops = {transformer_step, transformer_select,
-                                                      transformer_destroy};
+                                                      transformer_destroy, transformer_prefill};
 
 attn_status attn_transformer_step_start(const char *fn, attn_model *model, attn_var *memory,
                                         const int32_t *src_lengths, int64_t max_rows,

@@ -66,7 +66,7 @@ static void scripted_keep(attn_step_decoder *decoder)
     (void)decoder;
 }
 
-static const attn_step_decoder_ops scripted_ops = {scripted_step, scripted_select, scripted_keep};
+static const attn_step_decoder_ops scripted_ops = {scripted_step, scripted_select, scripted_keep, NULL};
 
 /* Runs attn_sample_run for n prompts on a fresh scripted model with context positions. */
 static attn_status run_scripted(const float *fixed, int64_t context, int64_t n,

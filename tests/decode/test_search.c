@@ -185,7 +185,7 @@ static void scripted_keep(attn_step_decoder *decoder)
     (void)decoder;
 }
 
-static const attn_step_decoder_ops scripted_ops = {scripted_step, scripted_select, scripted_keep};
+static const attn_step_decoder_ops scripted_ops = {scripted_step, scripted_select, scripted_keep, NULL};
 
 /* Runs the search over sentences (seeds, src_lengths, max_lengths) on a fresh scripted model. */
 static attn_status search_sentences(scripted *m, int64_t size, const uint64_t *seeds,

@@ -247,6 +247,79 @@ static void test_steps_match_decode(void)
     CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
 }
 
+/* ---- prefill equals its steps ------------------------------------------------------------ */
+
+enum { PREFILL = 19 };
+
+/* Decoder a reads PREFILL tokens of every row in one prefill, decoder b steps through them;
+ * then both take two more steps. Every logit is the same bit (the prefill spans several passes
+ * at both capacities: 64 rows of scratch hold 10 positions of 6 rows, 4 of 16). */
+static void check_prefill(const variant *v, attn_isa isa, int64_t max_rows, attn_precision p)
+{
+    const attn_model_config *c = &v->config;
+    const int64_t V = c->tgt_vocab, rows = max_rows;
+    attn_model *m = new_model(c, 7, VALUE_RANGE);
+    CHECK_OK(attn_model_set_precision(m, p));
+    attn_graph *g = inference_graph(m);
+    attn_step_decoder *a = NULL, *b = NULL;
+    CHECK_OK(attn_model_step_start(m, g, NULL, NULL, max_rows, STEPS, &a));
+    CHECK_OK(attn_model_step_start(m, g, NULL, NULL, max_rows, STEPS, &b));
+    int32_t *prompt = test_alloc((size_t)(rows * PREFILL) * sizeof(int32_t));
+    float *from_prefill = test_alloc((size_t)(rows * V) * sizeof(float));
+    float *from_steps = test_alloc((size_t)(rows * V) * sizeof(float));
+    int32_t column[16];
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t t = 0; t < PREFILL; t++)
+            prompt[r * PREFILL + t] = token(5, r, t, V);
+    int same = a != NULL && b != NULL;
+    if (same) {
+        CHECK_OK(attn_model_step_prefill(a, prompt, PREFILL, from_prefill));
+        for (int64_t t = 0; t < PREFILL; t++) {
+            for (int64_t r = 0; r < rows; r++)
+                column[r] = prompt[r * PREFILL + t];
+            CHECK_OK(attn_model_step(b, column, from_steps, NULL));
+        }
+        same = memcmp(from_prefill, from_steps, (size_t)(rows * V) * sizeof(float)) == 0;
+        for (int step = 0; step < 2 && same; step++) {
+            for (int64_t r = 0; r < rows; r++)
+                column[r] = token(6, r, step, V);
+            CHECK_OK(attn_model_step(a, column, from_prefill, NULL));
+            CHECK_OK(attn_model_step(b, column, from_steps, NULL));
+            same = memcmp(from_prefill, from_steps, (size_t)(rows * V) * sizeof(float)) == 0;
+        }
+        CHECK(attn_model_step_count(a) == PREFILL + 2, "%s: a prefill counts its steps",
+              v->name);
+    }
+    CHECK(same, "%s, %s, %s, max_rows %lld: a prefill of %d tokens and the steps after it equal "
+          "stepping, to the bit", v->name, attn_isa_name(isa), attn_precision_name(p),
+          (long long)max_rows, PREFILL);
+    free(prompt);
+    free(from_prefill);
+    free(from_steps);
+    attn_model_step_destroy(a);
+    attn_model_step_destroy(b);
+    attn_graph_destroy(g);
+    attn_model_destroy(m);
+}
+
+static void test_prefill_equals_steps(void)
+{
+    variant v[16];
+    const int n = make_variants(v);
+    const attn_precision precisions[3] = {ATTN_PRECISION_FP32, ATTN_PRECISION_BF16,
+                                          ATTN_PRECISION_INT8};
+    for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_LAST; isa++) {
+        if (!attn_isa_supported((attn_isa)isa))
+            continue;
+        CHECK_OK(attn_set_isa((attn_isa)isa));
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < 2 && is_lm(&v[i].config); k++)
+                for (int p = 0; p < 3; p++)
+                    check_prefill(&v[i], (attn_isa)isa, capacities[k], precisions[p]);
+    }
+    CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
+}
+
 /* ---- select --------------------------------------------------------------------------------- */
 
 /* The rows of a beam-like run: each row's sentence and tokens so far. */
@@ -658,6 +731,15 @@ static void test_bad_input(void)
     CHECK_OK(attn_model_step_start(lm, lm_graph, NULL, NULL, 2, 4, &d));
     CHECK(attn_model_step_size(d) == 2 && attn_model_step_cross_maps(d) == 0,
           "a language model starts with max_rows rows and has no cross-attention");
+    const int32_t prompt[2 * 5] = {1, 2, 3, 4, 5, 1, 2, 3, 4, 5};
+    float prefill_logits[2 * 11];
+    CHECK_FAILS(attn_model_step_prefill(d, prompt, 5, prefill_logits), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_model_step_prefill(d, prompt, 0, prefill_logits), ATTN_ERR_INVALID_ARGUMENT);
+    const int32_t outside[2 * 2] = {1, 2, 11, 3};
+    CHECK_FAILS(attn_model_step_prefill(d, outside, 2, prefill_logits),
+                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(attn_model_step_count(d) == 0, "a refused prefill takes no step");
+    CHECK_OK(attn_model_step_prefill(d, prompt, 4, prefill_logits));
     attn_model_step_destroy(d);
 
     attn_graph_destroy(lm_graph);
@@ -673,6 +755,7 @@ static void test_bad_input(void)
 int main(void)
 {
     RUN_TEST(test_steps_match_decode);
+    RUN_TEST(test_prefill_equals_steps);
     RUN_TEST(test_select_follows_rows);
     RUN_TEST(test_empty_selection);
     RUN_TEST(test_cross_weights);
