@@ -400,3 +400,130 @@ def test_torch_baseline_cosine_anneals_over_the_time_limit(tmp_path):
                 <= rate(event["step"], previous_end) + 1e-12), event
         previous_end = event["elapsed"]
     assert steps[-1]["lr"] < 0.1 * 0.002 < max(e["lr"] for e in steps)
+
+
+def small_bible(folder):
+    """{train,dev,test}.{en,ref} in the Bible data's layout: a few verses of Genesis and
+    Exodus to train on, Esther and Lamentations in dev, Ruth and Jude in test; a curly quote
+    and an em dash, as the World English Bible text has."""
+    folder.mkdir()
+    verses = {
+        "train": [(f"Genesis 1:{v}", f"And God said, “Let there be light {v},” and there was light.")
+                  for v in range(1, 31)]
+        + [(f"Exodus 2:{v}", f"The king of Egypt spoke to the midwives — verse {v}.")
+           for v in range(1, 61)],
+        # attn train validates on at least one batch of windows: 16 of 256 tokens here
+        "dev": [(f"Esther 1:{v}", f"The queen went in to the king in the palace of Shushan, and "
+                 f"she found favour in his sight, verse {v}.") for v in range(1, 51)]
+        + [(f"Lamentations 1:{v}", f"How the city sits alone, verse {v}!") for v in range(1, 4)],
+        "test": [(f"Ruth 1:{v}", f"Ruth said, “Where you go, I will go {v}.”") for v in range(1, 6)]
+        + [(f"Jude 1:{v}", f"Mercy to you and peace, verse {v}.") for v in range(1, 3)],
+    }
+    for part, pairs in verses.items():
+        (folder / f"{part}.ref").write_text("".join(f"{ref}\n" for ref, _ in pairs))
+        (folder / f"{part}.en").write_text("".join(f"{text}\n" for _, text in pairs))
+    return verses
+
+
+def test_bible_lm_recipe_splits_by_book_trains_both_and_summarises(tmp_path):
+    """The whole recipe on a few verses for two seconds each: the split by book names, attn's
+    model, bits per character and a dozen samples, the PyTorch twin of the same shape, and the
+    summary with both figures and their ratio."""
+    pytest.importorskip("torch")
+    verses = small_bible(tmp_path / "data")
+    out = tmp_path / "run"
+    result = run(["recipes/bible-lm.sh", str(tmp_path / "data")],
+                 {"TIME_LIMIT": "2", "OUT": str(out), "BUILD": str(build_dir()), "THREADS": "1",
+                  "TEST_BOOKS": "Ruth", "VALID_BOOKS": "Esther", "SAMPLE_TOKENS": "8",
+                  "TORCH_AUTOCAST": "off"}, timeout=600)
+    texts = {part: [text for _, text in pairs] for part, pairs in verses.items()}
+    lamentations = [text for ref, text in verses["dev"] if ref.startswith("Lamentations")]
+    jude = [text for ref, text in verses["test"] if ref.startswith("Jude")]
+    # Whole books by name, in the files' order: Lamentations and Jude join the training text.
+    assert (out / "data" / "train.txt").read_text().splitlines() == \
+        texts["train"] + lamentations + jude
+    assert (out / "data" / "valid.txt").read_text().splitlines() == texts["dev"][:50]
+    assert (out / "data" / "test.txt").read_text().splitlines() == texts["test"][:5]
+    # attn eval counts each verse's characters (the curly quotes as one each) and its line end.
+    characters = sum(len(text) + 1 for text in texts["test"][:5])
+    assert f"({characters} characters)" in (out / "scores.txt").read_text()
+    assert len((out / "samples.txt").read_text().splitlines()) == 12
+    assert len((out / "torch" / "samples.txt").read_text().splitlines()) == 12
+    scores = json.loads((out / "scores.json").read_text())
+    assert scores["recipe"] == "bible-lm" and scores["tokens"] == "char"
+    assert scores["model"] == {"decoder_layers": 4, "d_model": 384, "num_heads": 6,
+                               "ffn_dim": 1536, "max_len": 256, "dropout": 0.1}
+    assert scores["attn"]["steps"] >= 1 and scores["torch"]["steps"] >= 1
+    assert scores["torch"]["parameters"] == scores["attn"]["parameters"]
+    assert scores["torch"]["vocabulary"] == scores["attn"]["vocabulary"]
+    assert scores["torch"]["autocast"] == "off" and scores["torch"]["threads"] == 1
+    torch_scores = json.loads((out / "torch" / "scores.json").read_text())
+    assert torch_scores["characters"] == characters
+    assert scores["ratio_torch_over_attn_bpc"] == pytest.approx(
+        scores["torch"]["bits_per_char"] / scores["attn"]["bits_per_char"])
+    summary = (out / "summary.md").read_text()
+    assert "| test bits/char |" in summary and "PyTorch's bits per character over attn's" in summary
+    assert summary in result.stdout
+    commands = (out / "command.txt").read_text().splitlines()
+    assert "--task lm" in commands[0] and "--context 256" in commands[0]
+    torch_line = shlex.split(commands[-1])
+    assert torch_line[torch_line.index("--like") + 1] == str(out / "model.safetensors")
+
+
+def test_bible_lm_recipe_refuses_bad_settings_with_a_message(tmp_path):
+    small_bible(tmp_path / "data")
+    cases = [({"TOKENS": "word"}, "TOKENS must be char or bpe:N"),
+             ({"PRECISION": "int8"}, "PRECISION must be"), ({"TIME_LIMIT": "soon"}, "TIME_LIMIT"),
+             ({"TORCH": "yes"}, "TORCH must be 0 or 1"),
+             ({"TORCH_AUTOCAST": "fp16"}, "TORCH_AUTOCAST must be"),
+             ({"TEST_BOOKS": "Ruth", "VALID_BOOKS": "Ruth"}, "in both TEST_BOOKS and VALID_BOOKS"),
+             ({"TEST_BOOKS": "Ruth", "VALID_BOOKS": "Esther,Tobit"},
+              'no verse of the book "Tobit"')]
+    for env, message in cases:
+        result = subprocess.run(["recipes/bible-lm.sh", str(tmp_path / "data")], cwd=_ROOT,
+                                env={**os.environ, "OUT": str(tmp_path / "o"),
+                                     "BUILD": str(build_dir()), "TIME_LIMIT": "2", "TORCH": "0",
+                                     **env},
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode != 0 and message in result.stderr, (env, result.stderr)
+    result = subprocess.run(["recipes/bible-lm.sh", str(tmp_path / "missing")], cwd=_ROOT,
+                            env={**os.environ, "OUT": str(tmp_path / "o")}, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode != 0 and "no data folder" in result.stderr
+
+
+@pytest.mark.parametrize("tokens", ["char", "bpe:20"])
+def test_torch_lm_scores_attn_models_as_attn_eval_does(tmp_path, tokens):
+    """bench/torch_lm.py's model and held-out scoring, given an attn language model's weights,
+    give attn eval --metric perplexity's bits per character: the twin is the same model, and
+    both count the same windows and the same characters (a character the training text lacks
+    read as its bytes, a carriage return before a newline dropped, a last line without one)."""
+    pytest.importorskip("torch")
+    import sys
+    sys.path.insert(0, str(_ROOT / "bench"))
+    import torch_lm
+    train = tmp_path / "train.txt"
+    train.write_text("In the beginning God created the heavens and the earth.\n"
+                     "The earth was formless and empty — “darkness” was on the deep.\n" * 6)
+    held = tmp_path / "held.txt"
+    held.write_bytes("Naïve Ruth said: “Where you go, I will go.”\r\n\nAnd the earth was empty"
+                     .encode("utf-8"))
+    model = tmp_path / "lm.safetensors"
+    run([str(build_dir() / "attn"), "train", "--task", "lm", "--train", str(train),
+         "--out", str(model), "--tgt-tokens", tokens, "--layers", "2", "--d-model", "32",
+         "--heads", "4", "--ffn", "64", "--context", "16", "--max-steps", "3", "--no-valid",
+         "--threads", "1"], {})
+    attn_eval = run([str(build_dir() / "attn"), "eval", "--metric", "perplexity", "--model",
+                     str(model), "--ref", str(held), "--batch", "3"], {}).stdout
+    bpc, chars = re.search(r"bits/char = ([0-9.]+) \((\d+) characters\)", attn_eval).groups()
+    config, tokenizer_json = torch_lm.read_like(model)
+    tokenizer = torch_lm.Tokenizer(torch_lm.load_libattn(), json_text=tokenizer_json)
+    twin = torch_lm.LanguageModel(tokenizer.size, dict(
+        layers=config["decoder_layers"], d_model=config["d_model"], heads=config["num_heads"],
+        ffn=config["ffn_dim"], context=config["max_len"], dropout=config["dropout"]))
+    torch_lm.load_attn_weights(twin, model)
+    lines = torch_lm.read_lines(held)
+    assert lines == ["Naïve Ruth said: “Where you go, I will go.”", "", "And the earth was empty"]
+    nats, _ = torch_lm.score(twin, torch_lm.token_stream(tokenizer, lines), config["max_len"])
+    assert torch_lm.characters(lines) == int(chars)
+    assert nats / math.log(2) / int(chars) == pytest.approx(float(bpc), abs=2e-4)
