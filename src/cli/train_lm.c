@@ -1,6 +1,7 @@
 /* attn train --task lm: plain text or llm.c token files become token streams, a language model
  * is made (or read from --init or --resume) to fit them, and the trainer's windows are sized. */
 #include "cli/library_error.h"
+#include "cli/lm_tokenizer.h"
 #include "cli/train.h"
 
 #include <stdio.h>
@@ -186,19 +187,17 @@ int train_lm_prepare(const train_args *a, attn_tensor_file *resume_file, train_l
                 resume_file != NULL ? a->resume : a->init);
         code = 1;
     }
+    /* A new model's tokenizer: attn tokenize's file, or learned from the text as attn
+     * tokenize learns one. */
+    if (code == 0 && a->tokenizer != NULL)
+        code = lm_tokenizer_load("train", "--tokenizer", a->tokenizer, &tokenizer);
     if (code == 0 && a->train != NULL && tokenizer == NULL) {
         attn_lines lines;
-        attn_tokenizer_config config;
-        if (attn_tokenizer_config_parse(a->tgt_tokens, &config) != ATTN_OK ||
-            attn_lines_read(a->train, &lines) != ATTN_OK)
+        if (attn_lines_read(a->train, &lines) != ATTN_OK)
             code = library_failure();
         else {
-            /* A prompt or held-out text may hold characters the book lacks: spelled in bytes,
-             * nothing a language model reads is <unk> (a word vocabulary cannot). */
-            config.byte_fallback = config.kind != ATTN_TOKENIZER_WORD;
-            if (attn_tokenizer_train(&config, (const char *const *)lines.line, lines.count,
-                                     &tokenizer) != ATTN_OK)
-                code = library_failure();
+            code = lm_tokenizer_learn("train", a->tgt_tokens, (const char *const *)lines.line,
+                                      lines.count, &tokenizer);
             attn_lines_free(&lines);
         }
     }
@@ -216,6 +215,11 @@ int train_lm_prepare(const train_args *a, attn_tensor_file *resume_file, train_l
     if (code == 0 && tokenizer != NULL &&
         attn_tokenizer_to_json(tokenizer, &d->tokenizer_json) != ATTN_OK)
         code = library_failure();
+    if (code == 0 && tokenizer == NULL && *model == NULL)
+        fprintf(stderr,
+                "attn train: token files without --tokenizer: the model will hold no tokenizer, "
+                "so attn generate and attn eval cannot read text with it (give the tokenizer "
+                "file attn tokenize wrote beside the tokens)\n");
     if (code == 0 && d->valid == NULL && !a->no_valid)
         fprintf(stderr, "attn train: no validation text (--valid): training on all of it and "
                         "keeping the last weights\n");
