@@ -228,8 +228,9 @@ static int hold_text(text_source *files, held_text *t)
 
 /* ---- the command -------------------------------------------------------------------------- */
 
-/* What the options allow together. Returns CLI_GO_ON or the usage exit code. */
-static int check_args(const tokenize_args *a)
+/* What the options allow together; save is where the tokenizer goes (NULL: nowhere). Returns
+ * CLI_GO_ON or the usage exit code. */
+static int check_args(const tokenize_args *a, const char *save)
 {
     if (a->out == NULL)
         return usage_error("%s", "--out TOKENS.bin is required: the token file to write");
@@ -243,15 +244,15 @@ static int check_args(const tokenize_args *a)
         if (!is_stdin(a->inputs.items[i]) && same_file(a->inputs.items[i], a->out))
             return usage_error("--out %s is an input: the text would be replaced by its tokens",
                                a->out);
-        if (a->save_tokenizer != NULL && !is_stdin(a->inputs.items[i]) &&
-            same_file(a->inputs.items[i], a->save_tokenizer))
-            return usage_error("--save-tokenizer %s is an input", a->save_tokenizer);
+        if (save != NULL && !is_stdin(a->inputs.items[i]) && same_file(a->inputs.items[i], save))
+            return usage_error("the tokenizer's file %s is an input: give it another with "
+                               "--save-tokenizer",
+                               save);
     }
     if (stdin_inputs > 1)
         return usage_error("%s", "standard input ('-') can be read once");
-    if (a->save_tokenizer != NULL && same_file(a->save_tokenizer, a->out))
-        return usage_error("--save-tokenizer %s is --out: give the tokenizer its own file",
-                           a->save_tokenizer);
+    if (save != NULL && same_file(save, a->out))
+        return usage_error("--save-tokenizer %s is --out: give the tokenizer its own file", save);
     const char *reused = a->tokenizer != NULL ? a->tokenizer : a->model;
     if (reused != NULL && same_file(reused, a->out))
         return usage_error("--out %s is the tokenizer's file: it would be replaced", a->out);
@@ -290,9 +291,20 @@ int attn_cmd_tokenize(int argc, char **argv)
     int code = cli_parse(&tokenize_command, argc, argv, &a, given);
     if (code != CLI_GO_ON)
         return code;
-    code = check_args(&a);
-    if (code != CLI_GO_ON)
+    /* A learned tokenizer is saved by default: the tokens mean nothing without it. */
+    const int learns = a.tokenizer == NULL && a.model == NULL;
+    char *default_save = NULL;
+    if (a.save_tokenizer == NULL && learns && a.out != NULL &&
+        (default_save = default_tokenizer_path(a.out)) == NULL) {
+        fprintf(stderr, "attn tokenize: out of memory\n");
+        return 1;
+    }
+    const char *save = a.save_tokenizer != NULL ? a.save_tokenizer : default_save;
+    code = check_args(&a, save);
+    if (code != CLI_GO_ON) {
+        free(default_save);
         return code;
+    }
 
     const char *paths[CLI_MAX_REPEATS];
     const int n_paths = a.inputs.count > 0 ? a.inputs.count : 1;
@@ -306,10 +318,8 @@ int attn_cmd_tokenize(int argc, char **argv)
                         "--input FILE reads a file)\n");
 
     attn_tokenizer *tokenizer = NULL;
-    char *tokenizer_path = NULL;
     held_text held = {0};
     text_source source = {.paths = paths, .n_paths = n_paths};
-    const int learns = a.tokenizer == NULL && a.model == NULL;
     if (a.tokenizer != NULL)
         code = lm_tokenizer_load("tokenize", "--tokenizer", a.tokenizer, &tokenizer);
     else if (a.model != NULL)
@@ -328,24 +338,16 @@ int attn_cmd_tokenize(int argc, char **argv)
                                                 : a.model != NULL  ? a.model
                                                                    : "the learned tokenizer");
 
+    /* The tokenizer first, so that one that cannot be written leaves no token file behind. */
+    if (code == 0 && save != NULL && attn_tokenizer_save(tokenizer, save) != ATTN_OK)
+        code = cli_library_error_in("tokenize", "--save-tokenizer %s", save);
+
     int64_t tokens = 0;
     if (code == 0 && attn_token_file_write_text(tokenizer, next_line, &source, a.out, &tokens) !=
                          ATTN_OK)
         code = cli_library_error_in("tokenize", "--out %s", a.out);
     attn_line_reader_close(source.reader);
     held_text_free(&held);
-
-    /* A learned tokenizer is saved by default: the tokens mean nothing without it. */
-    const char *save = a.save_tokenizer;
-    if (code == 0 && save == NULL && learns) {
-        save = tokenizer_path = default_tokenizer_path(a.out);
-        if (save == NULL) {
-            fprintf(stderr, "attn tokenize: out of memory\n");
-            code = 1;
-        }
-    }
-    if (code == 0 && save != NULL && attn_tokenizer_save(tokenizer, save) != ATTN_OK)
-        code = cli_library_error_in("tokenize", "--save-tokenizer %s", save);
     if (code == 0) {
         fprintf(stderr, "attn tokenize: %lld lines, %lld tokens (%.2f characters a token) -> %s\n",
                 (long long)source.lines_read, (long long)tokens,
@@ -357,7 +359,7 @@ int attn_cmd_tokenize(int argc, char **argv)
                     attn_tokenizer_kind_name(attn_tokenizer_get_kind(tokenizer)),
                     (long long)attn_vocab_size(attn_tokenizer_vocab(tokenizer)), save);
     }
-    free(tokenizer_path);
+    free(default_save);
     attn_tokenizer_destroy(tokenizer);
     return code;
 }
