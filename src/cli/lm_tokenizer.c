@@ -61,8 +61,7 @@ int lm_tokenizer_of_model(const char *command, const char *flag, const char *pat
     return code;
 }
 
-int lm_tokenizer_load(const char *command, const char *flag, const char *path,
-                      attn_tokenizer **out)
+int lm_tokenizer_load(const char *command, const char *flag, const char *path, attn_tokenizer **out)
 {
     if (attn_tokenizer_load(path, out) != ATTN_OK)
         return cli_library_error_in(command, "%s", flag);

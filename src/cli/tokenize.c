@@ -209,9 +209,10 @@ static int hold_text(text_source *files, held_text *t)
         if (line == NULL)
             break;
         if (!hold_line(t, line)) {
-            fprintf(stderr, "attn tokenize: out of memory holding the text (%lld lines) to learn "
-                            "the tokenizer from: learn it from a part of the text, save it with "
-                            "--save-tokenizer and tokenize the whole with --tokenizer\n",
+            fprintf(stderr,
+                    "attn tokenize: out of memory holding the text (%lld lines) to learn "
+                    "the tokenizer from: learn it from a part of the text, save it with "
+                    "--save-tokenizer and tokenize the whole with --tokenizer\n",
                     (long long)t->count);
             return 1;
         }
@@ -259,8 +260,7 @@ static int check_args(const tokenize_args *a, const char *save)
     if (a->vocab != NULL) {
         attn_tokenizer_config config;
         if (attn_tokenizer_config_parse(a->vocab, &config) != ATTN_OK)
-            return usage_error("--vocab %s: expected char, word or bpe:N (N > 0 merges)",
-                               a->vocab);
+            return usage_error("--vocab %s: expected char, word or bpe:N (N > 0 merges)", a->vocab);
     }
     return CLI_GO_ON;
 }
@@ -328,23 +328,23 @@ int attn_cmd_tokenize(int argc, char **argv)
         /* Learning needs the whole text; it is then tokenized from memory, not read twice. */
         code = hold_text(&source, &held);
         if (code == 0)
-            code = lm_tokenizer_learn("tokenize", a.vocab != NULL ? a.vocab : "char",
-                                      held.lines, held.count, &tokenizer);
+            code = lm_tokenizer_learn("tokenize", a.vocab != NULL ? a.vocab : "char", held.lines,
+                                      held.count, &tokenizer);
         attn_line_reader_close(source.reader);
         source = (text_source){.lines = held.lines, .n_lines = held.count};
     }
     if (code == 0)
         code = check_vocabulary_fits(tokenizer, a.tokenizer != NULL ? a.tokenizer
-                                                : a.model != NULL  ? a.model
-                                                                   : "the learned tokenizer");
+                                                : a.model != NULL   ? a.model
+                                                                    : "the learned tokenizer");
 
     /* The tokenizer first, so that one that cannot be written leaves no token file behind. */
     if (code == 0 && save != NULL && attn_tokenizer_save(tokenizer, save) != ATTN_OK)
         code = cli_library_error_in("tokenize", "--save-tokenizer %s", save);
 
     int64_t tokens = 0;
-    if (code == 0 && attn_token_file_write_text(tokenizer, next_line, &source, a.out, &tokens) !=
-                         ATTN_OK)
+    if (code == 0 &&
+        attn_token_file_write_text(tokenizer, next_line, &source, a.out, &tokens) != ATTN_OK)
         code = cli_library_error_in("tokenize", "--out %s", a.out);
     attn_line_reader_close(source.reader);
     held_text_free(&held);

@@ -391,10 +391,9 @@ static int check_lm_args(const train_args *a)
                                  "give one of them");
     if (a->init != NULL && a->resume != NULL)
         return train_usage_error("--init starts a run and --resume continues one: give one");
-    static const char *const shape[] = {"--layers",   "--d-model",    "--heads",
-                                        "--ffn",      "--config",     "--tgt-tokens",
-                                        "--norm",     "--ffn-kind",   "--positions",
-                                        "--no-bias",  "--tokenizer"};
+    static const char *const shape[] = {"--layers",    "--d-model",    "--heads",    "--ffn",
+                                        "--config",    "--tgt-tokens", "--norm",     "--ffn-kind",
+                                        "--positions", "--no-bias",    "--tokenizer"};
     for (size_t i = 0; a->init != NULL && i < sizeof shape / sizeof *shape; i++)
         if (train_args_given(a, shape[i]))
             return train_usage_error("%s cannot be used with --init: the model and its tokenizer "

@@ -355,9 +355,8 @@ static int write_text_body(FILE *f, void *context)
     return fseek(f, 0, SEEK_SET) == 0 && write_llmc_header(f, w->count);
 }
 
-attn_status attn_token_file_write_text(const attn_tokenizer *tokenizer,
-                                       attn_line_source next_line, void *context,
-                                       const char *path, int64_t *tokens)
+attn_status attn_token_file_write_text(const attn_tokenizer *tokenizer, attn_line_source next_line,
+                                       void *context, const char *path, int64_t *tokens)
 {
     static const char fn[] = "attn_token_file_write_text";
     if (tokens != NULL)

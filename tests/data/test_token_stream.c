@@ -1,7 +1,7 @@
 /* A language model's data: text as one token stream (each line's ids, then </s>), llm.c's
  * token files mapped and written (from a stream, or from text a line at a time), the line
- * reader beside attn_lines_read, tokenizer files, and the windows batches are cut into (llm.c's loader order,
- * shuffled epochs, wrapping, resume by position). */
+ * reader beside attn_lines_read, tokenizer files, and the windows batches are cut into (llm.c's
+ * loader order, shuffled epochs, wrapping, resume by position). */
 #include "data_test_util.h"
 
 static attn_token_stream *stream_of(const int32_t *ids, int64_t n)
@@ -171,10 +171,9 @@ static void test_line_reader_reads_as_lines_read_does(void)
         const char *bytes;
         size_t size;
     } texts[] = {
-        {"a\nb\n", 4},           {"a\nb", 3},           {"\n\n", 2},
-        {"\xEF\xBB\xBFx\r\ny", 8}, {"\xEF\xBB\xBF", 3}, {"\xEF\xBB\xBF\n", 4},
-        {"", 0},                 {"ok\nbad\xFF\n", 8},  {"ok\nnul\0x\n", 9},
-        {"r\r\r\n\r", 5},
+        {"a\nb\n", 4},       {"a\nb", 3},           {"\n\n", 2}, {"\xEF\xBB\xBFx\r\ny", 8},
+        {"\xEF\xBB\xBF", 3}, {"\xEF\xBB\xBF\n", 4}, {"", 0},     {"ok\nbad\xFF\n", 8},
+        {"ok\nnul\0x\n", 9}, {"r\r\r\n\r", 5},
     };
     for (size_t t = 0; t < sizeof texts / sizeof *texts; t++) {
         const char *path = test_write_scratch("reader.txt", texts[t].bytes, texts[t].size);
@@ -193,8 +192,8 @@ static void test_line_reader_reads_as_lines_read_does(void)
             status = attn_line_reader_next(reader, &line);
             if (status != ATTN_OK || line == NULL)
                 break;
-            same = same && expected == ATTN_OK && n < whole.count &&
-                   strcmp(line, whole.line[n]) == 0;
+            same =
+                same && expected == ATTN_OK && n < whole.count && strcmp(line, whole.line[n]) == 0;
             n++;
         }
         CHECK(status == expected, "text %zu: reader says %d, attn_lines_read %d", t, (int)status,
