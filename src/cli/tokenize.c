@@ -224,6 +224,9 @@ static int hold_text(text_source *files, held_text *t)
     }
     for (int64_t i = 0; i < t->count; i++)
         t->lines[i] = t->bytes + t->starts[i];
+    free(t->starts); /* the pointers replace them while the tokenizer learns */
+    t->starts = NULL;
+    t->starts_capacity = 0;
     return 0;
 }
 
