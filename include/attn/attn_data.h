@@ -175,6 +175,10 @@ ATTN_API attn_status attn_tokenizer_from_json(const char *json, attn_tokenizer *
  * file, and call one that is not a tokenizer's JSON so. */
 ATTN_API attn_status attn_tokenizer_save(const attn_tokenizer *tokenizer, const char *path);
 ATTN_API attn_status attn_tokenizer_load(const char *path, attn_tokenizer **out);
+/* A hash of the tokenizer's JSON: equal for a tokenizer and its copy saved and loaded, and
+ * (but for a collision) different for any other. */
+ATTN_API attn_status attn_tokenizer_fingerprint(const attn_tokenizer *tokenizer,
+                                                uint64_t *fingerprint);
 
 /* ---- parallel corpora ------------------------------------------------------------------- */
 
@@ -243,7 +247,9 @@ ATTN_API attn_status attn_token_stream_from_text(const attn_tokenizer *tokenizer
                                                  const char *const *lines, int64_t n,
                                                  attn_token_stream **out);
 /* llm.c's token file (a header of 256 int32: magic 20240520, version 1, the token count; then
- * the tokens as little-endian uint16), mapped read-only. ATTN_ERR_FORMAT, naming the file, for
+ * the tokens as little-endian uint16), mapped read-only. attn_token_file_write_text also
+ * records its tokenizer's fingerprint in words 3..5 of the header, which llm.c leaves zero and
+ * never reads: ATTN_TOKEN_FILE_TOKENIZER_TAG, then the fingerprint's low and high 32 bits. ATTN_ERR_FORMAT, naming the file, for
  * another magic or version or a size the count does not explain. The file must not be
  * truncated while the stream is in use (a mapping cannot survive that). */
 ATTN_API attn_status attn_token_stream_map_llmc(const char *path, attn_token_stream **out);
@@ -268,6 +274,10 @@ ATTN_API int64_t attn_token_stream_size(const attn_token_stream *stream);
 /* Tokens [start, start + count) into out. */
 ATTN_API attn_status attn_token_stream_read(const attn_token_stream *stream, int64_t start,
                                             int64_t count, int32_t *out);
+/* 1 with *fingerprint set when the stream is a token file that names the tokenizer that made
+ * it (attn_token_file_write_text's), else 0 (llm.c's own files, text, ids). */
+ATTN_API int attn_token_stream_tokenizer(const attn_token_stream *stream, uint64_t *fingerprint);
+#define ATTN_TOKEN_FILE_TOKENIZER_TAG 0x6e747461u /* "attn" as little-endian bytes */
 /* The largest id (-1 for an empty stream): it must be below the model's vocabulary. */
 ATTN_API int32_t attn_token_stream_max_id(const attn_token_stream *stream);
 /* A hash of the count and every token, for a checkpoint to recognise its data. */

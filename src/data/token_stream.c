@@ -18,6 +18,8 @@ struct attn_token_stream {
     const uint16_t *mapped; /* into the mapping: an llm.c token file */
     void *mapping;
     size_t mapping_size;
+    int names_tokenizer; /* a token file whose header names its tokenizer */
+    uint64_t tokenizer_fingerprint;
 };
 
 attn_status attn_token_stream_from_ids(const int32_t *ids, int64_t count, attn_token_stream **out)
@@ -152,8 +154,22 @@ attn_status attn_token_stream_map_llmc(const char *path, attn_token_stream **out
     s->mapping_size = size;
     s->mapped = (const uint16_t *)(bytes + header_bytes);
     s->count = count;
+    if ((uint32_t)read_le32(bytes + 12) == ATTN_TOKEN_FILE_TOKENIZER_TAG) {
+        s->names_tokenizer = 1;
+        s->tokenizer_fingerprint = (uint64_t)(uint32_t)read_le32(bytes + 16) |
+                                   (uint64_t)(uint32_t)read_le32(bytes + 20) << 32;
+    }
     *out = s;
     return ATTN_OK;
+}
+
+int attn_token_stream_tokenizer(const attn_token_stream *stream, uint64_t *fingerprint)
+{
+    if (stream == NULL || !stream->names_tokenizer)
+        return 0;
+    if (fingerprint != NULL)
+        *fingerprint = stream->tokenizer_fingerprint;
+    return 1;
 }
 
 void attn_token_stream_destroy(attn_token_stream *stream)
@@ -234,12 +250,18 @@ uint64_t attn_token_stream_fingerprint(const attn_token_stream *stream)
     return h;
 }
 
-/* The 1024-byte header of a file of count tokens. */
-static int write_llmc_header(FILE *f, int64_t count)
+/* The 1024-byte header of a file of count tokens, naming its tokenizer when tokenizer is not
+ * NULL. */
+static int write_llmc_header(FILE *f, int64_t count, const uint64_t *tokenizer)
 {
     unsigned char header[LLMC_HEADER_INTS * sizeof(int32_t)] = {0};
-    const uint32_t fields[3] = {LLMC_TOKENS_MAGIC, LLMC_TOKENS_VERSION, (uint32_t)count};
-    for (int i = 0; i < 3; i++)
+    const uint32_t fields[6] = {LLMC_TOKENS_MAGIC,
+                                LLMC_TOKENS_VERSION,
+                                (uint32_t)count,
+                                tokenizer != NULL ? ATTN_TOKEN_FILE_TOKENIZER_TAG : 0,
+                                tokenizer != NULL ? (uint32_t)*tokenizer : 0,
+                                tokenizer != NULL ? (uint32_t)(*tokenizer >> 32) : 0};
+    for (int i = 0; i < 6; i++)
         for (int b = 0; b < 4; b++)
             header[4 * i + b] = (unsigned char)(fields[i] >> (8 * b));
     return fwrite(header, 1, sizeof header, f) == sizeof header;
@@ -249,7 +271,7 @@ static int write_llmc_header(FILE *f, int64_t count)
 static int write_llmc_body(FILE *f, void *context)
 {
     const attn_token_stream *stream = context;
-    if (!write_llmc_header(f, stream->count))
+    if (!write_llmc_header(f, stream->count, NULL))
         return 0;
     int32_t chunk[4096];
     unsigned char bytes[2 * 4096];
@@ -288,6 +310,7 @@ enum { TEXT_CHUNK_TOKENS = 1 << 15 };
 
 typedef struct text_writer {
     const attn_tokenizer *tokenizer;
+    uint64_t fingerprint; /* the tokenizer's, for the header */
     attn_line_source next_line;
     void *context;
     int64_t count;
@@ -329,7 +352,7 @@ static int put_token(FILE *f, text_writer *w, int32_t id)
 static int write_text_body(FILE *f, void *context)
 {
     text_writer *w = context;
-    if (!write_llmc_header(f, 0))
+    if (!write_llmc_header(f, 0, &w->fingerprint))
         return 0;
     for (;;) {
         const char *line = NULL;
@@ -352,7 +375,7 @@ static int write_text_body(FILE *f, void *context)
     }
     if (w->filled > 0 && fwrite(w->chunk, 2, w->filled, f) != w->filled)
         return 0;
-    return fseek(f, 0, SEEK_SET) == 0 && write_llmc_header(f, w->count);
+    return fseek(f, 0, SEEK_SET) == 0 && write_llmc_header(f, w->count, &w->fingerprint);
 }
 
 attn_status attn_token_file_write_text(const attn_tokenizer *tokenizer, attn_line_source next_line,
@@ -373,9 +396,14 @@ attn_status attn_token_file_write_text(const attn_tokenizer *tokenizer, attn_lin
     if (w == NULL)
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     w->tokenizer = tokenizer;
+    attn_status status = attn_tokenizer_fingerprint(tokenizer, &w->fingerprint);
+    if (status != ATTN_OK) {
+        free(w);
+        return status;
+    }
     w->next_line = next_line;
     w->context = context;
-    attn_status status = attn_file_write_atomically(fn, path, write_text_body, w);
+    status = attn_file_write_atomically(fn, path, write_text_body, w);
     if (status != ATTN_OK && w->status != ATTN_OK)
         status = attn_fail(w->status, "%s", w->message);
     if (status == ATTN_OK && tokens != NULL)

@@ -728,6 +728,22 @@ attn_status attn_tokenizer_load(const char *path, attn_tokenizer **out)
     return attn_fail(status, "%s: '%s' is not a tokenizer's JSON: %s", fn, path, reason);
 }
 
+attn_status attn_tokenizer_fingerprint(const attn_tokenizer *tokenizer, uint64_t *fingerprint)
+{
+    ATTN_CHECK_NOT_NULL(fingerprint);
+    *fingerprint = 0;
+    char *json = NULL;
+    ATTN_TRY(attn_tokenizer_to_json(tokenizer, &json));
+    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
+    for (const unsigned char *c = (const unsigned char *)json; *c != '\0'; c++) {
+        h ^= *c;
+        h *= 0x100000001b3ULL;
+    }
+    free(json);
+    *fingerprint = h;
+    return ATTN_OK;
+}
+
 size_t attn_token_text_length(const char *token)
 {
     const size_t size = token != NULL ? strlen(token) : 0;

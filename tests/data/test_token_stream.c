@@ -55,6 +55,7 @@ static void test_llmc_token_file_round_trip_and_refusals(void)
     CHECK(attn_token_stream_fingerprint(mapped) == attn_token_stream_fingerprint(s),
           "the same tokens, the same fingerprint, whatever holds them");
     CHECK(attn_token_stream_max_id(mapped) == attn_token_stream_max_id(s), "max id");
+    CHECK(attn_token_stream_tokenizer(mapped, NULL) == 0, "a file of ids names no tokenizer");
     attn_token_stream_destroy(mapped);
 
     /* llm.c's header: magic 20240520 at byte 0, the count at byte 8. */
@@ -253,6 +254,11 @@ static void test_token_file_written_from_text_equals_the_stream(void)
     CHECK(tokens == n && attn_token_stream_size(written) == n &&
               attn_token_stream_fingerprint(written) == attn_token_stream_fingerprint(expected),
           "the same %lld tokens (wrote %lld)", (long long)n, (long long)tokens);
+    uint64_t made_by = 0, fingerprint = 1;
+    CHECK_OK(attn_tokenizer_fingerprint(tokenizer, &fingerprint));
+    CHECK(attn_token_stream_tokenizer(written, &made_by) == 1 && made_by == fingerprint,
+          "the header names the tokenizer");
+    CHECK(attn_token_stream_tokenizer(expected, &made_by) == 0, "text names none");
     attn_token_stream_destroy(written);
 
     const char *bad = test_write_scratch_text("bad.txt", "the cat\nsat \xFF\n");
@@ -305,6 +311,10 @@ static void test_tokenizer_file_round_trip_and_refusals(void)
     CHECK_OK(attn_tokenizer_to_json(tokenizer, &a));
     CHECK_OK(attn_tokenizer_to_json(back, &b));
     CHECK(a != NULL && b != NULL && strcmp(a, b) == 0, "the same tokenizer back");
+    uint64_t fa = 0, fb = 1;
+    CHECK_OK(attn_tokenizer_fingerprint(tokenizer, &fa));
+    CHECK_OK(attn_tokenizer_fingerprint(back, &fb));
+    CHECK(fa == fb, "the same fingerprint back");
     free(a);
     free(b);
     attn_tokenizer_destroy(back);

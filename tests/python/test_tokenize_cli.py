@@ -28,10 +28,26 @@ def ok(result):
     return result.stderr.decode()
 
 
-def tokens_of(path):
+TOKENIZER_TAG = 0x6e747461  # "attn": words 3..5 of the header name the tokenizer
+
+
+def fnv1a(data):
+    h = 0xcbf29ce484222325
+    for byte in data:
+        h = ((h ^ byte) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def tokens_of(path, tokenizer=None):
+    """The ids of an llm.c token file; with tokenizer (its JSON file), checks that the header
+    names it in the words llm.c leaves zero."""
     data = Path(path).read_bytes()
-    header = np.frombuffer(data[:1024], dtype="<i4")
-    assert header[0] == MAGIC and header[1] == VERSION and not header[3:].any()
+    header = np.frombuffer(data[:1024], dtype="<u4")
+    assert header[0] == MAGIC and header[1] == VERSION and not header[6:].any()
+    if tokenizer is not None:
+        fingerprint = fnv1a(Path(tokenizer).read_bytes())
+        assert header[3] == TOKENIZER_TAG
+        assert int(header[4]) | int(header[5]) << 32 == fingerprint
     ids = np.frombuffer(data[1024:], dtype="<u2")
     assert len(ids) == header[2]
     return ids
@@ -76,7 +92,7 @@ def test_training_on_the_token_file_equals_training_on_the_text(tmp_path, book, 
     tokens, tokenizer = tmp_path / "book.bin", tmp_path / "book.tokenizer.json"
     said = ok(run("tokenize", "--input", text, "--vocab", vocab, "--out", tokens))
     assert tokenizer.exists() and str(tokenizer) in said, said
-    ids = tokens_of(tokens)
+    ids = tokens_of(tokens, tokenizer)
     # Each line's tokens, then </s> (id 2): as many ends as lines, the last token one of them.
     assert ids[-1] == 2 and (ids == 2).sum() == len(lines)
     flags = ["train", "--task", "lm", *TINY, "--max-steps", 6, "--dropout", 0.1, "--no-valid"]
@@ -140,6 +156,39 @@ def test_validation_text_with_the_saved_tokenizer_or_the_model(tmp_path, book):
     ok(run("tokenize", "--input", held, "--model", model, "--out", from_model))
     assert from_model.read_bytes() == valid_bin.read_bytes()
     assert not (tmp_path / "from-model.tokenizer.json").exists()  # nothing new to save
+
+
+def test_token_files_of_another_tokenizer_are_refused(tmp_path, book):
+    """The classic slip: validation text tokenized with a vocabulary of its own. The header
+    names each file's tokenizer, so attn train says so instead of validating on nonsense."""
+    text, lines = book
+    held = tmp_path / "held.txt"
+    held.write_text("\n".join(lines[:80]) + "\n", encoding="utf-8")
+    ok(run("tokenize", "--input", text, "--out", tmp_path / "train.bin"))
+    ok(run("tokenize", "--input", held, "--out", tmp_path / "own.bin"))  # learns its own
+    ok(run("tokenize", "--input", held, "--out", tmp_path / "valid.bin",
+           "--tokenizer", tmp_path / "train.tokenizer.json"))
+    flags = ["train", "--task", "lm", "--train-tokens", tmp_path / "train.bin",
+             "--out", tmp_path / "m.safetensors", *TINY, "--max-steps", 1,
+             "--batch-sequences", 2]
+    r = run(*flags, "--valid-tokens", tmp_path / "own.bin",
+            "--tokenizer", tmp_path / "train.tokenizer.json")
+    said = r.stderr.decode()
+    assert r.returncode == 1 and "own.bin was made with another tokenizer" in said, said
+    assert "attn tokenize --tokenizer" in said
+    r = run(*flags, "--valid-tokens", tmp_path / "own.bin")
+    assert r.returncode == 1 and b"different tokenizers" in r.stderr, r.stderr
+    r = run(*flags, "--valid-tokens", tmp_path / "valid.bin",
+            "--tokenizer", tmp_path / "own.tokenizer.json")
+    assert r.returncode == 1 and b"train.bin was made with another" in r.stderr, r.stderr
+    ok(run(*flags, "--valid-tokens", tmp_path / "valid.bin",
+           "--tokenizer", tmp_path / "train.tokenizer.json"))
+    # The model holds the tokenizer: fine-tuning it checks the files against it.
+    r = run("train", "--task", "lm", "--init", tmp_path / "m.safetensors",
+            "--train-tokens", tmp_path / "own.bin", "--out", tmp_path / "n.safetensors",
+            "--threads", 1, "--context", 32, "--max-steps", 1, "--batch-sequences", 2,
+            "--no-valid")
+    assert r.returncode == 1 and b"attn tokenize --model" in r.stderr, r.stderr
 
 
 def test_token_files_without_a_tokenizer_are_warned_about(tmp_path, book):
