@@ -49,6 +49,20 @@ ATTN_API attn_status attn_lines_parse(const char *name, const char *text, size_t
 /* Frees the lines and zeroes the struct; NULL or an already-freed struct is fine. */
 ATTN_API void attn_lines_free(attn_lines *lines);
 
+/* A text read one line at a time, by attn_lines_read's rules and messages, in the memory of its
+ * longest line: for text too large to hold whole. */
+typedef struct attn_line_reader attn_line_reader;
+/* Opens the file at path, or reads standard input ("stdin" in messages) when path is NULL. */
+ATTN_API attn_status attn_line_reader_open(const char *path, attn_line_reader **out);
+/* Sets *line to the next line (NUL-terminated, valid until the next call) or to NULL after the
+ * last. ATTN_ERR_FORMAT ("file:line: ...") for a line that is not valid UTF-8, and ("file: no
+ * sentences") at the end of a file without lines. */
+ATTN_API attn_status attn_line_reader_next(attn_line_reader *reader, const char **line);
+/* Lines handed out so far. */
+ATTN_API int64_t attn_line_reader_lines(const attn_line_reader *reader);
+/* Closes the file (not stdin); NULL is fine. */
+ATTN_API void attn_line_reader_close(attn_line_reader *reader);
+
 /* Nonzero if the size bytes at text are valid UTF-8 (no overlong forms, surrogates or code
  * points above U+10FFFF). NUL bytes are rejected too, since the library's strings end there. */
 ATTN_API int attn_utf8_valid(const char *text, size_t size);
@@ -156,6 +170,15 @@ ATTN_API attn_status attn_tokenizer_decode(const attn_tokenizer *tokenizer, cons
  * (bpe), "vocab": {"tokens": [...]}}. A string, so that it fits a safetensors metadata value. */
 ATTN_API attn_status attn_tokenizer_to_json(const attn_tokenizer *tokenizer, char **json);
 ATTN_API attn_status attn_tokenizer_from_json(const char *json, attn_tokenizer **out);
+/* A tokenizer's JSON as a file of its own (written atomically), and read back: for token files
+ * made without a model (attn tokenize), whose model is trained later. Load's messages name the
+ * file, and call one that is not a tokenizer's JSON so. */
+ATTN_API attn_status attn_tokenizer_save(const attn_tokenizer *tokenizer, const char *path);
+ATTN_API attn_status attn_tokenizer_load(const char *path, attn_tokenizer **out);
+/* A hash of the tokenizer's JSON: equal for a tokenizer and its copy saved and loaded, and
+ * (but for a collision) different for any other. */
+ATTN_API attn_status attn_tokenizer_fingerprint(const attn_tokenizer *tokenizer,
+                                                uint64_t *fingerprint);
 
 /* ---- parallel corpora ------------------------------------------------------------------- */
 
@@ -224,18 +247,37 @@ ATTN_API attn_status attn_token_stream_from_text(const attn_tokenizer *tokenizer
                                                  const char *const *lines, int64_t n,
                                                  attn_token_stream **out);
 /* llm.c's token file (a header of 256 int32: magic 20240520, version 1, the token count; then
- * the tokens as little-endian uint16), mapped read-only. ATTN_ERR_FORMAT, naming the file, for
+ * the tokens as little-endian uint16), mapped read-only. attn_token_file_write_text also
+ * records its tokenizer's fingerprint in words 3..5 of the header, which llm.c leaves zero and
+ * never reads: ATTN_TOKEN_FILE_TOKENIZER_TAG, then the fingerprint's low and high 32 bits. ATTN_ERR_FORMAT, naming the file, for
  * another magic or version or a size the count does not explain. The file must not be
  * truncated while the stream is in use (a mapping cannot survive that). */
 ATTN_API attn_status attn_token_stream_map_llmc(const char *path, attn_token_stream **out);
 /* Writes the stream as an llm.c token file, atomically; ids must fit uint16. */
 ATTN_API attn_status attn_token_stream_write_llmc(const attn_token_stream *stream,
                                                   const char *path);
+/* Where attn_token_file_write_text reads its text: sets *line to the next line (NUL-terminated,
+ * valid until the next call) or to NULL after the last. Any status but ATTN_OK (after
+ * attn_fail) stops the writing with that status and message. */
+typedef attn_status (*attn_line_source)(void *context, const char **line);
+/* Writes an llm.c token file of the lines next_line gives, atomically: the stream that
+ * attn_token_stream_from_text makes of them (each line's ids, then ATTN_EOS_ID), tokenized and
+ * written a line at a time, so neither the text nor its ids are held whole. *tokens (may be
+ * NULL) gets the count. ATTN_ERR_INVALID_ARGUMENT for a tokenizer of more than 65536 ids (the
+ * file's tokens are uint16) or a text of more than INT32_MAX tokens (its count is int32); on
+ * any failure the file at path is left as it was. */
+ATTN_API attn_status attn_token_file_write_text(const attn_tokenizer *tokenizer,
+                                                attn_line_source next_line, void *context,
+                                                const char *path, int64_t *tokens);
 ATTN_API void attn_token_stream_destroy(attn_token_stream *stream);
 ATTN_API int64_t attn_token_stream_size(const attn_token_stream *stream);
 /* Tokens [start, start + count) into out. */
 ATTN_API attn_status attn_token_stream_read(const attn_token_stream *stream, int64_t start,
                                             int64_t count, int32_t *out);
+/* 1 with *fingerprint set when the stream is a token file that names the tokenizer that made
+ * it (attn_token_file_write_text's), else 0 (llm.c's own files, text, ids). */
+ATTN_API int attn_token_stream_tokenizer(const attn_token_stream *stream, uint64_t *fingerprint);
+#define ATTN_TOKEN_FILE_TOKENIZER_TAG 0x6e747461u /* "attn" as little-endian bytes */
 /* The largest id (-1 for an empty stream): it must be below the model's vocabulary. */
 ATTN_API int32_t attn_token_stream_max_id(const attn_token_stream *stream);
 /* A hash of the count and every token, for a checkpoint to recognise its data. */

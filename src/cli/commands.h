@@ -17,6 +17,7 @@ int attn_cmd_bench_train(int argc, char **argv);
 int attn_cmd_generate(int argc, char **argv);
 int attn_cmd_info(int argc, char **argv);
 int attn_cmd_serve(int argc, char **argv);
+int attn_cmd_tokenize(int argc, char **argv);
 int attn_cmd_train(int argc, char **argv);
 int attn_cmd_translate(int argc, char **argv);
 /* attn bench gemm, dispatched from attn_cmd_bench (argv starts at "gemm"). */

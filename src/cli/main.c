@@ -21,6 +21,7 @@ static const command commands[] = {
     {"info", attn_cmd_info, "print the build: version, threading, instruction sets"},
     {"quantize", attn_cmd_quantize, "write a bf16 or int8 model file for faster inference"},
     {"serve", attn_cmd_serve, "serve a model over HTTP: JSON API, batched across clients"},
+    {"tokenize", attn_cmd_tokenize, "turn text into an llm.c token file for attn train --task lm"},
     {"train", attn_cmd_train, "train a sequence-to-sequence model on sentence pairs"},
     {"translate", attn_cmd_translate, "translate lines with a trained model or an ensemble (beam search)"},
     {"viz", attn_cmd_viz, "draw attention heat maps and loss curves (SVG, PNG, terminal)"},

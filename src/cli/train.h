@@ -26,6 +26,7 @@ typedef struct train_args {
     int task;                                /* train_task */
     const char *train_tokens, *valid_tokens; /* --task lm: llm.c token files */
     const char *init;                        /* --task lm: the model to start from */
+    const char *tokenizer;                   /* --task lm: a new model's tokenizer file */
     int64_t context, batch_sequences;        /* --task lm: window length, windows per batch */
     int shuffle_none;                        /* --shuffle none */
     double beta1, beta2, eps;                /* Adam's, when given */

@@ -95,6 +95,11 @@ static const cli_option train_options[] = {
                 "--task lm: start from this model's config, weights and tokenizer (e.g. one "
                 "'attn convert --from llmc' wrote) with a new optimizer and schedule"),
      .group = GROUP_MODEL},
+    {CLI_OPTION("--tokenizer", CLI_STRING, FIELD(tokenizer), "FILE.json",
+                "--task lm: a new model's tokenizer, from the file 'attn tokenize' wrote beside "
+                "--train-tokens (the model keeps it, so attn generate reads text); with --train "
+                "text, instead of learning one"),
+     .group = GROUP_MODEL},
     {CLI_OPTION("--config", CLI_STRING, FIELD(config), "FILE.json",
                 "model config JSON (as stored in model files); the flags below override it and the "
                 "vocabulary sizes come from the tokenizers"),
@@ -374,17 +379,21 @@ static int check_lm_args(const train_args *a)
                                  "--train-tokens FILE.bin (one of them)");
     if (a->valid != NULL && a->valid_tokens != NULL)
         return train_usage_error("give --valid or --valid-tokens, not both");
-    if (a->train_tokens != NULL && a->valid != NULL)
+    if (a->train_tokens != NULL && a->valid != NULL && a->tokenizer == NULL)
         return train_usage_error("--train-tokens has no tokenizer to read --valid text with: "
-                                 "give --valid-tokens");
-    if (a->train != NULL && a->valid_tokens != NULL && a->init == NULL)
+                                 "give --valid-tokens, or the --tokenizer that made the tokens");
+    if (a->train != NULL && a->valid_tokens != NULL && a->init == NULL && a->tokenizer == NULL)
         return train_usage_error("--valid-tokens holds ids of another tokenizer than the one "
-                                 "--train's text will learn: give --valid text");
+                                 "--train's text will learn: give --valid text, or the "
+                                 "--tokenizer that made the tokens");
+    if (a->tokenizer != NULL && train_args_given(a, "--tgt-tokens"))
+        return train_usage_error("--tgt-tokens learns a tokenizer and --tokenizer reads one: "
+                                 "give one of them");
     if (a->init != NULL && a->resume != NULL)
         return train_usage_error("--init starts a run and --resume continues one: give one");
-    static const char *const shape[] = {"--layers",    "--d-model",    "--heads", "--ffn",
-                                        "--config",    "--tgt-tokens", "--norm",  "--ffn-kind",
-                                        "--positions", "--no-bias"};
+    static const char *const shape[] = {"--layers",    "--d-model",    "--heads",    "--ffn",
+                                        "--config",    "--tgt-tokens", "--norm",     "--ffn-kind",
+                                        "--positions", "--no-bias",    "--tokenizer"};
     for (size_t i = 0; a->init != NULL && i < sizeof shape / sizeof *shape; i++)
         if (train_args_given(a, shape[i]))
             return train_usage_error("%s cannot be used with --init: the model and its tokenizer "
@@ -402,9 +411,9 @@ static int check_args(const train_args *a)
         if (code != 0)
             return code;
     } else {
-        static const char *const lm_only[] = {"--train-tokens",    "--valid-tokens", "--context",
-                                              "--batch-sequences", "--init",         "--norm",
-                                              "--ffn-kind",        "--positions",    "--no-bias"};
+        static const char *const lm_only[] = {
+            "--train-tokens", "--valid-tokens", "--context",   "--batch-sequences", "--init",
+            "--norm",         "--ffn-kind",     "--positions", "--no-bias",         "--tokenizer"};
         for (size_t i = 0; i < sizeof lm_only / sizeof *lm_only; i++)
             if (train_args_given(a, lm_only[i]))
                 return train_usage_error("%s is for --task lm", lm_only[i]);

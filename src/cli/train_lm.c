@@ -1,6 +1,7 @@
 /* attn train --task lm: plain text or llm.c token files become token streams, a language model
  * is made (or read from --init or --resume) to fit them, and the trainer's windows are sized. */
 #include "cli/library_error.h"
+#include "cli/lm_tokenizer.h"
 #include "cli/train.h"
 
 #include <stdio.h>
@@ -155,6 +156,58 @@ static int check_vocabulary(const train_lm_data *d, const attn_model *model)
     return 0;
 }
 
+/* A token file attn tokenize wrote names the tokenizer that made it: it must be the model's
+ * (tokenizer, from the flag origin), or, for token files alone, the same for both files. Ids
+ * of another tokenizer would train and validate on nonsense without an error. */
+static int check_token_files_tokenizer(const train_args *a, const train_lm_data *d,
+                                       const attn_tokenizer *tokenizer)
+{
+    const char *origin = a->resume != NULL      ? "--resume"
+                         : a->init != NULL      ? "--init"
+                         : a->tokenizer != NULL ? "--tokenizer"
+                                                : NULL;
+    const char *origin_path = a->resume != NULL ? a->resume
+                              : a->init != NULL ? a->init
+                                                : a->tokenizer;
+    uint64_t expected = 0;
+    if (tokenizer != NULL && attn_tokenizer_fingerprint(tokenizer, &expected) != ATTN_OK)
+        return library_failure();
+    const char *first_file = NULL;
+    const attn_token_stream *streams[2] = {d->train, d->valid};
+    const char *flags[2] = {"--train-tokens", "--valid-tokens"};
+    const char *paths[2] = {a->train_tokens, a->valid_tokens};
+    for (int i = 0; i < 2; i++) {
+        uint64_t made_by = 0;
+        if (paths[i] == NULL || !attn_token_stream_tokenizer(streams[i], &made_by))
+            continue;
+        if (tokenizer == NULL && first_file == NULL) {
+            expected = made_by;
+            first_file = paths[i];
+            continue;
+        }
+        if (made_by == expected)
+            continue;
+        if (tokenizer == NULL)
+            fprintf(stderr,
+                    "attn train: %s %s and --train-tokens %s were made with different "
+                    "tokenizers: make both with the same (attn tokenize --tokenizer FILE)\n",
+                    flags[i], paths[i], first_file);
+        else if (origin == NULL)
+            fprintf(stderr,
+                    "attn train: %s %s was made with another tokenizer than the one learned "
+                    "from --train\n",
+                    flags[i], paths[i]);
+        else
+            fprintf(stderr,
+                    "attn train: %s %s was made with another tokenizer than %s %s holds: make it "
+                    "again with attn tokenize %s %s\n",
+                    flags[i], paths[i], origin, origin_path,
+                    strcmp(origin, "--tokenizer") == 0 ? "--tokenizer" : "--model", origin_path);
+        return 1;
+    }
+    return 0;
+}
+
 int train_lm_prepare(const train_args *a, attn_tensor_file *resume_file, train_lm_data *d,
                      attn_model **model, attn_trainer_options *o)
 {
@@ -186,19 +239,17 @@ int train_lm_prepare(const train_args *a, attn_tensor_file *resume_file, train_l
                 resume_file != NULL ? a->resume : a->init);
         code = 1;
     }
+    /* A new model's tokenizer: attn tokenize's file, or learned from the text as attn
+     * tokenize learns one. */
+    if (code == 0 && a->tokenizer != NULL)
+        code = lm_tokenizer_load("train", "--tokenizer", a->tokenizer, &tokenizer);
     if (code == 0 && a->train != NULL && tokenizer == NULL) {
         attn_lines lines;
-        attn_tokenizer_config config;
-        if (attn_tokenizer_config_parse(a->tgt_tokens, &config) != ATTN_OK ||
-            attn_lines_read(a->train, &lines) != ATTN_OK)
+        if (attn_lines_read(a->train, &lines) != ATTN_OK)
             code = library_failure();
         else {
-            /* A prompt or held-out text may hold characters the book lacks: spelled in bytes,
-             * nothing a language model reads is <unk> (a word vocabulary cannot). */
-            config.byte_fallback = config.kind != ATTN_TOKENIZER_WORD;
-            if (attn_tokenizer_train(&config, (const char *const *)lines.line, lines.count,
-                                     &tokenizer) != ATTN_OK)
-                code = library_failure();
+            code = lm_tokenizer_learn("train", a->tgt_tokens, (const char *const *)lines.line,
+                                      lines.count, &tokenizer);
             attn_lines_free(&lines);
         }
     }
@@ -213,9 +264,16 @@ int train_lm_prepare(const train_args *a, attn_tensor_file *resume_file, train_l
     if (code == 0 && a->valid_tokens != NULL &&
         attn_token_stream_map_llmc(a->valid_tokens, &d->valid) != ATTN_OK)
         code = library_failure();
+    if (code == 0)
+        code = check_token_files_tokenizer(a, d, tokenizer);
     if (code == 0 && tokenizer != NULL &&
         attn_tokenizer_to_json(tokenizer, &d->tokenizer_json) != ATTN_OK)
         code = library_failure();
+    if (code == 0 && tokenizer == NULL && *model == NULL)
+        fprintf(stderr,
+                "attn train: token files without --tokenizer: the model will hold no tokenizer, "
+                "so attn generate and attn eval cannot read text with it (give the tokenizer "
+                "file attn tokenize wrote beside the tokens)\n");
     if (code == 0 && d->valid == NULL && !a->no_valid)
         fprintf(stderr, "attn train: no validation text (--valid): training on all of it and "
                         "keeping the last weights\n");

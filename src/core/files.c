@@ -49,6 +49,14 @@ static attn_status sync_folder(const char *fn, const char *path)
 attn_status attn_file_write_atomically(const char *fn, const char *path,
                                        attn_file_body_writer write_body, void *context)
 {
+    /* The rename would replace a device or a pipe with a regular file (as root, /dev/null or
+     * /dev/full), not write into it. A folder is left to the rename, which cannot replace it. */
+    struct stat existing;
+    if (stat(path, &existing) == 0 && !S_ISREG(existing.st_mode) && !S_ISDIR(existing.st_mode))
+        return attn_fail(ATTN_ERR_IO,
+                         "%s: '%s' is a device or a pipe, not a file: files are written beside "
+                         "their path and renamed over it, so give the path of a file",
+                         fn, path);
     size_t temp_capacity = strlen(path) + 32;
     char *temp = malloc(temp_capacity);
     if (temp == NULL)

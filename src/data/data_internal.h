@@ -22,6 +22,10 @@ static inline int is_ascii_space(char c)
     return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
 }
 
+/* A whole file in a malloc'ed buffer of *size bytes and a NUL after them; messages name fn. */
+ATTN_INTERNAL attn_status read_whole_file(const char *fn, const char *path, char **data,
+                                          size_t *size);
+
 /* attn_lines_read with messages that name the calling function fn. */
 ATTN_INTERNAL attn_status lines_read_for(const char *fn, const char *path, attn_lines *out);
 

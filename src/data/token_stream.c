@@ -18,6 +18,8 @@ struct attn_token_stream {
     const uint16_t *mapped; /* into the mapping: an llm.c token file */
     void *mapping;
     size_t mapping_size;
+    int names_tokenizer; /* a token file whose header names its tokenizer */
+    uint64_t tokenizer_fingerprint;
 };
 
 attn_status attn_token_stream_from_ids(const int32_t *ids, int64_t count, attn_token_stream **out)
@@ -152,8 +154,22 @@ attn_status attn_token_stream_map_llmc(const char *path, attn_token_stream **out
     s->mapping_size = size;
     s->mapped = (const uint16_t *)(bytes + header_bytes);
     s->count = count;
+    if ((uint32_t)read_le32(bytes + 12) == ATTN_TOKEN_FILE_TOKENIZER_TAG) {
+        s->names_tokenizer = 1;
+        s->tokenizer_fingerprint = (uint64_t)(uint32_t)read_le32(bytes + 16) |
+                                   (uint64_t)(uint32_t)read_le32(bytes + 20) << 32;
+    }
     *out = s;
     return ATTN_OK;
+}
+
+int attn_token_stream_tokenizer(const attn_token_stream *stream, uint64_t *fingerprint)
+{
+    if (stream == NULL || !stream->names_tokenizer)
+        return 0;
+    if (fingerprint != NULL)
+        *fingerprint = stream->tokenizer_fingerprint;
+    return 1;
 }
 
 void attn_token_stream_destroy(attn_token_stream *stream)
@@ -234,16 +250,28 @@ uint64_t attn_token_stream_fingerprint(const attn_token_stream *stream)
     return h;
 }
 
+/* The 1024-byte header of a file of count tokens, naming its tokenizer when tokenizer is not
+ * NULL. */
+static int write_llmc_header(FILE *f, int64_t count, const uint64_t *tokenizer)
+{
+    unsigned char header[LLMC_HEADER_INTS * sizeof(int32_t)] = {0};
+    const uint32_t fields[6] = {LLMC_TOKENS_MAGIC,
+                                LLMC_TOKENS_VERSION,
+                                (uint32_t)count,
+                                tokenizer != NULL ? ATTN_TOKEN_FILE_TOKENIZER_TAG : 0,
+                                tokenizer != NULL ? (uint32_t)*tokenizer : 0,
+                                tokenizer != NULL ? (uint32_t)(*tokenizer >> 32) : 0};
+    for (int i = 0; i < 6; i++)
+        for (int b = 0; b < 4; b++)
+            header[4 * i + b] = (unsigned char)(fields[i] >> (8 * b));
+    return fwrite(header, 1, sizeof header, f) == sizeof header;
+}
+
 /* Writes the header and the tokens in chunks: no copy of the whole file in memory. */
 static int write_llmc_body(FILE *f, void *context)
 {
     const attn_token_stream *stream = context;
-    unsigned char header[LLMC_HEADER_INTS * sizeof(int32_t)] = {0};
-    const uint32_t fields[3] = {LLMC_TOKENS_MAGIC, LLMC_TOKENS_VERSION, (uint32_t)stream->count};
-    for (int i = 0; i < 3; i++)
-        for (int b = 0; b < 4; b++)
-            header[4 * i + b] = (unsigned char)(fields[i] >> (8 * b));
-    if (fwrite(header, 1, sizeof header, f) != sizeof header)
+    if (!write_llmc_header(f, stream->count, NULL))
         return 0;
     int32_t chunk[4096];
     unsigned char bytes[2 * 4096];
@@ -274,4 +302,112 @@ attn_status attn_token_stream_write_llmc(const attn_token_stream *stream, const 
                    (int)max_id);
     /* The writer only reads the stream. */
     return attn_file_write_atomically(fn, path, write_llmc_body, (void *)stream);
+}
+
+/* ---- a token file written as the text is read ------------------------------------------- */
+
+enum { TEXT_CHUNK_TOKENS = 1 << 15 };
+
+typedef struct text_writer {
+    const attn_tokenizer *tokenizer;
+    uint64_t fingerprint; /* the tokenizer's, for the header */
+    attn_line_source next_line;
+    void *context;
+    int64_t count;
+    unsigned char chunk[2 * TEXT_CHUNK_TOKENS]; /* little-endian uint16, waiting for fwrite */
+    size_t filled;                              /* tokens in chunk */
+    /* A failure that is not the file's: the atomic writer would report it as a failed write,
+     * so it is kept here and raised again after. */
+    attn_status status;
+    char message[1024];
+} text_writer;
+
+static int keep_failure(text_writer *w, attn_status status)
+{
+    w->status = status;
+    snprintf(w->message, sizeof w->message, "%s", attn_last_error());
+    return 0;
+}
+
+static int put_token(FILE *f, text_writer *w, int32_t id)
+{
+    if (w->count == INT32_MAX)
+        return keep_failure(w, attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                                         "attn_token_file_write_text: the text has more than %d "
+                                         "tokens, more than an llm.c "
+                                         "token file counts (int32): split it into several files",
+                                         INT32_MAX));
+    w->chunk[2 * w->filled] = (unsigned char)(id & 0xff);
+    w->chunk[2 * w->filled + 1] = (unsigned char)((uint32_t)id >> 8);
+    w->count++;
+    if (++w->filled == TEXT_CHUNK_TOKENS) {
+        if (fwrite(w->chunk, 2, w->filled, f) != w->filled)
+            return 0;
+        w->filled = 0;
+    }
+    return 1;
+}
+
+/* A placeholder header, the tokens line by line, then the header with the count. */
+static int write_text_body(FILE *f, void *context)
+{
+    text_writer *w = context;
+    if (!write_llmc_header(f, 0, &w->fingerprint))
+        return 0;
+    for (;;) {
+        const char *line = NULL;
+        attn_status status = w->next_line(w->context, &line);
+        if (status != ATTN_OK)
+            return keep_failure(w, status);
+        if (line == NULL)
+            break;
+        int32_t *ids = NULL;
+        int64_t count = 0;
+        status = attn_tokenizer_encode(w->tokenizer, line, &ids, &count);
+        if (status != ATTN_OK)
+            return keep_failure(w, status);
+        int ok = 1;
+        for (int64_t i = 0; ok && i < count; i++)
+            ok = put_token(f, w, ids[i]);
+        free(ids);
+        if (!ok || !put_token(f, w, ATTN_EOS_ID))
+            return 0;
+    }
+    if (w->filled > 0 && fwrite(w->chunk, 2, w->filled, f) != w->filled)
+        return 0;
+    return fseek(f, 0, SEEK_SET) == 0 && write_llmc_header(f, w->count, &w->fingerprint);
+}
+
+attn_status attn_token_file_write_text(const attn_tokenizer *tokenizer, attn_line_source next_line,
+                                       void *context, const char *path, int64_t *tokens)
+{
+    static const char fn[] = "attn_token_file_write_text";
+    if (tokens != NULL)
+        *tokens = 0;
+    ATTN_CHECK_NOT_NULL(tokenizer);
+    ATTN_CHECK_NOT_NULL(next_line);
+    ATTN_CHECK_NOT_NULL(path);
+    const int64_t vocab = attn_vocab_size(attn_tokenizer_vocab(tokenizer));
+    ATTN_CHECK_ARG(vocab <= (int64_t)UINT16_MAX + 1,
+                   "%s: the tokenizer has %lld ids, but an llm.c token file holds ids below "
+                   "65536 (uint16)",
+                   fn, (long long)vocab);
+    text_writer *w = calloc(1, sizeof *w);
+    if (w == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    w->tokenizer = tokenizer;
+    attn_status status = attn_tokenizer_fingerprint(tokenizer, &w->fingerprint);
+    if (status != ATTN_OK) {
+        free(w);
+        return status;
+    }
+    w->next_line = next_line;
+    w->context = context;
+    status = attn_file_write_atomically(fn, path, write_text_body, w);
+    if (status != ATTN_OK && w->status != ATTN_OK)
+        status = attn_fail(w->status, "%s", w->message);
+    if (status == ATTN_OK && tokens != NULL)
+        *tokens = w->count;
+    free(w);
+    return status;
 }

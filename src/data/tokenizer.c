@@ -688,6 +688,62 @@ attn_status attn_tokenizer_from_json(const char *json, attn_tokenizer **out)
     return ATTN_OK;
 }
 
+attn_status attn_tokenizer_save(const attn_tokenizer *tokenizer, const char *path)
+{
+    static const char fn[] = "attn_tokenizer_save";
+    ATTN_CHECK_NOT_NULL(tokenizer);
+    ATTN_CHECK_NOT_NULL(path);
+    char *json = NULL;
+    ATTN_TRY(attn_tokenizer_to_json(tokenizer, &json));
+    const attn_status status = attn_file_write_bytes_atomically(fn, path, json, strlen(json));
+    free(json);
+    return status;
+}
+
+attn_status attn_tokenizer_load(const char *path, attn_tokenizer **out)
+{
+    static const char fn[] = "attn_tokenizer_load";
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
+    ATTN_CHECK_NOT_NULL(path);
+    char *text = NULL;
+    size_t size = 0;
+    ATTN_TRY(read_whole_file(fn, path, &text, &size));
+    /* A model or token file would stop at its first NUL and be judged on a fragment. */
+    if (strlen(text) != size) {
+        free(text);
+        return attn_fail(ATTN_ERR_FORMAT, "%s: '%s' is a binary file, not a tokenizer's JSON", fn,
+                         path);
+    }
+    const attn_status status = attn_tokenizer_from_json(text, out);
+    free(text);
+    if (status == ATTN_OK)
+        return ATTN_OK;
+    char reason[512];
+    const char *inner = attn_last_error();
+    const char prefix[] = "attn_tokenizer_from_json: ";
+    if (strncmp(inner, prefix, sizeof prefix - 1) == 0)
+        inner += sizeof prefix - 1;
+    snprintf(reason, sizeof reason, "%s", inner);
+    return attn_fail(status, "%s: '%s' is not a tokenizer's JSON: %s", fn, path, reason);
+}
+
+attn_status attn_tokenizer_fingerprint(const attn_tokenizer *tokenizer, uint64_t *fingerprint)
+{
+    ATTN_CHECK_NOT_NULL(fingerprint);
+    *fingerprint = 0;
+    char *json = NULL;
+    ATTN_TRY(attn_tokenizer_to_json(tokenizer, &json));
+    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
+    for (const unsigned char *c = (const unsigned char *)json; *c != '\0'; c++) {
+        h ^= *c;
+        h *= 0x100000001b3ULL;
+    }
+    free(json);
+    *fingerprint = h;
+    return ATTN_OK;
+}
+
 size_t attn_token_text_length(const char *token)
 {
     const size_t size = token != NULL ? strlen(token) : 0;

@@ -1,6 +1,7 @@
 /* A language model's data: text as one token stream (each line's ids, then </s>), llm.c's
- * token files mapped and written, and the windows batches are cut into (llm.c's loader order,
- * shuffled epochs, wrapping, resume by position). */
+ * token files mapped and written (from a stream, or from text a line at a time), the line
+ * reader beside attn_lines_read, tokenizer files, and the windows batches are cut into (llm.c's
+ * loader order, shuffled epochs, wrapping, resume by position). */
 #include "data_test_util.h"
 
 static attn_token_stream *stream_of(const int32_t *ids, int64_t n)
@@ -54,6 +55,7 @@ static void test_llmc_token_file_round_trip_and_refusals(void)
     CHECK(attn_token_stream_fingerprint(mapped) == attn_token_stream_fingerprint(s),
           "the same tokens, the same fingerprint, whatever holds them");
     CHECK(attn_token_stream_max_id(mapped) == attn_token_stream_max_id(s), "max id");
+    CHECK(attn_token_stream_tokenizer(mapped, NULL) == 0, "a file of ids names no tokenizer");
     attn_token_stream_destroy(mapped);
 
     /* llm.c's header: magic 20240520 at byte 0, the count at byte 8. */
@@ -162,11 +164,183 @@ static void test_shuffled_windows_are_a_seeded_permutation(void)
     attn_token_stream_destroy(s);
 }
 
+/* The line reader gives what attn_lines_read gives, line for line, and fails where it fails
+ * with the same message: the token file and the text must hold the same lines. */
+static void test_line_reader_reads_as_lines_read_does(void)
+{
+    static const struct {
+        const char *bytes;
+        size_t size;
+    } texts[] = {
+        {"a\nb\n", 4},       {"a\nb", 3},           {"\n\n", 2}, {"\xEF\xBB\xBFx\r\ny", 8},
+        {"\xEF\xBB\xBF", 3}, {"\xEF\xBB\xBF\n", 4}, {"", 0},     {"ok\nbad\xFF\n", 8},
+        {"ok\nnul\0x\n", 9}, {"r\r\r\n\r", 5},
+    };
+    for (size_t t = 0; t < sizeof texts / sizeof *texts; t++) {
+        const char *path = test_write_scratch("reader.txt", texts[t].bytes, texts[t].size);
+        attn_lines whole;
+        const attn_status expected = attn_lines_read(path, &whole);
+        char expected_message[512];
+        snprintf(expected_message, sizeof expected_message, "%s",
+                 strchr(attn_last_error(), ' ') != NULL ? strchr(attn_last_error(), ' ') : "");
+        attn_line_reader *reader = NULL;
+        CHECK_OK(attn_line_reader_open(path, &reader));
+        attn_status status = ATTN_OK;
+        int64_t n = 0;
+        int same = 1;
+        for (;;) {
+            const char *line = NULL;
+            status = attn_line_reader_next(reader, &line);
+            if (status != ATTN_OK || line == NULL)
+                break;
+            same =
+                same && expected == ATTN_OK && n < whole.count && strcmp(line, whole.line[n]) == 0;
+            n++;
+        }
+        CHECK(status == expected, "text %zu: reader says %d, attn_lines_read %d", t, (int)status,
+              (int)expected);
+        if (expected == ATTN_OK)
+            CHECK(same && n == whole.count && attn_line_reader_lines(reader) == n,
+                  "text %zu: the same %lld lines", t, (long long)whole.count);
+        else
+            CHECK(strstr(attn_last_error(), expected_message) != NULL,
+                  "text %zu: the same message, '%s' in '%s'", t, expected_message,
+                  attn_last_error());
+        attn_line_reader_close(reader);
+        attn_lines_free(&whole);
+    }
+    attn_line_reader *reader = NULL;
+    CHECK_FAILS(attn_line_reader_open("/nonexistent/text.txt", &reader), ATTN_ERR_IO);
+    CHECK(strstr(attn_last_error(), "/nonexistent/text.txt") != NULL, "names the file: %s",
+          attn_last_error());
+}
+
+typedef struct lines_in_memory {
+    const char *const *lines;
+    int64_t n, next;
+} lines_in_memory;
+
+static attn_status next_in_memory(void *context, const char **line)
+{
+    lines_in_memory *m = context;
+    *line = m->next < m->n ? m->lines[m->next++] : NULL;
+    return ATTN_OK;
+}
+
+static attn_status next_from_reader(void *context, const char **line)
+{
+    return attn_line_reader_next(context, line);
+}
+
+/* Written a line at a time, the file holds the stream attn_token_stream_from_text makes; a
+ * failure of the text leaves the file that was there. */
+static void test_token_file_written_from_text_equals_the_stream(void)
+{
+    const char *lines[] = {"the cat", "", "sat on the mat", "\xC3\xA9t\xC3\xA9"};
+    attn_tokenizer_config config;
+    attn_tokenizer *tokenizer = NULL;
+    CHECK_OK(attn_tokenizer_config_parse("bpe:5", &config));
+    config.byte_fallback = 1;
+    CHECK_OK(attn_tokenizer_train(&config, lines, 3, &tokenizer)); /* not the last line */
+    attn_token_stream *expected = NULL;
+    CHECK_OK(attn_token_stream_from_text(tokenizer, lines, 4, &expected));
+    const char *path = test_write_scratch_text("from_text.bin", "");
+    lines_in_memory source = {lines, 4, 0};
+    int64_t tokens = 0;
+    CHECK_OK(attn_token_file_write_text(tokenizer, next_in_memory, &source, path, &tokens));
+    attn_token_stream *written = NULL;
+    CHECK_OK(attn_token_stream_map_llmc(path, &written));
+    const int64_t n = attn_token_stream_size(expected);
+    CHECK(tokens == n && attn_token_stream_size(written) == n &&
+              attn_token_stream_fingerprint(written) == attn_token_stream_fingerprint(expected),
+          "the same %lld tokens (wrote %lld)", (long long)n, (long long)tokens);
+    uint64_t made_by = 0, fingerprint = 1;
+    CHECK_OK(attn_tokenizer_fingerprint(tokenizer, &fingerprint));
+    CHECK(attn_token_stream_tokenizer(written, &made_by) == 1 && made_by == fingerprint,
+          "the header names the tokenizer");
+    CHECK(attn_token_stream_tokenizer(expected, &made_by) == 0, "text names none");
+    attn_token_stream_destroy(written);
+
+    const char *bad = test_write_scratch_text("bad.txt", "the cat\nsat \xFF\n");
+    attn_line_reader *reader = NULL;
+    CHECK_OK(attn_line_reader_open(bad, &reader));
+    CHECK_FAILS(attn_token_file_write_text(tokenizer, next_from_reader, reader, path, &tokens),
+                ATTN_ERR_FORMAT);
+    CHECK(strstr(attn_last_error(), "bad.txt:2: invalid UTF-8") != NULL,
+          "the text's message, not a failed write's: %s", attn_last_error());
+    attn_line_reader_close(reader);
+    CHECK_OK(attn_token_stream_map_llmc(path, &written));
+    CHECK(attn_token_stream_fingerprint(written) == attn_token_stream_fingerprint(expected),
+          "a failed write leaves the old file");
+    attn_token_stream_destroy(written);
+    attn_token_stream_destroy(expected);
+    attn_tokenizer_destroy(tokenizer);
+
+    /* More ids than uint16 holds: refused before anything is read. */
+    enum { WORDS = 65600 };
+    char **words = malloc(WORDS * sizeof *words);
+    for (int i = 0; words != NULL && i < WORDS; i++) {
+        words[i] = malloc(16);
+        snprintf(words[i], 16, "w%d", i);
+    }
+    CHECK_OK(attn_tokenizer_config_parse("word", &config));
+    CHECK_OK(attn_tokenizer_train(&config, (const char *const *)words, WORDS, &tokenizer));
+    source = (lines_in_memory){(const char *const *)words, WORDS, 0};
+    CHECK_FAILS(attn_token_file_write_text(tokenizer, next_in_memory, &source, path, NULL),
+                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(attn_last_error(), "65536") != NULL && source.next == 0,
+          "says why, reads nothing: %s", attn_last_error());
+    attn_tokenizer_destroy(tokenizer);
+    for (int i = 0; words != NULL && i < WORDS; i++)
+        free(words[i]);
+    free(words);
+}
+
+static void test_tokenizer_file_round_trip_and_refusals(void)
+{
+    const char *lines[] = {"low lower lowest", "newer newest"};
+    attn_tokenizer_config config;
+    attn_tokenizer *tokenizer = NULL, *back = NULL;
+    CHECK_OK(attn_tokenizer_config_parse("bpe:8", &config));
+    config.byte_fallback = 1;
+    CHECK_OK(attn_tokenizer_train(&config, lines, 2, &tokenizer));
+    const char *path = test_write_scratch_text("tokenizer.json", "");
+    CHECK_OK(attn_tokenizer_save(tokenizer, path));
+    CHECK_OK(attn_tokenizer_load(path, &back));
+    char *a = NULL, *b = NULL;
+    CHECK_OK(attn_tokenizer_to_json(tokenizer, &a));
+    CHECK_OK(attn_tokenizer_to_json(back, &b));
+    CHECK(a != NULL && b != NULL && strcmp(a, b) == 0, "the same tokenizer back");
+    uint64_t fa = 0, fb = 1;
+    CHECK_OK(attn_tokenizer_fingerprint(tokenizer, &fa));
+    CHECK_OK(attn_tokenizer_fingerprint(back, &fb));
+    CHECK(fa == fb, "the same fingerprint back");
+    free(a);
+    free(b);
+    attn_tokenizer_destroy(back);
+    attn_tokenizer_destroy(tokenizer);
+
+    const char *text = test_write_scratch_text("not_tokenizer.json", "{\"tokens\": []}");
+    CHECK_FAILS(attn_tokenizer_load(text, &back), ATTN_ERR_FORMAT);
+    CHECK(strstr(attn_last_error(), "not a tokenizer's JSON") != NULL &&
+              strstr(attn_last_error(), "not_tokenizer.json") != NULL,
+          "names file and problem: %s", attn_last_error());
+    const char binary[] = {8, 0, 0, 0, 0, 0, 0, 0, '{', '}'};
+    const char *model = test_write_scratch("model.safetensors", binary, sizeof binary);
+    CHECK_FAILS(attn_tokenizer_load(model, &back), ATTN_ERR_FORMAT);
+    CHECK(strstr(attn_last_error(), "binary file") != NULL, "says binary: %s", attn_last_error());
+    CHECK_FAILS(attn_tokenizer_load("/nonexistent/t.json", &back), ATTN_ERR_IO);
+    CHECK(back == NULL, "nothing on failure");
+}
+
 int main(void)
 {
     RUN_TEST(test_text_ends_each_line_with_eos);
     RUN_TEST(test_llmc_token_file_round_trip_and_refusals);
     RUN_TEST(test_windows_in_file_order_wrap_like_llmc);
     RUN_TEST(test_shuffled_windows_are_a_seeded_permutation);
+    RUN_TEST(test_line_reader_reads_as_lines_read_does);
+    RUN_TEST(test_token_file_written_from_text_equals_the_stream);
+    RUN_TEST(test_tokenizer_file_round_trip_and_refusals);
     return test_summary();
 }

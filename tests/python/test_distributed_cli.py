@@ -223,3 +223,31 @@ def test_a_language_model_over_two_ranks_equals_one_process_accumulating_two(tmp
     assert a.keys() == b.keys()
     for name in a:
         assert a[name].tobytes() == b[name].tobytes(), name
+
+
+@needs_mpi
+def test_a_token_file_over_two_ranks_equals_one_process_and_the_text(tmp_path):
+    # Each rank maps the token file attn tokenize wrote and reads its own windows of it: two
+    # ranks equal one process accumulating two, and the two-rank run on the text itself.
+    book = tmp_path / "book.txt"
+    rng = random.Random(7)
+    book.write_text("".join(" ".join(rng.choice(["in", "the", "beginning", "was", "word"])
+                                     for _ in range(8)) + "\n" for _ in range(300)),
+                    encoding="utf-8")
+    tokens, tokenizer = tmp_path / "book.bin", tmp_path / "book.tokenizer.json"
+    made = run("tokenize", "--input", book, "--out", tokens)
+    assert made.returncode == 0, made.stderr.decode()
+    flags = ["train", "--task", "lm", "--no-valid", "--threads", "1", *TINY_TRANSFORMER_D32,
+             "--context", 16, "--batch-sequences", 4, "--max-steps", 20, "--dropout", "0.1"]
+    from_tokens = [*flags, "--train-tokens", tokens, "--tokenizer", tokenizer]
+    shared, alone, text = (tmp_path / f"{n}.safetensors" for n in ("shared", "alone", "text"))
+    two = mpirun(2, *from_tokens, "--out", shared)
+    assert two.returncode == 0, two.stderr.decode()
+    one = run(*from_tokens, "--out", alone, "--accumulate", 2)
+    assert one.returncode == 0, one.stderr.decode()
+    on_text = mpirun(2, *flags, "--train", book, "--out", text)
+    assert on_text.returncode == 0, on_text.stderr.decode()
+    a, b, c = tensors(shared), tensors(alone), tensors(text)
+    assert a.keys() == b.keys() == c.keys()
+    for name in a:
+        assert a[name].tobytes() == b[name].tobytes() == c[name].tobytes(), name

@@ -328,3 +328,35 @@ def test_bad_eval_and_viz_arguments(work, tmp_path):
                     "--out", tmp_path / "v.svg"])
     assert_refused(["viz", "--log", work["train"], "--out", tmp_path / "l.svg"])
     assert_refused(["bogus-command"])
+
+
+def test_bad_tokenize_input(tmp_path):
+    """attn tokenize on text that is not text, tokenizers that are not tokenizers, and outputs
+    that are not files: refused, and a pipe given as --out is still a pipe afterwards (the
+    atomic writer's rename would have replaced it, as it would /dev/full as root)."""
+    import os
+    import stat
+    text, bad = tmp_path / "t.txt", tmp_path / "bad.txt"
+    text.write_text("one line\n", encoding="utf-8")
+    bad.write_bytes(b"fine\n\xc3\x28 broken\n")
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    out = tmp_path / "o.bin"
+    for args, stdin in [
+        (["--input", tmp_path / "missing.txt"], b""),
+        (["--input", bad], b""),
+        ([], b""),
+        ([], b"\x00\x01\x02"),
+        (["--input", text, "--vocab", "bpe:-3"], b""),
+        (["--input", text, "--tokenizer", text], b""),
+        (["--input", text, "--tokenizer", tmp_path / "missing.json"], b""),
+        (["--input", text, "--model", text], b""),
+        (["--input", text, "--model", "/dev/null"], b""),
+    ]:
+        assert_refused(["tokenize", *args, "--out", out], stdin)
+        assert not out.exists()
+    assert_refused(["tokenize", "--input", text, "--out", pipe])
+    assert stat.S_ISFIFO(os.stat(pipe).st_mode)
+    assert_refused(["tokenize", "--input", text, "--out", tmp_path])
+    assert_refused(["tokenize", "--input", text, "--out", out, "--save-tokenizer", pipe])
+    assert stat.S_ISFIFO(os.stat(pipe).st_mode)
