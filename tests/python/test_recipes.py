@@ -35,7 +35,7 @@ def running(pid):
     """Whether the process runs (a zombie waiting for a parent to reap it does not)."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # ESRCH: it ended between open and read
         return False
 
 
