@@ -331,7 +331,8 @@ ATTN_API attn_status attn_model_forward_loss_counted(attn_model *model, attn_gra
                                                      attn_var **loss, int64_t *tokens,
                                                      int64_t *correct);
 /* The logits: [size, tgt_len - 1, tgt_vocab] for the transformer and the language model
- * (row t predicts tgt[:, t + 1]), [size, num_classes] for the classifier. */
+ * (row t predicts tgt[:, t + 1]), [size, num_classes] for the classifier (whose batch needs no
+ * labels here). */
 ATTN_API attn_status attn_model_forward_logits(attn_model *model, attn_graph *graph,
                                                const attn_model_batch *batch,
                                                attn_var **logits);

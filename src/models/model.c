@@ -524,8 +524,9 @@ attn_status attn_model_decode(attn_model *model, attn_graph *graph, attn_var *me
                   logits);
 }
 
+/* labels: the batch is for a loss, so a classifier's batch needs its labels. */
 static attn_status check_batch(const char *fn, const attn_model *model,
-                               const attn_model_batch *batch)
+                               const attn_model_batch *batch, int labels)
 {
     const attn_model_config *c = &model->config;
     ATTN_CHECK_ARG(batch != NULL, "%s: batch must not be NULL", fn);
@@ -539,7 +540,7 @@ static attn_status check_batch(const char *fn, const attn_model *model,
         ATTN_TRY(
             check_lengths(fn, "tgt_lengths", batch->size, batch->tgt_lengths, 1, batch->tgt_len));
     } else {
-        ATTN_CHECK_ARG(batch->size == 0 || batch->labels != NULL,
+        ATTN_CHECK_ARG(!labels || batch->size == 0 || batch->labels != NULL,
                        "%s: batch->labels must not be NULL", fn);
         ATTN_CHECK_ARG(batch->teacher == NULL,
                        "%s: the classifier learns from labels, not a teacher's distributions", fn);
@@ -640,7 +641,7 @@ attn_status attn_model_forward_logits(attn_model *model, attn_graph *graph,
     ATTN_CHECK_NOT_NULL(logits);
     *logits = NULL;
     ATTN_TRY(check_graph(fn, model, graph));
-    ATTN_TRY(check_batch(fn, model, batch));
+    ATTN_TRY(check_batch(fn, model, batch, 0));
     return forward_logits(fn, model, graph, batch, logits);
 }
 
@@ -675,7 +676,7 @@ static attn_status forward_loss(const char *fn, attn_model *model, attn_graph *g
     ATTN_CHECK_ARG(loss != NULL, "%s: loss must not be NULL", fn);
     *loss = NULL;
     ATTN_TRY(check_graph(fn, model, graph));
-    ATTN_TRY(check_batch(fn, model, batch));
+    ATTN_TRY(check_batch(fn, model, batch, 1));
     const attn_model_config *c = &model->config;
     const int classifier = c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER;
     if (classifier)
