@@ -146,9 +146,8 @@ ATTN_API const attn_labels *attn_bundle_classes(const attn_bundle *bundle);
 /* The class probabilities of n >= 1 texts, ids[i] of counts[i] >= 1 source ids
  * (attn_bundle_encode), as one padded batch: probabilities [n, classes] receives each row's
  * softmax of the logits (no dropout, the graph's precision). */
-ATTN_API attn_status attn_bundle_classify(attn_bundle *bundle, int64_t n,
-                                          const int32_t *const *ids, const int64_t *counts,
-                                          float *probabilities);
+ATTN_API attn_status attn_bundle_classify(attn_bundle *bundle, int64_t n, const int32_t *const *ids,
+                                          const int64_t *counts, float *probabilities);
 
 /* ---- ensembles and averaging ------------------------------------------------------------ */
 

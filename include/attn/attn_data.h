@@ -111,7 +111,8 @@ typedef struct attn_tokenizer_config {
      * ... "<0xFF>" (and, for bpe, "</w>", which ends a word spelled in bytes), and a
      * character or piece the vocabulary lacks is encoded as its UTF-8 bytes; decoding puts
      * the bytes back (a sequence that is not UTF-8, which a sampling model may produce, reads
-     * as U+FFFD, as does a line break spelled in bytes, which no line of text holds). Language models use it; 0 keeps <unk> (attn_tokenizer_config_parse's). */
+     * as U+FFFD, as does a line break spelled in bytes, which no line of text holds). Language
+     * models use it; 0 keeps <unk> (attn_tokenizer_config_parse's). */
     int byte_fallback;
 } attn_tokenizer_config;
 
@@ -229,8 +230,7 @@ typedef struct attn_labels attn_labels;
  * same classes whatever order the lines are in). */
 ATTN_API attn_status attn_labels_from_corpus(const attn_corpus *corpus, attn_labels **out);
 /* n >= 1 distinct names, in the order given (copied). */
-ATTN_API attn_status attn_labels_from_names(const char *const *names, int64_t n,
-                                            attn_labels **out);
+ATTN_API attn_status attn_labels_from_names(const char *const *names, int64_t n, attn_labels **out);
 ATTN_API void attn_labels_destroy(attn_labels *labels);
 /* The number of classes (0 for NULL). */
 ATTN_API int64_t attn_labels_count(const attn_labels *labels);
@@ -309,7 +309,7 @@ typedef struct attn_batch {
     /* [size] each row's class, for a labelled corpus (the target column, which holds the
      * class ids); NULL for pairs and windows. */
     const int32_t *labels;
-    int64_t epoch, index;    /* this batch is batch `index` (0-based) of epoch `epoch` */
+    int64_t epoch, index; /* this batch is batch `index` (0-based) of epoch `epoch` */
 } attn_batch;
 
 /* Iterates over an encoded corpus, epoch after epoch. Sentences are sorted by (source length,

@@ -217,8 +217,8 @@ attn_status attn_bundle_encode(const attn_bundle *bundle, const char *text, int3
         *ids = NULL;
         *count = 0;
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
-                         "attn_bundle_encode: %lld tokens, above the model's max_len %lld%s", tokens,
-                         (long long)c->max_len,
+                         "attn_bundle_encode: %lld tokens, above the model's max_len %lld%s",
+                         tokens, (long long)c->max_len,
                          cls ? " less the classification token's place" : "");
     }
     for (int64_t i = 0; i < *count && unknown != NULL; i++)

@@ -371,8 +371,9 @@ static int score_labels(const eval_options *opt, attn_lines *gold, const char *h
                         attn_lines *hyp)
 {
     if (gold->count != hyp->count) {
-        fprintf(stderr, "attn eval: %s has %lld lines but %s has %lld: give one predicted label "
-                        "per gold line\n",
+        fprintf(stderr,
+                "attn eval: %s has %lld lines but %s has %lld: give one predicted label "
+                "per gold line\n",
                 hyp_name, (long long)hyp->count, opt->refs.items[0], (long long)gold->count);
         return EXIT_BAD_DATA;
     }
@@ -398,8 +399,8 @@ static int score_labels(const eval_options *opt, attn_lines *gold, const char *h
     }
     for (int k = 0; k < opt->n_metrics; k++)
         if (opt->metrics[k] == METRIC_ACCURACY)
-            printf("accuracy = %.*f (%lld of %lld lines)\n", w, r->accuracy,
-                   (long long)r->correct, (long long)r->lines);
+            printf("accuracy = %.*f (%lld of %lld lines)\n", w, r->accuracy, (long long)r->correct,
+                   (long long)r->lines);
         else
             printf("macro-F1 = %.*f (%lld classes)\n", w, r->macro_f1, (long long)r->classes);
     if (opt->n_metrics == 1)
@@ -412,8 +413,7 @@ static int score_labels(const eval_options *opt, attn_lines *gold, const char *h
     int width = (int)strlen("class");
     for (int64_t c = 0; c < r->classes; c++)
         width = (int)strlen(r->labels[c]) > width ? (int)strlen(r->labels[c]) : width;
-    printf("\n%-*s  %9s  %9s  %9s  %9s\n", width, "class", "precision", "recall", "F1",
-           "support");
+    printf("\n%-*s  %9s  %9s  %9s  %9s\n", width, "class", "precision", "recall", "F1", "support");
     for (int64_t c = 0; c < r->classes; c++)
         printf("%-*s  %9.*f  %9.*f  %9.*f  %9lld\n", width, r->labels[c], w, r->precision[c], w,
                r->recall[c], w, r->f1[c], (long long)r->gold[c]);

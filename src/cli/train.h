@@ -153,7 +153,7 @@ void train_lm_data_free(train_lm_data *d);
 /* ---- a classifier's run (train_classify.c) ------------------------------------------------- */
 
 typedef struct train_classify_data {
-    attn_corpus *train, *valid;   /* encoded labelled lines; valid NULL: none */
+    attn_corpus *train, *valid;         /* encoded labelled lines; valid NULL: none */
     char *tokenizer_json, *labels_json; /* for the files */
 } train_classify_data;
 

@@ -300,8 +300,9 @@ static const cli_command train_command = {
     "       attn train --task classify --train LABELLED.tsv [--valid V.tsv] --out CLF.safetensors\n"
     "       attn train --resume MODEL.last.safetensors --train ... --out ... [stopping rules]",
     "Trains a sequence-to-sequence model (--task lm: a language model; --task classify: a\n"
-    "text classifier on 'label<TAB>text' lines, which 'attn classify' runs). Files are UTF-8. MODEL.safetensors holds the\n"
-    "weights, the model config and both tokenizers ('attn translate --model' reads it);\n"
+    "text classifier on 'label<TAB>text' lines, which 'attn classify' runs). Files are\n"
+    "UTF-8. MODEL.safetensors holds the weights, the model config and the tokenizers (a\n"
+    "classifier's: the text's, and the class names; 'attn translate --model' reads it);\n"
     "the checkpoint also holds Adam's moments and the training state, and a run resumed\n"
     "from it reproduces the uninterrupted run's losses exactly at the same thread count.\n"
     "Progress goes to stderr: a bar on a terminal, plain lines otherwise. Ctrl-C or\n"
@@ -410,10 +411,10 @@ static int check_lm_args(const train_args *a)
 /* --task classify reads one file of labelled lines into an encoder with a pooled head. */
 static int check_classify_args(const train_args *a)
 {
-    static const char *const not_here[] = {
-        "--train-src",   "--train-tgt",    "--valid-src",  "--valid-tgt",  "--tgt-tokens",
-        "--teacher",     "--train-tokens", "--valid-tokens", "--context", "--batch-sequences",
-        "--init"};
+    static const char *const not_here[] = {"--train-src",       "--train-tgt",    "--valid-src",
+                                           "--valid-tgt",       "--tgt-tokens",   "--teacher",
+                                           "--train-tokens",    "--valid-tokens", "--context",
+                                           "--batch-sequences", "--init"};
     for (size_t i = 0; i < sizeof not_here / sizeof *not_here; i++)
         if (train_args_given(a, not_here[i]))
             return train_usage_error("%s is not for --task classify (its data is --train "
@@ -439,7 +440,7 @@ static int check_args(const train_args *a)
         if (code != 0)
             return code;
     } else {
-        static const char *const lm_only[] = {"--train-tokens",    "--valid-tokens", "--context",
+        static const char *const lm_only[] = {"--train-tokens", "--valid-tokens", "--context",
                                               "--batch-sequences", "--init"};
         for (size_t i = 0; i < sizeof lm_only / sizeof *lm_only; i++)
             if (train_args_given(a, lm_only[i]))

@@ -79,8 +79,9 @@ static void report_classes(const attn_corpus *train, const attn_labels *labels)
     }
     fprintf(stderr, "\n");
     if (classes == 1)
-        fprintf(stderr, "attn train: note: every training line has the label \"%s\": the model "
-                        "can only learn to answer it\n",
+        fprintf(stderr,
+                "attn train: note: every training line has the label \"%s\": the model "
+                "can only learn to answer it\n",
                 attn_labels_name(labels, 0));
     else if (counts[largest] >= 3 * counts[smallest])
         fprintf(stderr,
@@ -152,20 +153,19 @@ int train_classify_prepare(const train_args *a, const attn_model_config *describ
         if (train_hold_out_validation(a, (uint64_t)a->seed, "lines", d->train, &d->valid) !=
                 ATTN_OK ||
             attn_tokenizer_config_parse(a->src_tokens, &config) != ATTN_OK ||
-            attn_tokenizer_train(&config, attn_corpus_sources(d->train),
-                                 attn_corpus_size(d->train), &tokenizer) != ATTN_OK ||
+            attn_tokenizer_train(&config, attn_corpus_sources(d->train), attn_corpus_size(d->train),
+                                 &tokenizer) != ATTN_OK ||
             attn_labels_from_corpus(d->train, &labels) != ATTN_OK)
             code = library_failure();
     }
     /* Encoding names the line of a label only the validation file has. */
-    if (code == 0 && (attn_corpus_encode_labelled(d->train, tokenizer, labels) != ATTN_OK ||
-                      (d->valid != NULL &&
-                       attn_corpus_encode_labelled(d->valid, tokenizer, labels) != ATTN_OK)))
+    if (code == 0 &&
+        (attn_corpus_encode_labelled(d->train, tokenizer, labels) != ATTN_OK ||
+         (d->valid != NULL && attn_corpus_encode_labelled(d->valid, tokenizer, labels) != ATTN_OK)))
         code = library_failure();
     if (code == 0 && a->max_len > 0) {
         int64_t dropped_train = 0, dropped_valid = 0;
-        if (attn_corpus_drop_longer(d->train, a->max_len, a->max_len, &dropped_train) !=
-                ATTN_OK ||
+        if (attn_corpus_drop_longer(d->train, a->max_len, a->max_len, &dropped_train) != ATTN_OK ||
             (d->valid != NULL &&
              attn_corpus_drop_longer(d->valid, a->max_len, a->max_len, &dropped_valid) != ATTN_OK))
             code = library_failure();

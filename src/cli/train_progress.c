@@ -163,8 +163,7 @@ int train_progress_on_event(const attn_train_event *e, void *user)
                     "%.0f elapsed %s ETA %s%s\n",
                     (long long)e->step, planned, epoch, e->loss, figures, e->accuracy, e->lr,
                     e->grad_norm, p->classifier ? "lines" : "tok", e->tokens_per_second, elapsed,
-                    eta,
-                    e->skipped ? " skipped: non-finite gradient" : "");
+                    eta, e->skipped ? " skipped: non-finite gradient" : "");
         }
     } else if (e->kind == ATTN_TRAIN_EVENT_EVAL) {
         char bits[40] = "";
@@ -179,11 +178,11 @@ int train_progress_on_event(const attn_train_event *e, void *user)
                     (long long)e->step, epoch, e->loss, 100.0 * e->accuracy,
                     e->improved ? ", new best: model written" : "");
         else
-        fprintf(stderr,
-                "step %lld epoch %.2f: valid loss %.4f (perplexity %.2f%s), token accuracy "
-                "%.2f%%%s\n",
-                (long long)e->step, epoch, e->loss, exp(e->loss), bits, 100.0 * e->accuracy,
-                e->improved ? ", new best: model written" : "");
+            fprintf(stderr,
+                    "step %lld epoch %.2f: valid loss %.4f (perplexity %.2f%s), token accuracy "
+                    "%.2f%%%s\n",
+                    (long long)e->step, epoch, e->loss, exp(e->loss), bits, 100.0 * e->accuracy,
+                    e->improved ? ", new best: model written" : "");
     } else {
         if (p->bar_drawn)
             fprintf(stderr, "\n");

@@ -165,9 +165,8 @@ static attn_status parse(const char *fn, const cJSON *root, attn_labels **out)
         return attn_fail(ATTN_ERR_FORMAT, "%s: not a label list (\"format\" is not \"%s\")", fn,
                          LABELS_FORMAT);
     if (!cJSON_IsNumber(version) || version->valuedouble != LABELS_VERSION)
-        return attn_fail(ATTN_ERR_UNSUPPORTED, "%s: label list version %g; this build reads %d",
-                         fn, cJSON_IsNumber(version) ? version->valuedouble : 0.0,
-                         LABELS_VERSION);
+        return attn_fail(ATTN_ERR_UNSUPPORTED, "%s: label list version %g; this build reads %d", fn,
+                         cJSON_IsNumber(version) ? version->valuedouble : 0.0, LABELS_VERSION);
     if (!cJSON_IsArray(names) || cJSON_GetArraySize(names) < 1)
         return attn_fail(ATTN_ERR_FORMAT, "%s: \"labels\" must be an array of at least one name",
                          fn);

@@ -1,5 +1,5 @@
-/* The Transformer family (the classifier included) and the RNN encoder-decoders behind the trainer's model interface, and
- * the batcher's batches in the models' layout. */
+/* The Transformer family (the classifier included) and the RNN encoder-decoders behind the
+ * trainer's model interface, and the batcher's batches in the models' layout. */
 #include "core/internal.h"
 #include "attn/attn_trainer.h"
 

@@ -101,8 +101,8 @@ static void test_labels_json_round_trip_and_refusals(void)
         CHECK(attn_labels_from_json(bad[i], &labels) == ATTN_ERR_FORMAT && labels == NULL,
               "refused: %s", bad[i]);
     }
-    CHECK_FAILS(attn_labels_from_json("{\"format\":\"attn-labels\",\"version\":2,\"labels\":[\"a\"]}",
-                                      &labels),
+    CHECK_FAILS(attn_labels_from_json(
+                    "{\"format\":\"attn-labels\",\"version\":2,\"labels\":[\"a\"]}", &labels),
                 ATTN_ERR_UNSUPPORTED);
 }
 
@@ -137,8 +137,7 @@ static void test_encoding_and_batches_carry_classes(void)
         CHECK(batch->labels != NULL && batch->target_len == 1, "a batch of classes");
         for (int64_t r = 0; r < batch->size; r++) {
             seen[batch->pairs[r]]++;
-            CHECK(batch->labels[r] == expected[batch->pairs[r]], "row %lld's class",
-                  (long long)r);
+            CHECK(batch->labels[r] == expected[batch->pairs[r]], "row %lld's class", (long long)r);
         }
     }
     CHECK(seen[0] == 1 && seen[1] == 1 && seen[2] == 1 && seen[3] == 1, "each line once");

@@ -106,8 +106,8 @@ static void learn(attn_pooling pooling, const char *what)
         }
     }
     CHECK(lines == VALID_LINES && (double)right / (double)lines == accuracy,
-          "%s: %lld of %lld right, the trainer said %.4f", what, (long long)right,
-          (long long)lines, accuracy);
+          "%s: %lld of %lld right, the trainer said %.4f", what, (long long)right, (long long)lines,
+          accuracy);
     attn_batcher_destroy(batches);
     attn_graph_destroy(graph);
     attn_trainer_destroy(trainer);
