@@ -31,7 +31,9 @@ static const char *write_lines(const char *name, int64_t n, uint64_t seed)
         line[length] = '\0';
         used += (size_t)sprintf(text + used, "%s\t%s\n", label_of(line), line);
     }
-    return test_write_scratch_text(name, text);
+    const char *path = test_write_scratch_text(name, text);
+    free(text);
+    return path;
 }
 
 static void learn(attn_pooling pooling, const char *what)
