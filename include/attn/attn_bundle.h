@@ -11,6 +11,9 @@
  * batch of them (attn_decode) and attn_bundle_text turns a hypothesis back into text.
  * Generating (a language model): attn_bundle_encode_prompt, attn_bundle_generate (sampling,
  * attn_generate) and attn_bundle_generated_text; attn_bundle_score_text gives perplexity.
+ * Classifying (arch transformer_classifier, whose file holds the source tokenizer and the
+ * class names under ATTN_LABELS_KEY instead of a target tokenizer): attn_bundle_encode, then
+ * attn_bundle_classify, and attn_bundle_classes names the classes.
  * A bundle owns one graph for its searches: use a bundle from one thread at a time.
  */
 #ifndef ATTN_BUNDLE_H
@@ -134,6 +137,19 @@ typedef struct attn_text_score {
  * gives. Fails (ATTN_ERR_INVALID_ARGUMENT) when the stream has fewer than 2 ids. */
 ATTN_API attn_status attn_bundle_score_text(attn_bundle *bundle, const char *const *lines,
                                             int64_t n, int64_t batch_rows, attn_text_score *out);
+
+/* ---- classifiers ----------------------------------------------------------------------- */
+
+/* ATTN_OK when the bundle is a text classifier, else ATTN_ERR_INVALID_ARGUMENT naming the
+ * file. */
+ATTN_API attn_status attn_bundle_check_classifier(const attn_bundle *bundle);
+/* A classifier's classes (NULL for other models), class i the model's output i. */
+ATTN_API const attn_labels *attn_bundle_classes(const attn_bundle *bundle);
+/* The class probabilities of n >= 1 texts, ids[i] of counts[i] >= 1 source ids
+ * (attn_bundle_encode), as one padded batch: probabilities [n, classes] receives each row's
+ * softmax of the logits (no dropout, the graph's precision). */
+ATTN_API attn_status attn_bundle_classify(attn_bundle *bundle, int64_t n, const int32_t *const *ids,
+                                          const int64_t *counts, float *probabilities);
 
 /* ---- ensembles and averaging ------------------------------------------------------------ */
 

@@ -125,7 +125,8 @@ typedef struct attn_tokenizer_config {
      * ... "<0xFF>" (and, for bpe, "</w>", which ends a word spelled in bytes), and a
      * character or piece the vocabulary lacks is encoded as its UTF-8 bytes; decoding puts
      * the bytes back (a sequence that is not UTF-8, which a sampling model may produce, reads
-     * as U+FFFD, as does a line break spelled in bytes, which no line of text holds). Language models use it; 0 keeps <unk> (attn_tokenizer_config_parse's). */
+     * as U+FFFD, as does a line break spelled in bytes, which no line of text holds). Language
+     * models use it; 0 keeps <unk> (attn_tokenizer_config_parse's). */
     int byte_fallback;
 } attn_tokenizer_config;
 
@@ -231,6 +232,47 @@ ATTN_API attn_status attn_corpus_drop_longer(attn_corpus *corpus, int64_t max_so
 ATTN_API attn_status attn_corpus_hold_out(attn_corpus *corpus, int64_t count, uint64_t seed,
                                           attn_corpus **held_out);
 
+/* ---- labelled lines (text classification) ------------------------------------------------ */
+
+/* A classifier's data is a corpus too: the text of each line is a pair's source (encoded as
+ * sources are) and its label the pair's target string, encoded as its class id, one id per
+ * pair (attn_corpus_target_ids gives that one id). Batches of a labelled corpus carry the
+ * classes in attn_batch.labels. */
+
+/* A file of "label<TAB>text" lines. The label is everything before the first TAB, the text
+ * everything after it (TABs included). ATTN_ERR_FORMAT naming file:line for a line without a
+ * TAB, an empty label or an empty text. */
+ATTN_API attn_status attn_corpus_read_labelled(const char *path, attn_corpus **out);
+/* Nonzero for a corpus read by attn_corpus_read_labelled (or held out of one). */
+ATTN_API int attn_corpus_is_labelled(const attn_corpus *corpus);
+
+/* A classifier's classes: distinct non-empty UTF-8 names, class i the i-th. */
+typedef struct attn_labels attn_labels;
+
+/* The distinct labels of a labelled corpus, in bytewise order (so the same labels give the
+ * same classes whatever order the lines are in). */
+ATTN_API attn_status attn_labels_from_corpus(const attn_corpus *corpus, attn_labels **out);
+/* n >= 1 distinct names, in the order given (copied). */
+ATTN_API attn_status attn_labels_from_names(const char *const *names, int64_t n, attn_labels **out);
+ATTN_API void attn_labels_destroy(attn_labels *labels);
+/* The number of classes (0 for NULL). */
+ATTN_API int64_t attn_labels_count(const attn_labels *labels);
+/* The name of class i, or NULL out of range. */
+ATTN_API const char *attn_labels_name(const attn_labels *labels, int64_t i);
+/* The class of a name, or -1 when there is none of that name. */
+ATTN_API int64_t attn_labels_find(const attn_labels *labels, const char *name);
+/* JSON (malloc'ed): {"format": "attn-labels", "version": 1, "labels": ["neg", "pos"]}, kept in
+ * a model file's metadata as a tokenizer is. from_json checks duplicates, empty and non-UTF-8
+ * names. */
+ATTN_API attn_status attn_labels_to_json(const attn_labels *labels, char **json);
+ATTN_API attn_status attn_labels_from_json(const char *json, attn_labels **out);
+
+/* Encodes a labelled corpus (replacing earlier ids): each text through the tokenizer, each
+ * label as its class. A label not among labels (one seen only in a validation file) is
+ * ATTN_ERR_FORMAT naming file:line and the label; a text of no tokens likewise. */
+ATTN_API attn_status attn_corpus_encode_labelled(attn_corpus *corpus, const attn_tokenizer *source,
+                                                 const attn_labels *labels);
+
 /* ---- a language model's text: one stream of tokens -------------------------------------- */
 
 /* The token ids a language model learns from, in order. Plain text becomes a stream line by
@@ -306,7 +348,10 @@ typedef struct attn_batch {
     int32_t *source_lengths; /* [size] */
     int32_t *target_lengths; /* [size], counting <s> and </s> */
     int64_t *pairs;          /* [size] the corpus index of each row */
-    int64_t epoch, index;    /* this batch is batch `index` (0-based) of epoch `epoch` */
+    /* [size] each row's class, for a labelled corpus (the target column, which holds the
+     * class ids); NULL for pairs and windows. */
+    const int32_t *labels;
+    int64_t epoch, index; /* this batch is batch `index` (0-based) of epoch `epoch` */
 } attn_batch;
 
 /* Iterates over an encoded corpus, epoch after epoch. Sentences are sorted by (source length,

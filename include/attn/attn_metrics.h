@@ -1,5 +1,6 @@
 /* attn evaluation metrics: corpus BLEU and chrF exactly as sacreBLEU 2.x computes them, word
- * error rate, and the G2P word and phoneme error rates against several pronunciations.
+ * error rate, the G2P word and phoneme error rates against several pronunciations, and a
+ * classifier's accuracy, per-class precision, recall and F1, macro-F1 and confusion matrix.
  *
  * Conventions:
  *  - Text is UTF-8; a segment that is not valid UTF-8 fails with ATTN_ERR_FORMAT naming it.
@@ -195,6 +196,33 @@ ATTN_API attn_status attn_g2p_score(const char *ref_name, const char *const *ref
                                     int64_t n_ref, const char *hyp_name,
                                     const char *const *hyp_lines, int64_t n_hyp,
                                     attn_g2p_result *out);
+
+/* ---- classification: accuracy, per-class precision, recall and F1, confusion ------------- */
+
+typedef struct attn_classification_report {
+    int64_t lines;   /* lines scored */
+    int64_t correct; /* lines whose predicted label is the gold one */
+    double accuracy; /* 100 * correct / lines */
+    /* The unweighted mean of the classes' F1 (scikit-learn's average="macro"), over every
+     * class that is a gold or a predicted label; a class never predicted (or never gold) has
+     * precision (recall) 0, hence F1 0. */
+    double macro_f1;
+    int64_t classes;  /* labels seen in either file */
+    char **labels;    /* [classes], in bytewise order */
+    int64_t *gold;    /* [classes] lines with that gold label (the support) */
+    int64_t *predicted; /* [classes] lines with that predicted label */
+    double *precision, *recall, *f1; /* [classes], percentages */
+    int64_t *confusion; /* [classes * classes]: row gold class, column predicted class */
+} attn_classification_report;
+
+/* Scores n >= 1 predicted labels against the gold ones, compared as exact strings (each
+ * non-empty UTF-8). ATTN_ERR_FORMAT, naming the 1-based line, for an empty or invalid label.
+ * Free *out with attn_classification_report_destroy. */
+ATTN_API attn_status attn_classification_score(const char *const *gold,
+                                               const char *const *predicted, int64_t n,
+                                               attn_classification_report **out);
+/* NULL is ignored. */
+ATTN_API void attn_classification_report_destroy(attn_classification_report *report);
 
 #ifdef __cplusplus
 }

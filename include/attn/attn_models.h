@@ -13,8 +13,10 @@
  *    or pre-norm; optional final layer norms (nn.Transformer always has them); an output
  *    projection to the target vocabulary, optionally tied to the target embedding; shared or
  *    separate embeddings.
- *  - "transformer_classifier": the encoder over the source, mean-pooled over non-padding
- *    positions, a linear layer to num_classes.
+ *  - "transformer_classifier": the encoder over the source, pooled into one vector per
+ *    sentence (config pooling: the mean over non-padding positions, the state of a
+ *    classification token read first, or a learned query attending over the states), a
+ *    linear layer to num_classes.
  *  - "transformer_lm": a causal language model over the target: the same blocks as the
  *    encoder with causal self-attention, then the output projection. With pre-norm,
  *    "gelu_tanh", learned positions, unscaled embeddings, a final norm and a tied output
@@ -24,7 +26,8 @@
  *   src_embed.weight, tgt_embed.weight (or embed.weight when shared, and for the classifier
  *   and the language model), encoder.layers.<i>.*, encoder.norm.*, decoder.layers.<i>.*,
  *   decoder.norm.*, generator.weight (absent when tied), generator.bias (absent without
- *   output_bias), classifier.weight, classifier.bias (absent without output_bias); with
+ *   output_bias), classifier.weight, classifier.bias (absent without output_bias),
+ *   pooling.* (attention pooling, see attn_pooling); with
  *   learned positions pos_embed.weight (classifier and language model) or src_pos_embed.weight
  *   and tgt_pos_embed.weight (encoder-decoder), each [max_len, d_model]. The language
  *   model's blocks are decoder.layers.<i>.* with the layout of an encoder layer (self_attn,
@@ -89,6 +92,27 @@ typedef enum attn_positions {
                                     * The encoder-decoder's cross-attention is not rotated. */
 } attn_positions;
 
+/* How the classifier turns the encoder's states h_1 .. h_n into one vector (JSON names in
+ * quotes). */
+typedef enum attn_pooling {
+    ATTN_POOLING_MEAN = 0,     /* "mean": the mean of h_1 .. h_n (padding left out) */
+    ATTN_POOLING_CLS = 1,      /* "cls": a classification token before the text, its state
+                                * pooled (BERT's [CLS]): the encoder reads <s> (ATTN_BOS_ID,
+                                * never in a source otherwise) then the tokens, so a source
+                                * may be max_len - 1 tokens long */
+    ATTN_POOLING_ATTENTION = 2 /* "attention": Yang et al. 2016's attention pooling,
+                                * u_t = tanh(W h_t + b), a_t = softmax_t(u_t . q),
+                                * pooled = sum_t a_t h_t, with a learned query (context
+                                * vector) q: "pooling.proj.weight" W [d_model, d_model],
+                                * "pooling.proj.bias" b [d_model], "pooling.query" q
+                                * [1, d_model] */
+} attn_pooling;
+
+/* The token pooling "cls" puts before every source: id 1, which is <s> in the data layer's
+ * vocabularies (ATTN_BOS_ID) and never a source token, so its embedding row is free to
+ * become the classification token's. */
+#define ATTN_MODEL_CLS_ID 1
+
 /* The JSON name of each field is the struct field's name. Which fields an architecture has:
  *   all:                    version, arch, d_model, num_heads, ffn_dim, dropout, activation,
  *                           norm_first, max_len, positional_encoding, positions,
@@ -97,7 +121,8 @@ typedef enum attn_positions {
  *   transformer:            encoder_layers, decoder_layers, encoder_final_norm,
  *                           decoder_final_norm, src_vocab, tgt_vocab, share_embeddings,
  *                           tie_output
- *   transformer_classifier: encoder_layers, encoder_final_norm, src_vocab, num_classes
+ *   transformer_classifier: encoder_layers, encoder_final_norm, src_vocab, num_classes,
+ *                           pooling
  *   transformer_lm:         decoder_layers, decoder_final_norm, tgt_vocab, tie_output
  *   rnn:                    version, arch, dropout, src_vocab, tgt_vocab, max_len,
  *                           label_smoothing and the rnn fields (none of the "all" others)
@@ -112,6 +137,8 @@ typedef struct attn_model_config {
     int norm_first;                     /* JSON bool: pre-norm (true) or post-norm (false) */
     int encoder_final_norm, decoder_final_norm; /* JSON bools */
     int64_t src_vocab, tgt_vocab, num_classes;
+    attn_pooling pooling;               /* JSON: "mean", "cls" or "attention" (classifier;
+                                         * missing from older files: "mean") */
     int share_embeddings;               /* JSON bool; needs src_vocab == tgt_vocab */
     int tie_output;                     /* JSON bool: output projection = target embedding */
     int scale_embeddings;               /* JSON bool: embeddings times sqrt(d_model) */
@@ -304,7 +331,8 @@ ATTN_API attn_status attn_model_forward_loss_counted(attn_model *model, attn_gra
                                                      attn_var **loss, int64_t *tokens,
                                                      int64_t *correct);
 /* The logits: [size, tgt_len - 1, tgt_vocab] for the transformer and the language model
- * (row t predicts tgt[:, t + 1]), [size, num_classes] for the classifier. */
+ * (row t predicts tgt[:, t + 1]), [size, num_classes] for the classifier (whose batch needs no
+ * labels here). */
 ATTN_API attn_status attn_model_forward_logits(attn_model *model, attn_graph *graph,
                                                const attn_model_batch *batch,
                                                attn_var **logits);

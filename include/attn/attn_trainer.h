@@ -68,6 +68,8 @@ extern "C" {
 
 #define ATTN_SRC_TOKENIZER_KEY "attn_src_tokenizer"
 #define ATTN_TGT_TOKENIZER_KEY "attn_tgt_tokenizer"
+/* A classifier's class names (attn_labels_to_json), beside its source tokenizer. */
+#define ATTN_LABELS_KEY "attn_labels"
 #define ATTN_TRAIN_STATE_KEY "attn_train_state"
 #define ATTN_TRAIN_SUMMARY_KEY "attn_train_summary"
 #define ATTN_CHECKPOINT_ADAM_M_PREFIX "optimizer.exp_avg."
@@ -91,12 +93,13 @@ typedef struct attn_trainable {
     attn_status (*config_json)(void *self, char **json);
 } attn_trainable;
 
-/* The Transformer encoder-decoder, the language model and the RNN encoder-decoder (arch
- * "rnn"); not the classifier, whose batches carry labels instead of targets. The model must
- * outlive the trainable. */
+/* The Transformer encoder-decoder, the language model, the classifier (trained on a
+ * labelled corpus, whose batches carry labels: attn_corpus_read_labelled) and the RNN
+ * encoder-decoder (arch "rnn"). The model must outlive the trainable. */
 ATTN_API attn_status attn_trainable_from_model(attn_model *model, attn_trainable *out);
 
-/* A batcher's batch as a model reads it (views of the same arrays; no labels, no teacher). */
+/* A batcher's batch as a model reads it (views of the same arrays, the labels of a labelled
+ * corpus included; no teacher). */
 ATTN_API attn_model_batch attn_model_batch_of(const attn_batch *batch);
 
 /* ---- distillation ------------------------------------------------------------------------ */
@@ -242,6 +245,8 @@ typedef struct attn_trainer attn_trainer;
 /* A trainer over an encoded training corpus (and an optional encoded validation corpus,
  * NULL for none). The model and corpora must outlive the trainer. The parameters are used
  * as they are (initialise them first); the Adam moments are zeroed. */
+/* A labelled corpus (attn_corpus_encode_labelled) trains a classifier: the loss is the mean
+ * cross-entropy over its lines, accuracy the share of lines whose arg-max is the label. */
 ATTN_API attn_status attn_trainer_create(const attn_trainable *model, const attn_corpus *train,
                                          const attn_corpus *valid,
                                          const attn_trainer_options *options, attn_trainer **out);

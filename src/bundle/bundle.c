@@ -11,6 +11,7 @@ struct attn_bundle {
     char *name; /* the file's path, for messages */
     attn_model *model;
     attn_tokenizer *tokenizers[2]; /* by attn_bundle_side */
+    attn_labels *classes;          /* a classifier's; NULL for other models */
     attn_graph *graph;
 };
 
@@ -24,6 +25,7 @@ void attn_bundle_destroy(attn_bundle *bundle)
     attn_model_destroy(bundle->model);
     attn_tokenizer_destroy(bundle->tokenizers[0]);
     attn_tokenizer_destroy(bundle->tokenizers[1]);
+    attn_labels_destroy(bundle->classes);
     free(bundle->name);
     free(bundle);
 }
@@ -50,11 +52,15 @@ attn_status attn_bundle_release(attn_bundle *bundle, attn_model **model, attn_to
  * which deserves a hint rather than "no metadata key". */
 static attn_status read_tokenizers(const attn_tensor_file *file, const char *fn, attn_bundle *b)
 {
-    const int language_model = attn_model_get_config(b->model)->arch == ATTN_ARCH_TRANSFORMER_LM;
+    const attn_model_arch arch = attn_model_get_config(b->model)->arch;
+    const int language_model = arch == ATTN_ARCH_TRANSFORMER_LM;
+    const int classifier = arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER;
     for (int side = 0; side < 2; side++) {
         const char *json = NULL;
         const int missing = attn_tensor_file_metadata(file, TOKENIZER_KEYS[side], &json) != ATTN_OK;
         if (missing && language_model && side == ATTN_BUNDLE_SOURCE)
+            continue;
+        if (classifier && side == ATTN_BUNDLE_TARGET) /* it writes classes, not text */
             continue;
         if (missing)
             return attn_fail(ATTN_ERR_FORMAT,
@@ -69,6 +75,24 @@ static attn_status read_tokenizers(const attn_tensor_file *file, const char *fn,
                              inner);
         }
     }
+    if (!classifier)
+        return ATTN_OK;
+    const char *json = NULL;
+    if (attn_tensor_file_metadata(file, ATTN_LABELS_KEY, &json) != ATTN_OK)
+        return attn_fail(ATTN_ERR_FORMAT,
+                         "%s: %s is a classifier without its class names (\"%s\" metadata); use "
+                         "a model written by 'attn train --task classify'",
+                         fn, b->name, ATTN_LABELS_KEY);
+    attn_status status = attn_labels_from_json(json, &b->classes);
+    if (status != ATTN_OK) {
+        char inner[512];
+        snprintf(inner, sizeof inner, "%s", attn_last_error());
+        return attn_fail(status, "%s: %s: \"%s\": %s", fn, b->name, ATTN_LABELS_KEY, inner);
+    }
+    const int64_t classes = attn_model_get_config(b->model)->num_classes;
+    if (attn_labels_count(b->classes) != classes)
+        return attn_fail(ATTN_ERR_FORMAT, "%s: %s names %lld classes, but its model has %lld", fn,
+                         b->name, (long long)attn_labels_count(b->classes), (long long)classes);
     return ATTN_OK;
 }
 
@@ -135,6 +159,11 @@ const attn_tokenizer *attn_bundle_tokenizer(const attn_bundle *bundle, attn_bund
     return bundle->tokenizers[side];
 }
 
+const attn_labels *attn_bundle_classes(const attn_bundle *bundle)
+{
+    return bundle != NULL ? bundle->classes : NULL;
+}
+
 attn_graph *attn_bundle_graph(const attn_bundle *bundle)
 {
     return bundle != NULL ? bundle->graph : NULL;
@@ -178,15 +207,19 @@ attn_status attn_bundle_encode(const attn_bundle *bundle, const char *text, int3
                    "a prompt with attn_bundle_encode_prompt",
                    bundle->name);
     ATTN_TRY(attn_tokenizer_encode(bundle->tokenizers[ATTN_BUNDLE_SOURCE], text, ids, count));
-    const int64_t max_len = attn_model_get_config(bundle->model)->max_len;
-    if (*count > max_len) {
+    const attn_model_config *c = attn_model_get_config(bundle->model);
+    /* A classification token takes one of the positions. */
+    const int cls =
+        c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER && c->pooling == ATTN_POOLING_CLS ? 1 : 0;
+    if (*count > c->max_len - cls) {
         const long long tokens = (long long)*count;
         free(*ids);
         *ids = NULL;
         *count = 0;
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
-                         "attn_bundle_encode: %lld tokens, above the model's max_len %lld", tokens,
-                         (long long)max_len);
+                         "attn_bundle_encode: %lld tokens, above the model's max_len %lld%s",
+                         tokens, (long long)c->max_len,
+                         cls ? " less the classification token's place" : "");
     }
     for (int64_t i = 0; i < *count && unknown != NULL; i++)
         *unknown += (*ids)[i] == ATTN_UNK_ID;

@@ -8,6 +8,7 @@
 int attn_cmd_average(int argc, char **argv);
 int attn_cmd_convert(int argc, char **argv);
 int attn_cmd_bench(int argc, char **argv);
+int attn_cmd_classify(int argc, char **argv);
 int attn_cmd_eval(int argc, char **argv);
 int attn_cmd_bench_attention(int argc, char **argv);
 int attn_cmd_bench_decode(int argc, char **argv);

@@ -23,9 +23,12 @@ typedef enum {
     METRIC_WER,
     METRIC_PER,
     METRIC_PERPLEXITY,
+    METRIC_ACCURACY,
+    METRIC_F1,
     METRIC_COUNT
 } metric;
-static const char *const metric_names[METRIC_COUNT] = {"bleu", "chrf", "wer", "per", "perplexity"};
+static const char *const metric_names[METRIC_COUNT] = {"bleu",       "chrf",     "wer", "per",
+                                                       "perplexity", "accuracy", "f1"};
 
 /* Perplexity's decimals unless --width says otherwise: two would hide most differences. */
 enum { PERPLEXITY_WIDTH = 4, DEFAULT_PERPLEXITY_BATCH = 16 };
@@ -52,7 +55,7 @@ static const char *const format_names[] = {"auto", "text", "tsv", NULL};
 static const cli_option eval_options_table[] = {
     {CLI_OPTION("--metric", CLI_STRINGS, FIELD(metric_lists), "M",
                 "one or more of bleu, chrf, wer, per, comma-separated (repeatable); or "
-                "perplexity alone")},
+                "perplexity alone; or accuracy, f1 (a classifier's labels)")},
     {CLI_OPTION("--ref", CLI_STRINGS, FIELD(refs), "FILE",
                 "reference file (repeatable for translation)")},
     {CLI_OPTION("--hyp", CLI_STRING, FIELD(hyp), "FILE",
@@ -98,7 +101,16 @@ static const cli_command eval_command = {
     "         end of line; the stream is cut into windows of max_len + 1 tokens that\n"
     "         overlap by one, so each token after the first is predicted once. Prints the\n"
     "         cross-entropy (nats per token), perplexity, bits per token and bits per\n"
-    "         character (UTF-8 characters, each line's newline counted).\n",
+    "         character (UTF-8 characters, each line's newline counted).\n"
+    "\n"
+    "Classifier (REF: gold labels, HYP: predicted labels, one per line, line i of each\n"
+    "aligned; a line 'label<TAB>...' counts as its label, so a labelled file and the\n"
+    "output of 'attn classify' compare as they are):\n"
+    "  accuracy  the share of lines whose predicted label is the gold one.\n"
+    "  f1        macro-F1: the mean over the classes (gold or predicted labels) of each\n"
+    "         class's F1, the harmonic mean of its precision and recall.\n"
+    "         Either prints both, then each class's precision, recall, F1 and support,\n"
+    "         and the confusion matrix (rows gold, columns predicted).\n",
     eval_options_table,
     N_EVAL_OPTIONS,
     "Exit status: 0 scored, 1 bad data (unreadable file, different line counts,\n"
@@ -116,7 +128,8 @@ static int parse_metrics(const char *list, eval_options *opt)
                 found = m;
         if (found < 0)
             return cli_usage_error(&eval_command,
-                                   "unknown metric '%.*s' (bleu, chrf, wer, per or perplexity)",
+                                   "unknown metric '%.*s' (bleu, chrf, wer, per, perplexity, "
+                                   "accuracy or f1)",
                                    (int)length, p);
         if (opt->n_metrics == (int)(sizeof opt->metrics / sizeof *opt->metrics))
             return cli_usage_error(&eval_command, "too many metrics in '%s'", list);
@@ -145,9 +158,17 @@ static int parse_options(int argc, char **argv, eval_options *opt)
         return cli_usage_error(&eval_command, "--metric is required");
     if (opt->refs.count == 0)
         return cli_usage_error(&eval_command, "--ref is required");
-    int perplexity = 0;
-    for (int k = 0; k < opt->n_metrics; k++)
+    int perplexity = 0, labels = 0;
+    for (int k = 0; k < opt->n_metrics; k++) {
         perplexity |= opt->metrics[k] == METRIC_PERPLEXITY;
+        labels += opt->metrics[k] == METRIC_ACCURACY || opt->metrics[k] == METRIC_F1;
+    }
+    if (labels > 0 && labels < opt->n_metrics)
+        return cli_usage_error(&eval_command, "accuracy and f1 score labels, not sentences: give "
+                                              "them without the other metrics");
+    if (labels > 0 && opt->refs.count > 1)
+        return cli_usage_error(&eval_command, "accuracy and f1 read one --ref file of gold "
+                                              "labels");
     if (perplexity && opt->n_metrics > 1)
         return cli_usage_error(&eval_command, "perplexity scores a model, not output: give it "
                                               "as the only --metric");
@@ -337,6 +358,82 @@ static int score_perplexity(const eval_options *opt, const attn_lines *text)
     return 0;
 }
 
+/* The label of a line: the text before its first TAB (all of it without one). */
+static char *label_of(char *line)
+{
+    char *tab = strchr(line, '\t');
+    if (tab != NULL)
+        *tab = '\0';
+    return line;
+}
+
+static int score_labels(const eval_options *opt, attn_lines *gold, const char *hyp_name,
+                        attn_lines *hyp)
+{
+    if (gold->count != hyp->count) {
+        fprintf(stderr,
+                "attn eval: %s has %lld lines but %s has %lld: give one predicted label "
+                "per gold line\n",
+                hyp_name, (long long)hyp->count, opt->refs.items[0], (long long)gold->count);
+        return EXIT_BAD_DATA;
+    }
+    for (int64_t i = 0; i < gold->count; i++) {
+        const char *names[2] = {opt->refs.items[0], hyp_name};
+        char *lines[2] = {label_of(gold->line[i]), label_of(hyp->line[i])};
+        for (int f = 0; f < 2; f++)
+            if (lines[f][0] == '\0') {
+                fprintf(stderr, "attn eval: %s:%lld: empty label\n", names[f], (long long)(i + 1));
+                return EXIT_BAD_DATA;
+            }
+    }
+    attn_classification_report *r = NULL;
+    if (attn_classification_score((const char *const *)gold->line, (const char *const *)hyp->line,
+                                  gold->count, &r) != ATTN_OK)
+        return report_failure();
+    const int w = (int)opt->width;
+    if (opt->score_only) {
+        for (int k = 0; k < opt->n_metrics; k++)
+            printf("%.*f\n", w, opt->metrics[k] == METRIC_ACCURACY ? r->accuracy : r->macro_f1);
+        attn_classification_report_destroy(r);
+        return 0;
+    }
+    for (int k = 0; k < opt->n_metrics; k++)
+        if (opt->metrics[k] == METRIC_ACCURACY)
+            printf("accuracy = %.*f (%lld of %lld lines)\n", w, r->accuracy, (long long)r->correct,
+                   (long long)r->lines);
+        else
+            printf("macro-F1 = %.*f (%lld classes)\n", w, r->macro_f1, (long long)r->classes);
+    if (opt->n_metrics == 1)
+        printf(opt->metrics[0] == METRIC_ACCURACY ? "macro-F1 = %.*f (%lld classes)\n"
+                                                  : "accuracy = %.*f (%lld of %lld lines)\n",
+               w, opt->metrics[0] == METRIC_ACCURACY ? r->macro_f1 : r->accuracy,
+               opt->metrics[0] == METRIC_ACCURACY ? (long long)r->classes : (long long)r->correct,
+               (long long)r->lines);
+    /* Columns as wide as the longest label (in bytes: labels are usually ASCII). */
+    int width = (int)strlen("class");
+    for (int64_t c = 0; c < r->classes; c++)
+        width = (int)strlen(r->labels[c]) > width ? (int)strlen(r->labels[c]) : width;
+    printf("\n%-*s  %9s  %9s  %9s  %9s\n", width, "class", "precision", "recall", "F1", "support");
+    for (int64_t c = 0; c < r->classes; c++)
+        printf("%-*s  %9.*f  %9.*f  %9.*f  %9lld\n", width, r->labels[c], w, r->precision[c], w,
+               r->recall[c], w, r->f1[c], (long long)r->gold[c]);
+    printf("\nconfusion matrix (rows: gold, columns: predicted)\n%-*s", width, "");
+    int cell = 7;
+    for (int64_t c = 0; c < r->classes; c++)
+        cell = (int)strlen(r->labels[c]) > cell ? (int)strlen(r->labels[c]) : cell;
+    for (int64_t c = 0; c < r->classes; c++)
+        printf("  %*s", cell, r->labels[c]);
+    printf("\n");
+    for (int64_t g = 0; g < r->classes; g++) {
+        printf("%-*s", width, r->labels[g]);
+        for (int64_t p = 0; p < r->classes; p++)
+            printf("  %*lld", cell, (long long)r->confusion[g * r->classes + p]);
+        printf("\n");
+    }
+    attn_classification_report_destroy(r);
+    return 0;
+}
+
 static int run(const eval_options *opt, attn_lines *refs, attn_lines *hyp)
 {
     for (int r = 0; r < opt->refs.count; r++)
@@ -344,6 +441,12 @@ static int run(const eval_options *opt, attn_lines *refs, attn_lines *hyp)
             return report_failure();
     if (opt->metrics[0] == METRIC_PERPLEXITY)
         return score_perplexity(opt, &refs[0]);
+    if (opt->metrics[0] == METRIC_ACCURACY || opt->metrics[0] == METRIC_F1) {
+        const int from_stdin = opt->hyp == NULL || strcmp(opt->hyp, "-") == 0;
+        if (from_stdin ? read_stdin(hyp) != ATTN_OK : attn_lines_read(opt->hyp, hyp) != ATTN_OK)
+            return from_stdin ? EXIT_BAD_DATA : report_failure();
+        return score_labels(opt, &refs[0], from_stdin ? "<stdin>" : opt->hyp, hyp);
+    }
     int tsv = opt->format == FORMAT_TSV ||
               (opt->format == FORMAT_AUTO && strchr(refs[0].line[0], '\t') != NULL);
     for (int k = 0; k < opt->n_metrics; k++) {

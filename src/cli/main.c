@@ -15,6 +15,7 @@ typedef struct {
 static const command commands[] = {
     {"average", attn_cmd_average, "average the weights of model files or checkpoints"},
     {"bench", attn_cmd_bench, "measure kernels against references (attn bench attention)"},
+    {"classify", attn_cmd_classify, "label lines of text with a classifier, with probabilities"},
     {"convert", attn_cmd_convert, "convert GPT-2 models between llm.c checkpoints and attn"},
     {"eval", attn_cmd_eval, "score output against references: BLEU, chrF, WER, G2P PER"},
     {"generate", attn_cmd_generate, "continue prompts with a language model (sampling or greedy)"},
@@ -22,7 +23,7 @@ static const command commands[] = {
     {"quantize", attn_cmd_quantize, "write a bf16 or int8 model file for faster inference"},
     {"serve", attn_cmd_serve, "serve a model over HTTP: JSON API, batched across clients"},
     {"tokenize", attn_cmd_tokenize, "turn text into an llm.c token file for attn train --task lm"},
-    {"train", attn_cmd_train, "train a sequence-to-sequence model on sentence pairs"},
+    {"train", attn_cmd_train, "train a translation model, language model or text classifier"},
     {"translate", attn_cmd_translate, "translate lines with a trained model or an ensemble (beam search)"},
     {"viz", attn_cmd_viz, "draw attention heat maps and loss curves (SVG, PNG, terminal)"},
 };

@@ -158,30 +158,28 @@ static void note_time_budget_left(const attn_trainer *trainer, const attn_lr_sch
                 s->total_seconds, status.train_seconds);
 }
 
-/* Without --valid (and without --no-valid), a share of the training pairs becomes the
- * validation set, drawn from the seed so that --resume holds out the same pairs; the start-up
- * says which case holds. */
-static attn_status hold_out_validation(const train_args *a, uint64_t seed, attn_corpus *train,
-                                       attn_corpus **valid)
+attn_status train_hold_out_validation(const train_args *a, uint64_t seed, const char *what,
+                                      attn_corpus *train, attn_corpus **valid)
 {
     if (*valid != NULL || a->no_valid)
         return ATTN_OK;
     const int64_t pairs = attn_corpus_size(train);
     if (pairs < TRAIN_HOLD_OUT_MIN_PAIRS) {
         fprintf(stderr,
-                "attn train: no validation set, and %lld training pairs are too few to hold "
+                "attn train: no validation set, and %lld training %s are too few to hold "
                 "some out (%d or more): training on all of them and keeping the last weights\n",
-                (long long)pairs, TRAIN_HOLD_OUT_MIN_PAIRS);
+                (long long)pairs, what, TRAIN_HOLD_OUT_MIN_PAIRS);
         return ATTN_OK;
     }
     int64_t count = (int64_t)ceil(TRAIN_HOLD_OUT_SHARE * (double)pairs);
     if (count > TRAIN_HOLD_OUT_MAX)
         count = TRAIN_HOLD_OUT_MAX;
     fprintf(stderr,
-            "attn train: no validation set given: holding out %lld of the %lld training pairs "
+            "attn train: no validation set given: holding out %lld of the %lld training %s "
             "(%g%%, at most %d, chosen by --seed) for validation and keep-best; --valid FILE "
-            "gives one, --no-valid trains on every pair\n",
-            (long long)count, (long long)pairs, 100.0 * TRAIN_HOLD_OUT_SHARE, TRAIN_HOLD_OUT_MAX);
+            "gives one, --no-valid trains on all of them\n",
+            (long long)count, (long long)pairs, what, 100.0 * TRAIN_HOLD_OUT_SHARE,
+            TRAIN_HOLD_OUT_MAX);
     return attn_corpus_hold_out(train, count, seed, valid);
 }
 
@@ -295,6 +293,7 @@ int attn_cmd_train(int argc, char **argv)
     int run_ended = 0; /* every rank got to the end of the run together */
     attn_trainer_options o = attn_trainer_default_options();
     train_lm_data lm = {0};
+    train_classify_data labelled = {0};
 
     checkpoint = a.checkpoint != NULL ? NULL : default_checkpoint_path(a.out);
     if (a.checkpoint == NULL && checkpoint == NULL) {
@@ -318,6 +317,16 @@ int attn_cmd_train(int argc, char **argv)
         p.language_model = 1;
         p.train_chars_per_token = lm.train_chars_per_token;
         p.valid_chars_per_token = lm.valid_chars_per_token;
+    } else if (a.task == TRAIN_TASK_CLASSIFY) {
+        if (a.resume != NULL) {
+            TRY(attn_tensor_file_open(a.resume, &resume_file));
+            warn_if_other_threads(resume_file);
+        }
+        exit_code = train_classify_prepare(&a, a.resume != NULL ? NULL : &described, resume_file,
+                                           &labelled, &model, &o);
+        if (exit_code != 0)
+            goto done;
+        p.classifier = 1;
     } else {
         TRY(read_corpus(a.train, a.train_src, a.train_tgt, &train));
         TRY(read_corpus(a.valid, a.valid_src, a.valid_tgt, &valid));
@@ -334,9 +343,9 @@ int attn_cmd_train(int argc, char **argv)
             TRY_RESUME(attn_trainer_options_from_checkpoint(resume_file, &o));
             warn_if_other_threads(resume_file);
             train_options_overlay(&a, &o);
-            TRY(hold_out_validation(&a, o.seed, train, &valid));
+            TRY(train_hold_out_validation(&a, o.seed, "pairs", train, &valid));
         } else {
-            TRY(hold_out_validation(&a, (uint64_t)a.seed, train, &valid));
+            TRY(train_hold_out_validation(&a, (uint64_t)a.seed, "pairs", train, &valid));
             if (a.teacher != NULL) {
                 exit_code = train_adopt_teacher_tokenizers(&a, &teachers, &src_tok, &tgt_tok);
                 if (exit_code != 0)
@@ -421,6 +430,12 @@ int attn_cmd_train(int argc, char **argv)
         metadata[0] = (attn_metadata_entry){ATTN_TGT_TOKENIZER_KEY, lm.tokenizer_json};
         o.metadata = metadata;
         o.n_metadata = lm.tokenizer_json != NULL ? 1 : 0;
+    } else if (a.task == TRAIN_TASK_CLASSIFY) {
+        /* A classifier reads text with its source tokenizer and names its classes. */
+        metadata[0] = (attn_metadata_entry){ATTN_SRC_TOKENIZER_KEY, labelled.tokenizer_json};
+        metadata[1] = (attn_metadata_entry){ATTN_LABELS_KEY, labelled.labels_json};
+        o.metadata = metadata;
+        o.n_metadata = 2;
     } else {
         TRY(attn_bundle_metadata(src_tok, tgt_tok, metadata));
         o.metadata = metadata;
@@ -441,6 +456,8 @@ int attn_cmd_train(int argc, char **argv)
     TRY(attn_trainable_from_model(model, &trainable));
     if (a.task == TRAIN_TASK_LM)
         TRY(attn_trainer_create_lm(&trainable, lm.train, lm.valid, &o, &trainer));
+    else if (a.task == TRAIN_TASK_CLASSIFY)
+        TRY(attn_trainer_create(&trainable, labelled.train, labelled.valid, &o, &trainer));
     else
         TRY(attn_trainer_create(&trainable, train, valid, &o, &trainer));
     if (a.resume != NULL) {
@@ -467,11 +484,17 @@ int attn_cmd_train(int argc, char **argv)
     attn_trainer_status status;
     TRY(attn_trainer_get_status(trainer, &status));
     char validation[48] = "", data[160];
-    if (lm.valid != NULL || valid != NULL)
+    if (lm.valid != NULL || valid != NULL || labelled.valid != NULL)
         snprintf(validation, sizeof validation, ", validation %lld",
-                 (long long)(lm.valid != NULL ? attn_token_stream_size(lm.valid)
-                                              : attn_corpus_size(valid)));
-    if (a.task == TRAIN_TASK_LM)
+                 (long long)(lm.valid != NULL         ? attn_token_stream_size(lm.valid)
+                             : labelled.valid != NULL ? attn_corpus_size(labelled.valid)
+                                                      : attn_corpus_size(valid)));
+    if (a.task == TRAIN_TASK_CLASSIFY)
+        snprintf(data, sizeof data, "%lld training lines%s; vocabulary %lld; %lld classes",
+                 (long long)attn_corpus_size(labelled.train), validation,
+                 (long long)attn_model_get_config(model)->src_vocab,
+                 (long long)attn_model_get_config(model)->num_classes);
+    else if (a.task == TRAIN_TASK_LM)
         snprintf(data, sizeof data, "%lld training tokens%s; vocabulary %lld",
                  (long long)attn_token_stream_size(lm.train), validation,
                  (long long)attn_model_get_config(model)->tgt_vocab);
@@ -551,9 +574,10 @@ done:
     attn_tokenizer_destroy(tgt_tok);
     attn_corpus_destroy(train);
     attn_corpus_destroy(valid);
-    if (a.task != TRAIN_TASK_LM)
+    if (a.task == TRAIN_TASK_TRANSLATE)
         attn_bundle_metadata_free(metadata);
     train_lm_data_free(&lm);
+    train_classify_data_free(&labelled);
     attn_tensor_file_unlock(locks[0]);
     attn_tensor_file_unlock(locks[1]);
     free(checkpoint);

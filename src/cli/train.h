@@ -17,8 +17,13 @@ typedef enum train_group { GROUP_DATA, GROUP_MODEL, GROUP_TRAINING, GROUP_RUN } 
 
 enum { TRAIN_MAX_OPTIONS = 80 };
 
-/* What the run learns (--task); the classifier tasks will join here. */
-typedef enum train_task { TRAIN_TASK_TRANSLATE = 0, TRAIN_TASK_LM = 1 } train_task;
+/* What the run learns (--task): one switch over one loop; each task has its own reader of
+ * the data and its own model (train_lm.c, train_classify.c), and shares the rest. */
+typedef enum train_task {
+    TRAIN_TASK_TRANSLATE = 0,
+    TRAIN_TASK_LM = 1,
+    TRAIN_TASK_CLASSIFY = 2
+} train_task;
 
 typedef struct train_args {
     const char *train, *valid, *train_src, *train_tgt, *valid_src, *valid_tgt, *out;
@@ -35,7 +40,8 @@ typedef struct train_args {
     int schedule;                            /* attn_lr_kind */
     int optimizer;                           /* attn_adam_variant */
     int precision;                           /* attn_precision: fp32 or bf16 */
-    int norm, ffn_kind, positions, no_bias;  /* --task lm: block options, when given */
+    int norm, ffn_kind, positions, no_bias;  /* --task lm, classify: block options, when given */
+    int pooling;                             /* --task classify: attn_pooling */
     int64_t window, layers, d_model, heads, ffn, hidden, embedding_dim, attention_dim;
     int bidirectional, no_bidirectional, input_feeding, reverse_source, no_valid;
     double dropout, label_smoothing;
@@ -97,6 +103,12 @@ void train_options_overlay(const train_args *a, attn_trainer_options *o);
 void train_options_for_this_run(const train_args *a, const char *checkpoint,
                                 attn_trainer_options *o);
 
+/* Without --valid (and without --no-valid), a share of the training pairs (a classifier's
+ * lines) becomes the validation set, drawn from the seed so that --resume holds out the same
+ * ones; says which case holds. what: "pairs" or "lines", for the messages. */
+attn_status train_hold_out_validation(const train_args *a, uint64_t seed, const char *what,
+                                      attn_corpus *train, attn_corpus **valid);
+
 /* ---- the outputs (train_outputs.c) ---------------------------------------------------------- */
 
 /* Refuses outputs (--out, the checkpoint, --log) that name an input or each other (exit 2),
@@ -139,6 +151,23 @@ int train_lm_prepare(const train_args *a, attn_tensor_file *resume_file, train_l
                      attn_model **model, attn_trainer_options *o);
 void train_lm_data_free(train_lm_data *d);
 
+/* ---- a classifier's run (train_classify.c) ------------------------------------------------- */
+
+typedef struct train_classify_data {
+    attn_corpus *train, *valid;         /* encoded labelled lines; valid NULL: none */
+    char *tokenizer_json, *labels_json; /* for the files */
+} train_classify_data;
+
+/* For --task classify: the labelled lines (label<TAB>text), the text tokenizer and the classes
+ * (learned, or the checkpoint's when resume_file is not NULL), the model (new, as described
+ * by train_describe_model and sized to the data, or the checkpoint's) and the trainer's
+ * options; reports the lines per class. Returns 0 or an exit
+ * code after a message. */
+int train_classify_prepare(const train_args *a, const attn_model_config *described,
+                           attn_tensor_file *resume_file, train_classify_data *d,
+                           attn_model **model, attn_trainer_options *o);
+void train_classify_data_free(train_classify_data *d);
+
 /* ---- teachers (train_teachers.c) ------------------------------------------------------------ */
 
 /* A new run with --teacher reads and writes with its teachers' tokenizers (copies in *source
@@ -172,6 +201,8 @@ typedef struct train_progress {
      * characters per token are known (> 0; not for token files), bits per character. */
     int language_model;
     double train_chars_per_token, valid_chars_per_token;
+    /* A classifier's run: accuracy (of lines, not tokens) is the figure to watch. */
+    int classifier;
 } train_progress;
 
 void train_progress_init(train_progress *p, int64_t log_every, double time_limit);

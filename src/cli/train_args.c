@@ -32,20 +32,23 @@ static const int schedule_values[] = {ATTN_LR_INVERSE_SQRT, ATTN_LR_NOAM, ATTN_L
                                       ATTN_LR_CONSTANT};
 static const char *const optimizer_names[] = {"adam", "adamw", NULL};
 static const int optimizer_values[] = {ATTN_ADAM, ATTN_ADAMW};
-static const char *const task_names[] = {"translate", "lm", NULL};
-static const int task_values[] = {TRAIN_TASK_TRANSLATE, TRAIN_TASK_LM};
+static const char *const task_names[] = {"translate", "lm", "classify", NULL};
+static const int task_values[] = {TRAIN_TASK_TRANSLATE, TRAIN_TASK_LM, TRAIN_TASK_CLASSIFY};
+static const char *const pooling_names[] = {"mean", "cls", "attention", NULL};
+static const int pooling_values[] = {ATTN_POOLING_MEAN, ATTN_POOLING_CLS, ATTN_POOLING_ATTENTION};
 static const char *const shuffle_names[] = {"random", "none", NULL};
 static const char *const precision_names[] = {"fp32", "bf16", NULL};
 static const int precision_values[] = {ATTN_PRECISION_FP32, ATTN_PRECISION_BF16};
 
 static const cli_option train_options[] = {
-    {CLI_OPTION("--task", CLI_CHOICE, FIELD(task), "translate|lm",
+    {CLI_OPTION("--task", CLI_CHOICE, FIELD(task), "translate|lm|classify",
                 "translate: sentence pairs to an encoder-decoder; lm: plain text to a language "
-                "model (a decoder alone, GPT) [translate]"),
+                "model (a decoder alone, GPT); classify: labelled lines to a text classifier (an "
+                "encoder alone with a pooled head) [translate]"),
      .choices = task_names, .choice_values = task_values, .group = GROUP_DATA},
     {CLI_OPTION("--train", CLI_STRING, FIELD(train), "FILE",
                 "training pairs, one 'source<TAB>target' per line; --task lm: plain UTF-8 text, "
-                "each line ending in </s>"),
+                "each line ending in </s>; --task classify: one 'label<TAB>text' per line"),
      .group = GROUP_DATA},
     {CLI_OPTION("--train-tokens", CLI_STRING, FIELD(train_tokens), "FILE.bin",
                 "--task lm: training tokens in llm.c's token file format (memory-mapped, never "
@@ -114,18 +117,24 @@ static const cli_option train_options[] = {
     {CLI_OPTION("--ffn", CLI_INT, FIELD(ffn), "N", "transformer: feed-forward hidden width [1024]"),
      .group = GROUP_MODEL},
     {CLI_OPTION("--norm", CLI_CHOICE, FIELD(norm), "layer|rms",
-                "--task lm: every norm a LayerNorm or an RMSNorm [layer]"),
+                "--task lm, classify: every norm a LayerNorm or an RMSNorm [layer]"),
      .choices = norm_names, .choice_values = norm_values, .group = GROUP_MODEL},
     {CLI_OPTION("--ffn-kind", CLI_CHOICE, FIELD(ffn_kind), "mlp|swiglu",
-                "--task lm: the feed-forward, GELU MLP or SwiGLU (--ffn its hidden width) [mlp]"),
+                "--task lm, classify: the feed-forward, MLP or SwiGLU (--ffn its hidden width) "
+                "[mlp]"),
      .choices = ffn_kind_names, .choice_values = ffn_kind_values, .group = GROUP_MODEL},
     {CLI_OPTION("--positions", CLI_CHOICE, FIELD(positions), "sinusoidal|learned|rope",
-                "--task lm: positions added to the embeddings, or rotary in the attention "
-                "[sinusoidal]"),
+                "--task lm, classify: positions added to the embeddings, or rotary in the "
+                "attention [sinusoidal]"),
      .choices = positions_names, .choice_values = positions_values, .group = GROUP_MODEL},
     {CLI_OPTION("--no-bias", CLI_FLAG, FIELD(no_bias), NULL,
-                "--task lm: no bias anywhere (blocks, norms, output layer), as LLaMA"),
+                "--task lm, classify: no bias anywhere (blocks, norms, output layer), as LLaMA"),
      .group = GROUP_MODEL},
+    {CLI_OPTION("--pooling", CLI_CHOICE, FIELD(pooling), "mean|cls|attention",
+                "--task classify: how the encoder's states become one vector: their mean, the "
+                "state of a classification token read first (BERT's [CLS]), or a learned query "
+                "attending over them (Yang et al. 2016) [mean]"),
+     .choices = pooling_names, .choice_values = pooling_values, .group = GROUP_MODEL},
     {CLI_OPTION("--cell", CLI_CHOICE, FIELD(cell), "gru|lstm", "rnn: recurrent cell [gru]"),
      .choices = cell_names, .choice_values = cell_values, .group = GROUP_MODEL},
     {CLI_OPTION("--hidden", CLI_INT, FIELD(hidden), "N",
@@ -292,9 +301,13 @@ static const cli_command train_command = {
     "attn train --train TRAIN.tsv [--valid VALID.tsv] --out MODEL.safetensors [options]\n"
     "       attn train --train-src S --train-tgt T [--valid-src S --valid-tgt T] "
     "--out MODEL.safetensors [options]\n"
+    "       attn train --task lm --train BOOK.txt [--valid HELD.txt] --out LM.safetensors\n"
+    "       attn train --task classify --train LABELLED.tsv [--valid V.tsv] --out CLF.safetensors\n"
     "       attn train --resume MODEL.last.safetensors --train ... --out ... [stopping rules]",
-    "Trains a sequence-to-sequence model. Files are UTF-8. MODEL.safetensors holds the\n"
-    "weights, the model config and both tokenizers ('attn translate --model' reads it);\n"
+    "Trains a sequence-to-sequence model (--task lm: a language model; --task classify: a\n"
+    "text classifier on 'label<TAB>text' lines, which 'attn classify' runs). Files are\n"
+    "UTF-8. MODEL.safetensors holds the weights, the model config and the tokenizers (a\n"
+    "classifier's: the text's, and the class names; 'attn translate --model' reads it);\n"
     "the checkpoint also holds Adam's moments and the training state, and a run resumed\n"
     "from it reproduces the uninterrupted run's losses exactly at the same thread count.\n"
     "Progress goes to stderr: a bar on a terminal, plain lines otherwise. Ctrl-C or\n"
@@ -404,20 +417,50 @@ static int check_lm_args(const train_args *a)
     return 0;
 }
 
+/* --task classify reads one file of labelled lines into an encoder with a pooled head. */
+static int check_classify_args(const train_args *a)
+{
+    static const char *const not_here[] = {"--train-src",       "--train-tgt",    "--valid-src",
+                                           "--valid-tgt",       "--tgt-tokens",   "--teacher",
+                                           "--train-tokens",    "--valid-tokens", "--context",
+                                           "--batch-sequences", "--init",  "--tokenizer"};
+    for (size_t i = 0; i < sizeof not_here / sizeof *not_here; i++)
+        if (train_args_given(a, not_here[i]))
+            return train_usage_error("%s is not for --task classify (its data is --train "
+                                     "FILE of label<TAB>text lines, read with --src-tokens)",
+                                     not_here[i]);
+    if (a->arch == ATTN_ARCH_RNN)
+        return train_usage_error("--task classify trains a Transformer encoder; an RNN "
+                                 "classifier is not there yet (leave out --arch rnn)");
+    if (a->train == NULL)
+        return train_usage_error("--task classify: give the labelled lines as --train FILE "
+                                 "(one 'label<TAB>text' per line)");
+    return 0;
+}
+
 static int check_args(const train_args *a)
 {
     if (a->task == TRAIN_TASK_LM) {
         const int code = check_lm_args(a);
         if (code != 0)
             return code;
+    } else if (a->task == TRAIN_TASK_CLASSIFY) {
+        const int code = check_classify_args(a);
+        if (code != 0)
+            return code;
     } else {
-        static const char *const lm_only[] = {
-            "--train-tokens", "--valid-tokens", "--context",   "--batch-sequences", "--init",
-            "--norm",         "--ffn-kind",     "--positions", "--no-bias",         "--tokenizer"};
+        static const char *const lm_only[] = {"--train-tokens", "--valid-tokens", "--context",
+                                              "--batch-sequences", "--init", "--tokenizer"};
         for (size_t i = 0; i < sizeof lm_only / sizeof *lm_only; i++)
             if (train_args_given(a, lm_only[i]))
                 return train_usage_error("%s is for --task lm", lm_only[i]);
+        static const char *const blocks[] = {"--norm", "--ffn-kind", "--positions", "--no-bias"};
+        for (size_t i = 0; i < sizeof blocks / sizeof *blocks; i++)
+            if (train_args_given(a, blocks[i]))
+                return train_usage_error("%s is for --task lm and --task classify", blocks[i]);
     }
+    if (a->task != TRAIN_TASK_CLASSIFY && train_args_given(a, "--pooling"))
+        return train_usage_error("--pooling is for --task classify");
     int tsv = a->train != NULL || a->task == TRAIN_TASK_LM,
         files = a->train_src != NULL || a->train_tgt != NULL;
     if (!tsv && !files)

@@ -10,7 +10,7 @@
 
 /* --config's JSON. The vocabulary sizes come from the tokenizers, which do not exist yet: they
  * stand at 1 until fit_model_to_data. Returns 0 or an exit code. */
-static int read_config_file(const char *path, attn_model_config *config)
+static int read_config_file(const char *path, int classify, attn_model_config *config)
 {
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
@@ -45,10 +45,12 @@ static int read_config_file(const char *path, attn_model_config *config)
         fprintf(stderr, "attn train: --config %s: not a JSON object\n", path);
         return 1;
     }
-    cJSON_DeleteItemFromObjectCaseSensitive(root, "src_vocab");
-    cJSON_DeleteItemFromObjectCaseSensitive(root, "tgt_vocab");
-    cJSON_AddNumberToObject(root, "src_vocab", 1.0);
-    cJSON_AddNumberToObject(root, "tgt_vocab", 1.0);
+    /* A classifier's classes come from the labels, as vocabularies from the tokenizers. */
+    const char *const sizes[] = {"src_vocab", classify ? "num_classes" : "tgt_vocab"};
+    for (int i = 0; i < 2; i++) {
+        cJSON_DeleteItemFromObjectCaseSensitive(root, sizes[i]);
+        cJSON_AddNumberToObject(root, sizes[i], 1.0);
+    }
     char *json = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     if (json == NULL) {
@@ -61,7 +63,14 @@ static int read_config_file(const char *path, attn_model_config *config)
         fprintf(stderr, "attn train: --config %s: %s\n", path, attn_last_error());
         return 1;
     }
-    if (config->arch != ATTN_ARCH_TRANSFORMER && config->arch != ATTN_ARCH_RNN) {
+    if (classify && config->arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER) {
+        fprintf(stderr,
+                "attn train: --config %s: arch must be \"transformer_classifier\" for --task "
+                "classify\n",
+                path);
+        return 1;
+    }
+    if (!classify && config->arch != ATTN_ARCH_TRANSFORMER && config->arch != ATTN_ARCH_RNN) {
         fprintf(stderr,
                 "attn train: --config %s: arch must be \"transformer\" or \"rnn\" (an "
                 "encoder-decoder) to train on sentence pairs\n",
@@ -137,14 +146,19 @@ static int describe_rnn(const train_args *a, attn_model_config *c)
 int train_describe_model(const train_args *a, attn_model_config *c)
 {
     int from_file = a->config != NULL;
+    const int classify = a->task == TRAIN_TASK_CLASSIFY;
     if (from_file) {
-        int code = read_config_file(a->config, c);
+        int code = read_config_file(a->config, classify, c);
         if (code != 0)
             return code;
         const char *file_arch = c->arch == ATTN_ARCH_RNN ? "rnn" : "transformer";
-        if (train_args_given(a, "--arch") && a->arch != (int)c->arch)
+        if (!classify && train_args_given(a, "--arch") && a->arch != (int)c->arch)
             return train_usage_error("--arch %s contradicts --config, whose arch is \"%s\"",
                                      a->arch == ATTN_ARCH_RNN ? "rnn" : "transformer", file_arch);
+    } else if (classify) {
+        /* The sizes the data gives (vocabulary, classes) stand at 1 until they are known. */
+        *c = attn_model_config_default(ATTN_ARCH_TRANSFORMER_CLASSIFIER);
+        c->src_vocab = c->num_classes = 1;
     } else {
         *c = attn_model_config_default((attn_model_arch)a->arch);
         c->src_vocab = c->tgt_vocab = 1;
@@ -173,8 +187,14 @@ int train_describe_model(const train_args *a, attn_model_config *c)
         if (code != 0)
             return code;
     } else {
-        if (!from_file || train_args_given(a, "--layers"))
-            c->encoder_layers = c->decoder_layers = a->layers;
+        if (!from_file || train_args_given(a, "--layers")) {
+            c->encoder_layers = a->layers;
+            if (c->arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER)
+                c->decoder_layers = a->layers;
+        }
+        if (c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER &&
+            (!from_file || train_args_given(a, "--pooling")))
+            c->pooling = (attn_pooling)a->pooling;
         if (!from_file || train_args_given(a, "--d-model"))
             c->d_model = a->d_model;
         if (!from_file || train_args_given(a, "--heads"))

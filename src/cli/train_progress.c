@@ -143,11 +143,14 @@ int train_progress_on_event(const attn_train_event *e, void *user)
             for (int i = 0; i < 20; i++)
                 bar[i] = (double)i < done * 20.0 ? '#' : '.';
             bar[20] = '\0';
+            if (p->classifier)
+                snprintf(figures, sizeof figures, " acc %.1f%%", 100.0 * e->accuracy);
             fprintf(stderr,
-                    "\r\033[Kepoch %.2f step %lld%s [%s] loss %.4f%s lr %.2e %.0f tok/s "
+                    "\r\033[Kepoch %.2f step %lld%s [%s] loss %.4f%s lr %.2e %.0f %s/s "
                     "ETA %s%s",
                     epoch, (long long)e->step, planned, bar, e->loss, figures, e->lr,
-                    e->tokens_per_second, eta, e->skipped ? " (skipped: non-finite gradient)" : "");
+                    e->tokens_per_second, p->classifier ? "lines" : "tok", eta,
+                    e->skipped ? " (skipped: non-finite gradient)" : "");
             p->bar_drawn = 1;
         } else if (!p->terminal && (e->step % p->log_every == 0 || e->skipped)) {
             /* Plain lines keep "step N/PLANNED" (scripts read them) beside the elapsed time
@@ -156,11 +159,11 @@ int train_progress_on_event(const attn_train_event *e, void *user)
             if (e->planned_steps > 0)
                 snprintf(planned, sizeof planned, "/%lld", (long long)e->planned_steps);
             fprintf(stderr,
-                    "step %lld%s epoch %.2f loss %.4f%s acc %.4f lr %.3e grad %.3f tok/s "
+                    "step %lld%s epoch %.2f loss %.4f%s acc %.4f lr %.3e grad %.3f %s/s "
                     "%.0f elapsed %s ETA %s%s\n",
                     (long long)e->step, planned, epoch, e->loss, figures, e->accuracy, e->lr,
-                    e->grad_norm, e->tokens_per_second, elapsed, eta,
-                    e->skipped ? " skipped: non-finite gradient" : "");
+                    e->grad_norm, p->classifier ? "lines" : "tok", e->tokens_per_second, elapsed,
+                    eta, e->skipped ? " skipped: non-finite gradient" : "");
         }
     } else if (e->kind == ATTN_TRAIN_EVENT_EVAL) {
         char bits[40] = "";
@@ -170,11 +173,16 @@ int train_progress_on_event(const attn_train_event *e, void *user)
         if (p->bar_drawn)
             fprintf(stderr, "\r\033[K");
         p->bar_drawn = 0;
-        fprintf(stderr,
-                "step %lld epoch %.2f: valid loss %.4f (perplexity %.2f%s), token accuracy "
-                "%.2f%%%s\n",
-                (long long)e->step, epoch, e->loss, exp(e->loss), bits, 100.0 * e->accuracy,
-                e->improved ? ", new best: model written" : "");
+        if (p->classifier)
+            fprintf(stderr, "step %lld epoch %.2f: valid loss %.4f, accuracy %.2f%%%s\n",
+                    (long long)e->step, epoch, e->loss, 100.0 * e->accuracy,
+                    e->improved ? ", new best: model written" : "");
+        else
+            fprintf(stderr,
+                    "step %lld epoch %.2f: valid loss %.4f (perplexity %.2f%s), token accuracy "
+                    "%.2f%%%s\n",
+                    (long long)e->step, epoch, e->loss, exp(e->loss), bits, 100.0 * e->accuracy,
+                    e->improved ? ", new best: model written" : "");
     } else {
         if (p->bar_drawn)
             fprintf(stderr, "\n");
@@ -191,6 +199,7 @@ void train_progress_init(train_progress *p, int64_t log_every, double time_limit
     p->bar_drawn = 0;
     p->last_drawn = -1.0;
     p->language_model = 0;
+    p->classifier = 0;
     p->train_chars_per_token = p->valid_chars_per_token = 0.0;
     p->time_limit = time_limit;
     p->first_step = -1;

@@ -324,6 +324,7 @@ attn_status attn_batcher_next(attn_batcher *batcher, const attn_batch **batch)
     out->size = rows;
     out->source_len = source_len;
     out->target_len = target_len;
+    out->labels = attn_corpus_is_labelled(b->corpus) ? out->target : NULL;
     out->epoch = b->epoch;
     out->index = b->index;
     for (int64_t r = 0; r < rows; r++) {

@@ -17,6 +17,9 @@ struct attn_corpus {
     char *strings; /* attn_corpus_from_strings' copy */
 
     int encoded;
+    /* Labelled lines (attn_corpus_read_labelled, attn_corpus_encode_labelled): the target
+     * strings are labels, and each pair's target ids are its one class id. */
+    int labelled;
     int32_t *source_ids, *target_ids;
     int64_t *source_start, *target_start; /* [count + 1] offsets into the id arrays */
 };
@@ -76,6 +79,34 @@ static attn_status set_names(const char *fn, attn_corpus *corpus, const char *so
     return ATTN_OK;
 }
 
+/* label<TAB>text: the text (which may hold more TABs) becomes the source, the label the
+ * target. */
+static attn_status split_labelled(const char *fn, const char *path, attn_corpus *corpus)
+{
+    const attn_lines *lines = &corpus->source_lines;
+    for (int64_t i = 0; i < lines->count; i++) {
+        char *line = lines->line[i];
+        char *tab = strchr(line, '\t');
+        if (tab == NULL)
+            return attn_fail(ATTN_ERR_FORMAT,
+                             "%s: %s:%lld: expected label<TAB>text, found no TAB (each line is a "
+                             "label, a TAB, then the text to classify)",
+                             fn, path, (long long)(i + 1));
+        if (tab == line)
+            return attn_fail(ATTN_ERR_FORMAT, "%s: %s:%lld: empty label before the TAB", fn, path,
+                             (long long)(i + 1));
+        if (tab[1] == '\0')
+            return attn_fail(ATTN_ERR_FORMAT, "%s: %s:%lld: empty text after the label", fn, path,
+                             (long long)(i + 1));
+        *tab = '\0';
+        corpus->source[i] = tab + 1;
+        corpus->target[i] = line;
+        corpus->line[i] = i + 1;
+    }
+    corpus->labelled = 1;
+    return ATTN_OK;
+}
+
 static attn_status split_tsv(const char *fn, const char *path, attn_corpus *corpus)
 {
     const attn_lines *lines = &corpus->source_lines;
@@ -100,9 +131,8 @@ static attn_status split_tsv(const char *fn, const char *path, attn_corpus *corp
     return ATTN_OK;
 }
 
-attn_status attn_corpus_read_tsv(const char *path, attn_corpus **out)
+static attn_status read_tsv(const char *fn, const char *path, int labelled, attn_corpus **out)
 {
-    static const char fn[] = "attn_corpus_read_tsv";
     ATTN_CHECK_NOT_NULL(out);
     *out = NULL;
     ATTN_CHECK_NOT_NULL(path);
@@ -117,13 +147,28 @@ attn_status attn_corpus_read_tsv(const char *path, attn_corpus **out)
     corpus->source_lines = lines;
     status = set_names(fn, corpus, path, path);
     if (status == ATTN_OK)
-        status = split_tsv(fn, path, corpus);
+        status = labelled ? split_labelled(fn, path, corpus) : split_tsv(fn, path, corpus);
     if (status != ATTN_OK) {
         attn_corpus_destroy(corpus);
         return status;
     }
     *out = corpus;
     return ATTN_OK;
+}
+
+attn_status attn_corpus_read_tsv(const char *path, attn_corpus **out)
+{
+    return read_tsv("attn_corpus_read_tsv", path, 0, out);
+}
+
+attn_status attn_corpus_read_labelled(const char *path, attn_corpus **out)
+{
+    return read_tsv("attn_corpus_read_labelled", path, 1, out);
+}
+
+int attn_corpus_is_labelled(const attn_corpus *corpus)
+{
+    return corpus != NULL && corpus->labelled;
 }
 
 static attn_status check_no_empty_line(const char *fn, const char *path, const attn_lines *lines)
@@ -322,17 +367,39 @@ static attn_status encode_side(const char *fn, attn_corpus *corpus, const attn_t
     return ATTN_OK;
 }
 
-attn_status attn_corpus_encode(attn_corpus *corpus, const attn_tokenizer *source,
-                               const attn_tokenizer *target)
+/* Each pair's label as its class id, one id per pair. */
+static attn_status encode_labels(const char *fn, attn_corpus *corpus, const attn_labels *labels,
+                                 side_ids *side)
 {
-    static const char fn[] = "attn_corpus_encode";
-    ATTN_CHECK_NOT_NULL(corpus);
-    ATTN_CHECK_NOT_NULL(source);
-    ATTN_CHECK_NOT_NULL(target);
+    side->start = malloc(((size_t)corpus->count + 1) * sizeof *side->start);
+    if (side->start == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    for (int64_t i = 0; i < corpus->count; i++) {
+        side->start[i] = i;
+        const int64_t class_id = attn_labels_find(labels, corpus->target[i]);
+        if (class_id < 0) {
+            char place[512];
+            return attn_fail(ATTN_ERR_FORMAT,
+                             "%s: %s: label \"%s\" is not one of the %lld labels of the training "
+                             "data: a model cannot learn a class it never saw (add examples of it "
+                             "to the training file, or leave the line out)",
+                             fn, pair_place(corpus, i, 1, place, sizeof place), corpus->target[i],
+                             (long long)attn_labels_count(labels));
+        }
+        ATTN_TRY(id_buffer_push(&side->ids, (int32_t)class_id));
+    }
+    side->start[corpus->count] = corpus->count;
+    return ATTN_OK;
+}
+
+static attn_status encode(const char *fn, attn_corpus *corpus, const attn_tokenizer *source,
+                          const attn_tokenizer *target, const attn_labels *labels)
+{
     side_ids source_side = {0}, target_side = {0};
     attn_status status = encode_side(fn, corpus, source, 0, &source_side);
     if (status == ATTN_OK)
-        status = encode_side(fn, corpus, target, 1, &target_side);
+        status = labels != NULL ? encode_labels(fn, corpus, labels, &target_side)
+                                : encode_side(fn, corpus, target, 1, &target_side);
     if (status != ATTN_OK) {
         side_ids_free(&source_side);
         side_ids_free(&target_side);
@@ -347,6 +414,33 @@ attn_status attn_corpus_encode(attn_corpus *corpus, const attn_tokenizer *source
     encode_cache_free(&source_side.cache);
     encode_cache_free(&target_side.cache);
     return ATTN_OK;
+}
+
+attn_status attn_corpus_encode(attn_corpus *corpus, const attn_tokenizer *source,
+                               const attn_tokenizer *target)
+{
+    static const char fn[] = "attn_corpus_encode";
+    ATTN_CHECK_NOT_NULL(corpus);
+    ATTN_CHECK_NOT_NULL(source);
+    ATTN_CHECK_NOT_NULL(target);
+    ATTN_CHECK_ARG(!corpus->labelled,
+                   "%s: the corpus holds labelled lines: encode it with "
+                   "attn_corpus_encode_labelled",
+                   fn);
+    return encode(fn, corpus, source, target, NULL);
+}
+
+attn_status attn_corpus_encode_labelled(attn_corpus *corpus, const attn_tokenizer *source,
+                                        const attn_labels *labels)
+{
+    static const char fn[] = "attn_corpus_encode_labelled";
+    ATTN_CHECK_NOT_NULL(corpus);
+    ATTN_CHECK_NOT_NULL(source);
+    ATTN_CHECK_NOT_NULL(labels);
+    ATTN_CHECK_ARG(corpus->labelled,
+                   "%s: the corpus holds pairs, not labelled lines (attn_corpus_read_labelled)",
+                   fn);
+    return encode(fn, corpus, source, NULL, labels);
 }
 
 attn_status attn_corpus_drop_longer(attn_corpus *corpus, int64_t max_source, int64_t max_target,
@@ -367,7 +461,8 @@ attn_status attn_corpus_drop_longer(attn_corpus *corpus, int64_t max_source, int
         const int64_t source_len = corpus->source_start[i + 1] - source_begin;
         const int64_t target_begin = corpus->target_start[i];
         const int64_t target_len = corpus->target_start[i + 1] - target_begin;
-        if (source_len > max_source || target_len - 2 > max_target)
+        /* A label is one id; a target sentence has <s> and </s> besides its tokens. */
+        if (source_len > max_source || (!corpus->labelled && target_len - 2 > max_target))
             continue;
         memmove(corpus->source_ids + source_end, corpus->source_ids + source_begin,
                 (size_t)source_len * sizeof *corpus->source_ids);
@@ -495,6 +590,7 @@ attn_status attn_corpus_hold_out(attn_corpus *corpus, int64_t count, uint64_t se
         out++;
     }
     corpus->count = kept;
+    held->labelled = corpus->labelled;
     free(chosen);
     *held_out = held;
     return ATTN_OK;

@@ -18,6 +18,7 @@ static const char *const layout_names[] = {"interleaved", "concatenated"};
 static const char *const positions_names[] = {"sinusoidal", "learned", "rope"};
 static const char *const norm_names[] = {"layer_norm", "rms_norm"};
 static const char *const ffn_names[] = {"mlp", "swiglu"};
+static const char *const pooling_names[] = {"mean", "cls", "attention"};
 static const char *const cell_names[] = {"gru", "lstm"};
 static const char *const attention_names[] = {"bahdanau", "luong-dot", "luong-general",
                                               "luong-concat", "none"};
@@ -70,6 +71,7 @@ static const field_spec fields[] = {
     FIELD(src_vocab, FIELD_INT, ARCH_TRANSFORMER | ARCH_CLASSIFIER | ARCH_RNN),
     FIELD(tgt_vocab, FIELD_INT, ARCH_TRANSFORMER | ARCH_LM | ARCH_RNN),
     FIELD(num_classes, FIELD_INT, ARCH_CLASSIFIER),
+    ENUM_FIELD(pooling, ARCH_CLASSIFIER, pooling_names),
     FIELD(share_embeddings, FIELD_BOOL, ARCH_TRANSFORMER),
     FIELD(tie_output, FIELD_BOOL, ARCH_TRANSFORMER | ARCH_LM),
     FIELD(output_bias, FIELD_BOOL, ARCH_ALL),
@@ -99,7 +101,7 @@ static const field_spec fields[] = {
 /* Enumerations and bools are read and written as int. */
 _Static_assert(sizeof(attn_activation) == sizeof(int) && sizeof(attn_pe_layout) == sizeof(int) &&
                    sizeof(attn_positions) == sizeof(int) && sizeof(attn_norm_kind) == sizeof(int) &&
-                   sizeof(attn_ffn_kind) == sizeof(int),
+                   sizeof(attn_ffn_kind) == sizeof(int) && sizeof(attn_pooling) == sizeof(int),
                "enumerations in attn_model_config must be int-sized");
 _Static_assert(sizeof(attn_rnn_cell) == sizeof(int) && sizeof(attn_rnn_attention) == sizeof(int) &&
                    sizeof(attn_rnn_local) == sizeof(int),
@@ -214,6 +216,10 @@ attn_status attn_model_config_validate(const attn_model_config *config)
         case FIELD_ENUM: {
             int v = *small_at(&c, f);
             ATTN_CHECK_ARG(v >= 0 && v < f->n_names, "%s: unknown %s %d", fn, f->name, v);
+            /* The first name is the value an architecture without the field holds. */
+            if (!present && f->archs == ARCH_CLASSIFIER)
+                ATTN_CHECK_ARG(v == 0, "%s: %s does not apply to %s and must be \"%s\"", fn,
+                               f->name, arch_names[arch], f->names[0]);
             break;
         }
         }

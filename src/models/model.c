@@ -120,6 +120,16 @@ static attn_status build(attn_model *m)
                                   !c->bias,
                                   c->positions == ATTN_POSITIONS_ROPE ? c->rope_base : 0.0};
     ATTN_TRY(register_stack(m, &block));
+    if (c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER && c->pooling == ATTN_POOLING_ATTENTION) {
+        ATTN_TRY(attn_nn_linear_register(&m->pool_proj, m->params, "pooling.proj", c->d_model,
+                                         c->d_model, 1));
+        /* As additive attention's v: U(-1/sqrt(d), 1/sqrt(d)), so the first scores are
+         * of order one whatever the width. */
+        const int64_t query_shape[2] = {1, c->d_model};
+        ATTN_TRY(attn_params_add(m->params, "pooling.query", 2, query_shape,
+                                 attn_init_uniform((float)(1.0 / sqrt((double)c->d_model))),
+                                 &m->pool_query));
+    }
     if (c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER) {
         ATTN_TRY(attn_nn_linear_register(&m->classifier, m->params, "classifier", c->d_model,
                                          c->num_classes, c->output_bias));
@@ -514,8 +524,9 @@ attn_status attn_model_decode(attn_model *model, attn_graph *graph, attn_var *me
                   logits);
 }
 
+/* labels: the batch is for a loss, so a classifier's batch needs its labels. */
 static attn_status check_batch(const char *fn, const attn_model *model,
-                               const attn_model_batch *batch)
+                               const attn_model_batch *batch, int labels)
 {
     const attn_model_config *c = &model->config;
     ATTN_CHECK_ARG(batch != NULL, "%s: batch must not be NULL", fn);
@@ -529,7 +540,7 @@ static attn_status check_batch(const char *fn, const attn_model *model,
         ATTN_TRY(
             check_lengths(fn, "tgt_lengths", batch->size, batch->tgt_lengths, 1, batch->tgt_len));
     } else {
-        ATTN_CHECK_ARG(batch->size == 0 || batch->labels != NULL,
+        ATTN_CHECK_ARG(!labels || batch->size == 0 || batch->labels != NULL,
                        "%s: batch->labels must not be NULL", fn);
         ATTN_CHECK_ARG(batch->teacher == NULL,
                        "%s: the classifier learns from labels, not a teacher's distributions", fn);
@@ -542,17 +553,73 @@ static attn_status check_batch(const char *fn, const attn_model *model,
     return ATTN_OK;
 }
 
+/* The classifier's sentence vectors [size, d_model]: the encoder over the batch's sources
+ * (after a classification token with pooling "cls"), pooled as the config says. weights (NULL:
+ * not wanted) gets attention pooling's weights [size, src_len] (NULL for the other poolings). */
+static attn_status pool(const char *fn, attn_model *model, attn_graph *graph,
+                        const attn_model_batch *batch, attn_var **pooled, attn_var **weights)
+{
+    const attn_model_config *c = &model->config;
+    if (weights != NULL)
+        *weights = NULL;
+    attn_var *memory;
+    if (c->pooling == ATTN_POOLING_CLS) {
+        /* <s> before every source: row b reads <s> then its tokens, one position longer. */
+        ATTN_CHECK_ARG(batch->src_len + 1 <= c->max_len,
+                       "%s: source length %lld and the classification token exceed max_len %lld",
+                       fn, (long long)batch->src_len, (long long)c->max_len);
+        const int64_t size = batch->size, len = batch->src_len + 1;
+        int32_t *src = attn_graph_alloc(graph, (size_t)(size * len) * sizeof *src);
+        int32_t *lengths = attn_graph_alloc(graph, (size_t)size * sizeof *lengths);
+        if ((src == NULL || lengths == NULL) && size > 0)
+            return ATTN_ERR_OUT_OF_MEMORY;
+        for (int64_t b = 0; b < size; b++) {
+            src[b * len] = ATTN_MODEL_CLS_ID;
+            memcpy(src + b * len + 1, batch->src + b * batch->src_len,
+                   (size_t)batch->src_len * sizeof *src);
+            lengths[b] = batch->src_lengths[b] + 1;
+        }
+        ATTN_TRY(encode(fn, model, graph, size, len, src, lengths, &memory));
+        int32_t *first = attn_graph_alloc(graph, (size_t)size * sizeof *first);
+        if (first == NULL && size > 0)
+            return ATTN_ERR_OUT_OF_MEMORY;
+        for (int64_t b = 0; b < size; b++)
+            first[b] = 0;
+        return attn_op_gather_positions(graph, memory, first, 0, c->d_model, pooled);
+    }
+    ATTN_TRY(encode(fn, model, graph, batch->size, batch->src_len, batch->src, batch->src_lengths,
+                    &memory));
+    if (c->pooling == ATTN_POOLING_MEAN)
+        return attn_op_mean_pool(graph, memory, batch->src_lengths, pooled);
+    /* Attention pooling is Luong's dot score between the query and the keys u_t: the query,
+     * one row per sentence, is an embedding lookup of q's only row, so its gradient sums over
+     * the batch. */
+    attn_var *keys, *query_table, *query;
+    ATTN_TRY(attn_nn_linear_forward(&model->pool_proj, graph, memory, &keys));
+    ATTN_TRY(attn_op_activation(graph, keys, ATTN_ACT_TANH, &keys));
+    ATTN_TRY(attn_graph_param(graph, model->pool_query, &query_table));
+    int32_t *zeros = attn_graph_alloc(graph, (size_t)batch->size * sizeof *zeros);
+    if (zeros == NULL && batch->size > 0)
+        return ATTN_ERR_OUT_OF_MEMORY;
+    for (int64_t b = 0; b < batch->size; b++)
+        zeros[b] = 0;
+    ATTN_TRY(attn_op_embedding(graph, query_table, batch->size, 1, zeros, 1, 1.0f, &query));
+    const attn_luong_vars none = {NULL, NULL, NULL, NULL};
+    return attn_op_luong_attention(graph, ATTN_LUONG_DOT, ATTN_LUONG_GLOBAL, 0, &none, 0, query,
+                                   keys, memory, batch->src_lengths, pooled, weights);
+}
+
 static attn_status forward_logits(const char *fn, attn_model *model, attn_graph *graph,
                                   const attn_model_batch *batch, attn_var **logits)
 {
     const attn_model_config *c = &model->config;
     attn_var *memory = NULL;
-    if (c->arch != ATTN_ARCH_TRANSFORMER_LM)
+    if (c->arch != ATTN_ARCH_TRANSFORMER_LM && c->arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER)
         ATTN_TRY(encode(fn, model, graph, batch->size, batch->src_len, batch->src,
                         batch->src_lengths, &memory));
     if (c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER) {
         attn_var *pooled;
-        ATTN_TRY(attn_op_mean_pool(graph, memory, batch->src_lengths, &pooled));
+        ATTN_TRY(pool(fn, model, graph, batch, &pooled, NULL));
         ATTN_TRY(attn_op_dropout(graph, pooled, (float)c->dropout, &pooled));
         return attn_nn_linear_forward(&model->classifier, graph, pooled, logits);
     }
@@ -574,7 +641,7 @@ attn_status attn_model_forward_logits(attn_model *model, attn_graph *graph,
     ATTN_CHECK_NOT_NULL(logits);
     *logits = NULL;
     ATTN_TRY(check_graph(fn, model, graph));
-    ATTN_TRY(check_batch(fn, model, batch));
+    ATTN_TRY(check_batch(fn, model, batch, 0));
     return forward_logits(fn, model, graph, batch, logits);
 }
 
@@ -609,7 +676,7 @@ static attn_status forward_loss(const char *fn, attn_model *model, attn_graph *g
     ATTN_CHECK_ARG(loss != NULL, "%s: loss must not be NULL", fn);
     *loss = NULL;
     ATTN_TRY(check_graph(fn, model, graph));
-    ATTN_TRY(check_batch(fn, model, batch));
+    ATTN_TRY(check_batch(fn, model, batch, 1));
     const attn_model_config *c = &model->config;
     const int classifier = c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER;
     if (classifier)

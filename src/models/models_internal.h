@@ -28,6 +28,10 @@ struct attn_model {
     attn_nn_layer_norm encoder_norm, decoder_norm;
     int has_encoder_norm, has_decoder_norm;
     attn_nn_linear generator, classifier;
+    /* The classifier's attention pooling (config pooling "attention"): W and b of
+     * u_t = tanh(W h_t + b), and the query q [1, d_model]. */
+    attn_nn_linear pool_proj;
+    attn_param_id pool_query;
     attn_rnn_model *rnn; /* arch "rnn": its modules (rnn_model.c); NULL otherwise */
     /* bf16 / int8 (quantized.c): the stored matrix of each parameter id (packed NULL for the
      * parameters kept in fp32); NULL in an fp32 model. */

@@ -435,6 +435,8 @@ static attn_status teacher_rows(attn_trainer *t, const attn_batch *b, attn_model
  * them. */
 static int64_t predicted_tokens(const attn_batch *b)
 {
+    if (b->labels != NULL) /* a classifier scores one label per row */
+        return b->size;
     int64_t tokens = 0;
     for (int64_t i = 0; i < b->size; i++) {
         int64_t length =

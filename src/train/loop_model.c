@@ -1,9 +1,12 @@
-/* The Transformer family and the RNN encoder-decoders behind the trainer's model interface, and
- * the batcher's batches in the models' layout. */
+/* The Transformer family (the classifier included) and the RNN encoder-decoders behind the
+ * trainer's model interface, and the batcher's batches in the models' layout. */
 #include "core/internal.h"
 #include "attn/attn_trainer.h"
 
 #include <string.h>
+
+/* The models layer cannot see the data layer's ids; the classification token must be <s>. */
+_Static_assert(ATTN_MODEL_CLS_ID == ATTN_BOS_ID, "the cls pooling's token is <s>");
 
 static attn_params *model_params(void *self)
 {
@@ -27,11 +30,6 @@ attn_status attn_trainable_from_model(attn_model *model, attn_trainable *out)
     ATTN_CHECK_NOT_NULL(out);
     memset(out, 0, sizeof *out);
     ATTN_CHECK_NOT_NULL(model);
-    attn_model_arch arch = attn_model_get_config(model)->arch;
-    ATTN_CHECK_ARG(arch == ATTN_ARCH_TRANSFORMER || arch == ATTN_ARCH_TRANSFORMER_LM ||
-                       arch == ATTN_ARCH_RNN,
-                   "attn_trainable_from_model: the trainer takes sequence-to-sequence models "
-                   "and language models, not the classifier");
     ATTN_CHECK_ARG(attn_model_precision(model) == ATTN_PRECISION_FP32,
                    "attn_trainable_from_model: the model holds %s weights (attn quantize's "
                    "output), which are for inference only: train or fine-tune from the fp32 "
@@ -55,5 +53,6 @@ attn_model_batch attn_model_batch_of(const attn_batch *b)
     m.tgt_len = b->target_len;
     m.tgt = b->target;
     m.tgt_lengths = b->target_lengths;
+    m.labels = b->labels;
     return m;
 }

@@ -4,6 +4,7 @@
  * attn_decode on the same ids; encode counts unknown tokens and refuses over-long text. */
 #include "harness.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -234,7 +235,8 @@ static void test_files_that_are_not_bundles(void)
         check_message("truncated.safetensors");
     }
 
-    /* A classifier with tokenizers loads, but does not translate. */
+    /* A classifier needs its class names; with them it loads and classifies, but does not
+     * translate. */
     attn_model_config classifier = tiny_config(ATTN_ARCH_TRANSFORMER_CLASSIFIER);
     attn_metadata_entry metadata[ATTN_BUNDLE_METADATA_COUNT];
     CHECK_OK(attn_bundle_metadata(src_tok, tgt_tok, metadata));
@@ -242,8 +244,21 @@ static void test_files_that_are_not_bundles(void)
     CHECK_OK(attn_model_init(model, 1));
     const char *classifier_path = test_scratch_path("classifier.safetensors");
     CHECK_OK(attn_model_save(model, classifier_path, metadata, ATTN_BUNDLE_METADATA_COUNT));
+    CHECK_FAILS(attn_bundle_load(classifier_path, &bundle), ATTN_ERR_FORMAT);
+    check_message("without its class names");
+    const char *names[3] = {"neg", "neutral", "pos"};
+    attn_labels *labels = NULL;
+    char *labels_json = NULL;
+    CHECK_OK(attn_labels_from_names(names, 3, &labels));
+    CHECK_OK(attn_labels_to_json(labels, &labels_json));
+    attn_labels_destroy(labels);
+    const attn_metadata_entry with_labels[2] = {{ATTN_SRC_TOKENIZER_KEY, metadata[0].value},
+                                                {ATTN_LABELS_KEY, labels_json}};
+    CHECK(strcmp(metadata[0].key, ATTN_SRC_TOKENIZER_KEY) == 0, "the source tokenizer first");
+    CHECK_OK(attn_model_save(model, classifier_path, with_labels, 2));
     attn_model_destroy(model);
     attn_bundle_metadata_free(metadata);
+    free(labels_json);
     CHECK_OK(attn_bundle_load(classifier_path, &bundle));
     CHECK_FAILS(attn_bundle_check_encoder_decoder(bundle), ATTN_ERR_INVALID_ARGUMENT);
     check_message("not an encoder-decoder");
@@ -254,6 +269,14 @@ static void test_files_that_are_not_bundles(void)
     CHECK_FAILS(attn_bundle_decode(bundle, 1, rows, counts, NULL, &result),
                 ATTN_ERR_INVALID_ARGUMENT);
     CHECK(result == NULL, "no result on failure");
+    CHECK_OK(attn_bundle_check_classifier(bundle));
+    CHECK(attn_labels_count(attn_bundle_classes(bundle)) == 3 &&
+              strcmp(attn_labels_name(attn_bundle_classes(bundle), 2), "pos") == 0,
+          "the class names");
+    float probabilities[3];
+    CHECK_OK(attn_bundle_classify(bundle, 1, rows, counts, probabilities));
+    CHECK(fabs(probabilities[0] + probabilities[1] + probabilities[2] - 1.0) < 1e-5,
+          "probabilities sum to one");
     attn_bundle_destroy(bundle);
 
     CHECK_FAILS(attn_bundle_load(NULL, &bundle), ATTN_ERR_INVALID_ARGUMENT);

@@ -2,6 +2,7 @@
  * rejection of bad configs with a message naming the field. */
 #include "harness.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,6 +117,29 @@ static void test_block_options_round_trip(void)
                                          "\"tgt_vocab\":5}",
                                          &c));
     CHECK(c.rope_base == 0.0 && c.bias == 0 && c.norm == 0 && c.ffn == 0, "rnn has none of them");
+    /* The classifier's pooling: older files have none and mean-pool, as they always did. */
+    CHECK_OK(attn_model_config_from_json(
+        "{\"version\":1,\"arch\":\"transformer_classifier\",\"src_vocab\":5,\"num_classes\":2}",
+        &c));
+    CHECK(c.pooling == ATTN_POOLING_MEAN, "a file without pooling mean-pools");
+    const char *const poolings[] = {"mean", "cls", "attention"};
+    for (int p = 0; p < 3; p++) {
+        c.pooling = (attn_pooling)p;
+        char *json = NULL;
+        CHECK_OK(attn_model_config_to_json(&c, &json));
+        char expected[48];
+        snprintf(expected, sizeof expected, "\"pooling\":\"%s\"", poolings[p]);
+        attn_model_config back;
+        CHECK_OK(attn_model_config_from_json(json, &back));
+        CHECK(json && strstr(json, expected) && back.pooling == c.pooling, "pooling %s: %s",
+              poolings[p], json);
+        free(json);
+    }
+    c = attn_model_config_default(ATTN_ARCH_TRANSFORMER_LM);
+    c.tgt_vocab = 5;
+    c.pooling = ATTN_POOLING_CLS;
+    CHECK_FAILS(attn_model_config_validate(&c), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(attn_last_error(), "pooling does not apply") != NULL, "%s", attn_last_error());
 }
 
 static void test_missing_fields_take_defaults(void)
@@ -232,6 +256,11 @@ static void test_bad_configs_are_rejected(void)
          ATTN_ERR_FORMAT, "\"bias\" does not apply"},
         {"{\"version\":1,\"arch\":\"rnn\",\"src_vocab\":5,\"tgt_vocab\":5,\"rope_base\":10}",
          ATTN_ERR_FORMAT, "rope_base"},
+        {"{\"version\":1,\"arch\":\"transformer_lm\",\"tgt_vocab\":5,\"pooling\":\"mean\"}",
+         ATTN_ERR_FORMAT, "\"pooling\" does not apply to arch \"transformer_lm\""},
+        {"{\"version\":1,\"arch\":\"transformer_classifier\",\"src_vocab\":5,\"num_classes\":2,"
+         "\"pooling\":\"max\"}",
+         ATTN_ERR_FORMAT, "\"pooling\" must be \"mean\", \"cls\" or \"attention\""},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         attn_model_config c;

@@ -160,6 +160,17 @@ static void test_parameter_names(void)
               !has_param(m, "classifier.bias"),
           "classifier with learned positions, no bias");
     attn_model_destroy(m);
+    c = tiny_config(ATTN_ARCH_TRANSFORMER_CLASSIFIER);
+    c.pooling = ATTN_POOLING_ATTENTION;
+    m = new_model(&c, 1, MODEL_OWN_INIT);
+    CHECK(has_param(m, "pooling.proj.weight") && has_param(m, "pooling.proj.bias") &&
+              has_param(m, "pooling.query"),
+          "attention pooling's parameters");
+    attn_model_destroy(m);
+    c.pooling = ATTN_POOLING_CLS;
+    m = new_model(&c, 1, MODEL_OWN_INIT);
+    CHECK(!has_param(m, "pooling.query"), "the cls pooling reads <s>'s embedding, no new parameter");
+    attn_model_destroy(m);
 
     /* LLaMA-style blocks: per layer the attention's two weights, three feed-forward weights
      * and two norm weights; no position table, no bias. */
@@ -269,6 +280,14 @@ static void test_model_gradients_match_finite_differences(void)
     c.positions = ATTN_POSITIONS_ROPE;
     c.bias = 0;
     check_model_gradients("classifier: rope, LayerNorms without bias", c);
+    c = tiny_config(ATTN_ARCH_TRANSFORMER_CLASSIFIER);
+    c.pooling = ATTN_POOLING_CLS;
+    check_model_gradients("classifier, pooling cls", c);
+    c.pooling = ATTN_POOLING_ATTENTION;
+    check_model_gradients("classifier, pooling attention", c);
+    c.norm_first = 1;
+    c.positions = ATTN_POSITIONS_LEARNED;
+    check_model_gradients("classifier, pooling attention, pre-norm, learned positions", c);
     CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
 }
 

@@ -151,6 +151,49 @@ def test_corrupted_models_are_refused_by_every_reader(work):
     assert not failures, "\n".join(failures)
 
 
+def test_corrupted_classifiers_are_refused(work):
+    """A classifier's file read by attn classify and by --resume of --task classify: the
+    same damage as above, and its own metadata (the class names) damaged too."""
+    folder = work["folder"] / "classifiers"
+    folder.mkdir(exist_ok=True)
+    labelled = folder / "labelled.tsv"
+    labelled.write_text("".join(f"{'yes' if 'a' in w else 'no'}\t{w}\n"
+                                for w in work["train"].read_text().split()[::2]),
+                        encoding="utf-8")
+    model = folder / "clf.safetensors"
+    status, message = run(["train", "--task", "classify", "--train", labelled, "--out", model,
+                           "--max-steps", "3", "--no-valid", *SMALL])
+    assert status == 0, message
+    header, body = safetensors_parts(model)
+    labels = json.loads(header["__metadata__"]["attn_labels"])
+    extra = []
+    for name, value in [("three names for two classes", dict(labels, labels=["no", "yes", "x"])),
+                        ("a name twice", dict(labels, labels=["no", "no"])),
+                        ("no names", dict(labels, labels=[]))]:
+        h = json.loads(json.dumps(header))
+        h["__metadata__"]["attn_labels"] = json.dumps(value)
+        raw = json.dumps(h).encode()
+        extra.append((name, struct.pack("<Q", len(raw)) + raw + body))
+    failures = []
+    for index, (name, content) in enumerate(model_corruptions(model) + extra):
+        path = folder / f"case{index}.safetensors"
+        path.write_bytes(content)
+        for args, stdin in [
+            (["classify", "--model", path], b"abc\n"),
+            (["train", "--task", "classify", "--train", labelled, "--resume", path, "--out",
+              folder / f"r{index}.safetensors", "--max-steps", "4", "--no-valid"], b""),
+        ]:
+            try:
+                assert_refused(args, stdin)
+            except AssertionError as error:
+                status, message = run(args, stdin)
+                if status == 0 and name.startswith("bits flipped"):
+                    continue
+                failures.append(f"{name}: {args[0]}: {error}")
+        assert path.read_bytes() == content, f"{name}: the file was changed"
+    assert not failures, "\n".join(failures)
+
+
 # ---- broken corpora ----------------------------------------------------------------------------
 
 class Refused(NamedTuple):

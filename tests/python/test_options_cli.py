@@ -8,7 +8,7 @@ import pytest
 from attn_program import ATTN
 
 
-COMMANDS = [["train"], ["translate"], ["generate"], ["viz"], ["eval"], ["info"],
+COMMANDS = [["train"], ["translate"], ["generate"], ["classify"], ["viz"], ["eval"], ["info"],
             ["bench", "attention"], ["bench", "gemm"], ["bench", "decode"], ["bench", "generate"],
             ["bench", "train"], ["average"]]
 

@@ -27,6 +27,10 @@ CONFIGS = {
         scale_embeddings=False, src_vocab=40, tgt_vocab=37, label_smoothing=0.0),
     "language model": ref.default_config("transformer_lm", norm_first=True),
     "classifier": ref.default_config("transformer_classifier"),
+    "classifier, cls pooling": ref.default_config("transformer_classifier", pooling="cls"),
+    "classifier, attention pooling, pre-norm, learned positions": ref.default_config(
+        "transformer_classifier", pooling="attention", norm_first=True, positions="learned",
+        activation="gelu"),
     "GPT-2 style language model": ref.default_config(
         "transformer_lm", norm_first=True, activation="gelu_tanh", positions="learned",
         output_bias=False, tie_output=True, decoder_final_norm=True, scale_embeddings=False,
@@ -46,6 +50,8 @@ CONFIGS = {
         ref.default_config("transformer", positions="rope", norm="rms_norm", activation="gelu"),
     "pre-norm encoder-decoder: swiglu, LayerNorms without bias": ref.default_config(
         "transformer", norm_first=True, ffn="swiglu", bias=False, activation="gelu"),
+    "classifier, attention pooling": ref.default_config("transformer_classifier",
+                                                        pooling="attention", activation="gelu"),
     "classifier: rope, rms_norm, no bias": ref.default_config(
         "transformer_classifier", positions="rope", norm="rms_norm", bias=False,
         activation="gelu"),

@@ -3,7 +3,10 @@
   transformer             nn.Transformer(batch_first=True) + embeddings scaled by sqrt(d_model)
                           + sinusoidal positions + output projection (optionally tied)
   transformer_lm          nn.TransformerEncoder with a causal mask + output projection
-  transformer_classifier  nn.TransformerEncoder + mean over non-padding positions + linear
+  transformer_classifier  nn.TransformerEncoder + a pooling + linear: config "pooling" "mean"
+                          (over non-padding positions), "cls" (<s> read first, its state) or
+                          "attention" (Yang et al. 2016: softmax_t(tanh(W h_t + b) . q)
+                          weighting the h_t)
 
 Config "positions": "learned" replaces the sinusoidal table by nn.Embedding tables of
 max_len rows (pos_embed, or src_pos_embed and tgt_pos_embed); "output_bias": false drops the
@@ -74,7 +77,7 @@ def default_config(arch, **fields):
     if arch == "transformer":
         config.update(share_embeddings=False)
     if arch == "transformer_classifier":
-        config.update(num_classes=4)
+        config.update(num_classes=4, pooling="mean")
     config.update(fields)
     return config
 
@@ -287,6 +290,11 @@ class Reference(nn.Module):
                             if self.written_out
                             else _stack(config, "encoder_layers", "encoder_final_norm"))
             self.classifier = nn.Linear(d, config["num_classes"], bias=bias)
+            if config.get("pooling", "mean") == "attention":
+                self.pooling = nn.Module()
+                self.pooling.proj = nn.Linear(d, d)
+                self.pooling.query = nn.Parameter(
+                    torch.empty(1, d).uniform_(-1 / math.sqrt(d), 1 / math.sqrt(d)))
         if arch != "transformer_classifier":
             self.generator = nn.Linear(d, config["tgt_vocab"], bias=bias)
             if config["tie_output"]:
@@ -306,12 +314,23 @@ class Reference(nn.Module):
         if arch == "transformer_classifier":
             src = torch.as_tensor(batch["src"], dtype=torch.long)
             lengths = torch.as_tensor(batch["src_lengths"])
+            pooling = self.config.get("pooling", "mean")
+            if pooling == "cls":  # the classification token <s> (id 1) before each text
+                src = torch.cat([torch.ones_like(src[:, :1]), src], dim=1)
+                lengths = lengths + 1
             padding = _padding(lengths, src.shape[1])
             embedded = self._embed(self.src, src, True)
             hidden = (self.encoder(embedded, None, padding) if self.written_out
                       else self.encoder(embedded, src_key_padding_mask=padding))
-            keep = (~padding).to(hidden.dtype)[:, :, None]
-            pooled = (hidden * keep).sum(1) / lengths.to(hidden.dtype)[:, None]
+            if pooling == "cls":
+                pooled = hidden[:, 0]
+            elif pooling == "attention":
+                keys = torch.tanh(self.pooling.proj(hidden))
+                scores = (keys @ self.pooling.query[0]).masked_fill(padding, float("-inf"))
+                pooled = (scores.softmax(-1)[:, :, None] * hidden).sum(1)
+            else:
+                keep = (~padding).to(hidden.dtype)[:, :, None]
+                pooled = (hidden * keep).sum(1) / lengths.to(hidden.dtype)[:, None]
             return self.classifier(pooled)
         tgt = torch.as_tensor(batch["tgt"], dtype=torch.long)[:, :-1]
         tgt_padding = _padding(torch.as_tensor(batch["tgt_lengths"]) - 1, tgt.shape[1])
