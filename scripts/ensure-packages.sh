@@ -3,7 +3,7 @@
 # work on a fresh machine. Installs what is missing with apt-get when it can (as root, or through
 # sudo without a password), saying what it installs; otherwise prints the one command to run.
 #
-# usage: scripts/ensure-packages.sh build|test|valgrind|fuzz|cross-aarch64 ...
+# usage: scripts/ensure-packages.sh build|test|valgrind|fuzz|cross-aarch64|classify-data ...
 # ATTN_NO_INSTALL=1: only check and print the command (exit 1 when something is missing).
 set -eu
 
@@ -21,7 +21,11 @@ packages_of() {
     # cross compiler, qemu-user, and the target's libraries from Debian's arm64 multiarch
     # packages (libc6:arm64 is the loader and C library qemu-aarch64 runs the tests with).
     cross-aarch64) echo "cmake pkg-config make gcc-aarch64-linux-gnu qemu-user libc6:arm64 libcjson-dev:arm64 libpng-dev:arm64 libmicrohttpd-dev:arm64" ;;
-    *) echo "ensure-packages: unknown group '$1' (build, test, valgrind, fuzz or cross-aarch64)" >&2; exit 2 ;;
+    # The classification tasks' data (scripts/get-data.sh wordlang|fortunes: Debian's word lists
+    # of 20 languages and the fortune collections) and their peer, fastText
+    # (recipes/classify-fasttext.sh).
+    classify-data) echo "python3 fasttext fortunes fortunes-min wamerican wbritish wfrench wngerman witalian wspanish wportuguese wdutch wswedish wdanish wnorwegian wpolish wcatalan wukrainian wbulgarian wesperanto wirish wgaelic wmanx wfaroese wgalician-minimos" ;;
+    *) echo "ensure-packages: unknown group '$1' (build, test, valgrind, fuzz, cross-aarch64 or classify-data)" >&2; exit 2 ;;
     esac
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fetch and prepare the real data sets of attn's recipes from the package registries.
 #
-#   scripts/get-data.sh [--out DIR] cmudict|bible ...
+#   scripts/get-data.sh [--out DIR] cmudict|bible|wordlang|fortunes ...
 #
 #   cmudict  CMU Pronouncing Dictionary (npm package cmu-pronouncing-dictionary) as
 #            {train,dev,test}.tsv (stress removed) and {train,dev,test}.stress.tsv (stress
@@ -9,6 +9,12 @@
 #   bible    Reina-Valera 1909 (Debian sword-text-sparv) aligned by verse with the World
 #            English Bible (sword-text-web), dumped with mod2imp (libsword-utils), as
 #            {train,dev,test}.{es,en,ref}; whole books held out for dev and test.
+#   wordlang Which language is this word? Debian's word lists (wamerican, wfrench, ...) of 20
+#            languages as {train,valid,test}.tsv, "lang<TAB>word", 10,000 words a language,
+#            words of several languages left out, split by a hash of the word (80/10/10).
+#   fortunes Which collection is this quotation from? Debian's fortunes: each collection a
+#            class, each quotation one line, as {train,valid,test}.tsv, "collection<TAB>text",
+#            split by a hash of the text (80/10/10).
 #
 # Each goes to data/<name>/ under the repository root, or to --out DIR (one data set only).
 # The same packages give the same files: the npm version is pinned, the Debian packages are
@@ -29,7 +35,7 @@ die() {
 }
 
 usage() {
-  sed -n '2,16s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+  sed -n '2,22s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
   exit "${1:-2}"
 }
 
@@ -126,6 +132,54 @@ EOF
   printf '  %s\n' "$out/README"
 }
 
+# The classification data sets' packages, fastText with them (scripts/ensure-packages.sh
+# classify-data).
+ensure_classify_data() {
+  ensure_python
+  "$repo/scripts/ensure-packages.sh" classify-data || die "the packages of the classification data are missing"
+}
+
+# Each language's word lists in /usr/share/dict and the packages that ship them. American and
+# British English are one language, as are Norwegian bokmål and nynorsk: their union is one
+# class. Left out: wbrazilian, wcanadian, wswiss and wogerman (spellings of languages already
+# here) and wgerman-medical.
+DICT=/usr/share/dict
+WORDLANG_LISTS=(
+  bg=bulgarian ca=catalan da=danish de=ngerman en=american-english en=british-english
+  eo=esperanto es=spanish fo=faroese fr=french ga=irish gd=gaelic gl=galician-minimos gv=manx
+  it=italian nl=dutch no=bokmaal no=nynorsk pl=polish pt=portuguese sv=swedish uk=ukrainian
+)
+WORDLANG_PACKAGES=(wbulgarian wcatalan wdanish wngerman wamerican wbritish wesperanto wspanish
+  wfaroese wfrench wirish wgaelic wgalician-minimos wmanx witalian wdutch wnorwegian wpolish
+  wportuguese wswedish wukrainian)
+WORDLANG_PER_CLASS=10000
+
+get_wordlang() {
+  local out=$1 args=() about=() item pkg
+  ensure_classify_data
+  for item in "${WORDLANG_LISTS[@]}"; do
+    [ -s "$DICT/${item#*=}" ] || die "no word list $DICT/${item#*=}"
+    args+=(--list "${item%%=*}=$DICT/${item#*=}")
+  done
+  for pkg in "${WORDLANG_PACKAGES[@]}"; do
+    about+=(--about "- Debian $pkg $(deb_version "$pkg")")
+  done
+  "$python" "$helpers/wordlang.py" "${args[@]}" --max-per-class "$WORDLANG_PER_CLASS" \
+    --about "The word lists of these Debian packages (/usr/share/dict), under their own licences (/usr/share/doc/PACKAGE/copyright):" \
+    "${about[@]}" --out "$out" || die "wordlang.py failed"
+}
+
+FORTUNES_DIR=/usr/share/games/fortunes
+
+get_fortunes() {
+  local out=$1
+  ensure_classify_data
+  [ -d "$FORTUNES_DIR" ] || die "no fortune folder $FORTUNES_DIR"
+  "$python" "$helpers/fortunes.py" --dir "$FORTUNES_DIR" \
+    --about "The collections of Debian fortunes $(deb_version fortunes) and fortunes-min $(deb_version fortunes-min) ($FORTUNES_DIR; licence: /usr/share/doc/fortunes-min/copyright)." \
+    --out "$out" || die "fortunes.py failed"
+}
+
 out=
 names=()
 while [ $# -gt 0 ]; do
@@ -133,7 +187,7 @@ while [ $# -gt 0 ]; do
     --out) [ $# -ge 2 ] || usage; out=$2; shift 2 ;;
     --out=*) out=${1#--out=}; shift ;;
     -h|--help) usage 0 ;;
-    cmudict|bible) names+=("$1"); shift ;;
+    cmudict|bible|wordlang|fortunes) names+=("$1"); shift ;;
     *) printf 'get-data: unknown argument: %s\n' "$1" >&2; usage ;;
   esac
 done

@@ -291,7 +291,7 @@ def test_cmudict_main_writes_both_variants_and_the_notice(tmp_path):
 # ---- the script's own argument checks (they fail before any install) -----------------------
 
 @pytest.mark.parametrize("args, code, message", [
-    ([], 2, "scripts/get-data.sh [--out DIR] cmudict|bible"),
+    ([], 2, "scripts/get-data.sh [--out DIR] cmudict|bible|wordlang|fortunes"),
     (["nosuchset"], 2, "unknown argument"),
     (["--out", "/nonexistent", "cmudict", "bible"], 1, "one data set at a time"),
 ])
