@@ -50,7 +50,10 @@ attn=$build/attn
 if [ ! -x "$attn" ]; then
   make -C "$repo" --no-print-directory BUILD="$build" build >/dev/null || die "build failed"
 fi
-if ! "$attn" train --help 2>&1 | grep -q classify; then
+# The help is read whole before it is searched: grep -q would stop reading at the first match,
+# and attn, writing the rest into a closed pipe, would fail the pipeline (pipefail).
+train_help=$("$attn" train --help 2>&1 || true)
+if ! grep -q classify <<<"$train_help"; then
   printf '%s: this attn has no `attn train --task classify` yet (%s train --help does not name it); skipped\n' \
     "$recipe" "$attn"
   exit 0
@@ -77,7 +80,8 @@ train_seconds=$(seconds_since "$start")
 # The texts alone, whitespace as fastText sees it, so that both read the same words.
 "$python" "$tools" fasttext --in "$data/test.tsv" --out /dev/null --text "$out/test.text"
 classify_command=("$attn" classify --model "$out/model.safetensors" --input "$out/test.text")
-! "$attn" classify --help 2>&1 | grep -q -- --threads || classify_command+=(--threads "$threads")
+classify_help=$("$attn" classify --help 2>&1 || true)
+! grep -q -- --threads <<<"$classify_help" || classify_command+=(--threads "$threads")
 printf '%q ' "${classify_command[@]}" >>"$out/command.txt"
 printf '\n' >>"$out/command.txt"
 start=$(now)
