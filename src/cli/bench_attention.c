@@ -11,6 +11,7 @@
  * ru_maxrss) across the calls, measured first, before any other benchmark raises the peak. */
 #include "attn/attn.h"
 #include "attention/sdpa_internal.h"
+#include "cli/bench_timing.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/library_error.h"
@@ -29,25 +30,6 @@ typedef struct attention_buffers {
     float *lse;
     float *storage[9];
 } attention_buffers;
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *x, int n)
-{
-    qsort(x, (size_t)n, sizeof *x, compare_doubles);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
 
 static void free_buffers(attention_buffers *buf)
 {
@@ -147,16 +129,16 @@ static int measure(int64_t len, int causal, attn_precision precision, int reps, 
      * also pay for the caches the backward left cold. */
     attn_status status = run_forward(&buf, &options); /* warm-up */
     for (int rep = 0; rep < reps && status == ATTN_OK; rep++) {
-        double t0 = now_seconds();
+        double t0 = bench_seconds(CLOCK_MONOTONIC);
         status = run_forward(&buf, &options);
-        forward[rep] = now_seconds() - t0;
+        forward[rep] = bench_seconds(CLOCK_MONOTONIC) - t0;
     }
     for (int rep = 0; rep < reps && status == ATTN_OK; rep++) {
-        double t0 = now_seconds();
+        double t0 = bench_seconds(CLOCK_MONOTONIC);
         status = run_forward(&buf, &options);
         if (status == ATTN_OK)
             status = run_backward(&buf, &options);
-        both[rep] = now_seconds() - t0;
+        both[rep] = bench_seconds(CLOCK_MONOTONIC) - t0;
     }
     free_buffers(&buf);
     if (status != ATTN_OK) {
@@ -166,8 +148,8 @@ static int measure(int64_t len, int causal, attn_precision precision, int reps, 
     double flops = 4.0 * BATCH * HEADS * (double)len * (double)len * DIM;
     r->len = len;
     r->causal = causal;
-    r->forward_s = median(forward, reps);
-    r->both_s = median(both, reps);
+    r->forward_s = bench_median(forward, reps);
+    r->both_s = bench_median(both, reps);
     r->forward_gflops = flops / r->forward_s * 1e-9;
     r->both_gflops = 3.0 * flops / r->both_s * 1e-9;
     r->scratch = scratch_bytes(BATCH, HEADS, len, DIM, precision);
@@ -189,11 +171,11 @@ static int measure_memory(attn_precision precision, memory_result *m)
     attn_sdpa_options options = attn_sdpa_default_options();
     options.precision = precision;
     long before = peak_rss_kib();
-    double t0 = now_seconds();
+    double t0 = bench_seconds(CLOCK_MONOTONIC);
     attn_status status = run_forward(&buf, &options);
     if (status == ATTN_OK)
         status = run_backward(&buf, &options);
-    m->seconds = now_seconds() - t0;
+    m->seconds = bench_seconds(CLOCK_MONOTONIC) - t0;
     long after = peak_rss_kib();
     free_buffers(&buf);
     if (status != ATTN_OK) {

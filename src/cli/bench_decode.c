@@ -20,6 +20,7 @@
  * GRUs, 256 units, bidirectional encoder, Bahdanau attention, 256-wide embeddings), with the
  * same vocabularies, sources and steps: the counterpart for RNN models' precisions. */
 #include "attn/attn.h"
+#include "cli/bench_timing.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/library_error.h"
@@ -33,25 +34,6 @@
 #include <time.h>
 
 enum { SRC_LEN = 12, TOKENS = 10, VOCAB = 64, BOS_ID = 1, FIRST_WORD_ID = 3, MAX_REPS = 64 };
-
-static double clock_seconds(clockid_t clock)
-{
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *x, int n)
-{
-    qsort(x, (size_t)n, sizeof *x, compare_doubles);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
 
 static attn_model_config small_config(void)
 {
@@ -186,21 +168,21 @@ static int measure(decode_run *r, int reps, double min_seconds, double *rate, do
         return 0;
     for (int i = 0; i < reps; i++) {
         long calls = 0;
-        const double start = clock_seconds(CLOCK_MONOTONIC);
-        const double cpu_start = clock_seconds(CLOCK_PROCESS_CPUTIME_ID);
+        const double start = bench_seconds(CLOCK_MONOTONIC);
+        const double cpu_start = bench_seconds(CLOCK_PROCESS_CPUTIME_ID);
         double elapsed;
         do {
             if (decode_batch(r) != ATTN_OK)
                 return 0;
             calls++;
-            elapsed = clock_seconds(CLOCK_MONOTONIC) - start;
+            elapsed = bench_seconds(CLOCK_MONOTONIC) - start;
         } while (elapsed < min_seconds);
-        const double cpu = clock_seconds(CLOCK_PROCESS_CPUTIME_ID) - cpu_start;
+        const double cpu = bench_seconds(CLOCK_PROCESS_CPUTIME_ID) - cpu_start;
         rates[i] = (double)r->batch * (double)calls / elapsed;
         cpu_rates[i] = (double)r->batch * (double)calls / (cpu > 0.0 ? cpu : elapsed);
     }
-    *rate = median(rates, reps);
-    *cpu_rate = median(cpu_rates, reps);
+    *rate = bench_median(rates, reps);
+    *cpu_rate = bench_median(cpu_rates, reps);
     return 1;
 }
 

@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "attn/attn.h"
+#include "cli/bench_timing.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/library_error.h"
@@ -43,19 +44,6 @@ static const attn_isa isas[] = {ATTN_ISA_AVX512, ATTN_ISA_AVX2, ATTN_ISA_NEON, A
                                 ATTN_ISA_REFERENCE};
 #define ISA_COUNT (sizeof isas / sizeof isas[0])
 
-static double seconds_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int compare_doubles(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
 typedef struct operands {
     float *a, *b, *c;
     attn_gemm_packed_b *packed_b; /* for shapes with b_packed_once, during measure() */
@@ -66,13 +54,13 @@ static int time_call(attn_precision precision, const gemm_shape *s, const operan
 {
     int64_t lda = s->ta == ATTN_NO_TRANS ? s->k : s->m;
     int64_t ldb = s->tb == ATTN_NO_TRANS ? s->n : s->k;
-    double start = seconds_now();
+    double start = bench_seconds(CLOCK_MONOTONIC);
     attn_status st = ops->packed_b != NULL
                          ? attn_gemm_with_packed_b(s->ta, s->m, 1.0f, ops->a, lda, ops->packed_b,
                                                    0.0f, ops->c, s->n)
                          : attn_gemm_precision(precision, s->ta, s->tb, s->m, s->n, s->k, 1.0f,
                                                ops->a, lda, ops->b, ldb, 0.0f, ops->c, s->n);
-    *seconds = seconds_now() - start;
+    *seconds = bench_seconds(CLOCK_MONOTONIC) - start;
     if (st != ATTN_OK) {
         cli_library_error("bench gemm");
         return 0;
@@ -101,7 +89,7 @@ static int measure_calls(attn_precision precision, const gemm_shape *s, const op
         }
         rates[r] = 2.0 * (double)s->m * (double)s->n * (double)s->k * calls / total * 1e-9;
     }
-    qsort(rates, (size_t)reps, sizeof rates[0], compare_doubles);
+    qsort(rates, (size_t)reps, sizeof rates[0], bench_compare_doubles);
     *gflops = rates[reps / 2];
     return 1;
 }

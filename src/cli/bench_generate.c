@@ -14,8 +14,9 @@
  * cache's reads (2 x layers x position x d_model floats a token, under 2% of the weights at
  * GPT-2's size and these lengths) are left out of the count, which errs on the low side. */
 #define _ISOC11_SOURCE          /* aligned_alloc */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#define _POSIX_C_SOURCE 200809L /* pthreads */
 #include "attn/attn.h"
+#include "cli/bench_timing.h"
 #include "cli/commands.h"
 #include "cli/library_error.h"
 #include "cli/options.h"
@@ -31,25 +32,6 @@
 
 enum { MAX_REPS = 64, BANDWIDTH_PASSES = 5, MAX_BANDWIDTH_THREADS = 256 };
 static const size_t BANDWIDTH_BYTES = (size_t)1 << 30;
-
-static double clock_seconds(clockid_t clock)
-{
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *x, int n)
-{
-    qsort(x, (size_t)n, sizeof *x, compare_doubles);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
 
 /* ---- the machine's read bandwidth ------------------------------------------------------- */
 
@@ -94,7 +76,7 @@ static double read_pass(const uint64_t *words, size_t count, int threads, int st
     const size_t words_per_lane = sizeof(lane) / sizeof(uint64_t);
     /* Every stream of every thread gets the same whole number of lanes. */
     const size_t per_stream = count / words_per_lane / (size_t)(threads * streams);
-    const double start = clock_seconds(CLOCK_MONOTONIC);
+    const double start = bench_seconds(CLOCK_MONOTONIC);
     int started = 0, ok = 1;
     for (int t = 0; t < threads; t++) {
         const size_t lanes = per_stream * (size_t)streams;
@@ -109,7 +91,7 @@ static double read_pass(const uint64_t *words, size_t count, int threads, int st
         read_lanes(&shares[0]);
     for (int t = 1; t < started; t++)
         pthread_join(ids[t], NULL);
-    const double seconds = clock_seconds(CLOCK_MONOTONIC) - start;
+    const double seconds = bench_seconds(CLOCK_MONOTONIC) - start;
     /* words[i] = i: the lanes read sum to the sum of their indices. */
     const uint64_t read = (uint64_t)(per_stream * (size_t)(threads * streams) * words_per_lane);
     uint64_t sum = 0;
@@ -144,7 +126,7 @@ static double read_bandwidth(int threads)
                 return 0.0;
             }
         }
-        const double rate = median(rates, BANDWIDTH_PASSES);
+        const double rate = bench_median(rates, BANDWIDTH_PASSES);
         best = rate > best ? rate : best;
     }
     free(words);
@@ -187,12 +169,12 @@ static attn_status generate_once(generate_run *r, double *prefill_s, double *gen
 {
     attn_graph_reset(r->graph);
     attn_step_decoder *d = NULL;
-    const double start = clock_seconds(CLOCK_MONOTONIC);
+    const double start = bench_seconds(CLOCK_MONOTONIC);
     attn_status status = attn_model_step_start(r->model, r->graph, NULL, NULL, r->batch,
                                                r->prompt + r->new_tokens, &d);
     if (status == ATTN_OK) /* as attn_generate reads a prompt */
         status = attn_model_step_prefill(d, r->prompts, r->prompt, r->logits);
-    const double prefilled = clock_seconds(CLOCK_MONOTONIC);
+    const double prefilled = bench_seconds(CLOCK_MONOTONIC);
     /* The prompt's last step gave the first new token's logits; each step after feeds one. */
     for (int64_t t = 0; t < r->new_tokens && status == ATTN_OK; t++) {
         for (int64_t b = 0; b < r->batch; b++) {
@@ -206,7 +188,7 @@ static attn_status generate_once(generate_run *r, double *prefill_s, double *gen
         if (t + 1 < r->new_tokens)
             status = attn_model_step(d, r->ids, r->logits, NULL);
     }
-    const double end = clock_seconds(CLOCK_MONOTONIC);
+    const double end = bench_seconds(CLOCK_MONOTONIC);
     attn_model_step_destroy(d);
     *prefill_s = prefilled - start;
     *generate_s = end - prefilled;
@@ -242,8 +224,8 @@ static int run_batch(attn_model *model, attn_graph *graph, int64_t batch, int64_
             prefills[i] = prefill_s;
         }
         if (ok) {
-            out->tokens_per_s = median(rates, reps);
-            out->prefill_s = median(prefills, reps);
+            out->tokens_per_s = bench_median(rates, reps);
+            out->prefill_s = bench_median(prefills, reps);
         } else {
             cli_library_error("bench generate");
         }

@@ -20,6 +20,7 @@
  * SMALL 23.5 GFLOP, BASE 280 GFLOP, as issue 3 states. */
 #define _POSIX_C_SOURCE 200809L
 #include "attn/attn.h"
+#include "cli/bench_timing.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/library_error.h"
@@ -62,25 +63,6 @@ typedef struct train_result {
     size_t arena_bytes;
     int arena_stable;
 } train_result;
-
-static double seconds(clockid_t clock)
-{
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *x, int n)
-{
-    qsort(x, (size_t)n, sizeof *x, compare_doubles);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
 
 /* See the FLOP count at the top of the file. */
 static double step_gflop(const train_shape *s)
@@ -236,11 +218,11 @@ static int measure(const train_shape *s, attn_precision precision, int steps, tr
     size_t arena_after_warmup = 0;
     r->arena_stable = 1;
     for (int step = 0; step < WARMUP_STEPS + steps && status == ATTN_OK; step++) {
-        double wall0 = seconds(CLOCK_MONOTONIC), cpu0 = seconds(CLOCK_PROCESS_CPUTIME_ID);
+        double wall0 = bench_seconds(CLOCK_MONOTONIC), cpu0 = bench_seconds(CLOCK_PROCESS_CPUTIME_ID);
         status = train_step(&run, &batch, &adam, &adam_step, step, &r->loss);
         if (step >= WARMUP_STEPS) {
-            wall[step - WARMUP_STEPS] = seconds(CLOCK_MONOTONIC) - wall0;
-            cpu[step - WARMUP_STEPS] = seconds(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
+            wall[step - WARMUP_STEPS] = bench_seconds(CLOCK_MONOTONIC) - wall0;
+            cpu[step - WARMUP_STEPS] = bench_seconds(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
             exposed[step - WARMUP_STEPS] = attn_dist_last_timing(run.dist).exposed_seconds;
             /* the arena stops growing after the first step: no step after it allocates */
             if (attn_graph_memory_peak(run.graph) != arena_after_warmup)
@@ -262,12 +244,12 @@ static int measure(const train_shape *s, attn_precision precision, int steps, tr
         free_run(&run);
         return 0;
     }
-    r->exposed_s = median(exposed, steps);
+    r->exposed_s = bench_median(exposed, steps);
     r->buckets = attn_dist_last_timing(run.dist).buckets;
     r->params = attn_params_numel(params);
     r->arena_bytes = attn_graph_memory_peak(run.graph);
-    r->step_s = median(wall, steps);
-    r->cpu_s = median(cpu, steps);
+    r->step_s = bench_median(wall, steps);
+    r->cpu_s = bench_median(cpu, steps);
     r->gflop = step_gflop(s);
     free_run(&run);
     return 1;
