@@ -50,17 +50,25 @@ class PageDom(html.parser.HTMLParser):
 
 
 def open_page(tmp_path, port, **query):
+    """Loads the page in headless chromium and parses the DOM once the page has settled.
+
+    --dump-dom fires when chromium's virtual time budget runs out; under load a streamed answer
+    can still be arriving then, and the page is dumped before it is "ready" or "error". Such a
+    dump says nothing about the page, so it is loaded again with a longer budget."""
     import subprocess
     url = f"http://127.0.0.1:{port}/?{urllib.parse.urlencode(query)}"
-    result = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-         "--no-first-run", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", f"--user-data-dir={tmp_path / 'chromium-profile'}",
-         "--virtual-time-budget=10000", "--dump-dom", url],
-        capture_output=True, timeout=120)
-    assert result.returncode == 0, result.stderr.decode()[-2000:]
-    dom = PageDom()
-    dom.feed(result.stdout.decode())
+    for budget_ms in (10000, 30000, 90000):
+        result = subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+             "--no-first-run", "--disable-background-networking", "--disable-component-update",
+             "--disable-sync", f"--user-data-dir={tmp_path / 'chromium-profile'}",
+             f"--virtual-time-budget={budget_ms}", "--dump-dom", url],
+            capture_output=True, timeout=240)
+        assert result.returncode == 0, result.stderr.decode()[-2000:]
+        dom = PageDom()
+        dom.feed(result.stdout.decode())
+        if dom.state in ("ready", "error"):
+            break
     return dom
 
 
