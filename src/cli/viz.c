@@ -17,8 +17,9 @@ typedef struct viz_args {
     const char *model, *source_text;
     int64_t layer, head; /* -1: the last layer; head -1: the mean, -2: all */
     int64_t beam;
-    int kind;       /* attn_attention_kind */
+    int kind;       /* attn_attention_kind, or VIZ_POOLING */
     int kind_given; /* --kind was on the command line (a language model has one kind) */
+    int layer_or_head_given, vmax_given;
     int64_t index;  /* -1: all */
     int64_t columns, cell, width;
     int colormap, style; /* attn_viz_colormap, attn_viz_text_style */
@@ -32,9 +33,11 @@ typedef struct viz_args {
 
 static const char *const all_word[] = {"all", NULL};
 static const int index_all[] = {-1}, head_all[] = {-2};
-static const char *const kind_names[] = {"cross", "self", "encoder", NULL};
+/* --kind pooling: which tokens a classifier's pooling reads, beside the attention kinds. */
+enum { VIZ_POOLING = 100 };
+static const char *const kind_names[] = {"cross", "self", "encoder", "pooling", NULL};
 static const int kind_values[] = {ATTN_CROSS_ATTENTION, ATTN_DECODER_SELF_ATTENTION,
-                                  ATTN_ENCODER_SELF_ATTENTION};
+                                  ATTN_ENCODER_SELF_ATTENTION, VIZ_POOLING};
 static const char *const colormap_names[] = {"blues", "greys", "grays", NULL};
 static const int colormap_values[] = {ATTN_VIZ_BLUES, ATTN_VIZ_GREYS, ATTN_VIZ_GREYS};
 static const char *const style_names[] = {"shades", "color", "colour", "ascii", NULL};
@@ -88,7 +91,9 @@ static const cli_option viz_options[] = {
          "</s>) down, source tokens along the top; self: the decoder's masked self-attention, the "
          "output token each position predicts down, the tokens it reads (<s>, then the output) "
          "along the top; encoder: the encoder's self-attention, source tokens on both axes "
-         "(Transformer models; self and encoder re-run the model on the output)"),
+         "(Transformer models; self and encoder re-run the model on the output). A classifier: "
+         "pooling (default), a strip of the weight its pooling gives each token, the predicted "
+         "class at its left (colour scale up to the largest weight unless --vmax), or encoder"),
      .min = 0, .max = 0, .choices = kind_names, .choice_values = kind_values},
     {CLI_OPTION("--layer", CLI_INT, FIELD(layer), "L",
                 "layer, from 0 (default: the last), of the decoder or encoder"),
@@ -147,6 +152,9 @@ static int parse_args(int argc, char **argv, viz_args *a)
     if (code != CLI_GO_ON)
         return code;
     a->kind_given = cli_was_given(&viz_command, given, "--kind");
+    a->layer_or_head_given = cli_was_given(&viz_command, given, "--layer") ||
+                             cli_was_given(&viz_command, given, "--head");
+    a->vmax_given = cli_was_given(&viz_command, given, "--vmax");
     a->heatmap.title = a->title;
     a->heatmap.colormap = (attn_viz_colormap)a->colormap;
     a->heatmap.vmin = (float)a->vmin;
@@ -535,7 +543,10 @@ static int draw_language_model(const viz_args *a, attn_bundle *bundle, int kind_
         fprintf(stderr,
                 "attn viz: --kind %s: %s is a language model, whose one attention is its "
                 "causal self-attention: use --kind self\n",
-                a->kind == ATTN_CROSS_ATTENTION ? "cross" : "encoder", a->model);
+                a->kind == ATTN_CROSS_ATTENTION       ? "cross"
+                : a->kind == ATTN_ENCODER_SELF_ATTENTION ? "encoder"
+                                                         : "pooling",
+                a->model);
         return 2;
     }
     int code = check_layer_and_head(a, c->decoder_layers, c->num_heads, "layers");
@@ -573,6 +584,155 @@ static int draw_language_model(const viz_args *a, attn_bundle *bundle, int kind_
     return code;
 }
 
+/* The most probable class of a classifier for ids, as "label (probability)" in label
+ * [size]. 0, or the exit code. */
+static int predicted_class(attn_bundle *bundle, const int32_t *ids, int64_t count, char *label,
+                           size_t size)
+{
+    const attn_labels *classes = attn_bundle_classes(bundle);
+    const int64_t n = attn_labels_count(classes);
+    float *probabilities = malloc((size_t)n * sizeof *probabilities);
+    if (probabilities == NULL) {
+        fprintf(stderr, "attn viz: out of memory\n");
+        return 1;
+    }
+    if (attn_bundle_classify(bundle, 1, &ids, &count, probabilities) != ATTN_OK) {
+        free(probabilities);
+        return fail();
+    }
+    int64_t best = 0;
+    for (int64_t k = 1; k < n; k++)
+        if (probabilities[k] > probabilities[best])
+            best = k;
+    snprintf(label, size, "%s (%.2f)", attn_labels_name(classes, best), probabilities[best]);
+    free(probabilities);
+    return 0;
+}
+
+/* --kind pooling: one row, the weight of each token in the pooled vector. */
+static int draw_pooling(const viz_args *a, attn_bundle *bundle, const int32_t *ids, int64_t count,
+                        const char *label)
+{
+    float *weights = malloc((size_t)count * sizeof *weights);
+    const char **tokens = malloc((size_t)count * sizeof *tokens);
+    char *token_text = NULL;
+    const char **shown = NULL;
+    int code = 1;
+    if (weights == NULL || tokens == NULL) {
+        fprintf(stderr, "attn viz: out of memory\n");
+        goto done;
+    }
+    if (attn_bundle_pooling_weights(bundle, ids, count, weights) != ATTN_OK ||
+        attn_bundle_labels(bundle, ATTN_BUNDLE_SOURCE, ids, count, tokens) != ATTN_OK) {
+        code = fail();
+        goto done;
+    }
+    if ((shown = shown_labels(tokens, count, &token_text)) == NULL) {
+        fprintf(stderr, "attn viz: out of memory\n");
+        goto done;
+    }
+    static const char *const pooling_names[] = {"mean", "classification token", "attention"};
+    char title[96];
+    snprintf(title, sizeof title, "%s pooling",
+             pooling_names[attn_bundle_config(bundle)->pooling]);
+    const attn_viz_matrix strip = {weights, 1, count, &label, shown, title};
+    attn_viz_heatmap_options heatmap = a->heatmap;
+    /* Over a long text each weight is small: a scale up to 1 would leave the strip white. */
+    if (!a->vmax_given) {
+        heatmap.vmax = weights[0];
+        for (int64_t t = 1; t < count; t++)
+            heatmap.vmax = weights[t] > heatmap.vmax ? weights[t] : heatmap.vmax;
+    }
+    char *whole_title = NULL;
+    if (heatmap.title == NULL) {
+        const size_t size = strlen(a->source_text) + strlen(label) + 8;
+        if ((whole_title = malloc(size)) != NULL)
+            snprintf(whole_title, size, "%s \xe2\x86\x92 %s", a->source_text, label);
+        heatmap.title = whole_title;
+    }
+    code = draw(a, &strip, 1, &heatmap);
+    free(whole_title);
+done:
+    free(weights);
+    free(tokens);
+    free(token_text);
+    free(shown);
+    return code;
+}
+
+/* A classifier: its pooling (a strip over the text) or its encoder's self-attention (the
+ * classification token first, as the model reads it, under pooling "cls"). */
+static int draw_classifier(const viz_args *a, attn_bundle *bundle)
+{
+    const attn_model_config *c = attn_bundle_config(bundle);
+    const int pooling = !a->kind_given || a->kind == VIZ_POOLING;
+    if (!pooling && a->kind != ATTN_ENCODER_SELF_ATTENTION) {
+        fprintf(stderr,
+                "attn viz: --kind %s: %s is a classifier, an encoder without a decoder: use "
+                "--kind pooling (which tokens its pooling reads) or --kind encoder\n",
+                a->kind == ATTN_CROSS_ATTENTION ? "cross" : "self", a->model);
+        return 2;
+    }
+    if (pooling && a->layer_or_head_given) {
+        fprintf(stderr, "attn viz: --layer and --head choose an attention map: the pooling is one "
+                        "(use --kind encoder for the encoder's layers and heads)\n");
+        return 2;
+    }
+    int code = pooling ? 0 : check_layer_and_head(a, c->encoder_layers, c->num_heads, "layers");
+    if (code != 0)
+        return code;
+    int32_t *ids = NULL;
+    int64_t count = 0;
+    if (attn_bundle_encode(bundle, a->source_text, &ids, &count, NULL) != ATTN_OK)
+        return fail();
+    if (count == 0) {
+        fprintf(stderr, "attn viz: --text has no tokens to classify\n");
+        free(ids);
+        return 2;
+    }
+    char label[160];
+    code = predicted_class(bundle, ids, count, label, sizeof label);
+    if (code == 0 && pooling)
+        code = draw_pooling(a, bundle, ids, count, label);
+    else if (code == 0) {
+        const int cls = c->pooling == ATTN_POOLING_CLS;
+        const int64_t len = count + cls;
+        layer_maps m = {"encoder self-attention ",
+                        a->layer < 0 ? c->encoder_layers - 1 : a->layer,
+                        c->num_heads,
+                        len,
+                        len,
+                        NULL,
+                        NULL,
+                        NULL};
+        int32_t *read = malloc((size_t)len * sizeof *read);
+        m.weights = malloc((size_t)(m.heads * len * len) * sizeof *m.weights);
+        m.row_labels = malloc((size_t)len * sizeof *m.row_labels);
+        m.col_labels = m.row_labels;
+        if (read == NULL || m.weights == NULL || m.row_labels == NULL) {
+            fprintf(stderr, "attn viz: out of memory\n");
+            code = 1;
+        } else {
+            read[0] = ATTN_MODEL_CLS_ID;
+            m.row_labels[0] = "<cls>";
+            memcpy(read + cls, ids, (size_t)count * sizeof *ids);
+            if (attn_bundle_labels(bundle, ATTN_BUNDLE_SOURCE, ids, count, m.row_labels + cls) !=
+                    ATTN_OK ||
+                attn_model_attention_weights(attn_bundle_model(bundle), attn_bundle_graph(bundle),
+                                             read, len, NULL, 0, ATTN_ENCODER_SELF_ATTENTION,
+                                             m.layer, m.weights) != ATTN_OK)
+                code = fail();
+            else
+                code = draw_layer(a, &m, label);
+        }
+        free(read);
+        free(m.weights);
+        free(m.row_labels);
+    }
+    free(ids);
+    return code;
+}
+
 static int draw_model(const viz_args *a)
 {
     cli_translator t;
@@ -590,12 +750,21 @@ static int draw_model(const viz_args *a)
     attn_bundle *bundle = NULL;
     if (attn_bundle_load(a->model, &bundle) != ATTN_OK)
         return fail();
-    if (attn_bundle_config(bundle)->arch == ATTN_ARCH_TRANSFORMER_LM) {
-        const int code = draw_language_model(a, bundle, a->kind_given);
+    const attn_model_arch arch = attn_bundle_config(bundle)->arch;
+    if (arch == ATTN_ARCH_TRANSFORMER_LM || arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER) {
+        const int code = arch == ATTN_ARCH_TRANSFORMER_LM
+                             ? draw_language_model(a, bundle, a->kind_given)
+                             : draw_classifier(a, bundle);
         attn_bundle_destroy(bundle);
         return code;
     }
     attn_bundle_destroy(bundle);
+    if (a->kind == VIZ_POOLING) {
+        fprintf(stderr, "attn viz: --kind pooling: %s translates; only a classifier pools its "
+                        "encoder (cross, self or encoder draw a translation's attention)\n",
+                a->model);
+        return 2;
+    }
     int code = cli_translator_load(&t, "viz", a->model);
     if (code == 0)
         code = cli_translator_encode(&t, "--text", a->source_text, &src, &count);
