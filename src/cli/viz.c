@@ -1,6 +1,7 @@
 /* attn viz: attention heat maps and training curves as SVG, PNG or terminal text. */
 #include "attn/attn.h"
 #include "cli/commands.h"
+#include "cli/label_files.h"
 #include "cli/library_error.h"
 #include "cli/options.h"
 #include "cli/translator.h"
@@ -14,6 +15,8 @@
 
 typedef struct viz_args {
     const char *matrix, *log, *out, *title;
+    const char *gold, *predicted; /* --confusion's --ref and --hyp */
+    int confusion;
     const char *model, *source_text;
     int64_t layer, head; /* -1: the last layer; head -1: the mean, -2: all */
     int64_t beam;
@@ -105,6 +108,15 @@ static const cli_option viz_options[] = {
      .min = 0, .max = 1000000, .choices = all_word, .choice_values = head_all},
     {CLI_OPTION("--beam", CLI_INT, FIELD(beam), "K", "hypotheses kept; 1: greedy"), .min = 1,
      .max = ATTN_DECODE_MAX_BEAM, .show_default = 1},
+    {.kind = CLI_SECTION, .help = "a classifier's confusion matrix (heat map options apply too):"},
+    {CLI_OPTION("--confusion", CLI_FLAG, FIELD(confusion), NULL,
+                "draw the confusion matrix of --hyp's labels against --ref's, as attn eval "
+                "--metric accuracy prints it: rows the gold classes, columns the predicted, each "
+                "cell the share of its row's lines")},
+    {CLI_OPTION("--ref", CLI_STRING, FIELD(gold), "FILE",
+                "the gold labels, one per line (label<TAB>text lines count as their label)")},
+    {CLI_OPTION("--hyp", CLI_STRING, FIELD(predicted), "FILE",
+                "the predicted labels, line i for line i of --ref (attn classify's output)")},
     {.kind = CLI_SECTION, .help = "training curves:"},
     {CLI_OPTION(
         "--log", CLI_STRING, FIELD(log), "FILE[,FILE...]",
@@ -118,6 +130,7 @@ static const cli_command viz_command = {
     "viz",
     "attn viz --matrix FILE [--index N|all] [--out FILE.svg|FILE.png] [options]\n"
     "       attn viz --model MODEL --text TEXT [--out FILE.svg|FILE.png] [options]\n"
+    "       attn viz --confusion --ref GOLD --hyp PREDICTED [--out FILE.svg|FILE.png]\n"
     "       attn viz --log FILE.jsonl[,FILE.jsonl...] --out FILE.svg|FILE.png [--title TEXT]",
     "Draws attention weights as a heat map (output tokens down the left, source tokens\n"
     "along the top, a colour scale), or a training log's loss curves.\n",
@@ -164,9 +177,14 @@ static int parse_args(int argc, char **argv, viz_args *a)
     a->heatmap.cell_size = (int)a->cell;
     a->text.style = (attn_viz_text_style)a->style;
     a->text.width = (int)a->width;
-    if ((a->matrix != NULL) + (a->log != NULL) + (a->model != NULL) != 1)
-        return cli_usage_error(&viz_command,
-                               "give one of --matrix FILE, --log FILE or --model FILE");
+    if ((a->matrix != NULL) + (a->log != NULL) + (a->model != NULL) + a->confusion != 1)
+        return cli_usage_error(&viz_command, "give one of --matrix FILE, --log FILE, --model FILE "
+                                             "or --confusion");
+    if (a->confusion != (a->gold != NULL && a->predicted != NULL) ||
+        (!a->confusion && (a->gold != NULL || a->predicted != NULL)))
+        return cli_usage_error(&viz_command, "%s",
+                               a->confusion ? "--confusion needs --ref GOLD and --hyp PREDICTED"
+                                            : "--ref and --hyp go with --confusion");
     if ((a->model != NULL) != (a->source_text != NULL))
         return cli_usage_error(&viz_command, "%s",
                                a->model != NULL ? "--model needs --text TEXT"
@@ -733,6 +751,52 @@ static int draw_classifier(const viz_args *a, attn_bundle *bundle)
     return code;
 }
 
+/* --confusion: rows the gold classes, columns the predicted, each row's lines as shares (a
+ * class only predicted has an empty row). */
+static int draw_confusion(const viz_args *a)
+{
+    attn_lines gold, predicted;
+    memset(&gold, 0, sizeof gold);
+    memset(&predicted, 0, sizeof predicted);
+    attn_classification_report *r = NULL;
+    float *shares = NULL;
+    int code = 1;
+    if (attn_lines_read(a->gold, &gold) != ATTN_OK ||
+        attn_lines_read(a->predicted, &predicted) != ATTN_OK) {
+        code = fail();
+        goto done;
+    }
+    if (cli_score_labels("viz", a->gold, &gold, a->predicted, &predicted, &r) != 0)
+        goto done;
+    const int64_t n = r->classes;
+    if ((shares = malloc((size_t)(n * n) * sizeof *shares)) == NULL) {
+        fprintf(stderr, "attn viz: out of memory\n");
+        goto done;
+    }
+    for (int64_t g = 0; g < n; g++)
+        for (int64_t p = 0; p < n; p++)
+            shares[g * n + p] =
+                r->gold[g] > 0 ? (float)r->confusion[g * n + p] / (float)r->gold[g] : 0.0f;
+    char title[160];
+    snprintf(title, sizeof title, "accuracy %.2f%%, macro-F1 %.2f%%", r->accuracy, r->macro_f1);
+    const attn_viz_matrix matrix = {shares,
+                                    n,
+                                    n,
+                                    (const char *const *)r->labels,
+                                    (const char *const *)r->labels,
+                                    "rows gold, columns predicted: share of each gold class"};
+    attn_viz_heatmap_options heatmap = a->heatmap;
+    if (heatmap.title == NULL)
+        heatmap.title = title;
+    code = draw(a, &matrix, 1, &heatmap);
+done:
+    free(shares);
+    attn_classification_report_destroy(r);
+    attn_lines_free(&gold);
+    attn_lines_free(&predicted);
+    return code;
+}
+
 static int draw_model(const viz_args *a)
 {
     cli_translator t;
@@ -803,5 +867,7 @@ int attn_cmd_viz(int argc, char **argv)
         return code;
     if (a.model != NULL)
         return draw_model(&a);
+    if (a.confusion)
+        return draw_confusion(&a);
     return a.log != NULL ? draw_log(&a) : draw_matrices(&a);
 }

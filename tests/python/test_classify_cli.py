@@ -5,6 +5,7 @@ batched as one at a time), eval scores predictions as worked by hand, resume con
 and hostile input is refused with a message naming the line and the fix."""
 import json
 import random
+import re
 import struct
 import subprocess
 
@@ -166,6 +167,20 @@ def test_eval_as_worked_by_hand(tmp_path):
                                                ["c", "0", "0", "1", "0"], ["d", "0", "0", "1", "0"]]
     only = run("eval", "--metric", "accuracy,f1", "--score-only", "--ref", gold, "--hyp", hyp)
     assert only.stdout.split() == ["60.00", "54.17"]
+    # attn viz --confusion draws the same matrix, each row as shares of its gold class.
+    picture = tmp_path / "confusion.svg"
+    r = run("viz", "--confusion", "--ref", gold, "--hyp", hyp, "--out", picture)
+    assert r.returncode == 0, r.stderr
+    svg = picture.read_text()
+    cells = {(int(i), int(j)): float(v) for i, j, v in re.findall(
+        r'class="cell" data-row="(\d+)" data-col="(\d+)" data-value="([^"]+)"', svg)}
+    assert cells == {(i, j): [[1, 0, 0, 0], [0, 0.5, 0.5, 0], [0, 0, 1, 0], [0, 0, 1, 0]][i][j]
+                     for i in range(4) for j in range(4)}
+    assert "accuracy 60.00%, macro-F1 54.17%" in svg
+    hyp.write_text("a\nb\n")
+    assert "has 2 lines but" in refused("viz", "--confusion", "--ref", gold, "--hyp", hyp)
+    assert "--confusion needs --ref GOLD and --hyp PREDICTED" in refused("viz", "--confusion",
+                                                                         "--ref", gold)
 
 
 @pytest.mark.parametrize("pooling", ["cls", "attention"])
