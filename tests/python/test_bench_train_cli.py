@@ -63,6 +63,22 @@ def test_small_json_describes_the_torch_model_and_its_flops():
     assert row["params"] == torch_params + cfg["tgt_vocab"]
 
 
+def test_classify_times_the_torch_classifiers_shape_in_text_tokens():
+    result = run("--config", "classify", "--steps", "1", "--threads", "2", "--json")
+    assert result.returncode == 0, result.stderr
+    row = json.loads(result.stdout.splitlines()[0])
+    cfg = torch_train.CONFIGS["classify"]
+    assert row["config"] == "classify" and row["context"] == cfg["src_len"]
+    assert row["tgt_tokens_per_step"] == cfg["batch"] * cfg["src_len"]
+    assert row["params"] == sum(p.numel() for p in torch_train.Classifier(cfg).parameters())
+    b, s, d, f = cfg["batch"], cfg["src_len"], cfg["d_model"], cfg["ffn"]
+    layer = 8 * b * s * d * d + 4 * b * s * s * d + 4 * b * s * d * f
+    assert row["gflop_per_step"] == pytest.approx(3 * cfg["encoder_layers"] * layer / 1e9,
+                                                  abs=0.01)
+    # random classes of 20: the loss starts near ln 20
+    assert row["arena_stable"] is True and 2 < row["final_loss"] < 4
+
+
 def test_bf16_json_names_its_precision_and_keeps_the_arena_stable():
     result = run("--config", "small", "--steps", "1", "--threads", "2", "--json",
                  "--precision", "bf16")
@@ -81,7 +97,7 @@ def test_text_output_names_the_config():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--config", "huge"], "--config expects small, base, both or gpt2, got 'huge'"),
+    (["--config", "huge"], "--config expects small, base, both, gpt2 or classify, got 'huge'"),
     (["--steps", "0"], "--steps expects an integer in [1, 1000], got '0'"),
     (["--threads", "x"], "--threads expects an integer"),
     (["--steps"], "--steps needs a value"),
