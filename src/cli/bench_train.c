@@ -158,7 +158,7 @@ static int make_batch(const train_shape *s, train_run *run, attn_model_batch *ba
         tgt_lengths[b] = (int32_t)tgt_len;
     }
     *batch = (attn_model_batch){s->batch,    s->src_len, src,  src_lengths, tgt_len, tgt,
-                                tgt_lengths, NULL,       NULL, 0,           0.0};
+                                tgt_lengths, NULL,       NULL, 0,           0.0, NULL};
     return 1;
 }
 

@@ -88,6 +88,7 @@ static attn_status build(attn_model *m)
         }
         break;
     case ATTN_ARCH_TRANSFORMER_CLASSIFIER:
+    case ATTN_ARCH_TRANSFORMER_MLM:
         ATTN_TRY(attn_nn_embedding_register(&m->src_embed, m->params, "embed", c->src_vocab,
                                             c->d_model));
         break;
@@ -133,6 +134,11 @@ static attn_status build(attn_model *m)
     if (c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER) {
         ATTN_TRY(attn_nn_linear_register(&m->classifier, m->params, "classifier", c->d_model,
                                          c->num_classes, c->output_bias));
+    } else if (c->arch == ATTN_ARCH_TRANSFORMER_MLM) {
+        /* Tied, as BERT's: the encoder keeps no weight that only pretraining uses, but the
+         * bias (a classifier started from this model takes every other parameter). */
+        ATTN_TRY(attn_nn_linear_register_tied(&m->generator, m->params, "generator",
+                                              m->src_embed.weight, c->output_bias));
     } else if (c->tie_output) {
         ATTN_TRY(attn_nn_linear_register_tied(&m->generator, m->params, "generator",
                                               m->tgt_embed.weight, c->output_bias));
@@ -464,8 +470,9 @@ static attn_status decode(const char *fn, attn_model *model, attn_graph *graph, 
                           int64_t ids_stride, const int32_t *lengths, attn_var **logits)
 {
     const attn_model_config *c = &model->config;
-    ATTN_CHECK_ARG(c->arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER, "%s: a classifier has no decoder",
-                   fn);
+    ATTN_CHECK_ARG(c->arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER &&
+                       c->arch != ATTN_ARCH_TRANSFORMER_MLM,
+                   "%s: a classifier or masked language model has no decoder", fn);
     ATTN_CHECK_ARG(size >= 0, "%s: negative batch size %lld", fn, (long long)size);
     ATTN_CHECK_ARG(len >= 0 && len <= c->max_len,
                    "%s: decoder length %lld is outside [0, max_len %lld]", fn, (long long)len,
@@ -531,6 +538,17 @@ static attn_status check_batch(const char *fn, const attn_model *model,
     const attn_model_config *c = &model->config;
     ATTN_CHECK_ARG(batch != NULL, "%s: batch must not be NULL", fn);
     ATTN_CHECK_ARG(batch->size >= 0, "%s: negative batch size %lld", fn, (long long)batch->size);
+    if (c->arch == ATTN_ARCH_TRANSFORMER_MLM) {
+        ATTN_CHECK_ARG(!labels || batch->size == 0 || batch->mlm_targets != NULL,
+                       "%s: batch->mlm_targets must not be NULL (a masked text's batch: "
+                       "attn_corpus_read_text)",
+                       fn);
+        ATTN_CHECK_ARG(batch->teacher == NULL,
+                       "%s: the masked language model learns from its text, not a teacher's "
+                       "distributions",
+                       fn);
+        return ATTN_OK;
+    }
     if (c->arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER) {
         ATTN_CHECK_ARG(batch->tgt_len >= 1 && batch->tgt_len - 1 <= c->max_len,
                        "%s: tgt_len %lld is outside [1, max_len + 1 = %lld]", fn,
@@ -623,6 +641,8 @@ static attn_status forward_logits(const char *fn, attn_model *model, attn_graph 
         ATTN_TRY(attn_op_dropout(graph, pooled, (float)c->dropout, &pooled));
         return attn_nn_linear_forward(&model->classifier, graph, pooled, logits);
     }
+    if (c->arch == ATTN_ARCH_TRANSFORMER_MLM)
+        return attn_nn_linear_forward(&model->generator, graph, memory, logits);
     /* The decoder reads each target without its last token. */
     int32_t *lengths = attn_graph_alloc(graph, (size_t)batch->size * sizeof *lengths);
     if (lengths == NULL && batch->size > 0)
@@ -688,7 +708,15 @@ static attn_status forward_loss(const char *fn, attn_model *model, attn_graph *g
     ATTN_TRY(forward_logits(fn, model, graph, batch, &logits));
     int64_t rows = batch->size;
     const int32_t *labels = batch->labels;
-    if (!classifier) {
+    if (c->arch == ATTN_ARCH_TRANSFORMER_MLM) {
+        /* Row (b, t) predicts the original token at a chosen position; the others are -1. */
+        rows = batch->size * batch->src_len;
+        labels = batch->mlm_targets;
+        for (int64_t r = 0; r < rows; r++)
+            ATTN_CHECK_ARG(labels[r] >= -1 && labels[r] < c->src_vocab,
+                           "%s: mlm_targets[%lld] = %d is outside [-1, %lld)", fn, (long long)r,
+                           (int)labels[r], (long long)c->src_vocab);
+    } else if (!classifier) {
         /* Row (b, t) predicts tgt[b, t + 1]; rows past the target's end are ignored (-1). */
         const int64_t steps = batch->tgt_len - 1;
         rows = batch->size * steps;
