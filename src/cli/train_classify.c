@@ -95,38 +95,6 @@ static void report_classes(const attn_corpus *train, const attn_labels *labels)
     free(counts);
 }
 
-/* The model the flags describe, with the block options, the data's vocabulary and classes, and
- * a max_len that covers the longest text (and the classification token). */
-static int describe(const train_args *a, const attn_model_config *described, int64_t vocabulary,
-                    int64_t classes, int64_t longest, attn_model_config *c)
-{
-    *c = *described;
-    if (train_args_given(a, "--norm"))
-        c->norm = (attn_norm_kind)a->norm;
-    if (train_args_given(a, "--ffn-kind"))
-        c->ffn = (attn_ffn_kind)a->ffn_kind;
-    if (train_args_given(a, "--positions"))
-        c->positions = (attn_positions)a->positions;
-    if (a->no_bias)
-        c->bias = c->output_bias = 0;
-    c->src_vocab = vocabulary;
-    c->num_classes = classes;
-    const int64_t needed = longest + (c->pooling == ATTN_POOLING_CLS ? 1 : 0);
-    if (needed > c->max_len) {
-        if (a->config != NULL) {
-            fprintf(stderr,
-                    "attn train: --config %s: max_len %lld is below the longest text (%lld "
-                    "positions with the classification token)\n",
-                    a->config, (long long)c->max_len, (long long)needed);
-            return 1;
-        }
-        c->max_len = needed;
-    }
-    if (attn_model_config_validate(c) != ATTN_OK)
-        return train_usage_error("the model: %s", attn_last_error());
-    return 0;
-}
-
 int train_classify_prepare(const train_args *a, const attn_model_config *described,
                            attn_tensor_file *resume_file, train_classify_data *d,
                            attn_model **model, attn_trainer_options *o)
@@ -163,27 +131,8 @@ int train_classify_prepare(const train_args *a, const attn_model_config *describ
         (attn_corpus_encode_labelled(d->train, tokenizer, labels) != ATTN_OK ||
          (d->valid != NULL && attn_corpus_encode_labelled(d->valid, tokenizer, labels) != ATTN_OK)))
         code = library_failure();
-    if (code == 0 && a->max_len > 0) {
-        int64_t dropped_train = 0, dropped_valid = 0;
-        if (attn_corpus_drop_longer(d->train, a->max_len, a->max_len, &dropped_train) != ATTN_OK ||
-            (d->valid != NULL &&
-             attn_corpus_drop_longer(d->valid, a->max_len, a->max_len, &dropped_valid) != ATTN_OK))
-            code = library_failure();
-        else if (dropped_train + dropped_valid > 0)
-            fprintf(stderr,
-                    "attn train: skipped %lld training and %lld validation lines longer than "
-                    "--max-len %lld tokens\n",
-                    (long long)dropped_train, (long long)dropped_valid, (long long)a->max_len);
-        if (code == 0 && (attn_corpus_size(d->train) == 0 ||
-                          (d->valid != NULL && attn_corpus_size(d->valid) == 0))) {
-            fprintf(stderr,
-                    "attn train: every %s line is longer than --max-len %lld tokens; raise it "
-                    "(0: no limit)\n",
-                    attn_corpus_size(d->train) == 0 ? "training" : "validation",
-                    (long long)a->max_len);
-            code = 1;
-        }
-    }
+    if (code == 0)
+        code = train_drop_long_lines(a, d->train, d->valid);
     if (code == 0 && (attn_tokenizer_to_json(tokenizer, &d->tokenizer_json) != ATTN_OK ||
                       attn_labels_to_json(labels, &d->labels_json) != ATTN_OK))
         code = library_failure();
@@ -212,30 +161,12 @@ int train_classify_prepare(const train_args *a, const attn_model_config *describ
         return 0;
     }
     attn_model_config c;
-    code = describe(a, described, vocabulary, classes, longest, &c);
+    code = train_fit_encoder_to_data(a, described, vocabulary, classes, longest, &c);
     if (code != 0)
         return code;
     if (attn_model_create(&c, model) != ATTN_OK || attn_model_init(*model, (uint64_t)a->seed))
         return library_failure();
-    /* Batches as translation sizes them: about 100 an epoch, by the text's tokens (a label
-     * is one token of the budget). */
-    int64_t tokens = 0;
-    for (int64_t i = 0; i < attn_corpus_size(d->train); i++) {
-        const int32_t *ids;
-        int64_t length;
-        attn_corpus_source_ids(d->train, i, &ids, &length);
-        tokens += length + 1;
-    }
-    const int64_t batch_tokens = train_args_given(a, "--batch-tokens")
-                                     ? a->batch_tokens
-                                     : train_default_batch_tokens(tokens);
-    attn_batcher *counting = NULL;
-    attn_batcher_config in_order = {batch_tokens, 0, 0};
-    if (attn_batcher_create(d->train, &in_order, &counting) != ATTN_OK)
-        return library_failure();
-    const int64_t batches = attn_batcher_num_batches(counting);
-    attn_batcher_destroy(counting);
-    if (train_options_for_new_run(a, c.d_model, batch_tokens, batches, o) != ATTN_OK)
+    if (train_options_for_corpus(a, d->train, c.d_model, o) != ATTN_OK)
         return library_failure();
     return 0;
 }
