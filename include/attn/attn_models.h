@@ -242,6 +242,16 @@ ATTN_API attn_status attn_model_from_file(const attn_tensor_file *file, const ch
  * fp32 model only. */
 ATTN_API attn_status attn_model_load_weights(attn_model *model, const attn_tensor_file *file);
 
+/* Transfer (BERT's fine-tuning): copies a masked language model's encoder (arch
+ * "transformer_mlm": embeddings, positions, layers, final norm; every parameter but its output
+ * bias) into a classifier by name, bit for bit. The classifier's encoder must have the same
+ * shapes (a config made from the encoder's, with arch, num_classes, pooling, dropout and label
+ * smoothing of its own); its pooling and classifier layer are left as they are (a new head).
+ * *encoder_floats (may be NULL) gets where the encoder ends in the classifier's parameter
+ * buffer, the trainer's frozen_floats for training the head alone. Both models fp32. */
+ATTN_API attn_status attn_model_copy_encoder(attn_model *classifier, const attn_model *encoder,
+                                             int64_t *encoder_floats);
+
 /* Inference in a lower precision: every matrix of the model (projections, embeddings, the
  * output layer) is rounded to bf16 or quantized to int8 per output row (symmetric, an fp32
  * scale per row), and the model's fp32 values become those stored values, so the encoder

@@ -253,6 +253,65 @@ attn_status attn_model_load_weights(attn_model *model, const attn_tensor_file *f
     return attn_params_load(model->params, file, ATTN_PARAM_VALUES, NULL);
 }
 
+attn_status attn_model_copy_encoder(attn_model *classifier, const attn_model *encoder,
+                                    int64_t *encoder_floats)
+{
+    const char *fn = __func__;
+    ATTN_CHECK_NOT_NULL(classifier);
+    ATTN_CHECK_NOT_NULL(encoder);
+    ATTN_CHECK_ARG(classifier->config.arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER &&
+                       encoder->config.arch == ATTN_ARCH_TRANSFORMER_MLM,
+                   "%s: copies a masked language model's encoder (arch transformer_mlm) into a "
+                   "classifier (arch transformer_classifier)",
+                   fn);
+    ATTN_CHECK_ARG(classifier->precision == ATTN_PRECISION_FP32 &&
+                       encoder->precision == ATTN_PRECISION_FP32,
+                   "%s: both models must hold fp32 weights", fn);
+    const attn_params *from = encoder->params;
+    attn_params *to = classifier->params;
+    /* The encoder's parameters are registered first in both, so they are a prefix of the
+     * classifier's: the head starts at its first parameter the encoder lacks. */
+    int64_t end = (int64_t)attn_params_buffer_floats(to);
+    size_t copied = 0;
+    for (size_t i = 0; i < attn_params_count(to); i++) {
+        attn_param_info mine, theirs;
+        attn_param_id id;
+        ATTN_TRY(attn_params_info(to, (attn_param_id)i, &mine));
+        if (attn_params_find(from, mine.name, &id) != ATTN_OK) {
+            attn_clear_error();
+            if (end == (int64_t)attn_params_buffer_floats(to))
+                end = (int64_t)mine.offset;
+            continue;
+        }
+        ATTN_TRY(attn_params_info(from, id, &theirs));
+        if (theirs.ndim != mine.ndim ||
+            memcmp(theirs.shape, mine.shape, (size_t)mine.ndim * sizeof *mine.shape) != 0)
+            return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                             "%s: %s has another shape in the encoder (%lld values) than in the "
+                             "classifier (%lld): make the classifier's config from the encoder's",
+                             fn, mine.name, (long long)theirs.numel, (long long)mine.numel);
+        ATTN_CHECK_ARG((int64_t)mine.offset < end,
+                       "%s: the classifier's %s comes after its head; the encoder must come first",
+                       fn, mine.name);
+        memcpy(attn_params_data(to, (attn_param_id)i, ATTN_PARAM_VALUES),
+               attn_params_data(from, id, ATTN_PARAM_VALUES), (size_t)mine.numel * sizeof(float));
+        copied++;
+    }
+    /* Every encoder parameter has found its place; only the output bias stays behind. */
+    attn_param_id bias;
+    const size_t head = attn_params_find(from, "generator.bias", &bias) == ATTN_OK ? 1 : 0;
+    attn_clear_error();
+    if (copied + head != attn_params_count(from))
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                         "%s: the classifier took %zu of the encoder's %zu parameters: make the "
+                         "classifier's config from the encoder's",
+                         fn, copied, attn_params_count(from) - head);
+    attn_params_values_changed(to);
+    if (encoder_floats != NULL)
+        *encoder_floats = end;
+    return ATTN_OK;
+}
+
 /* The stored config JSON. Looked up entry by entry: a file without metadata is common here
  * (plain weight files) and must give this message. */
 static attn_status find_config(const attn_tensor_file *file, const char *fn, const char *name,

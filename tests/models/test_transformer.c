@@ -419,6 +419,63 @@ static void test_mlm_loss_counts_only_chosen_positions(void)
     attn_model_destroy(m);
 }
 
+/* A classifier made from a masked language model's config takes every encoder parameter bit
+ * for bit and keeps its own head; where the encoder ends is where its head starts. */
+static void test_classifier_takes_the_encoder(void)
+{
+    attn_model_config e = tiny_config(ATTN_ARCH_TRANSFORMER_MLM);
+    e.positions = ATTN_POSITIONS_LEARNED;
+    attn_model *encoder = new_model(&e, 7, MODEL_OWN_INIT);
+    randomise(encoder, 8);
+    attn_model_config c = e;
+    c.arch = ATTN_ARCH_TRANSFORMER_CLASSIFIER;
+    c.num_classes = 3;
+    c.pooling = ATTN_POOLING_ATTENTION;
+    attn_model *classifier = new_model(&c, 9, MODEL_OWN_INIT);
+    attn_params *to = attn_model_params(classifier);
+    const attn_params *from = attn_model_params(encoder);
+    attn_param_id head;
+    CHECK_OK(attn_params_find(to, "pooling.proj.weight", &head));
+    attn_param_info head_info;
+    CHECK_OK(attn_params_info(to, head, &head_info));
+    float *before = test_alloc(attn_params_buffer_floats(to) * sizeof(float));
+    memcpy(before, attn_params_buffer(to, ATTN_PARAM_VALUES),
+           attn_params_buffer_floats(to) * sizeof(float));
+    int64_t encoder_floats = -1;
+    CHECK_OK(attn_model_copy_encoder(classifier, encoder, &encoder_floats));
+    CHECK(encoder_floats == (int64_t)head_info.offset, "the encoder ends at the head: %lld, %zu",
+          (long long)encoder_floats, head_info.offset);
+    size_t copied = 0;
+    for (size_t i = 0; i < attn_params_count(to); i++) {
+        attn_param_info info;
+        attn_param_id id;
+        CHECK_OK(attn_params_info(to, (attn_param_id)i, &info));
+        const float *now = attn_params_data(to, (attn_param_id)i, ATTN_PARAM_VALUES);
+        if (attn_params_find(from, info.name, &id) == ATTN_OK) {
+            CHECK(memcmp(now, attn_params_data(from, id, ATTN_PARAM_VALUES),
+                         (size_t)info.numel * sizeof(float)) == 0,
+                  "%s is the encoder's, bit for bit", info.name);
+            copied++;
+        } else {
+            attn_clear_error();
+            CHECK(memcmp(now, before + info.offset, (size_t)info.numel * sizeof(float)) == 0,
+                  "%s (the head) is left as it was", info.name);
+        }
+    }
+    CHECK(copied + 1 == attn_params_count(from), "every encoder parameter but generator.bias");
+    /* A classifier of another shape, or the models the wrong way round, are refused. */
+    CHECK_FAILS(attn_model_copy_encoder(encoder, classifier, NULL), ATTN_ERR_INVALID_ARGUMENT);
+    attn_model_config wider = c;
+    wider.ffn_dim = 16;
+    attn_model *other = new_model(&wider, 9, MODEL_OWN_INIT);
+    CHECK_FAILS(attn_model_copy_encoder(other, encoder, NULL), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(attn_last_error(), "linear1.weight") != NULL, "%s", attn_last_error());
+    attn_model_destroy(other);
+    free(before);
+    attn_model_destroy(classifier);
+    attn_model_destroy(encoder);
+}
+
 static void test_padding_and_future_are_invisible(void)
 {
     attn_model_config c = tiny_config(ATTN_ARCH_TRANSFORMER);
@@ -810,6 +867,7 @@ int main(void)
     RUN_TEST(test_model_gradients_match_finite_differences);
     RUN_TEST(test_every_isa_matches_the_reference);
     RUN_TEST(test_mlm_loss_counts_only_chosen_positions);
+    RUN_TEST(test_classifier_takes_the_encoder);
     RUN_TEST(test_padding_and_future_are_invisible);
     RUN_TEST(test_save_and_load_give_identical_logits);
     RUN_TEST(test_no_arena_growth_after_the_first_step);
