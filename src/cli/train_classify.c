@@ -55,6 +55,117 @@ static int read_checkpoint(const train_args *a, attn_tensor_file *file, attn_mod
     return status == ATTN_OK ? 0 : library_failure();
 }
 
+/* What a model file other than a masked language model holds, for the message refusing it. */
+static const char *what_it_holds(attn_model_arch arch)
+{
+    switch (arch) {
+    case ATTN_ARCH_TRANSFORMER:
+        return "a translation model (arch transformer)";
+    case ATTN_ARCH_TRANSFORMER_CLASSIFIER:
+        return "a classifier (arch transformer_classifier)";
+    case ATTN_ARCH_TRANSFORMER_LM:
+        return "a causal language model (arch transformer_lm)";
+    case ATTN_ARCH_RNN:
+        return "an rnn encoder-decoder (arch rnn)";
+    case ATTN_ARCH_TRANSFORMER_MLM:
+        break;
+    }
+    return "a masked language model";
+}
+
+/* --init's pretrained encoder and the tokenizer it learned, which the classifier must read its
+ * text with (the embedding's rows are that tokenizer's ids). */
+static int read_encoder(const train_args *a, attn_model **encoder, attn_tokenizer **tokenizer)
+{
+    attn_tensor_file *file = NULL;
+    attn_bundle *bundle = NULL;
+    if (attn_tensor_file_open(a->init, &file) != ATTN_OK ||
+        attn_bundle_from_file(file, a->init, &bundle) != ATTN_OK) {
+        cli_library_error_in("train", "--init %s", a->init);
+        attn_tensor_file_close(file);
+        return 1;
+    }
+    attn_tensor_file_close(file);
+    const attn_model_arch arch = attn_bundle_config(bundle)->arch;
+    if (arch != ATTN_ARCH_TRANSFORMER_MLM) {
+        attn_bundle_destroy(bundle);
+        return train_usage_error("--init %s holds %s, not a pretrained encoder: give a masked "
+                                 "language model that 'attn train --task mlm' wrote, or leave "
+                                 "--init out to train the classifier from scratch",
+                                 a->init, what_it_holds(arch));
+    }
+    attn_tokenizer *target = NULL;
+    const attn_status status = attn_bundle_release(bundle, encoder, tokenizer, &target);
+    attn_tokenizer_destroy(target);
+    return status == ATTN_OK ? 0 : library_failure();
+}
+
+/* The shape flags given with --init must be the encoder's: the weights cannot be reshaped. */
+static int check_flags_match_encoder(const train_args *a, const attn_model_config *e)
+{
+    const struct {
+        const char *flag;
+        long long asked, has;
+    } shape[] = {
+        {"--layers", (long long)a->layers, (long long)e->encoder_layers},
+        {"--d-model", (long long)a->d_model, (long long)e->d_model},
+        {"--heads", (long long)a->heads, (long long)e->num_heads},
+        {"--ffn", (long long)a->ffn, (long long)e->ffn_dim},
+        {"--norm", a->norm, e->norm},
+        {"--ffn-kind", a->ffn_kind, e->ffn},
+        {"--positions", a->positions, e->positions},
+        {"--no-bias", 0, !e->bias},
+    };
+    for (size_t i = 0; i < sizeof shape / sizeof *shape; i++) {
+        const int no_bias = strcmp(shape[i].flag, "--no-bias") == 0;
+        if (!train_args_given(a, shape[i].flag) || (no_bias ? shape[i].has : shape[i].asked ==
+                                                                                 shape[i].has))
+            continue;
+        if (no_bias || strcmp(shape[i].flag, "--norm") == 0 ||
+            strcmp(shape[i].flag, "--ffn-kind") == 0 || strcmp(shape[i].flag, "--positions") == 0)
+            return train_usage_error("%s disagrees with the encoder of --init %s: leave it out "
+                                     "(the encoder's shape and blocks come from --init)",
+                                     shape[i].flag, a->init);
+        return train_usage_error("%s %lld disagrees with the encoder of --init %s, which has %lld: "
+                                 "leave %s out (the encoder's shape comes from --init)",
+                                 shape[i].flag, shape[i].asked, a->init, shape[i].has,
+                                 shape[i].flag);
+    }
+    return 0;
+}
+
+/* The classifier over --init's encoder: its config with the run's classes, pooling, dropout
+ * and label smoothing, its weights copied, and with --freeze-encoder the trainer told to keep
+ * them. */
+static int classifier_from_encoder(const train_args *a, const attn_model_config *described,
+                                   const attn_model *encoder, int64_t classes, int64_t longest,
+                                   attn_model **model, int64_t *encoder_floats)
+{
+    attn_model_config c = *attn_model_get_config(encoder);
+    c.arch = ATTN_ARCH_TRANSFORMER_CLASSIFIER;
+    c.num_classes = classes;
+    c.pooling = described->pooling;
+    c.dropout = described->dropout;
+    c.label_smoothing = described->label_smoothing;
+    const int64_t needed = longest + (c.pooling == ATTN_POOLING_CLS);
+    if (needed > c.max_len) {
+        fprintf(stderr,
+                "attn train: a text has %lld positions%s, beyond the max_len %lld of --init %s's "
+                "encoder: leave longer lines out (--max-len %lld)\n",
+                (long long)needed,
+                c.pooling == ATTN_POOLING_CLS ? " with the classification token" : "",
+                (long long)c.max_len, a->init,
+                (long long)(c.max_len - (c.pooling == ATTN_POOLING_CLS)));
+        return 1;
+    }
+    if (attn_model_config_validate(&c) != ATTN_OK)
+        return train_usage_error("the model: %s", attn_last_error());
+    if (attn_model_create(&c, model) != ATTN_OK || attn_model_init(*model, (uint64_t)a->seed) ||
+        attn_model_copy_encoder(*model, encoder, encoder_floats) != ATTN_OK)
+        return library_failure();
+    return 0;
+}
+
 /* Lines per class, and a note when the classes are far from balanced: a model that always
  * answers the largest class then scores its share, which accuracy alone hides. */
 static void report_classes(const attn_corpus *train, const attn_labels *labels)
@@ -101,6 +212,7 @@ int train_classify_prepare(const train_args *a, const attn_model_config *describ
 {
     attn_tokenizer *tokenizer = NULL;
     attn_labels *labels = NULL;
+    attn_model *encoder = NULL;
     int code = 0;
     if (attn_corpus_read_labelled(a->train, &d->train) != ATTN_OK ||
         (a->valid != NULL && attn_corpus_read_labelled(a->valid, &d->valid) != ATTN_OK))
@@ -118,12 +230,18 @@ int train_classify_prepare(const train_args *a, const attn_model_config *describ
         }
     } else {
         attn_tokenizer_config config;
-        if (train_hold_out_validation(a, (uint64_t)a->seed, "lines", d->train, &d->valid) !=
-                ATTN_OK ||
-            attn_tokenizer_config_parse(a->src_tokens, &config) != ATTN_OK ||
-            attn_tokenizer_train(&config, attn_corpus_sources(d->train), attn_corpus_size(d->train),
-                                 &tokenizer) != ATTN_OK ||
-            attn_labels_from_corpus(d->train, &labels) != ATTN_OK)
+        if (a->init != NULL)
+            code = read_encoder(a, &encoder, &tokenizer);
+        if (code == 0 && a->init != NULL)
+            code = check_flags_match_encoder(a, attn_model_get_config(encoder));
+        if (code == 0 &&
+            (train_hold_out_validation(a, (uint64_t)a->seed, "lines", d->train, &d->valid) !=
+                 ATTN_OK ||
+             (tokenizer == NULL &&
+              (attn_tokenizer_config_parse(a->src_tokens, &config) != ATTN_OK ||
+               attn_tokenizer_train(&config, attn_corpus_sources(d->train),
+                                    attn_corpus_size(d->train), &tokenizer) != ATTN_OK)) ||
+             attn_labels_from_corpus(d->train, &labels) != ATTN_OK))
             code = library_failure();
     }
     /* Encoding names the line of a label only the validation file has. */
@@ -145,8 +263,10 @@ int train_classify_prepare(const train_args *a, const attn_model_config *describ
     const int64_t classes = attn_labels_count(labels);
     attn_tokenizer_destroy(tokenizer);
     attn_labels_destroy(labels);
-    if (code != 0)
+    if (code != 0) {
+        attn_model_destroy(encoder);
         return code;
+    }
 
     if (resume_file != NULL) {
         const attn_model_config *c = attn_model_get_config(*model);
@@ -160,13 +280,30 @@ int train_classify_prepare(const train_args *a, const attn_model_config *describ
         }
         return 0;
     }
-    attn_model_config c;
-    code = train_fit_encoder_to_data(a, described, vocabulary, classes, longest, &c);
+    int64_t encoder_floats = 0;
+    if (encoder != NULL) {
+        code = classifier_from_encoder(a, described, encoder, classes, longest, model,
+                                       &encoder_floats);
+        attn_model_destroy(encoder);
+    } else {
+        attn_model_config c;
+        code = train_fit_encoder_to_data(a, described, vocabulary, classes, longest, &c);
+        if (code == 0 && (attn_model_create(&c, model) != ATTN_OK ||
+                          attn_model_init(*model, (uint64_t)a->seed) != ATTN_OK))
+            code = library_failure();
+    }
     if (code != 0)
         return code;
-    if (attn_model_create(&c, model) != ATTN_OK || attn_model_init(*model, (uint64_t)a->seed))
+    if (train_options_for_corpus(a, d->train, attn_model_get_config(*model)->d_model, o) !=
+        ATTN_OK)
         return library_failure();
-    if (train_options_for_corpus(a, d->train, c.d_model, o) != ATTN_OK)
-        return library_failure();
+    if (a->init != NULL) {
+        fprintf(stderr, "attn train: the encoder and its tokenizer come from --init %s; %s\n",
+                a->init,
+                a->freeze_encoder ? "--freeze-encoder: only the new head learns"
+                                  : "the encoder learns on with the new head");
+        if (a->freeze_encoder)
+            o->frozen_floats = encoder_floats;
+    }
     return 0;
 }
