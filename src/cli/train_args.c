@@ -443,9 +443,9 @@ static int check_encoder_args(const train_args *a)
                                      "read with --src-tokens)",
                                      not_here[i], task, data);
     if (a->arch == ATTN_ARCH_RNN)
-        return train_usage_error("--task %s trains a Transformer encoder; an RNN encoder is not "
-                                 "there yet (leave out --arch rnn)",
-                                 task);
+        return train_usage_error("--task %s trains a Transformer encoder; an RNN %s is not there "
+                                 "yet (leave out --arch rnn)",
+                                 task, classify ? "classifier" : "masked language model");
     if (a->train == NULL)
         return train_usage_error("--task %s: give the %s as --train FILE", task, data);
     if (!classify && a->init != NULL)
