@@ -106,23 +106,21 @@ static int check_flags_match_encoder(const train_args *a, const attn_model_confi
     const struct {
         const char *flag;
         long long asked, has;
+        int size; /* a number worth printing, not a kind */
     } shape[] = {
-        {"--layers", (long long)a->layers, (long long)e->encoder_layers},
-        {"--d-model", (long long)a->d_model, (long long)e->d_model},
-        {"--heads", (long long)a->heads, (long long)e->num_heads},
-        {"--ffn", (long long)a->ffn, (long long)e->ffn_dim},
-        {"--norm", a->norm, e->norm},
-        {"--ffn-kind", a->ffn_kind, e->ffn},
-        {"--positions", a->positions, e->positions},
-        {"--no-bias", 0, !e->bias},
+        {"--layers", (long long)a->layers, (long long)e->encoder_layers, 1},
+        {"--d-model", (long long)a->d_model, (long long)e->d_model, 1},
+        {"--heads", (long long)a->heads, (long long)e->num_heads, 1},
+        {"--ffn", (long long)a->ffn, (long long)e->ffn_dim, 1},
+        {"--norm", a->norm, e->norm, 0},
+        {"--ffn-kind", a->ffn_kind, e->ffn, 0},
+        {"--positions", a->positions, e->positions, 0},
+        {"--no-bias", 1, !e->bias, 0}, /* given: no bias asked for */
     };
     for (size_t i = 0; i < sizeof shape / sizeof *shape; i++) {
-        const int no_bias = strcmp(shape[i].flag, "--no-bias") == 0;
-        if (!train_args_given(a, shape[i].flag) || (no_bias ? shape[i].has : shape[i].asked ==
-                                                                                 shape[i].has))
+        if (!train_args_given(a, shape[i].flag) || shape[i].asked == shape[i].has)
             continue;
-        if (no_bias || strcmp(shape[i].flag, "--norm") == 0 ||
-            strcmp(shape[i].flag, "--ffn-kind") == 0 || strcmp(shape[i].flag, "--positions") == 0)
+        if (!shape[i].size)
             return train_usage_error("%s disagrees with the encoder of --init %s: leave it out "
                                      "(the encoder's shape and blocks come from --init)",
                                      shape[i].flag, a->init);
@@ -160,7 +158,8 @@ static int classifier_from_encoder(const train_args *a, const attn_model_config 
     }
     if (attn_model_config_validate(&c) != ATTN_OK)
         return train_usage_error("the model: %s", attn_last_error());
-    if (attn_model_create(&c, model) != ATTN_OK || attn_model_init(*model, (uint64_t)a->seed) ||
+    if (attn_model_create(&c, model) != ATTN_OK ||
+        attn_model_init(*model, (uint64_t)a->seed) != ATTN_OK ||
         attn_model_copy_encoder(*model, encoder, encoder_floats) != ATTN_OK)
         return library_failure();
     return 0;
