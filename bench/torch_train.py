@@ -2,7 +2,8 @@
 """PyTorch 1.13 training throughput of attn bench train's configurations, for comparison.
 
 Run with Debian's python3-torch:
-    /usr/bin/python3 bench/torch_train.py [--config small|base|both|gpt2] [--threads N] [--json]
+    /usr/bin/python3 bench/torch_train.py [--config small|base|both|gpt2|classify] [--threads N]
+        [--json]
     /usr/bin/python3 bench/torch_train.py --config gpt2 --batch 8 --context 256 ...
     OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 bench/torch_train.py ...
     /usr/bin/python3 bench/torch_train.py --autocast bf16 ...   # mixed precision (oneDNN)
@@ -23,6 +24,12 @@ as nanoGPT writes it for a PyTorch without F.scaled_dot_product_attention (1.13)
 learned position embeddings, pre-norm blocks with a fused QKV linear, the causal mask applied
 to the scores before the softmax, GELU (tanh), a final layer norm and the output tied to the
 token embedding without bias; no dropout, plain cross-entropy over batch x context tokens.
+
+classify is the word-language classifier of issue 32 as attn train --task classify picks it: an
+nn.TransformerEncoder (batch_first, post-norm, ReLU, dropout 0.1) over scaled embeddings plus
+sinusoidal positions, the mean of its states over each text's tokens, a linear layer to the 20
+classes, CrossEntropyLoss with label smoothing 0.1; its figure is text tokens per second (340
+texts of 12 tokens a batch; the JSON's tgt_tokens_per_s holds them, context is the text length).
 
 What limits PyTorch here, printed in the header and the JSON:
   - torch.get_num_threads() is 1 by default in this environment although 2 CPUs are usable;
@@ -60,6 +67,9 @@ CONFIGS = {
     "base": dict(d_model=512, heads=8, encoder_layers=6, decoder_layers=6, ffn=2048,
                  src_vocab=8000, tgt_vocab=8000, batch=32, src_len=30, tgt_len=30, dropout=0.1,
                  steps=8, warmup=2),
+    "classify": dict(classifier=True, d_model=256, heads=4, encoder_layers=3, ffn=1024,
+                     src_vocab=108, classes=20, batch=340, src_len=12, dropout=0.1, steps=20,
+                     warmup=3),
     "gpt2": dict(language_model=True, d_model=768, heads=12, layers=12, ffn=3072,
                  tgt_vocab=50257, batch=4, tgt_len=64, max_len=1024, dropout=0.0, steps=3,
                  warmup=1),
@@ -173,11 +183,40 @@ class Seq2SeqTransformer(nn.Module):
         return self.decode(tgt_in, memory, src_padding)
 
 
+class Classifier(nn.Module):
+    """A Transformer encoder, mean-pooled over each text's tokens, and a linear layer."""
+
+    def __init__(self, cfg, max_len=256):
+        super().__init__()
+        d = cfg["d_model"]
+        self.d_model = d
+        self.embed = nn.Embedding(cfg["src_vocab"], d, padding_idx=PAD_ID)
+        nn.init.normal_(self.embed.weight, std=d ** -0.5)
+        self.register_buffer("positions", sinusoidal_positions(max_len, d))
+        self.dropout = nn.Dropout(cfg["dropout"])
+        layer = nn.TransformerEncoderLayer(d_model=d, nhead=cfg["heads"],
+                                           dim_feedforward=cfg["ffn"], dropout=cfg["dropout"],
+                                           batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, num_layers=cfg["encoder_layers"],
+                                             norm=nn.LayerNorm(d))
+        self.head = nn.Linear(d, cfg["classes"])
+
+    def forward(self, src):
+        padding = src == PAD_ID
+        x = self.dropout(self.embed(src) * math.sqrt(self.d_model) + self.positions[:src.shape[1]])
+        states = self.encoder(x, src_key_padding_mask=padding)
+        keep = (~padding).unsqueeze(-1).to(states.dtype)
+        return self.head((states * keep).sum(1) / keep.sum(1))
+
+
 def random_batch(cfg, generator):
     """Source ids [B, S] and target ids [B, T + 1] (<s> first), all words, no padding; a
     language model's windows of T + 1 words and no source."""
     batch = cfg["batch"]
-    if cfg.get("language_model"):
+    if cfg.get("classifier"):
+        src = torch.randint(FIRST_WORD_ID, cfg["src_vocab"], (batch, cfg["src_len"]),
+                            generator=generator)
+        return src, torch.randint(0, cfg["classes"], (batch,), generator=generator)
         words = torch.randint(FIRST_WORD_ID, cfg["tgt_vocab"], (batch, cfg["tgt_len"] + 1),
                               generator=generator)
         return None, words
@@ -229,9 +268,12 @@ def peak_rss_mib():
 def measure(name, cfg, steps, warmup, autocast):
     torch.manual_seed(0)
     language_model = cfg.get("language_model", False)
-    model = (GPT(cfg) if language_model else Seq2SeqTransformer(cfg)).train()
+    classifier = cfg.get("classifier", False)
+    model = (GPT(cfg) if language_model else Classifier(cfg) if classifier
+             else Seq2SeqTransformer(cfg)).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
     loss_fn = (nn.CrossEntropyLoss() if language_model
+               else nn.CrossEntropyLoss(label_smoothing=0.1) if classifier
                else nn.CrossEntropyLoss(label_smoothing=0.1, ignore_index=PAD_ID))
     generator = torch.Generator().manual_seed(1)
     times, cpu_times, losses = [], [], []
@@ -240,8 +282,11 @@ def measure(name, cfg, steps, warmup, autocast):
         start, cpu_start = time.perf_counter(), time.process_time()
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast == "bf16"):
-            logits = model(tgt[:, :-1]) if language_model else model(src, tgt[:, :-1])
-            loss = loss_fn(logits.reshape(-1, logits.shape[-1]), tgt[:, 1:].reshape(-1))
+            if classifier:
+                loss = loss_fn(model(src), tgt)  # tgt: the texts' classes
+            else:
+                logits = model(tgt[:, :-1]) if language_model else model(src, tgt[:, :-1])
+                loss = loss_fn(logits.reshape(-1, logits.shape[-1]), tgt[:, 1:].reshape(-1))
         loss.backward()
         optimizer.step()
         elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
@@ -249,11 +294,12 @@ def measure(name, cfg, steps, warmup, autocast):
             times.append(elapsed)
             cpu_times.append(cpu)
             losses.append(loss.item())
-    tokens = cfg["batch"] * cfg["tgt_len"]
+    length = cfg["src_len"] if classifier else cfg["tgt_len"]
+    tokens = cfg["batch"] * length
     median = statistics.median(times)
     return {
         "bench": "torch_train", "config": name, "batch": cfg["batch"],
-        "context": cfg["tgt_len"],
+        "context": length,
         "tgt_tokens_per_s": round(tokens / median, 1),
         "tgt_tokens_per_step": tokens, "median_step_s": round(median, 5),
         "min_step_s": round(min(times), 5), "steps": steps, "warmup_steps": warmup,
@@ -327,7 +373,8 @@ def report(attn_path, torch_paths):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", choices=["small", "base", "both", "gpt2"], default="both")
+    parser.add_argument("--config", choices=["small", "base", "both", "gpt2", "classify"],
+                        default="both")
     parser.add_argument("--batch", type=int, help="sequences per batch (default: the config's)")
     parser.add_argument("--context", type=int, help="gpt2: tokens per sequence [64]")
     parser.add_argument("--steps", type=int, help="timed steps (default: 30 small, 8 base)")

@@ -16,6 +16,8 @@
 #   THREADS     threads for training and classifying (default 2)
 #   OUT         the run folder (default runs/classify-TASK)
 #   BUILD       the build folder holding attn (default build; built when attn is missing)
+#   TRAIN_OPTIONS  more `attn train` options, split at spaces (default none: the defaults'
+#               run), e.g. "--d-model 192 --ffn 768 --pooling attention"
 #
 # Writes to OUT: model.safetensors, train.jsonl, train.log, command.txt, test.pred (one
 # `label<TAB>probability` line per test line), test.scores.json (accuracy, macro-F1, per
@@ -70,6 +72,8 @@ rm -f "$out/model.safetensors" "$out/model.last.safetensors" "$out/train.jsonl" 
 train_command=("$attn" train --task classify --train "$data/train.tsv" --valid "$data/valid.tsv"
   --out "$out/model.safetensors" --time-limit "$time_limit" --threads "$threads"
   --log "$out/train.jsonl")
+read -r -a extra_options <<<"${TRAIN_OPTIONS:-}"
+train_command+=("${extra_options[@]}")
 printf '%q ' "${train_command[@]}" >"$out/command.txt"
 printf '\n' >>"$out/command.txt"
 printf '%s: training on %s for %s s\n' "$recipe" "$data/train.tsv" "$time_limit"

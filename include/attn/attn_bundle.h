@@ -174,6 +174,11 @@ ATTN_API const attn_labels *attn_bundle_classes(const attn_bundle *bundle);
  * softmax of the logits (no dropout, the graph's precision). */
 ATTN_API attn_status attn_bundle_classify(attn_bundle *bundle, int64_t n, const int32_t *const *ids,
                                           const int64_t *counts, float *probabilities);
+/* Which tokens the classifier's pooling reads in one text, ids of count >= 1 source ids:
+ * weights [count], as attn_model_pooling_weights gives them (the labels of the ids:
+ * attn_bundle_labels, side ATTN_BUNDLE_SOURCE). */
+ATTN_API attn_status attn_bundle_pooling_weights(attn_bundle *bundle, const int32_t *ids,
+                                                 int64_t count, float *weights);
 
 /* ---- ensembles and averaging ------------------------------------------------------------ */
 

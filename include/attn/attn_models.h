@@ -406,6 +406,15 @@ ATTN_API attn_status attn_model_attention_weights(attn_model *model, attn_graph 
                                                   attn_attention_kind kind, int64_t layer,
                                                   float *weights);
 
+/* Which tokens a classifier's pooling reads, for one text src [src_len]: weights [src_len],
+ * one per token. "attention": the learned query's weights a_t (they sum to 1); "mean": 1/src_len
+ * each; "cls": the classification token's attention in the last encoder layer, the mean over
+ * its heads, on each text token (its weight on itself left out, so they sum to at most 1).
+ * Runs on graph after resetting it, with dropout and recording off, and leaves it reset. */
+ATTN_API attn_status attn_model_pooling_weights(attn_model *model, attn_graph *graph,
+                                                const int32_t *src, int64_t src_len,
+                                                float *weights);
+
 /* ---- Decoding one step at a time --------------------------------------------------------- *
  *
  * A step decoder generates target tokens for a batch of rows in lockstep (greedy or beam

@@ -6,6 +6,8 @@ loaded once through libattn (attn_bundle.h): texts in, class probabilities out.
         clf.labels                          # ["neg", "pos"]: the classes, in the model's order
         clf.classify(["great film", "dull"])
         # [{"neg": 0.03, "pos": 0.97}, {"neg": 0.88, "pos": 0.12}]
+        clf.pooling("great film")
+        # [("great", 0.81), ("film", 0.19)]: the weight the pooling gives each token
 
 classify reads each text as `attn classify` reads a line (a "label<TAB>text" line as its text)
 and returns every class's probability, computed in batches of 64 as `attn classify` does.
@@ -19,6 +21,7 @@ from ._lib import OwnedHandle, c_int32_p, check, lib
 from .bundle import _take_ids
 
 _BATCH = 64  # texts classified together, as attn classify's --batch default
+_SOURCE_SIDE = 0  # ATTN_BUNDLE_SOURCE
 
 for _name, _restype, _argtypes in [
         ("attn_bundle_check_classifier", ctypes.c_int, [ctypes.c_void_p]),
@@ -27,7 +30,13 @@ for _name, _restype, _argtypes in [
         ("attn_labels_name", ctypes.c_char_p, [ctypes.c_void_p, ctypes.c_int64]),
         ("attn_bundle_classify", ctypes.c_int,
          [ctypes.c_void_p, ctypes.c_int64, ctypes.POINTER(c_int32_p),
-          ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_float)])]:
+          ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_float)]),
+        ("attn_bundle_pooling_weights", ctypes.c_int,
+         [ctypes.c_void_p, c_int32_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_float)]),
+        ("attn_bundle_labels", ctypes.c_int,
+         [ctypes.c_void_p, ctypes.c_int, c_int32_p, ctypes.c_int64,
+          ctypes.POINTER(ctypes.c_char_p)]),
+        ("attn_token_text_length", ctypes.c_size_t, [ctypes.c_char_p])]:
     getattr(lib, _name).restype = _restype
     getattr(lib, _name).argtypes = _argtypes
 
@@ -62,6 +71,20 @@ class Classifier(OwnedHandle):
         for start in range(0, len(encoded), _BATCH):
             out.extend(self._classify_batch(encoded[start:start + _BATCH]))
         return out
+
+    def pooling(self, text):
+        """Which tokens the pooling reads in text: (token, weight) pairs in the text's order, as
+        `attn viz --kind pooling` draws them (attention pooling: the learned query's weights;
+        mean: 1/n each; cls: the classification token's last-layer attention)."""
+        ids = self._encode(0, text)
+        row = (ctypes.c_int32 * len(ids))(*ids)
+        weights = (ctypes.c_float * len(ids))()
+        tokens = (ctypes.c_char_p * len(ids))()
+        check(lib.attn_bundle_pooling_weights(self._live(), row, len(ids), weights), "pooling")
+        check(lib.attn_bundle_labels(self._live(), _SOURCE_SIDE, row, len(ids), tokens), "pooling")
+        # A BPE token's end-of-word marker is not text.
+        return [(tokens[i][:lib.attn_token_text_length(tokens[i])].decode("utf-8"), weights[i])
+                for i in range(len(ids))]
 
     def _encode(self, index, text):
         if not isinstance(text, str):

@@ -71,3 +71,11 @@ attn_status attn_bundle_classify(attn_bundle *bundle, int64_t n, const int32_t *
     free(lengths);
     return status;
 }
+
+attn_status attn_bundle_pooling_weights(attn_bundle *bundle, const int32_t *ids, int64_t count,
+                                        float *weights)
+{
+    ATTN_TRY(attn_bundle_check_classifier(bundle));
+    return attn_model_pooling_weights(attn_bundle_model(bundle), attn_bundle_graph(bundle), ids,
+                                      count, weights);
+}

@@ -39,13 +39,18 @@ typedef struct train_shape {
     int64_t d_model, heads, layers, ffn, vocab, batch, src_len, tgt_len;
     int default_steps;
     int language_model; /* GPT: a decoder alone over windows of tgt_len tokens, no source */
+    int64_t classes;    /* a classifier: an encoder alone, mean-pooled, over src_len tokens */
 } train_shape;
 
 static const train_shape SHAPES[] = {
-    {"small", 256, 4, 3, 1024, 64, 64, 12, 10, 20, 0},
-    {"base", 512, 8, 6, 2048, 8000, 32, 30, 30, 6, 0},
+    {"small", 256, 4, 3, 1024, 64, 64, 12, 10, 20, 0, 0},
+    {"base", 512, 8, 6, 2048, 8000, 32, 30, 30, 6, 0, 0},
     /* GPT-2 124M as llm.c trains it (B 4, T 64 by default). */
-    {"gpt2", 768, 12, 12, 3072, 50257, 4, 0, 64, 3, 1},
+    {"gpt2", 768, 12, 12, 3072, 50257, 4, 0, 64, 3, 1, 0},
+    /* The word-language task's classifier as attn train --task classify picks it (2.4M
+     * parameters, 108 characters, 20 languages) on its batches of 4096 tokens: 340 words of
+     * 12 characters (the words are 10.4 on average). */
+    {"classify", 256, 4, 3, 1024, 108, 340, 12, 0, 20, 0, 20},
 };
 
 /* GPT-2's reach: --context may not exceed it. */
@@ -70,11 +75,13 @@ static double step_gflop(const train_shape *s)
     const double b = (double)s->batch, S = (double)s->src_len, T = (double)s->tgt_len;
     const double d = (double)s->d_model, f = (double)s->ffn, v = (double)s->vocab;
     const double ns = b * S, nt = b * T;
+    const double encoder = 8 * ns * d * d + 4 * b * S * S * d + 4 * ns * d * f;
+    if (s->classes > 0)
+        return 3 * (double)s->layers * encoder * 1e-9; /* the head is 2 b d classes: nothing */
     if (s->language_model) {
         const double block = 8 * nt * d * d + 4 * b * T * T * d + 4 * nt * d * f;
         return 3 * ((double)s->layers * block + 2 * nt * d * v) * 1e-9;
     }
-    const double encoder = 8 * ns * d * d + 4 * b * S * S * d + 4 * ns * d * f;
     const double decoder = 8 * nt * d * d + 4 * b * T * T * d + 4 * nt * d * d + 4 * ns * d * d +
                            4 * b * T * S * d + 4 * nt * d * f;
     const double forward = (double)s->layers * (encoder + decoder) + 2 * nt * d * v;
@@ -107,12 +114,21 @@ static attn_model_config shape_config(const train_shape *s)
 {
     if (s->language_model)
         return cli_gpt2_config();
-    attn_model_config c = attn_model_config_default(ATTN_ARCH_TRANSFORMER);
+    attn_model_config c = attn_model_config_default(
+        s->classes > 0 ? ATTN_ARCH_TRANSFORMER_CLASSIFIER : ATTN_ARCH_TRANSFORMER);
     c.d_model = s->d_model;
     c.num_heads = s->heads;
-    c.encoder_layers = c.decoder_layers = s->layers;
+    c.encoder_layers = s->layers;
+    c.decoder_layers = s->classes > 0 ? 0 : s->layers;
     c.ffn_dim = s->ffn;
-    c.src_vocab = c.tgt_vocab = s->vocab;
+    c.src_vocab = s->vocab;
+    c.tgt_vocab = s->classes > 0 ? 0 : s->vocab;
+    c.num_classes = s->classes;
+    if (s->classes > 0) {
+        c.dropout = 0.1;
+        c.label_smoothing = 0.1;
+        return c;
+    }
     c.dropout = 0.1;
     c.label_smoothing = 0.1;
     c.tie_output = 1;
@@ -135,11 +151,12 @@ static void free_run(train_run *run)
 }
 
 /* Random word ids (4.. as attn's vocabularies number them after <pad> <s> </s> <unk>) of
- * exactly the configured lengths; each target starts with <s> and scores tgt_len tokens. */
+ * exactly the configured lengths; each target starts with <s> and scores tgt_len tokens; a
+ * classifier's texts have random classes instead. */
 static int make_batch(const train_shape *s, train_run *run, attn_model_batch *batch)
 {
     const int64_t tgt_len = s->tgt_len + 1;
-    const size_t n = (size_t)(s->batch * (s->src_len + tgt_len + 2));
+    const size_t n = (size_t)(s->batch * (s->src_len + tgt_len + 3));
     run->ids = malloc(n * sizeof *run->ids);
     if (run->ids == NULL)
         return 0;
@@ -159,6 +176,14 @@ static int make_batch(const train_shape *s, train_run *run, attn_model_batch *ba
     }
     *batch = (attn_model_batch){s->batch,    s->src_len, src,  src_lengths, tgt_len, tgt,
                                 tgt_lengths, NULL,       NULL, 0,           0.0, NULL};
+    if (s->classes > 0) {
+        int32_t *labels = tgt_lengths + s->batch;
+        for (int64_t b = 0; b < s->batch; b++)
+            labels[b] = (int32_t)attn_rng_below(&rng, (uint64_t)s->classes);
+        batch->tgt_len = 0;
+        batch->tgt = batch->tgt_lengths = NULL;
+        batch->labels = labels;
+    }
     return 1;
 }
 
@@ -262,16 +287,16 @@ typedef struct bench_train_args {
     int64_t batch, context; /* 0: the config's */
 } bench_train_args;
 
-static const char *const config_names[] = {"small", "base", "both", "gpt2", NULL};
+static const char *const config_names[] = {"small", "base", "both", "gpt2", "classify", NULL};
 static const char *const precision_names[] = {"fp32", "bf16", NULL};
 static const int precision_values[] = {ATTN_PRECISION_FP32, ATTN_PRECISION_BF16};
 
 static const cli_option bench_train_options[] = {
-    {CLI_OPTION("--config", CLI_CHOICE, offsetof(bench_train_args, config), "small|base|both|gpt2",
-                "the model sizes timed (both: small and base)"),
+    {CLI_OPTION("--config", CLI_CHOICE, offsetof(bench_train_args, config),
+                "small|base|both|gpt2|classify", "the model sizes timed (both: small and base)"),
      .choices = config_names, .show_default = 1},
     {CLI_OPTION("--batch", CLI_INT, offsetof(bench_train_args, batch), "B",
-                "sentences (gpt2: sequences) per batch [the config's]"),
+                "sentences (gpt2: sequences; classify: texts) per batch [the config's]"),
      .min = 1, .max = 1 << 16},
     {CLI_OPTION("--context", CLI_INT, offsetof(bench_train_args, context), "T",
                 "gpt2: tokens per sequence [64]"),
@@ -294,7 +319,7 @@ static const cli_option bench_train_options[] = {
  * time is the bandwidth the all-reduce reached (docs/distributed.md). */
 static void print_ranks(const train_shape *s, const train_result *r, int ranks, int json)
 {
-    const double tokens = (double)(ranks * s->batch * s->tgt_len);
+    const double tokens = (double)(ranks * s->batch * (s->classes > 0 ? s->src_len : s->tgt_len));
     const double bytes = (double)r->params * sizeof(float);
     const double ring_bytes = 2.0 * (ranks - 1) / ranks * bytes;
     if (json) {
@@ -366,6 +391,9 @@ static int bench_train(int argc, char **argv, int ranks)
              "  gpt2:  GPT-2 124M (12 layers, 12 heads, 768 wide, vocabulary 50257, learned\n"
              "         positions, pre-norm, GELU tanh, tied output), 4 sequences of 64 tokens\n"
              "         (--batch, --context), no dropout, as llm.c trains it\n"
+             "  classify: the word-language classifier (an encoder alone: d_model 256, 4 heads,\n"
+             "         3 layers, FFN 1024, 108 characters, mean pooling, 20 classes), 340 texts\n"
+             "         of 12 tokens; its figure is text tokens per second\n"
              "Both: dropout 0.1, label smoothing 0.1, output projection tied to the target\n"
              "embedding, Adam (betas 0.9/0.98, eps 1e-9). GFLOP/s count the matrix products\n"
              "(forward 2 flops per multiply-add, backward twice the forward): 23.5 GFLOP per\n"
@@ -377,7 +405,8 @@ static int bench_train(int argc, char **argv, int ranks)
              WARMUP_STEPS);
     const cli_command command = {
         "bench train",
-        "attn bench train [--config small|base|both|gpt2] [--steps N] [--threads N] [--json]\n"
+        "attn bench train [--config small|base|both|gpt2|classify] [--steps N] [--threads N]\n"
+        "                 [--json]\n"
         "                 [--precision fp32|bf16] [--batch B] [--context T]",
         description,
         bench_train_options,
@@ -409,7 +438,8 @@ static int bench_train(int argc, char **argv, int ranks)
     for (size_t c = 0; c < sizeof SHAPES / sizeof SHAPES[0]; c++) {
         train_shape shape = SHAPES[c];
         const train_shape *s = &shape;
-        if (strcmp(config, s->name) != 0 && (strcmp(config, "both") != 0 || s->language_model))
+        if (strcmp(config, s->name) != 0 &&
+            (strcmp(config, "both") != 0 || s->language_model || s->classes > 0))
             continue;
         if (a.batch > 0)
             shape.batch = a.batch;
@@ -420,7 +450,8 @@ static int bench_train(int argc, char **argv, int ranks)
         memset(&r, 0, sizeof r);
         if (!measure(s, precision, n_steps, &r))
             return 1;
-        const double tokens = (double)(s->batch * s->tgt_len);
+        /* A classifier's tokens are its texts'. */
+        const double tokens = (double)(s->batch * (s->classes > 0 ? s->src_len : s->tgt_len));
         const double tokens_per_s = tokens / r.step_s;
         if (json) {
             printf("{\"bench\": \"attn_train\", \"config\": \"%s\", \"batch\": %lld, "
@@ -430,15 +461,17 @@ static int bench_train(int argc, char **argv, int ranks)
                    "\"gflops\": %.1f, \"steps\": %d, \"warmup_steps\": %d, \"params\": %lld, "
                    "\"final_loss\": %.4f, \"arena_mib\": %.1f, \"arena_stable\": %s, "
                    "\"threads\": %d, \"isa\": \"%s\", \"precision\": \"%s\"}\n",
-                   s->name, (long long)s->batch, (long long)s->tgt_len, tokens_per_s, tokens,
+                   s->name, (long long)s->batch,
+                   (long long)(s->classes > 0 ? s->src_len : s->tgt_len), tokens_per_s, tokens,
                    r.step_s, r.cpu_s, r.gflop, r.gflop / r.step_s, n_steps, WARMUP_STEPS,
                    (long long)r.params, r.loss, (double)r.arena_bytes / (1024.0 * 1024.0),
                    r.arena_stable ? "true" : "false", used_threads, isa, precision_name);
         } else {
-            printf("%s: %.0f target tokens/s, %.1f GFLOP/s (median step %.1f ms wall, %.1f ms "
+            printf("%s: %.0f %s tokens/s, %.1f GFLOP/s (median step %.1f ms wall, %.1f ms "
                    "CPU over %d steps; %.0f tokens and %.1f GFLOP per step; %.2f M parameters; "
                    "arena %.1f MiB%s; loss %.3f)\n",
-                   s->name, tokens_per_s, r.gflop / r.step_s, r.step_s * 1e3, r.cpu_s * 1e3,
+                   s->name, tokens_per_s, s->classes > 0 ? "text" : "target", r.gflop / r.step_s,
+                   r.step_s * 1e3, r.cpu_s * 1e3,
                    n_steps, tokens, r.gflop, (double)r.params / 1e6,
                    (double)r.arena_bytes / (1024.0 * 1024.0),
                    r.arena_stable ? "" : ", GREW after the warm-up", r.loss);

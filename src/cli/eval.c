@@ -2,6 +2,7 @@
  * language model on a text (perplexity). */
 #include "attn/attn.h"
 #include "cli/commands.h"
+#include "cli/label_files.h"
 #include "cli/library_error.h"
 #include "cli/options.h"
 
@@ -396,38 +397,12 @@ static int score_perplexity(const eval_options *opt, const attn_lines *text)
     return 0;
 }
 
-/* The label of a line: the text before its first TAB (all of it without one). */
-static char *label_of(char *line)
-{
-    char *tab = strchr(line, '\t');
-    if (tab != NULL)
-        *tab = '\0';
-    return line;
-}
-
 static int score_labels(const eval_options *opt, attn_lines *gold, const char *hyp_name,
                         attn_lines *hyp)
 {
-    if (gold->count != hyp->count) {
-        fprintf(stderr,
-                "attn eval: %s has %lld lines but %s has %lld: give one predicted label "
-                "per gold line\n",
-                hyp_name, (long long)hyp->count, opt->refs.items[0], (long long)gold->count);
-        return EXIT_BAD_DATA;
-    }
-    for (int64_t i = 0; i < gold->count; i++) {
-        const char *names[2] = {opt->refs.items[0], hyp_name};
-        char *lines[2] = {label_of(gold->line[i]), label_of(hyp->line[i])};
-        for (int f = 0; f < 2; f++)
-            if (lines[f][0] == '\0') {
-                fprintf(stderr, "attn eval: %s:%lld: empty label\n", names[f], (long long)(i + 1));
-                return EXIT_BAD_DATA;
-            }
-    }
     attn_classification_report *r = NULL;
-    if (attn_classification_score((const char *const *)gold->line, (const char *const *)hyp->line,
-                                  gold->count, &r) != ATTN_OK)
-        return report_failure();
+    if (cli_score_labels("eval", opt->refs.items[0], gold, hyp_name, hyp, &r) != 0)
+        return EXIT_BAD_DATA;
     const int w = (int)opt->width;
     if (opt->score_only) {
         for (int k = 0; k < opt->n_metrics; k++)

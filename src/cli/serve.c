@@ -54,7 +54,8 @@ static const cli_command serve_command = {
     "Serves the model over HTTP: POST /v1/translate {\"text\": [...], \"beam\": 5, \"nbest\": 1,\n"
     "\"alignment\": false}, GET /v1/health, GET /v1/model (docs/serving.md); a language model\n"
     "answers POST /v1/generate {\"prompts\": [...], \"max_new_tokens\": 200, \"seed\": 0,\n"
-    "\"stream\": false, ...} instead of /v1/translate. Requests from all clients are decoded\n"
+    "\"stream\": false, ...} instead of /v1/translate, a classifier POST /v1/classify\n"
+    "{\"text\": [...], \"pooling\": false}. Requests from all clients are decoded\n"
     "together in batches of up to --max-batch sentences (or prompts). Prints\n"
     "'attn serve: listening on http://HOST:PORT' on stderr once it accepts requests.\n"
     "SIGTERM or SIGINT answers the requests already received, then exits 0.\n",

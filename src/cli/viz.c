@@ -1,6 +1,7 @@
 /* attn viz: attention heat maps and training curves as SVG, PNG or terminal text. */
 #include "attn/attn.h"
 #include "cli/commands.h"
+#include "cli/label_files.h"
 #include "cli/library_error.h"
 #include "cli/options.h"
 #include "cli/translator.h"
@@ -14,11 +15,14 @@
 
 typedef struct viz_args {
     const char *matrix, *log, *out, *title;
+    const char *gold, *predicted; /* --confusion's --ref and --hyp */
+    int confusion;
     const char *model, *source_text;
     int64_t layer, head; /* -1: the last layer; head -1: the mean, -2: all */
     int64_t beam;
-    int kind;       /* attn_attention_kind */
+    int kind;       /* attn_attention_kind, or VIZ_POOLING */
     int kind_given; /* --kind was on the command line (a language model has one kind) */
+    int layer_or_head_given, vmax_given;
     int64_t index;  /* -1: all */
     int64_t columns, cell, width;
     int colormap, style; /* attn_viz_colormap, attn_viz_text_style */
@@ -32,9 +36,11 @@ typedef struct viz_args {
 
 static const char *const all_word[] = {"all", NULL};
 static const int index_all[] = {-1}, head_all[] = {-2};
-static const char *const kind_names[] = {"cross", "self", "encoder", NULL};
+/* --kind pooling: which tokens a classifier's pooling reads, beside the attention kinds. */
+enum { VIZ_POOLING = 100 };
+static const char *const kind_names[] = {"cross", "self", "encoder", "pooling", NULL};
 static const int kind_values[] = {ATTN_CROSS_ATTENTION, ATTN_DECODER_SELF_ATTENTION,
-                                  ATTN_ENCODER_SELF_ATTENTION};
+                                  ATTN_ENCODER_SELF_ATTENTION, VIZ_POOLING};
 static const char *const colormap_names[] = {"blues", "greys", "grays", NULL};
 static const int colormap_values[] = {ATTN_VIZ_BLUES, ATTN_VIZ_GREYS, ATTN_VIZ_GREYS};
 static const char *const style_names[] = {"shades", "color", "colour", "ascii", NULL};
@@ -88,7 +94,9 @@ static const cli_option viz_options[] = {
          "</s>) down, source tokens along the top; self: the decoder's masked self-attention, the "
          "output token each position predicts down, the tokens it reads (<s>, then the output) "
          "along the top; encoder: the encoder's self-attention, source tokens on both axes "
-         "(Transformer models; self and encoder re-run the model on the output)"),
+         "(Transformer models; self and encoder re-run the model on the output). A classifier: "
+         "pooling (default), a strip of the weight its pooling gives each token, the predicted "
+         "class at its left (colour scale up to the largest weight unless --vmax), or encoder"),
      .min = 0, .max = 0, .choices = kind_names, .choice_values = kind_values},
     {CLI_OPTION("--layer", CLI_INT, FIELD(layer), "L",
                 "layer, from 0 (default: the last), of the decoder or encoder"),
@@ -100,6 +108,15 @@ static const cli_option viz_options[] = {
      .min = 0, .max = 1000000, .choices = all_word, .choice_values = head_all},
     {CLI_OPTION("--beam", CLI_INT, FIELD(beam), "K", "hypotheses kept; 1: greedy"), .min = 1,
      .max = ATTN_DECODE_MAX_BEAM, .show_default = 1},
+    {.kind = CLI_SECTION, .help = "a classifier's confusion matrix (heat map options apply too):"},
+    {CLI_OPTION("--confusion", CLI_FLAG, FIELD(confusion), NULL,
+                "draw the confusion matrix of --hyp's labels against --ref's, as attn eval "
+                "--metric accuracy prints it: rows the gold classes, columns the predicted, each "
+                "cell the share of its row's lines")},
+    {CLI_OPTION("--ref", CLI_STRING, FIELD(gold), "FILE",
+                "the gold labels, one per line (label<TAB>text lines count as their label)")},
+    {CLI_OPTION("--hyp", CLI_STRING, FIELD(predicted), "FILE",
+                "the predicted labels, line i for line i of --ref (attn classify's output)")},
     {.kind = CLI_SECTION, .help = "training curves:"},
     {CLI_OPTION(
         "--log", CLI_STRING, FIELD(log), "FILE[,FILE...]",
@@ -113,6 +130,7 @@ static const cli_command viz_command = {
     "viz",
     "attn viz --matrix FILE [--index N|all] [--out FILE.svg|FILE.png] [options]\n"
     "       attn viz --model MODEL --text TEXT [--out FILE.svg|FILE.png] [options]\n"
+    "       attn viz --confusion --ref GOLD --hyp PREDICTED [--out FILE.svg|FILE.png]\n"
     "       attn viz --log FILE.jsonl[,FILE.jsonl...] --out FILE.svg|FILE.png [--title TEXT]",
     "Draws attention weights as a heat map (output tokens down the left, source tokens\n"
     "along the top, a colour scale), or a training log's loss curves.\n",
@@ -147,6 +165,9 @@ static int parse_args(int argc, char **argv, viz_args *a)
     if (code != CLI_GO_ON)
         return code;
     a->kind_given = cli_was_given(&viz_command, given, "--kind");
+    a->layer_or_head_given = cli_was_given(&viz_command, given, "--layer") ||
+                             cli_was_given(&viz_command, given, "--head");
+    a->vmax_given = cli_was_given(&viz_command, given, "--vmax");
     a->heatmap.title = a->title;
     a->heatmap.colormap = (attn_viz_colormap)a->colormap;
     a->heatmap.vmin = (float)a->vmin;
@@ -156,9 +177,14 @@ static int parse_args(int argc, char **argv, viz_args *a)
     a->heatmap.cell_size = (int)a->cell;
     a->text.style = (attn_viz_text_style)a->style;
     a->text.width = (int)a->width;
-    if ((a->matrix != NULL) + (a->log != NULL) + (a->model != NULL) != 1)
-        return cli_usage_error(&viz_command,
-                               "give one of --matrix FILE, --log FILE or --model FILE");
+    if ((a->matrix != NULL) + (a->log != NULL) + (a->model != NULL) + a->confusion != 1)
+        return cli_usage_error(&viz_command, "give one of --matrix FILE, --log FILE, --model FILE "
+                                             "or --confusion");
+    if (a->confusion != (a->gold != NULL && a->predicted != NULL) ||
+        (!a->confusion && (a->gold != NULL || a->predicted != NULL)))
+        return cli_usage_error(&viz_command, "%s",
+                               a->confusion ? "--confusion needs --ref GOLD and --hyp PREDICTED"
+                                            : "--ref and --hyp go with --confusion");
     if ((a->model != NULL) != (a->source_text != NULL))
         return cli_usage_error(&viz_command, "%s",
                                a->model != NULL ? "--model needs --text TEXT"
@@ -535,7 +561,10 @@ static int draw_language_model(const viz_args *a, attn_bundle *bundle, int kind_
         fprintf(stderr,
                 "attn viz: --kind %s: %s is a language model, whose one attention is its "
                 "causal self-attention: use --kind self\n",
-                a->kind == ATTN_CROSS_ATTENTION ? "cross" : "encoder", a->model);
+                a->kind == ATTN_CROSS_ATTENTION       ? "cross"
+                : a->kind == ATTN_ENCODER_SELF_ATTENTION ? "encoder"
+                                                         : "pooling",
+                a->model);
         return 2;
     }
     int code = check_layer_and_head(a, c->decoder_layers, c->num_heads, "layers");
@@ -573,6 +602,201 @@ static int draw_language_model(const viz_args *a, attn_bundle *bundle, int kind_
     return code;
 }
 
+/* The most probable class of a classifier for ids, as "label (probability)" in label
+ * [size]. 0, or the exit code. */
+static int predicted_class(attn_bundle *bundle, const int32_t *ids, int64_t count, char *label,
+                           size_t size)
+{
+    const attn_labels *classes = attn_bundle_classes(bundle);
+    const int64_t n = attn_labels_count(classes);
+    float *probabilities = malloc((size_t)n * sizeof *probabilities);
+    if (probabilities == NULL) {
+        fprintf(stderr, "attn viz: out of memory\n");
+        return 1;
+    }
+    if (attn_bundle_classify(bundle, 1, &ids, &count, probabilities) != ATTN_OK) {
+        free(probabilities);
+        return fail();
+    }
+    int64_t best = 0;
+    for (int64_t k = 1; k < n; k++)
+        if (probabilities[k] > probabilities[best])
+            best = k;
+    snprintf(label, size, "%s (%.2f)", attn_labels_name(classes, best), probabilities[best]);
+    free(probabilities);
+    return 0;
+}
+
+/* --kind pooling: one row, the weight of each token in the pooled vector. */
+static int draw_pooling(const viz_args *a, attn_bundle *bundle, const int32_t *ids, int64_t count,
+                        const char *label)
+{
+    float *weights = malloc((size_t)count * sizeof *weights);
+    const char **tokens = malloc((size_t)count * sizeof *tokens);
+    char *token_text = NULL;
+    const char **shown = NULL;
+    int code = 1;
+    if (weights == NULL || tokens == NULL) {
+        fprintf(stderr, "attn viz: out of memory\n");
+        goto done;
+    }
+    if (attn_bundle_pooling_weights(bundle, ids, count, weights) != ATTN_OK ||
+        attn_bundle_labels(bundle, ATTN_BUNDLE_SOURCE, ids, count, tokens) != ATTN_OK) {
+        code = fail();
+        goto done;
+    }
+    if ((shown = shown_labels(tokens, count, &token_text)) == NULL) {
+        fprintf(stderr, "attn viz: out of memory\n");
+        goto done;
+    }
+    static const char *const pooling_names[] = {"mean", "classification token", "attention"};
+    char title[96];
+    snprintf(title, sizeof title, "%s pooling",
+             pooling_names[attn_bundle_config(bundle)->pooling]);
+    const attn_viz_matrix strip = {weights, 1, count, &label, shown, title};
+    attn_viz_heatmap_options heatmap = a->heatmap;
+    /* Over a long text each weight is small: a scale up to 1 would leave the strip white. */
+    if (!a->vmax_given) {
+        heatmap.vmax = weights[0];
+        for (int64_t t = 1; t < count; t++)
+            heatmap.vmax = weights[t] > heatmap.vmax ? weights[t] : heatmap.vmax;
+    }
+    char *whole_title = NULL;
+    if (heatmap.title == NULL) {
+        const size_t size = strlen(a->source_text) + strlen(label) + 8;
+        if ((whole_title = malloc(size)) != NULL)
+            snprintf(whole_title, size, "%s \xe2\x86\x92 %s", a->source_text, label);
+        heatmap.title = whole_title;
+    }
+    code = draw(a, &strip, 1, &heatmap);
+    free(whole_title);
+done:
+    free(weights);
+    free(tokens);
+    free(token_text);
+    free(shown);
+    return code;
+}
+
+/* A classifier: its pooling (a strip over the text) or its encoder's self-attention (the
+ * classification token first, as the model reads it, under pooling "cls"). */
+static int draw_classifier(const viz_args *a, attn_bundle *bundle)
+{
+    const attn_model_config *c = attn_bundle_config(bundle);
+    const int pooling = !a->kind_given || a->kind == VIZ_POOLING;
+    if (!pooling && a->kind != ATTN_ENCODER_SELF_ATTENTION) {
+        fprintf(stderr,
+                "attn viz: --kind %s: %s is a classifier, an encoder without a decoder: use "
+                "--kind pooling (which tokens its pooling reads) or --kind encoder\n",
+                a->kind == ATTN_CROSS_ATTENTION ? "cross" : "self", a->model);
+        return 2;
+    }
+    if (pooling && a->layer_or_head_given) {
+        fprintf(stderr, "attn viz: --layer and --head choose an attention map: the pooling is one "
+                        "(use --kind encoder for the encoder's layers and heads)\n");
+        return 2;
+    }
+    int code = pooling ? 0 : check_layer_and_head(a, c->encoder_layers, c->num_heads, "layers");
+    if (code != 0)
+        return code;
+    int32_t *ids = NULL;
+    int64_t count = 0;
+    if (attn_bundle_encode(bundle, a->source_text, &ids, &count, NULL) != ATTN_OK)
+        return fail();
+    if (count == 0) {
+        fprintf(stderr, "attn viz: --text has no tokens to classify\n");
+        free(ids);
+        return 2;
+    }
+    char label[160];
+    code = predicted_class(bundle, ids, count, label, sizeof label);
+    if (code == 0 && pooling)
+        code = draw_pooling(a, bundle, ids, count, label);
+    else if (code == 0) {
+        const int cls = c->pooling == ATTN_POOLING_CLS;
+        const int64_t len = count + cls;
+        layer_maps m = {"encoder self-attention ",
+                        a->layer < 0 ? c->encoder_layers - 1 : a->layer,
+                        c->num_heads,
+                        len,
+                        len,
+                        NULL,
+                        NULL,
+                        NULL};
+        int32_t *read = malloc((size_t)len * sizeof *read);
+        m.weights = malloc((size_t)(m.heads * len * len) * sizeof *m.weights);
+        m.row_labels = malloc((size_t)len * sizeof *m.row_labels);
+        m.col_labels = m.row_labels;
+        if (read == NULL || m.weights == NULL || m.row_labels == NULL) {
+            fprintf(stderr, "attn viz: out of memory\n");
+            code = 1;
+        } else {
+            read[0] = ATTN_MODEL_CLS_ID;
+            m.row_labels[0] = "<cls>";
+            memcpy(read + cls, ids, (size_t)count * sizeof *ids);
+            if (attn_bundle_labels(bundle, ATTN_BUNDLE_SOURCE, ids, count, m.row_labels + cls) !=
+                    ATTN_OK ||
+                attn_model_attention_weights(attn_bundle_model(bundle), attn_bundle_graph(bundle),
+                                             read, len, NULL, 0, ATTN_ENCODER_SELF_ATTENTION,
+                                             m.layer, m.weights) != ATTN_OK)
+                code = fail();
+            else
+                code = draw_layer(a, &m, label);
+        }
+        free(read);
+        free(m.weights);
+        free(m.row_labels);
+    }
+    free(ids);
+    return code;
+}
+
+/* --confusion: rows the gold classes, columns the predicted, each row's lines as shares (a
+ * class only predicted has an empty row). */
+static int draw_confusion(const viz_args *a)
+{
+    attn_lines gold, predicted;
+    memset(&gold, 0, sizeof gold);
+    memset(&predicted, 0, sizeof predicted);
+    attn_classification_report *r = NULL;
+    float *shares = NULL;
+    int code = 1;
+    if (attn_lines_read(a->gold, &gold) != ATTN_OK ||
+        attn_lines_read(a->predicted, &predicted) != ATTN_OK) {
+        code = fail();
+        goto done;
+    }
+    if (cli_score_labels("viz", a->gold, &gold, a->predicted, &predicted, &r) != 0)
+        goto done;
+    const int64_t n = r->classes;
+    if ((shares = malloc((size_t)(n * n) * sizeof *shares)) == NULL) {
+        fprintf(stderr, "attn viz: out of memory\n");
+        goto done;
+    }
+    for (int64_t g = 0; g < n; g++)
+        for (int64_t p = 0; p < n; p++)
+            shares[g * n + p] =
+                r->gold[g] > 0 ? (float)r->confusion[g * n + p] / (float)r->gold[g] : 0.0f;
+    char title[160];
+    snprintf(title, sizeof title, "accuracy %.2f%%, macro-F1 %.2f%%", r->accuracy, r->macro_f1);
+    const attn_viz_matrix matrix = {shares,
+                                    n,
+                                    n,
+                                    (const char *const *)r->labels,
+                                    (const char *const *)r->labels,
+                                    "rows gold, columns predicted: share of each gold class"};
+    attn_viz_heatmap_options heatmap = a->heatmap;
+    if (heatmap.title == NULL)
+        heatmap.title = title;
+    code = draw(a, &matrix, 1, &heatmap);
+done:
+    free(shares);
+    attn_classification_report_destroy(r);
+    attn_lines_free(&gold);
+    attn_lines_free(&predicted);
+    return code;
+}
+
 static int draw_model(const viz_args *a)
 {
     cli_translator t;
@@ -590,12 +814,21 @@ static int draw_model(const viz_args *a)
     attn_bundle *bundle = NULL;
     if (attn_bundle_load(a->model, &bundle) != ATTN_OK)
         return fail();
-    if (attn_bundle_config(bundle)->arch == ATTN_ARCH_TRANSFORMER_LM) {
-        const int code = draw_language_model(a, bundle, a->kind_given);
+    const attn_model_arch arch = attn_bundle_config(bundle)->arch;
+    if (arch == ATTN_ARCH_TRANSFORMER_LM || arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER) {
+        const int code = arch == ATTN_ARCH_TRANSFORMER_LM
+                             ? draw_language_model(a, bundle, a->kind_given)
+                             : draw_classifier(a, bundle);
         attn_bundle_destroy(bundle);
         return code;
     }
     attn_bundle_destroy(bundle);
+    if (a->kind == VIZ_POOLING) {
+        fprintf(stderr, "attn viz: --kind pooling: %s translates; only a classifier pools its "
+                        "encoder (cross, self or encoder draw a translation's attention)\n",
+                a->model);
+        return 2;
+    }
     int code = cli_translator_load(&t, "viz", a->model);
     if (code == 0)
         code = cli_translator_encode(&t, "--text", a->source_text, &src, &count);
@@ -634,5 +867,7 @@ int attn_cmd_viz(int argc, char **argv)
         return code;
     if (a.model != NULL)
         return draw_model(&a);
+    if (a.confusion)
+        return draw_confusion(&a);
     return a.log != NULL ? draw_log(&a) : draw_matrices(&a);
 }

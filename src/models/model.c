@@ -724,6 +724,79 @@ attn_status attn_model_forward_logits(attn_model *model, attn_graph *graph,
     return forward_logits(fn, model, graph, batch, logits);
 }
 
+/* "cls": the classification token's row of the last encoder layer's maps, which run over <s>
+ * then the text. */
+static attn_status cls_pooling_weights(attn_model *model, attn_graph *graph, const int32_t *src,
+                                       int64_t src_len, float *weights)
+{
+    const attn_model_config *c = &model->config;
+    const int64_t len = src_len + 1;
+    int32_t *with_cls = malloc((size_t)len * sizeof *with_cls);
+    float *maps = malloc((size_t)(c->num_heads * len * len) * sizeof *maps);
+    attn_status status = ATTN_ERR_OUT_OF_MEMORY;
+    if (with_cls != NULL && maps != NULL) {
+        with_cls[0] = ATTN_MODEL_CLS_ID;
+        memcpy(with_cls + 1, src, (size_t)src_len * sizeof *src);
+        status = attn_model_attention_weights(model, graph, with_cls, len, NULL, 0,
+                                              ATTN_ENCODER_SELF_ATTENTION, c->encoder_layers - 1,
+                                              maps);
+    }
+    if (status == ATTN_OK)
+        for (int64_t t = 0; t < src_len; t++) {
+            double sum = 0.0;
+            for (int64_t h = 0; h < c->num_heads; h++)
+                sum += maps[h * len * len + 1 + t];
+            weights[t] = (float)(sum / (double)c->num_heads);
+        }
+    free(with_cls);
+    free(maps);
+    return status == ATTN_ERR_OUT_OF_MEMORY
+               ? attn_fail(status, "attn_model_pooling_weights: out of memory for %lld tokens",
+                           (long long)src_len)
+               : status;
+}
+
+attn_status attn_model_pooling_weights(attn_model *model, attn_graph *graph, const int32_t *src,
+                                       int64_t src_len, float *weights)
+{
+    const char *fn = __func__;
+    ATTN_CHECK_NOT_NULL(src);
+    ATTN_CHECK_NOT_NULL(weights);
+    ATTN_TRY(check_graph(fn, model, graph));
+    const attn_model_config *c = &model->config;
+    ATTN_CHECK_ARG(c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER,
+                   "%s: only a classifier (arch transformer_classifier) pools its encoder", fn);
+    const int64_t limit = c->max_len - (c->pooling == ATTN_POOLING_CLS ? 1 : 0);
+    ATTN_CHECK_ARG(src_len >= 1 && src_len <= limit, "%s: the text has %lld tokens; give 1 to %lld",
+                   fn, (long long)src_len, (long long)limit);
+    if (c->pooling == ATTN_POOLING_MEAN) {
+        for (int64_t t = 0; t < src_len; t++)
+            weights[t] = 1.0f / (float)src_len;
+        return ATTN_OK;
+    }
+    if (c->pooling == ATTN_POOLING_CLS)
+        return cls_pooling_weights(model, graph, src, src_len, weights);
+    const int recording = attn_graph_is_recording(graph), training = attn_graph_is_training(graph);
+    attn_graph_reset(graph);
+    attn_graph_set_recording(graph, 0);
+    attn_graph_set_training(graph, 0);
+    const int32_t length = (int32_t)src_len;
+    attn_model_batch batch;
+    memset(&batch, 0, sizeof batch);
+    batch.size = 1;
+    batch.src_len = src_len;
+    batch.src = src;
+    batch.src_lengths = &length;
+    attn_var *pooled, *pooling;
+    attn_status status = pool(fn, model, graph, &batch, &pooled, &pooling);
+    if (status == ATTN_OK)
+        memcpy(weights, pooling->value.data, (size_t)src_len * sizeof *weights);
+    attn_graph_reset(graph);
+    attn_graph_set_recording(graph, recording);
+    attn_graph_set_training(graph, training);
+    return status;
+}
+
 /* Row r of logits [rows, classes] is scored when labels[r] != -1: *scored counts those rows,
  * *correct those whose arg-max (the first on ties) is the label. */
 static void count_predictions(const float *logits, int64_t rows, int64_t classes,

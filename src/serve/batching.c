@@ -12,6 +12,8 @@ int serve_jobs_compatible(const serve_job *a, const serve_job *b)
 {
     if (a->task != b->task)
         return 0;
+    if (a->task == SERVE_CLASSIFY)
+        return 1;
     if (a->task == SERVE_GENERATE)
         return same_sampling(&a->sampling, &b->sampling);
     const attn_decode_options *x = &a->options, *y = &b->options;

@@ -7,8 +7,9 @@
 
 #include <stdint.h>
 
-/* What a job asks for: translations (beam search) or continuations of prompts (sampling). */
-typedef enum serve_task { SERVE_TRANSLATE = 0, SERVE_GENERATE = 1 } serve_task;
+/* What a job asks for: translations (beam search), continuations of prompts (sampling) or
+ * classes of texts. */
+typedef enum serve_task { SERVE_TRANSLATE = 0, SERVE_GENERATE = 1, SERVE_CLASSIFY = 2 } serve_task;
 
 /* One request as the worker sees it: its search options and the sentences still to decode.
  * The server keeps more per request around it (server.c). */
@@ -24,7 +25,7 @@ typedef struct serve_job {
 
 /* Whether two jobs may share a batch: the same task and the same search (or sampling options,
  * seed included: each prompt's stream is then (seed, its index in its request)), so every
- * sentence gets the answer it would get alone. */
+ * sentence gets the answer it would get alone. Classifications always may. */
 int serve_jobs_compatible(const serve_job *a, const serve_job *b);
 
 /* The next batch from the list at head (jobs with sentences left, oldest first). Returns how

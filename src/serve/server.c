@@ -44,8 +44,8 @@ typedef struct continuation {
     size_t text_length, text_capacity;
 } continuation;
 
-/* A request (translate, attention or generate): the batching view (job) and what the worker and
- * the connection share. */
+/* A request (translate, attention, generate or classify): the batching view (job) and what the
+ * worker and the connection share. */
 typedef struct request {
     serve_job job;
     struct attn_server *server;
@@ -57,10 +57,11 @@ typedef struct request {
     cJSON **results;       /* [n]: each sentence's answer (worker) */
     int64_t answered;      /* sentences with results (worker) */
     int attention;         /* POST /v1/attention: one text, its maps in results[0] */
-    attn_attention_kind kind;
+    int kind;              /* attn_attention_kind, or POOLING_KIND (a classifier) */
     int64_t layer, head; /* -1: the last layer; -1: the mean of the heads */
     int truncate;        /* generate: cut a prompt too long for the context to its last tokens */
     int stream;          /* generate: answer one JSON line per token as they come */
+    int pooling;         /* classify: each answer with its tokens and their pooling weights */
     continuation *continuations; /* generate: [n] (worker) */
     /* A streamed answer's lines not yet sent, under the server's lock: the worker appends, the
      * connection's reader takes. */
@@ -206,6 +207,13 @@ static int encode_request(attn_server *s, request *r)
             r->decode_order[r->job.decodable++] = i;
             continue;
         }
+        if (r->job.task == SERVE_CLASSIFY) {
+            char message[64];
+            snprintf(message, sizeof message, "text[%lld] has no tokens to classify",
+                     (long long)i);
+            request_fail(s, r, HTTP_BAD_REQUEST, message);
+            return 1;
+        }
         if ((r->results[i] = empty_result(r)) == NULL) {
             request_fail(s, r, HTTP_INTERNAL_ERROR, "out of memory");
             return 1;
@@ -304,9 +312,87 @@ static cJSON *sentence_result(const attn_server *s, const request *r,
     return answer;
 }
 
-/* Decodes the next `size` sentences of the jobs compatible with head (serve_plan_batch) and
- * answers them (or records why not); drop_done then finishes the requests that are done. */
-static void decode_batch(attn_server *s, request *head, int64_t size)
+/* A classified text's answer: its class, that class's probability and every class's; with
+ * "pooling", its tokens and the weight the pooling gives each. NULL, with *failure saying why,
+ * when out of memory or when the pooling fails. */
+static cJSON *class_result(attn_server *s, const request *r, int64_t text,
+                           const float *probabilities, const char **failure)
+{
+    *failure = "out of memory writing the answer";
+    const attn_labels *classes = attn_bundle_classes(s->bundle);
+    const int64_t n = attn_labels_count(classes);
+    int64_t best = 0;
+    for (int64_t k = 1; k < n; k++)
+        if (probabilities[k] > probabilities[best])
+            best = k;
+    cJSON *answer = cJSON_CreateObject();
+    cJSON *all = cJSON_CreateObject();
+    int ok = answer != NULL && all != NULL &&
+             cJSON_AddStringToObject(answer, "label", attn_labels_name(classes, best)) != NULL &&
+             cJSON_AddNumberToObject(answer, "probability", probabilities[best]) != NULL;
+    for (int64_t k = 0; ok && k < n; k++)
+        ok = cJSON_AddNumberToObject(all, attn_labels_name(classes, k), probabilities[k]) != NULL;
+    if (ok) {
+        ok = cJSON_AddItemToObject(answer, "probabilities", all);
+        all = NULL;
+    }
+    if (ok && r->pooling) {
+        const int64_t count = r->counts[text];
+        float *weights = malloc((size_t)count * sizeof *weights);
+        const int pooled =
+            weights != NULL &&
+            attn_bundle_pooling_weights(s->bundle, r->ids[text], count, weights) == ATTN_OK;
+        if (weights != NULL && !pooled)
+            *failure = attn_last_error();
+        ok = pooled &&
+             cJSON_AddItemToObject(answer, "tokens",
+                                   labels_json(s->bundle, ATTN_BUNDLE_SOURCE, r->ids[text], count,
+                                               NULL)) &&
+             cJSON_AddItemToObject(answer, "pooling",
+                                   cJSON_CreateFloatArray(weights, (int)count));
+        free(weights);
+    }
+    cJSON_Delete(all);
+    if (!ok) {
+        cJSON_Delete(answer);
+        return NULL;
+    }
+    return answer;
+}
+
+/* Classifies the texts a batch took (owners[i]'s text texts[i]) as one padded batch. */
+static void classify_taken(attn_server *s, int64_t n, request *const *owners,
+                           const int64_t *texts, const int32_t **ids, const int64_t *counts)
+{
+    const int64_t classes = attn_labels_count(attn_bundle_classes(s->bundle));
+    float *probabilities = malloc((size_t)(n * classes) * sizeof *probabilities + 1);
+    const char *failure = NULL;
+    if (probabilities == NULL)
+        failure = "out of memory";
+    else if (n > 0 && attn_bundle_classify(s->bundle, n, ids, counts, probabilities) != ATTN_OK)
+        failure = attn_last_error();
+    for (int64_t i = 0; i < n; i++) {
+        request *r = owners[i];
+        if (failure != NULL) {
+            request_set_error(r, HTTP_INTERNAL_ERROR, failure);
+            continue;
+        }
+        if (r->http_status != 0)
+            continue;
+        const char *why = NULL;
+        r->results[texts[i]] = class_result(s, r, texts[i], probabilities + i * classes, &why);
+        if (r->results[texts[i]] == NULL)
+            request_set_error(r, HTTP_INTERNAL_ERROR, why);
+        else
+            r->answered++;
+    }
+    free(probabilities);
+}
+
+/* Translates or classifies the next `size` sentences of the jobs compatible with head
+ * (serve_plan_batch) and answers them (or records why not); drop_done then finishes the
+ * requests that are done. */
+static void answer_batch(attn_server *s, request *head, int64_t size)
 {
     request **owners = malloc((size_t)size * sizeof *owners);
     int64_t *sentences = malloc((size_t)size * sizeof *sentences);
@@ -328,6 +414,10 @@ static void decode_batch(attn_server *s, request *head, int64_t size)
             ids[n] = r->ids[sentence];
             counts[n++] = r->counts[sentence];
         }
+    }
+    if (head->job.task == SERVE_CLASSIFY) {
+        classify_taken(s, n, owners, sentences, ids, counts);
+        n = 0;
     }
     attn_decode_result *result = NULL;
     const char *failure = NULL;
@@ -635,7 +725,9 @@ static request *drop_done(attn_server *s, request *head)
 
 /* ---- POST /v1/attention --------------------------------------------------------------------- */
 
-static const char *const kind_names[] = {"encoder", "self", "cross"}; /* attn_attention_kind */
+/* attn_attention_kind, then a classifier's pooling. */
+enum { POOLING_KIND = 3 };
+static const char *const kind_names[] = {"encoder", "self", "cross", "pooling"};
 
 /* The maps of one kind and layer for r's text and its best translation (beam search as for
  * /v1/translate): cross-attention from the search itself, as attn translate --alignment gives
@@ -649,6 +741,12 @@ static void answer_attention(attn_server *s, request *r)
         return;
     }
     const attn_model_config *config = attn_bundle_config(s->bundle);
+    if (r->kind == POOLING_KIND) {
+        request_set_error(r, HTTP_BAD_REQUEST,
+                          "only a classifier pools its encoder: \"kind\" \"cross\", \"self\" "
+                          "or \"encoder\" show a translation's attention");
+        return;
+    }
     if (r->kind != ATTN_CROSS_ATTENTION && config->arch != ATTN_ARCH_TRANSFORMER) {
         request_set_error(r, HTTP_BAD_REQUEST,
                           "this model has no self-attention (an rnn); \"kind\": \"cross\" "
@@ -704,8 +802,8 @@ static void answer_attention(attn_server *s, request *r)
         for (int64_t i = 1; i < h->steps; i++)
             inputs[i] = h->tokens[i - 1];
         if (attn_model_attention_weights(attn_bundle_model(s->bundle), attn_bundle_graph(s->bundle),
-                                         r->ids[0], src_length, inputs, h->steps, r->kind, layer,
-                                         maps) != ATTN_OK) {
+                                         r->ids[0], src_length, inputs, h->steps,
+                                         (attn_attention_kind)r->kind, layer, maps) != ATTN_OK) {
             failure = attn_last_error();
         } else {
             for (size_t c = 0; c < cells; c++) {
@@ -853,11 +951,120 @@ done:
     free(labels);
 }
 
+/* A classifier's view of r's text: its class, and either the weight its pooling gives each
+ * token (one row, the class, over the tokens) or one layer of its encoder's self-attention
+ * (the classification token first under pooling "cls", as the model reads it). The answer
+ * then fails or holds the map in results[0]. */
+static void answer_classifier_attention(attn_server *s, request *r)
+{
+    const attn_model_config *config = attn_bundle_config(s->bundle);
+    if (r->kind != POOLING_KIND && r->kind != ATTN_ENCODER_SELF_ATTENTION) {
+        request_set_error(r, HTTP_BAD_REQUEST,
+                          "a classifier is an encoder without a decoder: \"kind\" \"pooling\" "
+                          "or \"encoder\"");
+        return;
+    }
+    const int pooling = r->kind == POOLING_KIND;
+    const int64_t layers = config->encoder_layers, heads = config->num_heads;
+    const int64_t layer = r->layer < 0 ? layers - 1 : r->layer;
+    if (!pooling && (layer >= layers || r->head >= heads)) {
+        char message[160];
+        snprintf(message, sizeof message, "\"%s\" %lld: the model has %lld %s",
+                 layer >= layers ? "layer" : "head", (long long)(layer >= layers ? layer : r->head),
+                 (long long)(layer >= layers ? layers : heads),
+                 layer >= layers ? "layers" : "heads per layer");
+        request_set_error(r, HTTP_BAD_REQUEST, message);
+        return;
+    }
+    const int64_t count = r->counts[0];
+    if (count == 0) {
+        request_set_error(r, HTTP_BAD_REQUEST, "\"text\" has no tokens");
+        return;
+    }
+    const int cls = !pooling && config->pooling == ATTN_POOLING_CLS;
+    const int64_t len = count + cls, rows = pooling ? 1 : len;
+    const int64_t classes = attn_labels_count(attn_bundle_classes(s->bundle));
+    const size_t cells = (size_t)(rows * len);
+    float *probabilities = malloc((size_t)classes * sizeof *probabilities);
+    float *maps = malloc((size_t)(pooling ? 1 : heads) * cells * sizeof *maps);
+    float *weights = malloc(cells * sizeof *weights);
+    int32_t *read = malloc((size_t)len * sizeof *read);
+    const char **labels = malloc((size_t)len * sizeof *labels);
+    cJSON *answer = cJSON_CreateObject();
+    const char *failure = "out of memory";
+    if (probabilities == NULL || maps == NULL || weights == NULL || read == NULL ||
+        labels == NULL || answer == NULL)
+        goto done;
+    failure = NULL;
+    read[0] = ATTN_MODEL_CLS_ID;
+    labels[0] = "<cls>";
+    memcpy(read + cls, r->ids[0], (size_t)count * sizeof *read);
+    if (attn_bundle_classify(s->bundle, 1, (const int32_t *const *)r->ids, r->counts,
+                             probabilities) != ATTN_OK ||
+        attn_bundle_labels(s->bundle, ATTN_BUNDLE_SOURCE, r->ids[0], count, labels + cls) !=
+            ATTN_OK ||
+        (pooling ? attn_bundle_pooling_weights(s->bundle, r->ids[0], count, weights)
+                 : attn_model_attention_weights(attn_bundle_model(s->bundle),
+                                                attn_bundle_graph(s->bundle), read, len, NULL, 0,
+                                                ATTN_ENCODER_SELF_ATTENTION, layer, maps)) !=
+            ATTN_OK) {
+        failure = attn_last_error();
+        goto done;
+    }
+    for (size_t c = 0; !pooling && c < cells; c++) {
+        float sum = 0;
+        for (int64_t k = 0; k < heads; k++)
+            sum += maps[(size_t)k * cells + c];
+        weights[c] = r->head >= 0 ? maps[(size_t)r->head * cells + c] : sum / (float)heads;
+    }
+    int64_t best = 0;
+    for (int64_t k = 1; k < classes; k++)
+        if (probabilities[k] > probabilities[best])
+            best = k;
+    const char *label = attn_labels_name(attn_bundle_classes(s->bundle), best);
+    cJSON_AddStringToObject(answer, "label", label);
+    cJSON_AddNumberToObject(answer, "probability", probabilities[best]);
+    cJSON_AddStringToObject(answer, "kind", kind_names[r->kind]);
+    if (!pooling) {
+        cJSON_AddNumberToObject(answer, "layer", (double)layer);
+        if (r->head >= 0)
+            cJSON_AddNumberToObject(answer, "head", (double)r->head);
+        else
+            cJSON_AddStringToObject(answer, "head", "mean");
+    }
+    cJSON_AddNumberToObject(answer, "layers", (double)layers);
+    cJSON_AddNumberToObject(answer, "heads", (double)heads);
+    cJSON_AddItemToObject(answer, "rows",
+                          pooling ? cJSON_CreateStringArray(&label, 1)
+                                  : cJSON_CreateStringArray(labels, (int)len));
+    cJSON_AddItemToObject(answer, "columns", cJSON_CreateStringArray(labels, (int)len));
+    cJSON *matrix = cJSON_AddArrayToObject(answer, "weights");
+    int ok = matrix != NULL;
+    for (int64_t i = 0; ok && i < rows; i++)
+        ok = cJSON_AddItemToArray(matrix, cJSON_CreateFloatArray(weights + i * len, (int)len));
+    if (!ok)
+        failure = "out of memory";
+done:
+    if (failure != NULL) {
+        request_set_error(r, HTTP_INTERNAL_ERROR, failure);
+        cJSON_Delete(answer);
+    } else {
+        r->results[0] = answer;
+    }
+    free(probabilities);
+    free(maps);
+    free(weights);
+    free(read);
+    free(labels);
+}
+
 static void *worker_main(void *arg)
 {
     attn_server *s = arg;
     request *pending = NULL, *pending_tail = NULL; /* the worker's own list, oldest first */
     const int language_model = attn_bundle_config(s->bundle)->arch == ATTN_ARCH_TRANSFORMER_LM;
+    const int classifier =
+        attn_bundle_config(s->bundle)->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER;
     pthread_mutex_lock(&s->lock);
     for (;;) {
         /* Take the connections' new requests; encode them outside the lock. */
@@ -879,7 +1086,10 @@ static void *worker_main(void *arg)
                 continue;
             }
             if (r->attention) {
-                answer_attention(s, r);
+                if (classifier)
+                    answer_classifier_attention(s, r);
+                else
+                    answer_attention(s, r);
                 request_finish(s, r);
                 continue;
             }
@@ -905,7 +1115,7 @@ static void *worker_main(void *arg)
             if (pending->job.task == SERVE_GENERATE)
                 generate_batch(s, pending, size);
             else
-                decode_batch(s, pending, size);
+                answer_batch(s, pending, size);
             pending = drop_done(s, pending);
             pending_tail = pending;
             while (pending_tail != NULL && pending_tail->job.next != NULL)
@@ -1029,6 +1239,46 @@ static request *request_create(int64_t n, refusal *why)
     return r;
 }
 
+/* The number of texts in "text", an array of 1 to max_sentences strings; -1 after refusing. */
+static int64_t texts_in(const attn_server *s, const cJSON *text, refusal *why)
+{
+    const int64_t n = cJSON_GetArraySize(text);
+    if (!cJSON_IsArray(text))
+        refuse(why, HTTP_BAD_REQUEST, "\"text\" must be an array of strings");
+    else if (n == 0)
+        refuse(why, HTTP_BAD_REQUEST, "\"text\" has no sentences");
+    else if (n > s->options.max_sentences)
+        refuse(why, HTTP_TOO_LARGE, "\"text\" has %lld sentences; the limit is %lld", (long long)n,
+               (long long)s->options.max_sentences);
+    else
+        return n;
+    return -1;
+}
+
+/* Copies the strings of "text" into r's texts; on refusing, frees r and returns NULL. */
+static request *take_texts(request *r, const cJSON *text, refusal *why)
+{
+    int64_t i = 0;
+    const cJSON *item;
+    cJSON_ArrayForEach(item, text)
+    {
+        if (!cJSON_IsString(item)) {
+            refuse(why, HTTP_BAD_REQUEST, "text[%lld] is not a string", (long long)i);
+            break;
+        }
+        if ((r->texts[i] = strdup(item->valuestring)) == NULL) {
+            refuse(why, HTTP_INTERNAL_ERROR, "out of memory");
+            break;
+        }
+        i++;
+    }
+    if (i < r->n) {
+        request_free(r);
+        return NULL;
+    }
+    return r;
+}
+
 /* POST /v1/translate: {"text": [...], "beam", "nbest", "alignment"}. */
 static request *parse_translate(attn_server *s, const char *body, size_t length, refusal *why)
 {
@@ -1040,14 +1290,9 @@ static request *parse_translate(attn_server *s, const char *body, size_t length,
     const cJSON *text = cJSON_GetObjectItemCaseSensitive(json, "text");
     const cJSON *alignment = cJSON_GetObjectItemCaseSensitive(json, "alignment");
     int64_t beam = 5, nbest = 1;
-    const int64_t n = cJSON_GetArraySize(text);
-    if (!cJSON_IsArray(text))
-        refuse(why, HTTP_BAD_REQUEST, "\"text\" must be an array of strings");
-    else if (n == 0)
-        refuse(why, HTTP_BAD_REQUEST, "\"text\" has no sentences");
-    else if (n > s->options.max_sentences)
-        refuse(why, HTTP_TOO_LARGE, "\"text\" has %lld sentences; the limit is %lld", (long long)n,
-               (long long)s->options.max_sentences);
+    const int64_t n = texts_in(s, text, why);
+    if (n < 0)
+        ;
     else if (integer_field(json, "beam", 1, ATTN_DECODE_MAX_BEAM, &beam, why) != 0 ||
              integer_field(json, "nbest", 1, beam, &nbest, why) != 0)
         ;
@@ -1057,24 +1302,7 @@ static request *parse_translate(attn_server *s, const char *body, size_t length,
         r->job.options.beam_size = beam;
         r->job.options.nbest = nbest;
         r->job.options.alignments = cJSON_IsTrue(alignment);
-        int64_t i = 0;
-        const cJSON *item;
-        cJSON_ArrayForEach(item, text)
-        {
-            if (!cJSON_IsString(item)) {
-                refuse(why, HTTP_BAD_REQUEST, "text[%lld] is not a string", (long long)i);
-                break;
-            }
-            if ((r->texts[i] = strdup(item->valuestring)) == NULL) {
-                refuse(why, HTTP_INTERNAL_ERROR, "out of memory");
-                break;
-            }
-            i++;
-        }
-        if (i < n) {
-            request_free(r);
-            r = NULL;
-        }
+        r = take_texts(r, text, why);
     }
     cJSON_Delete(json);
     return r;
@@ -1108,6 +1336,27 @@ static int bool_field(const cJSON *json, const char *name, int *value, refusal *
     }
     *value = cJSON_IsTrue(field);
     return 0;
+}
+
+/* POST /v1/classify: {"text": [...], "pooling"}. */
+static request *parse_classify(attn_server *s, const char *body, size_t length, refusal *why)
+{
+    static const char *const fields[] = {"text", "pooling", NULL};
+    cJSON *json = parse_body(body, length, fields, "text, pooling", why);
+    if (json == NULL)
+        return NULL;
+    request *r = NULL;
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(json, "text");
+    int pooling = 0;
+    const int64_t n = texts_in(s, text, why);
+    if (n >= 0 && bool_field(json, "pooling", &pooling, why) == 0 &&
+        (r = request_create(n, why)) != NULL) {
+        r->job.task = SERVE_CLASSIFY;
+        r->pooling = pooling;
+        r = take_texts(r, text, why);
+    }
+    cJSON_Delete(json);
+    return r;
 }
 
 /* Seeds travel as JSON numbers, which hold integers exactly up to 2^53. */
@@ -1202,19 +1451,21 @@ static request *parse_attention(attn_server *s, const char *body, size_t length,
     const cJSON *kind = cJSON_GetObjectItemCaseSensitive(json, "kind");
     const cJSON *head = cJSON_GetObjectItemCaseSensitive(json, "head");
     int64_t beam = 5, layer = -1, head_index = -1;
-    int64_t kind_index = attn_bundle_config(s->bundle)->arch == ATTN_ARCH_TRANSFORMER_LM
-                             ? ATTN_DECODER_SELF_ATTENTION
-                             : ATTN_CROSS_ATTENTION;
+    const attn_model_arch arch = attn_bundle_config(s->bundle)->arch;
+    int64_t kind_index = arch == ATTN_ARCH_TRANSFORMER_LM           ? ATTN_DECODER_SELF_ATTENTION
+                         : arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER ? POOLING_KIND
+                                                                    : ATTN_CROSS_ATTENTION;
     if (kind != NULL) {
         kind_index = -1;
-        for (int64_t k = 0; k < 3 && cJSON_IsString(kind); k++)
+        for (int64_t k = 0; k < 4 && cJSON_IsString(kind); k++)
             if (strcmp(kind->valuestring, kind_names[k]) == 0)
                 kind_index = k;
     }
     if (!cJSON_IsString(text))
         refuse(why, HTTP_BAD_REQUEST, "\"text\" must be a string");
     else if (kind_index < 0)
-        refuse(why, HTTP_BAD_REQUEST, "\"kind\" must be \"cross\", \"self\" or \"encoder\"");
+        refuse(why, HTTP_BAD_REQUEST,
+               "\"kind\" must be \"cross\", \"self\", \"encoder\" or \"pooling\"");
     else if (integer_field(json, "beam", 1, ATTN_DECODE_MAX_BEAM, &beam, why) != 0 ||
              integer_field(json, "layer", 0, 1 << 20, &layer, why) != 0)
         ;
@@ -1223,7 +1474,7 @@ static request *parse_attention(attn_server *s, const char *body, size_t length,
         ;
     else if ((r = request_create(1, why)) != NULL) {
         r->attention = 1;
-        r->kind = (attn_attention_kind)kind_index;
+        r->kind = (int)kind_index;
         r->layer = layer;
         r->head = head_index;
         r->job.options.beam_size = beam;
@@ -1469,18 +1720,26 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *connection, cons
     const int post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
     const int attention = strcmp(url, "/v1/attention") == 0;
     const int generate = strcmp(url, "/v1/generate") == 0;
-    if (strcmp(url, "/v1/translate") == 0 || attention || generate) {
+    const int classify = strcmp(url, "/v1/classify") == 0;
+    if (strcmp(url, "/v1/translate") == 0 || attention || generate || classify) {
         if (!post)
             return respond_error(connection, HTTP_METHOD_NOT_ALLOWED, "use POST");
-        const int language_model = attn_bundle_config(s->bundle)->arch == ATTN_ARCH_TRANSFORMER_LM;
-        if (generate && !language_model)
-            return respond_error(connection, HTTP_BAD_REQUEST,
-                                 "this model is an encoder-decoder, which translates: POST "
-                                 "/v1/translate {\"text\": [...]}");
-        if (!generate && !attention && language_model)
+        /* Each kind of model answers one of the three tasks (and /v1/attention). */
+        const attn_model_arch arch = attn_bundle_config(s->bundle)->arch;
+        const int language_model = arch == ATTN_ARCH_TRANSFORMER_LM;
+        const int classifier = arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER;
+        if (!attention && language_model && !generate)
             return respond_error(connection, HTTP_BAD_REQUEST,
                                  "this model is a language model, which continues text: POST "
                                  "/v1/generate {\"prompts\": [...]}");
+        if (!attention && classifier && !classify)
+            return respond_error(connection, HTTP_BAD_REQUEST,
+                                 "this model is a classifier, which labels texts: POST "
+                                 "/v1/classify {\"text\": [...]}");
+        if (!attention && !language_model && !classifier && (generate || classify))
+            return respond_error(connection, HTTP_BAD_REQUEST,
+                                 "this model is an encoder-decoder, which translates: POST "
+                                 "/v1/translate {\"text\": [...]}");
         refusal why = {0, ""};
         if (state->too_large) {
             refuse(&why, HTTP_TOO_LARGE, "the body is above the limit of %lld bytes",
@@ -1490,6 +1749,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *connection, cons
         const char *body = state->body != NULL ? state->body : "";
         request *r = attention  ? parse_attention(s, body, state->length, &why)
                      : generate ? parse_generate(s, body, state->length, &why)
+                     : classify ? parse_classify(s, body, state->length, &why)
                                 : parse_translate(s, body, state->length, &why);
         if (r == NULL)
             return respond_error(connection, (unsigned)why.status, why.message);
@@ -1520,8 +1780,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *connection, cons
     }
     return respond_error(
         connection, HTTP_NOT_FOUND,
-        "no such endpoint (POST /v1/translate, POST /v1/generate, POST /v1/attention, "
-        "GET /v1/health, GET /v1/model, GET /)");
+        "no such endpoint (POST /v1/translate, POST /v1/generate, POST /v1/classify, POST "
+        "/v1/attention, GET /v1/health, GET /v1/model, GET /)");
 }
 
 static void completed(void *cls, struct MHD_Connection *connection, void **con_cls,
@@ -1590,8 +1850,15 @@ static attn_status describe_model(attn_server *s)
     } else
         cJSON_AddItemToObject(json, "source_tokenizer",
                               tokenizer_json(attn_bundle_tokenizer(s->bundle, ATTN_BUNDLE_SOURCE)));
-    cJSON_AddItemToObject(json, "target_tokenizer",
-                          tokenizer_json(attn_bundle_tokenizer(s->bundle, ATTN_BUNDLE_TARGET)));
+    if (model_config->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER) {
+        /* A classifier has no target tokens: its outputs are the classes. */
+        const attn_labels *classes = attn_bundle_classes(s->bundle);
+        cJSON *names = cJSON_AddArrayToObject(json, "classes");
+        for (int64_t k = 0; names != NULL && k < attn_labels_count(classes); k++)
+            cJSON_AddItemToArray(names, cJSON_CreateString(attn_labels_name(classes, k)));
+    } else
+        cJSON_AddItemToObject(json, "target_tokenizer",
+                              tokenizer_json(attn_bundle_tokenizer(s->bundle, ATTN_BUNDLE_TARGET)));
     cJSON_AddItemToObject(json, "config", config);
     s->model_json = cJSON_PrintUnformatted(json);
     cJSON_Delete(json);
@@ -1633,7 +1900,8 @@ attn_status attn_server_start(attn_bundle *bundle, const attn_server_options *op
                    "attn_server_start: max_wait_ms %lld is not 0-60000", (long long)o->max_wait_ms);
     ATTN_CHECK_ARG(o->max_body_bytes >= 1 && o->max_sentences >= 1 && o->connection_timeout >= 1,
                    "attn_server_start: the limits must be positive");
-    attn_status status = attn_bundle_config(bundle)->arch == ATTN_ARCH_TRANSFORMER_LM
+    const attn_model_arch arch = attn_bundle_config(bundle)->arch;
+    attn_status status = arch == ATTN_ARCH_TRANSFORMER_LM || arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER
                              ? ATTN_OK
                              : attn_bundle_check_encoder_decoder(bundle);
     if (status != ATTN_OK)

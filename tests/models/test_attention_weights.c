@@ -425,6 +425,113 @@ static void test_bad_requests(void)
     attn_model_destroy(m);
 }
 
+static const float *param_values(attn_model *m, const char *name)
+{
+    attn_params *store = attn_model_params(m);
+    attn_param_id id;
+    CHECK_OK(attn_params_find(store, name, &id));
+    return attn_params_data(store, id, ATTN_PARAM_VALUES);
+}
+
+/* Attention pooling's weights are softmax_t(tanh(W h_t + b) . q) over the encoder's states,
+ * recomputed here in double from the parameters; mean pooling's are 1/n. */
+static void test_pooling_weights_of_attention_and_mean(void)
+{
+    attn_model_config c = config_of(ATTN_ARCH_TRANSFORMER_CLASSIFIER);
+    c.pooling = ATTN_POOLING_ATTENTION;
+    attn_model *m = new_model(&c, 11, VALUE_RANGE);
+    attn_graph *g = new_graph(m);
+    if (m == NULL || g == NULL)
+        return;
+    float weights[SRC_LEN];
+    CHECK_OK(attn_model_pooling_weights(m, g, src, SRC_LEN, weights));
+    attn_var *memory = NULL;
+    const int32_t length = SRC_LEN;
+    attn_graph_set_training(g, 0);
+    CHECK_OK(attn_model_encode(m, g, 1, SRC_LEN, src, &length, &memory));
+    const float *w = param_values(m, "pooling.proj.weight");
+    const float *b = param_values(m, "pooling.proj.bias");
+    const float *q = param_values(m, "pooling.query");
+    double scores[SRC_LEN], most = -INFINITY, total = 0.0;
+    for (int t = 0; t < SRC_LEN; t++) {
+        const float *h = memory->value.data + t * D_MODEL;
+        scores[t] = 0.0;
+        for (int o = 0; o < D_MODEL; o++) {
+            double u = b[o];
+            for (int i = 0; i < D_MODEL; i++)
+                u += (double)w[o * D_MODEL + i] * h[i];
+            scores[t] += tanh(u) * q[o];
+        }
+        most = fmax(most, scores[t]);
+    }
+    for (int t = 0; t < SRC_LEN; t++)
+        total += exp(scores[t] - most);
+    double worst = 0.0, sum = 0.0;
+    for (int t = 0; t < SRC_LEN; t++) {
+        worst = fmax(worst, fabs(weights[t] - exp(scores[t] - most) / total));
+        sum += weights[t];
+    }
+    CHECK(worst < 1e-5, "attention pooling's weights are the learned query's softmax (%g)", worst);
+    CHECK(fabs(sum - 1.0) < 1e-5, "they sum to 1 (%g)", sum);
+    attn_graph_reset(g);
+    attn_graph_destroy(g);
+    attn_model_destroy(m);
+
+    c.pooling = ATTN_POOLING_MEAN;
+    m = new_model(&c, 12, VALUE_RANGE);
+    g = new_graph(m);
+    if (m == NULL || g == NULL)
+        return;
+    CHECK_OK(attn_model_pooling_weights(m, g, src, 4, weights));
+    for (int t = 0; t < 4; t++)
+        CHECK(weights[t] == 0.25f, "mean pooling weighs token %d 1/4 (%g)", t, weights[t]);
+    attn_graph_destroy(g);
+    attn_model_destroy(m);
+}
+
+/* "cls": with the last encoder layer's queries zeroed, the classification token attends
+ * uniformly over itself and the text, so each text token has 1/(n + 1); with them as drawn,
+ * the weights are a distribution short of the token's weight on itself. */
+static void test_pooling_weights_of_the_classification_token(void)
+{
+    attn_model_config c = config_of(ATTN_ARCH_TRANSFORMER_CLASSIFIER);
+    c.pooling = ATTN_POOLING_CLS;
+    attn_model *m = new_model(&c, 13, VALUE_RANGE);
+    attn_graph *g = new_graph(m);
+    if (m == NULL || g == NULL)
+        return;
+    float weights[SRC_LEN];
+    CHECK_OK(attn_model_pooling_weights(m, g, src, SRC_LEN, weights));
+    double sum = 0.0;
+    int in_range = 1;
+    for (int t = 0; t < SRC_LEN; t++) {
+        sum += weights[t];
+        in_range &= weights[t] > 0.0f && weights[t] < 1.0f;
+    }
+    CHECK(in_range && sum < 1.0, "each weight in (0, 1), their sum below 1 (%g)", sum);
+    zero_queries(m, "encoder.layers.1.self_attn");
+    CHECK_OK(attn_model_pooling_weights(m, g, src, SRC_LEN, weights));
+    double worst = 0.0;
+    for (int t = 0; t < SRC_LEN; t++)
+        worst = fmax(worst, fabs(weights[t] - 1.0 / (SRC_LEN + 1)));
+    CHECK(worst < 1e-6, "zeroed queries weigh every token 1/(n + 1) (%g)", worst);
+    CHECK(attn_model_pooling_weights(m, g, src, c.max_len, weights) == ATTN_ERR_INVALID_ARGUMENT,
+          "a text leaving no room for the classification token is refused");
+    attn_graph_destroy(g);
+    attn_model_destroy(m);
+
+    attn_model_config lm = config_of(ATTN_ARCH_TRANSFORMER_LM);
+    m = new_model(&lm, 14, VALUE_RANGE);
+    g = new_graph(m);
+    if (m == NULL || g == NULL)
+        return;
+    CHECK(attn_model_pooling_weights(m, g, src, SRC_LEN, weights) == ATTN_ERR_INVALID_ARGUMENT &&
+              strstr(attn_last_error(), "classifier") != NULL,
+          "a language model has no pooling: %s", attn_last_error());
+    attn_graph_destroy(g);
+    attn_model_destroy(m);
+}
+
 int main(void)
 {
     RUN_TEST(test_observer_sees_every_attention_in_order);
@@ -432,5 +539,7 @@ int main(void)
     RUN_TEST(test_cross_attention_is_the_step_decoders);
     RUN_TEST(test_kind_and_layer_name_the_map);
     RUN_TEST(test_bad_requests);
+    RUN_TEST(test_pooling_weights_of_attention_and_mean);
+    RUN_TEST(test_pooling_weights_of_the_classification_token);
     return test_summary();
 }

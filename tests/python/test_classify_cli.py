@@ -5,6 +5,7 @@ batched as one at a time), eval scores predictions as worked by hand, resume con
 and hostile input is refused with a message naming the line and the fix."""
 import json
 import random
+import re
 import struct
 import subprocess
 
@@ -166,6 +167,20 @@ def test_eval_as_worked_by_hand(tmp_path):
                                                ["c", "0", "0", "1", "0"], ["d", "0", "0", "1", "0"]]
     only = run("eval", "--metric", "accuracy,f1", "--score-only", "--ref", gold, "--hyp", hyp)
     assert only.stdout.split() == ["60.00", "54.17"]
+    # attn viz --confusion draws the same matrix, each row as shares of its gold class.
+    picture = tmp_path / "confusion.svg"
+    r = run("viz", "--confusion", "--ref", gold, "--hyp", hyp, "--out", picture)
+    assert r.returncode == 0, r.stderr
+    svg = picture.read_text()
+    cells = {(int(i), int(j)): float(v) for i, j, v in re.findall(
+        r'class="cell" data-row="(\d+)" data-col="(\d+)" data-value="([^"]+)"', svg)}
+    assert cells == {(i, j): [[1, 0, 0, 0], [0, 0.5, 0.5, 0], [0, 0, 1, 0], [0, 0, 1, 0]][i][j]
+                     for i in range(4) for j in range(4)}
+    assert "accuracy 60.00%, macro-F1 54.17%" in svg
+    hyp.write_text("a\nb\n")
+    assert "has 2 lines but" in refused("viz", "--confusion", "--ref", gold, "--hyp", hyp)
+    assert "--confusion needs --ref GOLD and --hyp PREDICTED" in refused("viz", "--confusion",
+                                                                         "--ref", gold)
 
 
 @pytest.mark.parametrize("pooling", ["cls", "attention"])
@@ -178,6 +193,28 @@ def test_every_pooling_learns(data, tmp_path, pooling):
     assert json.loads(metadata(out)["attn_config"])["pooling"] == pooling
     evals = [json.loads(line) for line in log.read_text().splitlines() if '"eval"' in line]
     assert max(e["valid_accuracy"] for e in evals) >= 0.9
+    # An a decides the class whatever else the text holds (b and c decide only with no a in
+    # it, so a pooling may weigh every letter for them): the pooling learns to read the a.
+    from attn import Classifier
+    rng = random.Random(3)
+    with Classifier(out) as clf:
+        for letter in "a" * 8:
+            filler = [rng.choice("defghij") for _ in range(rng.randint(4, 10))]
+            filler.insert(rng.randrange(len(filler) + 1), letter)
+            pooled = clf.pooling("".join(filler))
+            assert [token for token, _ in pooled] == filler
+            assert max(pooled, key=lambda pair: pair[1])[0] == letter, pooled
+    # attn viz draws the same weights as a strip, the predicted class at its left.
+    picture = tmp_path / "pooling.svg"
+    r = run("viz", "--model", out, "--text", "ddadd", "--out", picture)
+    assert r.returncode == 0, r.stderr
+    svg = picture.read_text()
+    assert "ddadd \u2192 alpha" in svg and ("attention pooling" in svg) == (pooling == "attention")
+    r = run("viz", "--model", out, "--text", "ddadd", "--kind", "encoder", "--head", "all")
+    assert r.returncode == 0 and ("<cls>" in r.stdout) == (pooling == "cls"), r.stderr
+    assert "use --kind pooling" in refused("viz", "--model", out, "--text", "dd", "--kind", "self")
+    assert "--layer and --head choose" in refused("viz", "--model", out, "--text", "dd",
+                                                  "--layer", 0)
 
 
 def test_resume_continues_the_run_exactly(data, tmp_path):
@@ -244,6 +281,8 @@ def test_hostile_input_is_refused_with_the_line(tmp_path, model):
     r = run("train", "--train", pairs, "--out", translator, *TINY, "--max-steps", 2, "--no-valid")
     assert r.returncode == 0, r.stderr
     assert "is not a text classifier" in refused("classify", "--model", translator, stdin="abc\n")
+    assert "only a classifier pools" in refused("viz", "--model", translator, "--text", "abc",
+                                                "--kind", "pooling")
     # classify: an empty line, a line too long, a missing model, bad options.
     assert "stdin:2: the line has no text to classify" in refused(
         "classify", "--model", out, stdin="abc\n\nbcd\n")

@@ -65,6 +65,21 @@ static void test_different_searches_never_share_a_batch(void)
           "after max_wait: the 5 of beam 5, not the 6 of beam 1");
 }
 
+/* Classifications share a batch whatever else their requests ask (each text's answer does not
+ * depend on the batch), but never with translations. */
+static void test_classifications_share_batches_with_each_other_only(void)
+{
+    serve_job jobs[3] = {job(100, 2, 5), job(100, 3, 5), job(100, 4, 5)};
+    jobs[0].task = jobs[2].task = SERVE_CLASSIFY;
+    jobs[2].options.beam_size = 1; /* not read for a classification */
+    link_jobs(jobs, 3);
+    CHECK(serve_jobs_compatible(&jobs[0], &jobs[2]), "two classifications share a batch");
+    CHECK(!serve_jobs_compatible(&jobs[0], &jobs[1]), "a classification and a translation do not");
+    int64_t wait = -1;
+    CHECK(serve_plan_batch(&jobs[0], 200, 8, 5, 0, &wait) == 6,
+          "after max_wait: the 2 + 4 texts to classify, past the translation's 3");
+}
+
 static serve_job generate_job(int64_t arrival_ms, int64_t prompts, uint64_t seed)
 {
     serve_job j = {0};
@@ -108,6 +123,7 @@ int main(void)
     RUN_TEST(test_waits_for_more_until_max_wait);
     RUN_TEST(test_a_full_batch_goes_at_once_and_splits_jobs);
     RUN_TEST(test_different_searches_never_share_a_batch);
+    RUN_TEST(test_classifications_share_batches_with_each_other_only);
     RUN_TEST(test_generations_share_a_batch_only_with_the_same_sampling);
     RUN_TEST(test_draining_closes_at_once);
     return test_summary();

@@ -3,13 +3,15 @@
 // (POST /v1/attention), with the map's cells in the DOM (td.cell with data-row, data-col and
 // data-weight). The view is named by the URL: /?text=...&kind=cross&layer=0&head=mean.
 // A language model's page: a prompt, its continuation streamed as it is sampled
-// (POST /v1/generate) and the prompt's causal self-attention.
+// (POST /v1/generate) and the prompt's causal self-attention. A classifier's page: a text, its
+// class and which tokens its pooling reads (one row), or its encoder's self-attention.
 
 const $ = (id) => document.getElementById(id);
 let model = null;
 let continued = null; // the prompt whose continuation is shown (a language model)
 
 const isLanguageModel = () => model.architecture === "transformer_lm";
+const isClassifier = () => model.architecture === "transformer_classifier";
 
 // Blues: white at weight 0 to dark blue at 1.
 function colour(weight) {
@@ -20,12 +22,15 @@ function colour(weight) {
 
 function layersOf(kind) {
   const c = model.config;
+  if (kind === "pooling") return 1;
+  if (isClassifier()) return c.encoder_layers;
   if (c.arch !== "transformer" && !isLanguageModel()) return 1;
   return kind === "encoder" ? c.encoder_layers : c.decoder_layers;
 }
 
 function headsOf() {
-  return model.config.arch === "transformer" || isLanguageModel() ? model.config.num_heads : 1;
+  const multiHead = model.config.arch === "transformer" || isLanguageModel() || isClassifier();
+  return multiHead ? model.config.num_heads : 1;
 }
 
 function setOptions(select, values, chosen) {
@@ -41,6 +46,8 @@ function fillChoices(layer, head) {
     Array.from({ length: headsOf() }, (_, i) => [String(i), String(i)]));
   setOptions($("head"), heads, head === undefined ? "mean" : head);
   if (head === undefined) $("head").value = "mean";
+  // The pooling is one row over the text: no layer or head to choose.
+  $("layer").disabled = $("head").disabled = kind === "pooling";
 }
 
 function showError(message) {
@@ -68,7 +75,11 @@ function focusRow(answer, row) {
 }
 
 function render(answer) {
-  if (!isLanguageModel()) $("translation").textContent = answer.translation;
+  if (isClassifier()) {
+    $("translation").textContent = `${answer.label} (${answer.probability.toFixed(2)})`;
+  } else if (!isLanguageModel()) {
+    $("translation").textContent = answer.translation;
+  }
   const table = $("heatmap");
   const thead = document.createElement("thead");
   const top = document.createElement("tr");
@@ -181,6 +192,25 @@ function showAsLanguageModel() {
   document.title = "attn: language model";
 }
 
+// A classifier labels a text; its views are the pooling and the encoder's self-attention.
+function showAsClassifier() {
+  const c = model.config;
+  const classes = model.classes.length <= 6 ? model.classes.join(", ")
+                                            : `${model.classes.slice(0, 6).join(", ")}, …`;
+  $("model-summary").textContent =
+    `${model.architecture}, ${model.parameters.toLocaleString("en")} parameters, ` +
+    `${model.source_tokenizer.kind} tokens, ${model.classes.length} classes (${classes}), ` +
+    `${model.precision}, ${c.encoder_layers} layers, ${c.num_heads} heads, ${c.pooling} pooling`;
+  $("text-label").textContent = "Text";
+  $("text").placeholder = "type a text to classify";
+  $("go").textContent = "Classify";
+  $("result-title").textContent = "Class";
+  $("kind").replaceChildren(new Option("pooling (which tokens the class reads)", "pooling"),
+                            new Option("encoder self-attention (token → token)", "encoder"));
+  $("kind").value = "pooling";
+  document.title = "attn: classifier";
+}
+
 async function start() {
   try {
     model = await (await fetch("/v1/model")).json();
@@ -189,13 +219,15 @@ async function start() {
   }
   const c = model.config;
   if (isLanguageModel()) showAsLanguageModel();
+  else if (isClassifier()) showAsClassifier();
   else $("model-summary").textContent =
     `${model.architecture}, ${model.parameters.toLocaleString("en")} parameters, ` +
     `${model.source_tokenizer.kind} → ${model.target_tokenizer.kind} tokens, ${model.precision}` +
     (c.arch === "transformer" ? `, ${c.encoder_layers} + ${c.decoder_layers} layers, ` +
                                 `${c.num_heads} heads` : "");
   const params = new URLSearchParams(location.search);
-  if (["cross", "self", "encoder"].includes(params.get("kind")) && !isLanguageModel()) {
+  const kinds = isClassifier() ? ["pooling", "encoder"] : ["cross", "self", "encoder"];
+  if (kinds.includes(params.get("kind")) && !isLanguageModel()) {
     $("kind").value = params.get("kind");
   }
   fillChoices(params.get("layer") || undefined, params.get("head") || undefined);
