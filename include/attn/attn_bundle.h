@@ -138,6 +138,30 @@ typedef struct attn_text_score {
 ATTN_API attn_status attn_bundle_score_text(attn_bundle *bundle, const char *const *lines,
                                             int64_t n, int64_t batch_rows, attn_text_score *out);
 
+/* ---- masked language models -------------------------------------------------------------- */
+
+/* How well a masked language model (arch transformer_mlm) restores a text's masked tokens. */
+typedef struct attn_masked_score {
+    int64_t lines;        /* texts read (empty lines are skipped: they have no tokens) */
+    int64_t tokens;       /* tokens of the texts */
+    int64_t masked;       /* chosen, scored tokens */
+    int64_t correct;      /* of them, restored as the logits' arg-max */
+    int64_t unknown;      /* <unk> ids in the texts (never chosen) */
+    double nats;          /* the summed cross-entropy of the chosen tokens */
+    double cross_entropy; /* nats / masked */
+    double perplexity;    /* exp(cross_entropy) */
+} attn_masked_score;
+
+/* Scores n >= 1 lines of text, one text a line as the model was trained: line i is masked by
+ * BERT's rule as training masks it (attn_mlm_mask with seed, epoch 0 and sequence i, so a seed
+ * gives the same masks every time), batch_rows lines per forward pass (no dropout), and the
+ * cross-entropy of the chosen tokens is summed in double. A line longer than max_len is
+ * ATTN_ERR_INVALID_ARGUMENT naming it; so is a text of which no token was chosen at all. An
+ * fp32 model only. */
+ATTN_API attn_status attn_bundle_score_masked(attn_bundle *bundle, const char *const *lines,
+                                              int64_t n, uint64_t seed, int64_t batch_rows,
+                                              attn_masked_score *out);
+
 /* ---- classifiers ----------------------------------------------------------------------- */
 
 /* ATTN_OK when the bundle is a text classifier, else ATTN_ERR_INVALID_ARGUMENT naming the

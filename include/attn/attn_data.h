@@ -273,6 +273,44 @@ ATTN_API attn_status attn_labels_from_json(const char *json, attn_labels **out);
 ATTN_API attn_status attn_corpus_encode_labelled(attn_corpus *corpus, const attn_tokenizer *source,
                                                  const attn_labels *labels);
 
+/* ---- plain text for a masked language model (BERT's pretraining) --------------------------- */
+
+/* A masked language model (Devlin et al. 2019) learns from text alone: each line is one text,
+ * read as a pair's source (encoded as sources are, as a classifier reads its texts) with no
+ * target. Batches of such a corpus are masked (attn_batch.mlm_targets): the model sees each
+ * line with some tokens corrupted and learns to give back the originals there. */
+
+/* A file of one text per line. ATTN_ERR_FORMAT naming file:line for an empty line. */
+ATTN_API attn_status attn_corpus_read_text(const char *path, attn_corpus **out);
+/* Nonzero for a corpus read by attn_corpus_read_text (or held out of one). */
+ATTN_API int attn_corpus_is_text(const attn_corpus *corpus);
+/* Encodes a text corpus (replacing earlier ids) through the tokenizer, whose vocabulary the
+ * masking's random tokens are drawn from. A line of no tokens is ATTN_ERR_FORMAT naming it. */
+ATTN_API attn_status attn_corpus_encode_text(attn_corpus *corpus, const attn_tokenizer *tokenizer);
+
+/* The [MASK] token: </s>, a special a text never holds (texts are encoded without <s> and
+ * </s>), so its embedding row is free and a vocabulary needs no new entry; the classifier's
+ * classification token is <s> (ATTN_MODEL_CLS_ID), so the two never share a row. */
+#define ATTN_MLM_MASK_ID ATTN_EOS_ID
+/* The first id that is not a special: only tokens from here on are chosen (<pad>, <s>, </s>
+ * and <unk> never are: an <unk> says nothing to predict), and random tokens come from here. */
+#define ATTN_MLM_FIRST_TOKEN 4
+/* BERT's rule: each token is chosen with probability 0.15; a chosen token becomes [MASK] with
+ * probability 0.8, a random token with 0.1 and stays itself with 0.1. */
+#define ATTN_MLM_CHOSEN_SHARE 0.15
+#define ATTN_MLM_MASKED_SHARE 0.8
+#define ATTN_MLM_RANDOM_SHARE 0.1
+
+/* BERT's masking of one text: ids [length] -> input [length] (what the model reads) and
+ * targets [length] (the original id at each chosen position, -1 elsewhere); returns how many
+ * were chosen. Each position's draws are a hash of (seed, epoch, sequence, position), so the
+ * masks depend on nothing else (not the batch, not the threads), a text is masked anew each
+ * epoch (dynamic masking, as RoBERTa), and a resumed run masks as the first did. Random
+ * tokens are uniform in [ATTN_MLM_FIRST_TOKEN, vocab) (kept as they are when that is empty).
+ * ids and input may be the same array. */
+ATTN_API int64_t attn_mlm_mask(uint64_t seed, int64_t epoch, int64_t sequence, const int32_t *ids,
+                               int64_t length, int64_t vocab, int32_t *input, int32_t *targets);
+
 /* ---- a language model's text: one stream of tokens -------------------------------------- */
 
 /* The token ids a language model learns from, in order. Plain text becomes a stream line by
@@ -351,6 +389,11 @@ typedef struct attn_batch {
     /* [size] each row's class, for a labelled corpus (the target column, which holds the
      * class ids); NULL for pairs and windows. */
     const int32_t *labels;
+    /* [size, source_len] for a text corpus (attn_corpus_read_text): the original id at each
+     * position attn_mlm_mask chose, -1 elsewhere (padding included), while source holds the
+     * masked ids the model reads; the masks are drawn from (config seed, epoch, line). NULL
+     * for pairs, labelled lines and windows. */
+    const int32_t *mlm_targets;
     int64_t epoch, index; /* this batch is batch `index` (0-based) of epoch `epoch` */
 } attn_batch;
 

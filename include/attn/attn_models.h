@@ -21,14 +21,20 @@
  *    encoder with causal self-attention, then the output projection. With pre-norm,
  *    "gelu_tanh", learned positions, unscaled embeddings, a final norm and a tied output
  *    without bias it is GPT-2 (attn_model_from_llmc reads llm.c's checkpoints).
+ *  - "transformer_mlm": BERT's masked language model (Devlin et al. 2019): the classifier's
+ *    encoder (the same parameters under the same names, so a classifier starts from it by
+ *    name) over the source, then an output projection to the source vocabulary at every
+ *    position, tied to the embedding (as BERT's decoder; BERT's extra dense + GELU + norm
+ *    transform before it is left out), with a bias unless output_bias is false. Its loss
+ *    counts only the positions the masking chose (attn_model_batch.mlm_targets).
  *
  * Parameter names (PyTorch's nn.Transformer names inside the stacks):
- *   src_embed.weight, tgt_embed.weight (or embed.weight when shared, and for the classifier
- *   and the language model), encoder.layers.<i>.*, encoder.norm.*, decoder.layers.<i>.*,
+ *   src_embed.weight, tgt_embed.weight (or embed.weight when shared, and for the classifier,
+ *   the masked and the causal language model), encoder.layers.<i>.*, encoder.norm.*, decoder.layers.<i>.*,
  *   decoder.norm.*, generator.weight (absent when tied), generator.bias (absent without
  *   output_bias), classifier.weight, classifier.bias (absent without output_bias),
  *   pooling.* (attention pooling, see attn_pooling); with
- *   learned positions pos_embed.weight (classifier and language model) or src_pos_embed.weight
+ *   learned positions pos_embed.weight (classifier and language models) or src_pos_embed.weight
  *   and tgt_pos_embed.weight (encoder-decoder), each [max_len, d_model]. The language
  *   model's blocks are decoder.layers.<i>.* with the layout of an encoder layer (self_attn,
  *   linear1, linear2, norm1, norm2). With ffn "swiglu" each layer also has linear3 (the up
@@ -59,7 +65,8 @@ typedef enum attn_model_arch {
     ATTN_ARCH_TRANSFORMER = 0,            /* "transformer" */
     ATTN_ARCH_TRANSFORMER_CLASSIFIER = 1, /* "transformer_classifier" */
     ATTN_ARCH_TRANSFORMER_LM = 2,         /* "transformer_lm" */
-    ATTN_ARCH_RNN = 3                     /* "rnn": see the RNN section below */
+    ATTN_ARCH_RNN = 3,                    /* "rnn": see the RNN section below */
+    ATTN_ARCH_TRANSFORMER_MLM = 4         /* "transformer_mlm" */
 } attn_model_arch;
 
 /* The decoder's attention in an "rnn" model (JSON names in quotes). */
@@ -124,6 +131,7 @@ typedef enum attn_pooling {
  *   transformer_classifier: encoder_layers, encoder_final_norm, src_vocab, num_classes,
  *                           pooling
  *   transformer_lm:         decoder_layers, decoder_final_norm, tgt_vocab, tie_output
+ *   transformer_mlm:        encoder_layers, encoder_final_norm, src_vocab
  *   rnn:                    version, arch, dropout, src_vocab, tgt_vocab, max_len,
  *                           label_smoothing and the rnn fields (none of the "all" others)
  * Fields an architecture does not have stay 0 in the struct and are rejected in JSON. */
@@ -234,6 +242,16 @@ ATTN_API attn_status attn_model_from_file(const attn_tensor_file *file, const ch
  * fp32 model only. */
 ATTN_API attn_status attn_model_load_weights(attn_model *model, const attn_tensor_file *file);
 
+/* Transfer (BERT's fine-tuning): copies a masked language model's encoder (arch
+ * "transformer_mlm": embeddings, positions, layers, final norm; every parameter but its output
+ * bias) into a classifier by name, bit for bit. The classifier's encoder must have the same
+ * shapes (a config made from the encoder's, with arch, num_classes, pooling, dropout and label
+ * smoothing of its own); its pooling and classifier layer are left as they are (a new head).
+ * *encoder_floats (may be NULL) gets where the encoder ends in the classifier's parameter
+ * buffer, the trainer's frozen_floats for training the head alone. Both models fp32. */
+ATTN_API attn_status attn_model_copy_encoder(attn_model *classifier, const attn_model *encoder,
+                                             int64_t *encoder_floats);
+
 /* Inference in a lower precision: every matrix of the model (projections, embeddings, the
  * output layer) is rounded to bf16 or quantized to int8 per output row (symmetric, an fp32
  * scale per row), and the model's fp32 values become those stored values, so the encoder
@@ -295,6 +313,8 @@ ATTN_API attn_status attn_model_file_to_llmc(const char *model_path, const char 
  *    language model); lengths count <s> and </s>, 1 <= tgt_lengths <= tgt_len. The decoder
  *    reads tgt[:, 0 .. len-2] and predicts tgt[:, 1 .. len-1].
  *  - labels [size]: classes in [0, num_classes) (classifier).
+ *  - mlm_targets [size, src_len]: the original id at each masked position, -1 elsewhere
+ *    (masked language model, whose src holds the masked text: attn_mlm_mask).
  * Fields an architecture does not read may be zero / NULL. */
 typedef struct attn_model_batch {
     int64_t size;
@@ -312,6 +332,7 @@ typedef struct attn_model_batch {
     const float *teacher;
     int64_t teacher_vocab;
     double teacher_weight;
+    const int32_t *mlm_targets; /* last: the older fields keep their places */
 } attn_model_batch;
 
 /* The training loss: mean cross-entropy over every predicted (non-padding) token, or over
@@ -332,7 +353,7 @@ ATTN_API attn_status attn_model_forward_loss_counted(attn_model *model, attn_gra
                                                      int64_t *correct);
 /* The logits: [size, tgt_len - 1, tgt_vocab] for the transformer and the language model
  * (row t predicts tgt[:, t + 1]), [size, num_classes] for the classifier (whose batch needs no
- * labels here). */
+ * labels here), [size, src_len, src_vocab] for the masked language model. */
 ATTN_API attn_status attn_model_forward_logits(attn_model *model, attn_graph *graph,
                                                const attn_model_batch *batch,
                                                attn_var **logits);

@@ -184,6 +184,12 @@ typedef struct attn_trainer_options {
     attn_adam_options adam;
     attn_lr_schedule schedule;
     double clip_norm; /* clip the global gradient norm to this (0: no clipping) */
+    /* The first frozen_floats floats of the parameter buffer (the parameters registered
+     * first, up to a parameter's offset: a classifier's encoder, before its head) keep their
+     * values: they are neither updated nor counted in the gradient's norm, and their Adam
+     * moments stay zero. 0: every parameter learns. With it, no_decay must be NULL (the
+     * trainer chooses the exempt ranges of the parameters that learn). */
+    int64_t frozen_floats;
     /* Operands of the model's products (attn_graph_set_precision on the trainer's graph, for
      * training and validation): fp32, or bf16 for mixed precision (bf16 operands, fp32 sums;
      * weights, gradients and Adam's moments stay fp32, as do softmax, layer norm and the

@@ -8,7 +8,8 @@ parameters and their gradients.
 
 A batch is a dict of int32 arrays, as attn_model_batch: "src" [B, S] and "src_lengths" [B]
 (transformer, classifier), "tgt" [B, T] (<s> ... </s>) and "tgt_lengths" [B] (transformer,
-language model), "labels" [B] (classifier). Failures raise ValueError (bad arguments) or
+language model), "labels" [B] (classifier), "mlm_targets" [B, S] (masked language model: the
+original id at each masked position of "src", -1 elsewhere). Failures raise ValueError (bad arguments) or
 RuntimeError with the library's message.
 """
 import ctypes
@@ -28,7 +29,7 @@ class _Batch(ctypes.Structure):
                 ("src_lengths", c_int32_p), ("tgt_len", ctypes.c_int64), ("tgt", c_int32_p),
                 ("tgt_lengths", c_int32_p), ("labels", c_int32_p),
                 ("teacher", ctypes.POINTER(ctypes.c_float)), ("teacher_vocab", ctypes.c_int64),
-                ("teacher_weight", ctypes.c_double)]
+                ("teacher_weight", ctypes.c_double), ("mlm_targets", c_int32_p)]
 
 
 class _Init(ctypes.Structure):
@@ -140,6 +141,12 @@ class Model(OwnedHandle):
         if "labels" in batch:
             keep["labels"] = _int32("labels", batch["labels"], 1)
             c_batch.labels = keep["labels"].ctypes.data_as(c_int32_p)
+        if "mlm_targets" in batch:
+            keep["mlm_targets"] = _int32("mlm_targets", batch["mlm_targets"], 2)
+            if keep["mlm_targets"].shape[1] != c_batch.src_len:
+                raise ValueError(f"mlm_targets: {keep['mlm_targets'].shape[1]} columns, src has "
+                                 f"{c_batch.src_len}")
+            c_batch.mlm_targets = keep["mlm_targets"].ctypes.data_as(c_int32_p)
         for name, array in keep.items():
             if array.shape[0] != c_batch.size:
                 raise ValueError(f"{name}: {array.shape[0]} rows, the batch has {c_batch.size}")

@@ -55,12 +55,14 @@ static attn_status read_tokenizers(const attn_tensor_file *file, const char *fn,
     const attn_model_arch arch = attn_model_get_config(b->model)->arch;
     const int language_model = arch == ATTN_ARCH_TRANSFORMER_LM;
     const int classifier = arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER;
+    /* A masked language model reads and predicts source text: it has no target side. */
+    const int source_only = classifier || arch == ATTN_ARCH_TRANSFORMER_MLM;
     for (int side = 0; side < 2; side++) {
         const char *json = NULL;
         const int missing = attn_tensor_file_metadata(file, TOKENIZER_KEYS[side], &json) != ATTN_OK;
         if (missing && language_model && side == ATTN_BUNDLE_SOURCE)
             continue;
-        if (classifier && side == ATTN_BUNDLE_TARGET) /* it writes classes, not text */
+        if (source_only && side == ATTN_BUNDLE_TARGET) /* a classifier writes classes */
             continue;
         if (missing)
             return attn_fail(ATTN_ERR_FORMAT,

@@ -175,7 +175,7 @@ static int make_batch(const train_shape *s, train_run *run, attn_model_batch *ba
         tgt_lengths[b] = (int32_t)tgt_len;
     }
     *batch = (attn_model_batch){s->batch,    s->src_len, src,  src_lengths, tgt_len, tgt,
-                                tgt_lengths, NULL,       NULL, 0,           0.0};
+                                tgt_lengths, NULL,       NULL, 0,           0.0, NULL};
     if (s->classes > 0) {
         int32_t *labels = tgt_lengths + s->batch;
         for (int64_t b = 0; b < s->batch; b++)

@@ -246,15 +246,17 @@ int attn_cmd_classify(int argc, char **argv)
     if (attn_bundle_load(a.model, &bundle) != ATTN_OK)
         return cli_library_error("classify");
     if (attn_bundle_check_classifier(bundle) != ATTN_OK) {
+        const attn_model_arch arch = attn_bundle_config(bundle)->arch;
         fprintf(stderr,
                 "attn classify: %s is not a text classifier (it is arch %s); train one with "
                 "'attn train --task classify'%s\n",
                 a.model,
-                attn_bundle_config(bundle)->arch == ATTN_ARCH_TRANSFORMER_LM
-                    ? "transformer_lm, a language model"
-                    : "transformer or rnn, a translation model",
-                attn_bundle_config(bundle)->arch == ATTN_ARCH_TRANSFORMER_LM
-                    ? ", or continue text with 'attn generate'"
+                arch == ATTN_ARCH_TRANSFORMER_LM    ? "transformer_lm, a language model"
+                : arch == ATTN_ARCH_TRANSFORMER_MLM ? "transformer_mlm, a pretrained encoder"
+                                                    : "transformer or rnn, a translation model",
+                arch == ATTN_ARCH_TRANSFORMER_LM ? ", or continue text with 'attn generate'"
+                : arch == ATTN_ARCH_TRANSFORMER_MLM
+                    ? " --init on it (fine-tuning the encoder with a new head)"
                     : ", or translate with 'attn translate'");
         attn_bundle_destroy(bundle);
         return 1;

@@ -32,7 +32,7 @@ static const char *const metric_names[METRIC_COUNT] = {"bleu",       "chrf",    
                                                        "perplexity", "accuracy", "f1"};
 
 /* Perplexity's decimals unless --width says otherwise: two would hide most differences. */
-enum { PERPLEXITY_WIDTH = 4, DEFAULT_PERPLEXITY_BATCH = 16 };
+enum { PERPLEXITY_WIDTH = 4, DEFAULT_PERPLEXITY_BATCH = 16, EVAL_MASK_SEED = 1 };
 
 typedef enum { FORMAT_AUTO, FORMAT_TEXT, FORMAT_TSV } input_format;
 
@@ -68,9 +68,11 @@ static const cli_option eval_options_table[] = {
      .max = 17, .show_default = 1},
     {CLI_OPTION("--score-only", CLI_FLAG, FIELD(score_only), NULL, "print only the score")},
     {CLI_OPTION("--model", CLI_STRING, FIELD(model), "FILE",
-                "perplexity: the language model (arch transformer_lm) scored on REF")},
+                "perplexity: the language model (arch transformer_lm or transformer_mlm) scored "
+                "on REF")},
     {CLI_OPTION("--batch", CLI_INT, FIELD(batch), "N",
-                "perplexity: windows of max_len + 1 tokens scored together"),
+                "perplexity: windows of max_len + 1 tokens (a masked language model: lines) "
+                "scored together"),
      .min = 1, .max = 1 << 16, .show_default = 1},
 };
 #define N_EVAL_OPTIONS (sizeof eval_options_table / sizeof eval_options_table[0])
@@ -103,6 +105,9 @@ static const cli_command eval_command = {
     "         overlap by one, so each token after the first is predicted once. Prints the\n"
     "         cross-entropy (nats per token), perplexity, bits per token and bits per\n"
     "         character (UTF-8 characters, each line's newline counted).\n"
+    "         A masked language model (attn train --task mlm) reads each line as one text,\n"
+    "         masked by BERT's rule with the fixed seed 1: prints the masked tokens'\n"
+    "         cross-entropy, perplexity and share restored.\n"
     "\n"
     "Classifier (REF: gold labels, HYP: predicted labels, one per line, line i of each\n"
     "aligned; a line 'label<TAB>...' counts as its label, so a labelled file and the\n"
@@ -327,12 +332,45 @@ static int score_g2p(const eval_options *opt, const attn_lines *ref, const char 
     return 0;
 }
 
+/* A masked language model's masked-token loss on the text of refs[0], each line masked with
+ * the fixed seed EVAL_MASK_SEED so that two models (or two runs) are scored on the same
+ * masks. */
+static int score_masked(const eval_options *opt, attn_bundle *bundle, const attn_lines *text)
+{
+    attn_masked_score score;
+    const attn_status status = attn_bundle_score_masked(
+        bundle, (const char *const *)text->line, text->count, EVAL_MASK_SEED, opt->batch, &score);
+    attn_bundle_destroy(bundle);
+    if (status != ATTN_OK)
+        return report_failure();
+    if (score.unknown > 0)
+        fprintf(stderr,
+                "attn eval: note: %lld tokens of %s are outside the model's vocabulary (<unk>, "
+                "never masked)\n",
+                (long long)score.unknown, opt->refs.items[0]);
+    const int w = (int)opt->width;
+    if (opt->score_only) {
+        printf("%.*f\n", w, score.perplexity);
+        return 0;
+    }
+    printf("masked language model: %lld of %lld tokens masked by BERT's rule with seed %d "
+           "(fixed, so every run masks the same)\n",
+           (long long)score.masked, (long long)score.tokens, EVAL_MASK_SEED);
+    printf("masked-token cross-entropy = %.*f nats/token\n", w, score.cross_entropy);
+    printf("perplexity = %.*f\n", w, score.perplexity);
+    printf("restored = %.*f%% (%lld of %lld)\n", w, 100.0 * (double)score.correct /
+           (double)score.masked, (long long)score.correct, (long long)score.masked);
+    return 0;
+}
+
 /* The language model's scores on the text of refs[0]. */
 static int score_perplexity(const eval_options *opt, const attn_lines *text)
 {
     attn_bundle *bundle = NULL;
     if (attn_bundle_load(opt->model, &bundle) != ATTN_OK)
         return report_failure();
+    if (attn_bundle_config(bundle)->arch == ATTN_ARCH_TRANSFORMER_MLM)
+        return score_masked(opt, bundle, text);
     attn_text_score score;
     if (attn_bundle_score_text(bundle, (const char *const *)text->line, text->count, opt->batch,
                                &score) != ATTN_OK) {

@@ -183,6 +183,32 @@ attn_status train_hold_out_validation(const train_args *a, uint64_t seed, const 
     return attn_corpus_hold_out(train, count, seed, valid);
 }
 
+int train_drop_long_lines(const train_args *a, attn_corpus *train, attn_corpus *valid)
+{
+    if (a->max_len <= 0)
+        return 0;
+    int64_t dropped_train = 0, dropped_valid = 0;
+    if (attn_corpus_drop_longer(train, a->max_len, a->max_len, &dropped_train) != ATTN_OK ||
+        (valid != NULL &&
+         attn_corpus_drop_longer(valid, a->max_len, a->max_len, &dropped_valid) != ATTN_OK)) {
+        cli_library_error("train");
+        return 1;
+    }
+    if (dropped_train + dropped_valid > 0)
+        fprintf(stderr,
+                "attn train: skipped %lld training and %lld validation lines longer than "
+                "--max-len %lld tokens\n",
+                (long long)dropped_train, (long long)dropped_valid, (long long)a->max_len);
+    if (attn_corpus_size(train) == 0 || (valid != NULL && attn_corpus_size(valid) == 0)) {
+        fprintf(stderr,
+                "attn train: every %s line is longer than --max-len %lld tokens; raise it (0: no "
+                "limit)\n",
+                attn_corpus_size(train) == 0 ? "training" : "validation", (long long)a->max_len);
+        return 1;
+    }
+    return 0;
+}
+
 static int64_t corpus_tokens(const attn_corpus *corpus)
 {
     int64_t total = 0;
@@ -294,6 +320,7 @@ int attn_cmd_train(int argc, char **argv)
     attn_trainer_options o = attn_trainer_default_options();
     train_lm_data lm = {0};
     train_classify_data labelled = {0};
+    train_mlm_data texts = {0};
 
     checkpoint = a.checkpoint != NULL ? NULL : default_checkpoint_path(a.out);
     if (a.checkpoint == NULL && checkpoint == NULL) {
@@ -327,6 +354,17 @@ int attn_cmd_train(int argc, char **argv)
         if (exit_code != 0)
             goto done;
         p.classifier = 1;
+    } else if (a.task == TRAIN_TASK_MLM) {
+        if (a.resume != NULL) {
+            TRY(attn_tensor_file_open(a.resume, &resume_file));
+            warn_if_other_threads(resume_file);
+        }
+        exit_code = train_mlm_prepare(&a, a.resume != NULL ? NULL : &described, resume_file,
+                                      &texts, &model, &o);
+        if (exit_code != 0)
+            goto done;
+        p.language_model = 1;
+        p.masked_lm = 1;
     } else {
         TRY(read_corpus(a.train, a.train_src, a.train_tgt, &train));
         TRY(read_corpus(a.valid, a.valid_src, a.valid_tgt, &valid));
@@ -436,6 +474,12 @@ int attn_cmd_train(int argc, char **argv)
         metadata[1] = (attn_metadata_entry){ATTN_LABELS_KEY, labelled.labels_json};
         o.metadata = metadata;
         o.n_metadata = 2;
+    } else if (a.task == TRAIN_TASK_MLM) {
+        /* A masked language model reads and predicts text with its source tokenizer, the one
+         * a classifier started from it takes. */
+        metadata[0] = (attn_metadata_entry){ATTN_SRC_TOKENIZER_KEY, texts.tokenizer_json};
+        o.metadata = metadata;
+        o.n_metadata = 1;
     } else {
         TRY(attn_bundle_metadata(src_tok, tgt_tok, metadata));
         o.metadata = metadata;
@@ -458,6 +502,8 @@ int attn_cmd_train(int argc, char **argv)
         TRY(attn_trainer_create_lm(&trainable, lm.train, lm.valid, &o, &trainer));
     else if (a.task == TRAIN_TASK_CLASSIFY)
         TRY(attn_trainer_create(&trainable, labelled.train, labelled.valid, &o, &trainer));
+    else if (a.task == TRAIN_TASK_MLM)
+        TRY(attn_trainer_create(&trainable, texts.train, texts.valid, &o, &trainer));
     else
         TRY(attn_trainer_create(&trainable, train, valid, &o, &trainer));
     if (a.resume != NULL) {
@@ -484,16 +530,23 @@ int attn_cmd_train(int argc, char **argv)
     attn_trainer_status status;
     TRY(attn_trainer_get_status(trainer, &status));
     char validation[48] = "", data[160];
-    if (lm.valid != NULL || valid != NULL || labelled.valid != NULL)
+    if (lm.valid != NULL || valid != NULL || labelled.valid != NULL || texts.valid != NULL)
         snprintf(validation, sizeof validation, ", validation %lld",
                  (long long)(lm.valid != NULL         ? attn_token_stream_size(lm.valid)
                              : labelled.valid != NULL ? attn_corpus_size(labelled.valid)
+                             : texts.valid != NULL    ? attn_corpus_size(texts.valid)
                                                       : attn_corpus_size(valid)));
     if (a.task == TRAIN_TASK_CLASSIFY)
         snprintf(data, sizeof data, "%lld training lines%s; vocabulary %lld; %lld classes",
                  (long long)attn_corpus_size(labelled.train), validation,
                  (long long)attn_model_get_config(model)->src_vocab,
                  (long long)attn_model_get_config(model)->num_classes);
+    else if (a.task == TRAIN_TASK_MLM)
+        snprintf(data, sizeof data,
+                 "%lld training lines%s; vocabulary %lld; %g%% of the tokens chosen for the "
+                 "masked-token loss",
+                 (long long)attn_corpus_size(texts.train), validation,
+                 (long long)attn_model_get_config(model)->src_vocab, 100.0 * ATTN_MLM_CHOSEN_SHARE);
     else if (a.task == TRAIN_TASK_LM)
         snprintf(data, sizeof data, "%lld training tokens%s; vocabulary %lld",
                  (long long)attn_token_stream_size(lm.train), validation,
@@ -578,6 +631,7 @@ done:
         attn_bundle_metadata_free(metadata);
     train_lm_data_free(&lm);
     train_classify_data_free(&labelled);
+    train_mlm_data_free(&texts);
     attn_tensor_file_unlock(locks[0]);
     attn_tensor_file_unlock(locks[1]);
     free(checkpoint);

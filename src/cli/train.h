@@ -22,7 +22,8 @@ enum { TRAIN_MAX_OPTIONS = 80 };
 typedef enum train_task {
     TRAIN_TASK_TRANSLATE = 0,
     TRAIN_TASK_LM = 1,
-    TRAIN_TASK_CLASSIFY = 2
+    TRAIN_TASK_CLASSIFY = 2,
+    TRAIN_TASK_MLM = 3
 } train_task;
 
 typedef struct train_args {
@@ -30,7 +31,8 @@ typedef struct train_args {
     const char *src_tokens, *tgt_tokens, *config, *checkpoint, *resume, *log;
     int task;                                /* train_task */
     const char *train_tokens, *valid_tokens; /* --task lm: llm.c token files */
-    const char *init;                        /* --task lm: the model to start from */
+    const char *init;   /* --task lm: the model to start from; classify: the pretrained encoder */
+    int freeze_encoder; /* --task classify --init: only the new head learns */
     const char *tokenizer;                   /* --task lm: a new model's tokenizer file */
     int64_t context, batch_sequences;        /* --task lm: window length, windows per batch */
     int shuffle_none;                        /* --shuffle none */
@@ -93,6 +95,12 @@ int64_t train_default_batch_tokens(int64_t training_tokens);
 attn_status train_options_for_new_run(const train_args *a, int64_t width, int64_t batch_tokens,
                                       int64_t batches_per_epoch, attn_trainer_options *o);
 
+/* train_options_for_new_run for a corpus whose batches are cut by tokens (pairs, labelled
+ * lines, texts): --batch-tokens, or about 100 batches an epoch by the corpus's source and target
+ * tokens (a label is one token of the budget). */
+attn_status train_options_for_corpus(const train_args *a, const attn_corpus *train, int64_t width,
+                                     attn_trainer_options *o);
+
 /* --beta1, --beta2 and --eps over o->adam, those given. */
 void train_adam_flags(const train_args *a, attn_trainer_options *o);
 /* On --resume the curve-shaping options come from the checkpoint; flags given again override
@@ -108,6 +116,11 @@ void train_options_for_this_run(const train_args *a, const char *checkpoint,
  * ones; says which case holds. what: "pairs" or "lines", for the messages. */
 attn_status train_hold_out_validation(const train_args *a, uint64_t seed, const char *what,
                                       attn_corpus *train, attn_corpus **valid);
+
+/* A classifier's or masked language model's lines (texts of valid, NULL: none) within
+ * --max-len tokens (0: no limit), saying how many were skipped. Returns 0 or an exit code
+ * after a message (every line too long is an error). */
+int train_drop_long_lines(const train_args *a, attn_corpus *train, attn_corpus *valid);
 
 /* ---- the outputs (train_outputs.c) ---------------------------------------------------------- */
 
@@ -131,6 +144,14 @@ void train_longest(const attn_corpus *corpus, int64_t *source, int64_t *target);
  * Returns 0 or an exit code after a message. */
 int train_fit_model_to_data(const char *config_path, int64_t src_vocab, int64_t tgt_vocab,
                             int64_t longest_source, int64_t longest_target, attn_model_config *c);
+
+/* The encoder-only model (classifier or masked language model) the flags describe, with the
+ * block options, the data's vocabulary (and classes: ignored by the masked language model) and
+ * a max_len that covers the longest text (and the classification token). Returns 0 or an exit
+ * code after a message. */
+int train_fit_encoder_to_data(const train_args *a, const attn_model_config *described,
+                              int64_t vocabulary, int64_t classes, int64_t longest,
+                              attn_model_config *c);
 
 /* ---- a language model's run (train_lm.c) --------------------------------------------------- */
 
@@ -168,6 +189,22 @@ int train_classify_prepare(const train_args *a, const attn_model_config *describ
                            attn_model **model, attn_trainer_options *o);
 void train_classify_data_free(train_classify_data *d);
 
+/* ---- a masked language model's run (train_mlm.c) ------------------------------------------- */
+
+typedef struct train_mlm_data {
+    attn_corpus *train, *valid; /* encoded texts, one a line; valid NULL: none */
+    char *tokenizer_json;       /* for the files */
+} train_mlm_data;
+
+/* For --task mlm: the texts (one a line, as a classifier reads them), the tokenizer (learned
+ * by --src-tokens, or the checkpoint's when resume_file is not NULL), the model (new, as
+ * described by train_describe_model and sized to the data, or the checkpoint's) and the
+ * trainer's options. Returns 0 or an exit code after a message. */
+int train_mlm_prepare(const train_args *a, const attn_model_config *described,
+                      attn_tensor_file *resume_file, train_mlm_data *d, attn_model **model,
+                      attn_trainer_options *o);
+void train_mlm_data_free(train_mlm_data *d);
+
 /* ---- teachers (train_teachers.c) ------------------------------------------------------------ */
 
 /* A new run with --teacher reads and writes with its teachers' tokenizers (copies in *source
@@ -203,6 +240,9 @@ typedef struct train_progress {
     double train_chars_per_token, valid_chars_per_token;
     /* A classifier's run: accuracy (of lines, not tokens) is the figure to watch. */
     int classifier;
+    /* A masked language model's run (with language_model): the loss, perplexity, accuracy
+     * and rate are of the masked tokens alone. */
+    int masked_lm;
 } train_progress;
 
 void train_progress_init(train_progress *p, int64_t log_every, double time_limit);

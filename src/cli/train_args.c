@@ -32,8 +32,9 @@ static const int schedule_values[] = {ATTN_LR_INVERSE_SQRT, ATTN_LR_NOAM, ATTN_L
                                       ATTN_LR_CONSTANT};
 static const char *const optimizer_names[] = {"adam", "adamw", NULL};
 static const int optimizer_values[] = {ATTN_ADAM, ATTN_ADAMW};
-static const char *const task_names[] = {"translate", "lm", "classify", NULL};
-static const int task_values[] = {TRAIN_TASK_TRANSLATE, TRAIN_TASK_LM, TRAIN_TASK_CLASSIFY};
+static const char *const task_names[] = {"translate", "lm", "classify", "mlm", NULL};
+static const int task_values[] = {TRAIN_TASK_TRANSLATE, TRAIN_TASK_LM, TRAIN_TASK_CLASSIFY,
+                                  TRAIN_TASK_MLM};
 static const char *const pooling_names[] = {"mean", "cls", "attention", NULL};
 static const int pooling_values[] = {ATTN_POOLING_MEAN, ATTN_POOLING_CLS, ATTN_POOLING_ATTENTION};
 static const char *const shuffle_names[] = {"random", "none", NULL};
@@ -41,14 +42,16 @@ static const char *const precision_names[] = {"fp32", "bf16", NULL};
 static const int precision_values[] = {ATTN_PRECISION_FP32, ATTN_PRECISION_BF16};
 
 static const cli_option train_options[] = {
-    {CLI_OPTION("--task", CLI_CHOICE, FIELD(task), "translate|lm|classify",
+    {CLI_OPTION("--task", CLI_CHOICE, FIELD(task), "translate|lm|classify|mlm",
                 "translate: sentence pairs to an encoder-decoder; lm: plain text to a language "
                 "model (a decoder alone, GPT); classify: labelled lines to a text classifier (an "
-                "encoder alone with a pooled head) [translate]"),
+                "encoder alone with a pooled head); mlm: plain text, one text a line, to a masked "
+                "language model (an encoder alone, BERT's pretraining) [translate]"),
      .choices = task_names, .choice_values = task_values, .group = GROUP_DATA},
     {CLI_OPTION("--train", CLI_STRING, FIELD(train), "FILE",
                 "training pairs, one 'source<TAB>target' per line; --task lm: plain UTF-8 text, "
-                "each line ending in </s>; --task classify: one 'label<TAB>text' per line"),
+                "each line ending in </s>; --task classify: one 'label<TAB>text' per line; --task "
+                "mlm: one text per line"),
      .group = GROUP_DATA},
     {CLI_OPTION("--train-tokens", CLI_STRING, FIELD(train_tokens), "FILE.bin",
                 "--task lm: training tokens in llm.c's token file format (memory-mapped, never "
@@ -96,7 +99,13 @@ static const cli_option train_options[] = {
      .group = GROUP_MODEL},
     {CLI_OPTION("--init", CLI_STRING, FIELD(init), "MODEL.safetensors",
                 "--task lm: start from this model's config, weights and tokenizer (e.g. one "
-                "'attn convert --from llmc' wrote) with a new optimizer and schedule"),
+                "'attn convert --from llmc' wrote) with a new optimizer and schedule; --task "
+                "classify: start the encoder (its shape, weights and tokenizer) from this masked "
+                "language model ('attn train --task mlm') and learn a new pooled head"),
+     .group = GROUP_MODEL},
+    {CLI_OPTION("--freeze-encoder", CLI_FLAG, FIELD(freeze_encoder), NULL,
+                "--task classify --init: keep the pretrained encoder's weights fixed; only the "
+                "pooling and the classifier layer learn"),
      .group = GROUP_MODEL},
     {CLI_OPTION("--tokenizer", CLI_STRING, FIELD(tokenizer), "FILE.json",
                 "--task lm: a new model's tokenizer, from the file 'attn tokenize' wrote beside "
@@ -117,18 +126,18 @@ static const cli_option train_options[] = {
     {CLI_OPTION("--ffn", CLI_INT, FIELD(ffn), "N", "transformer: feed-forward hidden width [1024]"),
      .group = GROUP_MODEL},
     {CLI_OPTION("--norm", CLI_CHOICE, FIELD(norm), "layer|rms",
-                "--task lm, classify: every norm a LayerNorm or an RMSNorm [layer]"),
+                "--task lm, classify, mlm: every norm a LayerNorm or an RMSNorm [layer]"),
      .choices = norm_names, .choice_values = norm_values, .group = GROUP_MODEL},
     {CLI_OPTION("--ffn-kind", CLI_CHOICE, FIELD(ffn_kind), "mlp|swiglu",
-                "--task lm, classify: the feed-forward, MLP or SwiGLU (--ffn its hidden width) "
+                "--task lm, classify, mlm: the feed-forward, MLP or SwiGLU (--ffn its hidden width) "
                 "[mlp]"),
      .choices = ffn_kind_names, .choice_values = ffn_kind_values, .group = GROUP_MODEL},
     {CLI_OPTION("--positions", CLI_CHOICE, FIELD(positions), "sinusoidal|learned|rope",
-                "--task lm, classify: positions added to the embeddings, or rotary in the "
+                "--task lm, classify, mlm: positions added to the embeddings, or rotary in the "
                 "attention [sinusoidal]"),
      .choices = positions_names, .choice_values = positions_values, .group = GROUP_MODEL},
     {CLI_OPTION("--no-bias", CLI_FLAG, FIELD(no_bias), NULL,
-                "--task lm, classify: no bias anywhere (blocks, norms, output layer), as LLaMA"),
+                "--task lm, classify, mlm: no bias anywhere (blocks, norms, output layer), as LLaMA"),
      .group = GROUP_MODEL},
     {CLI_OPTION("--pooling", CLI_CHOICE, FIELD(pooling), "mean|cls|attention",
                 "--task classify: how the encoder's states become one vector: their mean, the "
@@ -417,24 +426,47 @@ static int check_lm_args(const train_args *a)
     return 0;
 }
 
-/* --task classify reads one file of labelled lines into an encoder with a pooled head. */
-static int check_classify_args(const train_args *a)
+/* --task classify reads one file of labelled lines into an encoder with a pooled head;
+ * --task mlm one file of texts into an encoder with an output over the vocabulary. */
+static int check_encoder_args(const train_args *a)
 {
+    const int classify = a->task == TRAIN_TASK_CLASSIFY;
+    const char *task = classify ? "classify" : "mlm";
+    const char *data = classify ? "label<TAB>text lines" : "texts, one a line";
     static const char *const not_here[] = {"--train-src",       "--train-tgt",    "--valid-src",
                                            "--valid-tgt",       "--tgt-tokens",   "--teacher",
                                            "--train-tokens",    "--valid-tokens", "--context",
-                                           "--batch-sequences", "--init",  "--tokenizer"};
+                                           "--batch-sequences", "--tokenizer"};
     for (size_t i = 0; i < sizeof not_here / sizeof *not_here; i++)
         if (train_args_given(a, not_here[i]))
-            return train_usage_error("%s is not for --task classify (its data is --train "
-                                     "FILE of label<TAB>text lines, read with --src-tokens)",
-                                     not_here[i]);
+            return train_usage_error("%s is not for --task %s (its data is --train FILE of %s, "
+                                     "read with --src-tokens)",
+                                     not_here[i], task, data);
     if (a->arch == ATTN_ARCH_RNN)
-        return train_usage_error("--task classify trains a Transformer encoder; an RNN "
-                                 "classifier is not there yet (leave out --arch rnn)");
+        return train_usage_error("--task %s trains a Transformer encoder; an RNN %s is not there "
+                                 "yet (leave out --arch rnn)",
+                                 task, classify ? "classifier" : "masked language model");
     if (a->train == NULL)
-        return train_usage_error("--task classify: give the labelled lines as --train FILE "
-                                 "(one 'label<TAB>text' per line)");
+        return train_usage_error("--task %s: give the %s as --train FILE", task, data);
+    if (!classify && a->init != NULL)
+        return train_usage_error("--init is for --task classify (start a classifier from a "
+                                 "masked language model) and --task lm; --task mlm starts anew");
+    if (a->freeze_encoder && (!classify || a->init == NULL))
+        return train_usage_error("--freeze-encoder keeps a pretrained encoder fixed: give it with "
+                                 "--task classify --init ENCODER.safetensors");
+    if (a->init != NULL && a->resume != NULL)
+        return train_usage_error("--init starts a run and --resume continues one: give one");
+    /* The encoder comes whole from --init: its tokenizer and its shape. A flag that agrees
+     * with it is allowed (the model is checked against them in train_classify.c). */
+    if (a->init != NULL && train_args_given(a, "--src-tokens"))
+        return train_usage_error("--src-tokens cannot be used with --init: the classifier reads "
+                                 "text with %s's tokenizer, the one its encoder learned",
+                                 a->init);
+    if (a->init != NULL && train_args_given(a, "--config"))
+        return train_usage_error("--config cannot be used with --init: the encoder's shape comes "
+                                 "from %s (give --pooling, --dropout and --label-smoothing for "
+                                 "the new run)",
+                                 a->init);
     return 0;
 }
 
@@ -444,8 +476,8 @@ static int check_args(const train_args *a)
         const int code = check_lm_args(a);
         if (code != 0)
             return code;
-    } else if (a->task == TRAIN_TASK_CLASSIFY) {
-        const int code = check_classify_args(a);
+    } else if (a->task == TRAIN_TASK_CLASSIFY || a->task == TRAIN_TASK_MLM) {
+        const int code = check_encoder_args(a);
         if (code != 0)
             return code;
     } else {
@@ -457,10 +489,12 @@ static int check_args(const train_args *a)
         static const char *const blocks[] = {"--norm", "--ffn-kind", "--positions", "--no-bias"};
         for (size_t i = 0; i < sizeof blocks / sizeof *blocks; i++)
             if (train_args_given(a, blocks[i]))
-                return train_usage_error("%s is for --task lm and --task classify", blocks[i]);
+                return train_usage_error("%s is for --task lm, classify and mlm", blocks[i]);
     }
     if (a->task != TRAIN_TASK_CLASSIFY && train_args_given(a, "--pooling"))
         return train_usage_error("--pooling is for --task classify");
+    if (a->task != TRAIN_TASK_CLASSIFY && a->freeze_encoder)
+        return train_usage_error("--freeze-encoder is for --task classify --init");
     int tsv = a->train != NULL || a->task == TRAIN_TASK_LM,
         files = a->train_src != NULL || a->train_tgt != NULL;
     if (!tsv && !files)
@@ -539,6 +573,30 @@ int64_t train_default_batch_tokens(int64_t training_tokens)
 {
     int64_t tokens = training_tokens / 100 / 256 * 256;
     return tokens < 512 ? 512 : tokens > 4096 ? 4096 : tokens;
+}
+
+attn_status train_options_for_corpus(const train_args *a, const attn_corpus *train, int64_t width,
+                                     attn_trainer_options *o)
+{
+    int64_t tokens = 0;
+    for (int64_t i = 0; i < attn_corpus_size(train); i++) {
+        const int32_t *ids;
+        int64_t source, target;
+        attn_corpus_source_ids(train, i, &ids, &source);
+        attn_corpus_target_ids(train, i, &ids, &target);
+        tokens += source + target;
+    }
+    const int64_t batch_tokens = train_args_given(a, "--batch-tokens")
+                                     ? a->batch_tokens
+                                     : train_default_batch_tokens(tokens);
+    attn_batcher *counting = NULL;
+    attn_batcher_config in_order = {batch_tokens, 0, 0};
+    const attn_status status = attn_batcher_create(train, &in_order, &counting);
+    if (status != ATTN_OK)
+        return status;
+    const int64_t batches = attn_batcher_num_batches(counting);
+    attn_batcher_destroy(counting);
+    return train_options_for_new_run(a, width, batch_tokens, batches, o);
 }
 
 void train_adam_flags(const train_args *a, attn_trainer_options *o)

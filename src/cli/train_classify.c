@@ -55,6 +55,116 @@ static int read_checkpoint(const train_args *a, attn_tensor_file *file, attn_mod
     return status == ATTN_OK ? 0 : library_failure();
 }
 
+/* What a model file other than a masked language model holds, for the message refusing it. */
+static const char *what_it_holds(attn_model_arch arch)
+{
+    switch (arch) {
+    case ATTN_ARCH_TRANSFORMER:
+        return "a translation model (arch transformer)";
+    case ATTN_ARCH_TRANSFORMER_CLASSIFIER:
+        return "a classifier (arch transformer_classifier)";
+    case ATTN_ARCH_TRANSFORMER_LM:
+        return "a causal language model (arch transformer_lm)";
+    case ATTN_ARCH_RNN:
+        return "an rnn encoder-decoder (arch rnn)";
+    case ATTN_ARCH_TRANSFORMER_MLM:
+        break;
+    }
+    return "a masked language model";
+}
+
+/* --init's pretrained encoder and the tokenizer it learned, which the classifier must read its
+ * text with (the embedding's rows are that tokenizer's ids). */
+static int read_encoder(const train_args *a, attn_model **encoder, attn_tokenizer **tokenizer)
+{
+    attn_tensor_file *file = NULL;
+    attn_bundle *bundle = NULL;
+    if (attn_tensor_file_open(a->init, &file) != ATTN_OK ||
+        attn_bundle_from_file(file, a->init, &bundle) != ATTN_OK) {
+        cli_library_error_in("train", "--init %s", a->init);
+        attn_tensor_file_close(file);
+        return 1;
+    }
+    attn_tensor_file_close(file);
+    const attn_model_arch arch = attn_bundle_config(bundle)->arch;
+    if (arch != ATTN_ARCH_TRANSFORMER_MLM) {
+        attn_bundle_destroy(bundle);
+        return train_usage_error("--init %s holds %s, not a pretrained encoder: give a masked "
+                                 "language model that 'attn train --task mlm' wrote, or leave "
+                                 "--init out to train the classifier from scratch",
+                                 a->init, what_it_holds(arch));
+    }
+    attn_tokenizer *target = NULL;
+    const attn_status status = attn_bundle_release(bundle, encoder, tokenizer, &target);
+    attn_tokenizer_destroy(target);
+    return status == ATTN_OK ? 0 : library_failure();
+}
+
+/* The shape flags given with --init must be the encoder's: the weights cannot be reshaped. */
+static int check_flags_match_encoder(const train_args *a, const attn_model_config *e)
+{
+    const struct {
+        const char *flag;
+        long long asked, has;
+        int size; /* a number worth printing, not a kind */
+    } shape[] = {
+        {"--layers", (long long)a->layers, (long long)e->encoder_layers, 1},
+        {"--d-model", (long long)a->d_model, (long long)e->d_model, 1},
+        {"--heads", (long long)a->heads, (long long)e->num_heads, 1},
+        {"--ffn", (long long)a->ffn, (long long)e->ffn_dim, 1},
+        {"--norm", a->norm, e->norm, 0},
+        {"--ffn-kind", a->ffn_kind, e->ffn, 0},
+        {"--positions", a->positions, e->positions, 0},
+        {"--no-bias", 1, !e->bias, 0}, /* given: no bias asked for */
+    };
+    for (size_t i = 0; i < sizeof shape / sizeof *shape; i++) {
+        if (!train_args_given(a, shape[i].flag) || shape[i].asked == shape[i].has)
+            continue;
+        if (!shape[i].size)
+            return train_usage_error("%s disagrees with the encoder of --init %s: leave it out "
+                                     "(the encoder's shape and blocks come from --init)",
+                                     shape[i].flag, a->init);
+        return train_usage_error("%s %lld disagrees with the encoder of --init %s, which has %lld: "
+                                 "leave %s out (the encoder's shape comes from --init)",
+                                 shape[i].flag, shape[i].asked, a->init, shape[i].has,
+                                 shape[i].flag);
+    }
+    return 0;
+}
+
+/* The classifier over --init's encoder: its config with the run's classes, pooling, dropout
+ * and label smoothing, its weights copied, and with --freeze-encoder the trainer told to keep
+ * them. */
+static int classifier_from_encoder(const train_args *a, const attn_model_config *described,
+                                   const attn_model *encoder, int64_t classes, int64_t longest,
+                                   attn_model **model, int64_t *encoder_floats)
+{
+    attn_model_config c = *attn_model_get_config(encoder);
+    c.arch = ATTN_ARCH_TRANSFORMER_CLASSIFIER;
+    c.num_classes = classes;
+    c.pooling = described->pooling;
+    c.dropout = described->dropout;
+    c.label_smoothing = described->label_smoothing;
+    const int64_t needed = longest + (c.pooling == ATTN_POOLING_CLS);
+    if (needed > c.max_len) {
+        fprintf(stderr,
+                "attn train: a text has %lld positions%s, beyond the max_len %lld of --init %s's "
+                "encoder: leave longer lines out (--max-len %lld)\n",
+                (long long)needed,
+                c.pooling == ATTN_POOLING_CLS ? " with the classification token" : "",
+                (long long)c.max_len, a->init,
+                (long long)(c.max_len - (c.pooling == ATTN_POOLING_CLS)));
+        return 1;
+    }
+    if (attn_model_config_validate(&c) != ATTN_OK)
+        return train_usage_error("the model: %s", attn_last_error());
+    if (attn_model_create(&c, model) != ATTN_OK ||
+        attn_model_init(*model, (uint64_t)a->seed) != ATTN_OK ||
+        attn_model_copy_encoder(*model, encoder, encoder_floats) != ATTN_OK)
+        return library_failure();
+    return 0;
+}
+
 /* Lines per class, and a note when the classes are far from balanced: a model that always
  * answers the largest class then scores its share, which accuracy alone hides. */
 static void report_classes(const attn_corpus *train, const attn_labels *labels)
@@ -95,44 +205,13 @@ static void report_classes(const attn_corpus *train, const attn_labels *labels)
     free(counts);
 }
 
-/* The model the flags describe, with the block options, the data's vocabulary and classes, and
- * a max_len that covers the longest text (and the classification token). */
-static int describe(const train_args *a, const attn_model_config *described, int64_t vocabulary,
-                    int64_t classes, int64_t longest, attn_model_config *c)
-{
-    *c = *described;
-    if (train_args_given(a, "--norm"))
-        c->norm = (attn_norm_kind)a->norm;
-    if (train_args_given(a, "--ffn-kind"))
-        c->ffn = (attn_ffn_kind)a->ffn_kind;
-    if (train_args_given(a, "--positions"))
-        c->positions = (attn_positions)a->positions;
-    if (a->no_bias)
-        c->bias = c->output_bias = 0;
-    c->src_vocab = vocabulary;
-    c->num_classes = classes;
-    const int64_t needed = longest + (c->pooling == ATTN_POOLING_CLS ? 1 : 0);
-    if (needed > c->max_len) {
-        if (a->config != NULL) {
-            fprintf(stderr,
-                    "attn train: --config %s: max_len %lld is below the longest text (%lld "
-                    "positions with the classification token)\n",
-                    a->config, (long long)c->max_len, (long long)needed);
-            return 1;
-        }
-        c->max_len = needed;
-    }
-    if (attn_model_config_validate(c) != ATTN_OK)
-        return train_usage_error("the model: %s", attn_last_error());
-    return 0;
-}
-
 int train_classify_prepare(const train_args *a, const attn_model_config *described,
                            attn_tensor_file *resume_file, train_classify_data *d,
                            attn_model **model, attn_trainer_options *o)
 {
     attn_tokenizer *tokenizer = NULL;
     attn_labels *labels = NULL;
+    attn_model *encoder = NULL;
     int code = 0;
     if (attn_corpus_read_labelled(a->train, &d->train) != ATTN_OK ||
         (a->valid != NULL && attn_corpus_read_labelled(a->valid, &d->valid) != ATTN_OK))
@@ -150,12 +229,18 @@ int train_classify_prepare(const train_args *a, const attn_model_config *describ
         }
     } else {
         attn_tokenizer_config config;
-        if (train_hold_out_validation(a, (uint64_t)a->seed, "lines", d->train, &d->valid) !=
-                ATTN_OK ||
-            attn_tokenizer_config_parse(a->src_tokens, &config) != ATTN_OK ||
-            attn_tokenizer_train(&config, attn_corpus_sources(d->train), attn_corpus_size(d->train),
-                                 &tokenizer) != ATTN_OK ||
-            attn_labels_from_corpus(d->train, &labels) != ATTN_OK)
+        if (a->init != NULL)
+            code = read_encoder(a, &encoder, &tokenizer);
+        if (code == 0 && a->init != NULL)
+            code = check_flags_match_encoder(a, attn_model_get_config(encoder));
+        if (code == 0 &&
+            (train_hold_out_validation(a, (uint64_t)a->seed, "lines", d->train, &d->valid) !=
+                 ATTN_OK ||
+             (tokenizer == NULL &&
+              (attn_tokenizer_config_parse(a->src_tokens, &config) != ATTN_OK ||
+               attn_tokenizer_train(&config, attn_corpus_sources(d->train),
+                                    attn_corpus_size(d->train), &tokenizer) != ATTN_OK)) ||
+             attn_labels_from_corpus(d->train, &labels) != ATTN_OK))
             code = library_failure();
     }
     /* Encoding names the line of a label only the validation file has. */
@@ -163,27 +248,8 @@ int train_classify_prepare(const train_args *a, const attn_model_config *describ
         (attn_corpus_encode_labelled(d->train, tokenizer, labels) != ATTN_OK ||
          (d->valid != NULL && attn_corpus_encode_labelled(d->valid, tokenizer, labels) != ATTN_OK)))
         code = library_failure();
-    if (code == 0 && a->max_len > 0) {
-        int64_t dropped_train = 0, dropped_valid = 0;
-        if (attn_corpus_drop_longer(d->train, a->max_len, a->max_len, &dropped_train) != ATTN_OK ||
-            (d->valid != NULL &&
-             attn_corpus_drop_longer(d->valid, a->max_len, a->max_len, &dropped_valid) != ATTN_OK))
-            code = library_failure();
-        else if (dropped_train + dropped_valid > 0)
-            fprintf(stderr,
-                    "attn train: skipped %lld training and %lld validation lines longer than "
-                    "--max-len %lld tokens\n",
-                    (long long)dropped_train, (long long)dropped_valid, (long long)a->max_len);
-        if (code == 0 && (attn_corpus_size(d->train) == 0 ||
-                          (d->valid != NULL && attn_corpus_size(d->valid) == 0))) {
-            fprintf(stderr,
-                    "attn train: every %s line is longer than --max-len %lld tokens; raise it "
-                    "(0: no limit)\n",
-                    attn_corpus_size(d->train) == 0 ? "training" : "validation",
-                    (long long)a->max_len);
-            code = 1;
-        }
-    }
+    if (code == 0)
+        code = train_drop_long_lines(a, d->train, d->valid);
     if (code == 0 && (attn_tokenizer_to_json(tokenizer, &d->tokenizer_json) != ATTN_OK ||
                       attn_labels_to_json(labels, &d->labels_json) != ATTN_OK))
         code = library_failure();
@@ -196,8 +262,10 @@ int train_classify_prepare(const train_args *a, const attn_model_config *describ
     const int64_t classes = attn_labels_count(labels);
     attn_tokenizer_destroy(tokenizer);
     attn_labels_destroy(labels);
-    if (code != 0)
+    if (code != 0) {
+        attn_model_destroy(encoder);
         return code;
+    }
 
     if (resume_file != NULL) {
         const attn_model_config *c = attn_model_get_config(*model);
@@ -211,31 +279,30 @@ int train_classify_prepare(const train_args *a, const attn_model_config *describ
         }
         return 0;
     }
-    attn_model_config c;
-    code = describe(a, described, vocabulary, classes, longest, &c);
+    int64_t encoder_floats = 0;
+    if (encoder != NULL) {
+        code = classifier_from_encoder(a, described, encoder, classes, longest, model,
+                                       &encoder_floats);
+        attn_model_destroy(encoder);
+    } else {
+        attn_model_config c;
+        code = train_fit_encoder_to_data(a, described, vocabulary, classes, longest, &c);
+        if (code == 0 && (attn_model_create(&c, model) != ATTN_OK ||
+                          attn_model_init(*model, (uint64_t)a->seed) != ATTN_OK))
+            code = library_failure();
+    }
     if (code != 0)
         return code;
-    if (attn_model_create(&c, model) != ATTN_OK || attn_model_init(*model, (uint64_t)a->seed))
+    if (train_options_for_corpus(a, d->train, attn_model_get_config(*model)->d_model, o) !=
+        ATTN_OK)
         return library_failure();
-    /* Batches as translation sizes them: about 100 an epoch, by the text's tokens (a label
-     * is one token of the budget). */
-    int64_t tokens = 0;
-    for (int64_t i = 0; i < attn_corpus_size(d->train); i++) {
-        const int32_t *ids;
-        int64_t length;
-        attn_corpus_source_ids(d->train, i, &ids, &length);
-        tokens += length + 1;
+    if (a->init != NULL) {
+        fprintf(stderr, "attn train: the encoder and its tokenizer come from --init %s; %s\n",
+                a->init,
+                a->freeze_encoder ? "--freeze-encoder: only the new head learns"
+                                  : "the encoder learns on with the new head");
+        if (a->freeze_encoder)
+            o->frozen_floats = encoder_floats;
     }
-    const int64_t batch_tokens = train_args_given(a, "--batch-tokens")
-                                     ? a->batch_tokens
-                                     : train_default_batch_tokens(tokens);
-    attn_batcher *counting = NULL;
-    attn_batcher_config in_order = {batch_tokens, 0, 0};
-    if (attn_batcher_create(d->train, &in_order, &counting) != ATTN_OK)
-        return library_failure();
-    const int64_t batches = attn_batcher_num_batches(counting);
-    attn_batcher_destroy(counting);
-    if (train_options_for_new_run(a, c.d_model, batch_tokens, batches, o) != ATTN_OK)
-        return library_failure();
     return 0;
 }

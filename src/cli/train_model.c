@@ -10,7 +10,7 @@
 
 /* --config's JSON. The vocabulary sizes come from the tokenizers, which do not exist yet: they
  * stand at 1 until fit_model_to_data. Returns 0 or an exit code. */
-static int read_config_file(const char *path, int classify, attn_model_config *config)
+static int read_config_file(const char *path, train_task task, attn_model_config *config)
 {
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
@@ -45,9 +45,11 @@ static int read_config_file(const char *path, int classify, attn_model_config *c
         fprintf(stderr, "attn train: --config %s: not a JSON object\n", path);
         return 1;
     }
-    /* A classifier's classes come from the labels, as vocabularies from the tokenizers. */
+    /* A classifier's classes come from the labels, as vocabularies from the tokenizers; a
+     * masked language model has the source vocabulary alone. */
+    const int classify = task == TRAIN_TASK_CLASSIFY, mlm = task == TRAIN_TASK_MLM;
     const char *const sizes[] = {"src_vocab", classify ? "num_classes" : "tgt_vocab"};
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < (mlm ? 1 : 2); i++) {
         cJSON_DeleteItemFromObjectCaseSensitive(root, sizes[i]);
         cJSON_AddNumberToObject(root, sizes[i], 1.0);
     }
@@ -70,7 +72,14 @@ static int read_config_file(const char *path, int classify, attn_model_config *c
                 path);
         return 1;
     }
-    if (!classify && config->arch != ATTN_ARCH_TRANSFORMER && config->arch != ATTN_ARCH_RNN) {
+    if (mlm && config->arch != ATTN_ARCH_TRANSFORMER_MLM) {
+        fprintf(stderr,
+                "attn train: --config %s: arch must be \"transformer_mlm\" for --task mlm\n",
+                path);
+        return 1;
+    }
+    if (!classify && !mlm && config->arch != ATTN_ARCH_TRANSFORMER &&
+        config->arch != ATTN_ARCH_RNN) {
         fprintf(stderr,
                 "attn train: --config %s: arch must be \"transformer\" or \"rnn\" (an "
                 "encoder-decoder) to train on sentence pairs\n",
@@ -146,19 +155,22 @@ static int describe_rnn(const train_args *a, attn_model_config *c)
 int train_describe_model(const train_args *a, attn_model_config *c)
 {
     int from_file = a->config != NULL;
-    const int classify = a->task == TRAIN_TASK_CLASSIFY;
+    const int classify = a->task == TRAIN_TASK_CLASSIFY, mlm = a->task == TRAIN_TASK_MLM;
     if (from_file) {
-        int code = read_config_file(a->config, classify, c);
+        int code = read_config_file(a->config, (train_task)a->task, c);
         if (code != 0)
             return code;
         const char *file_arch = c->arch == ATTN_ARCH_RNN ? "rnn" : "transformer";
-        if (!classify && train_args_given(a, "--arch") && a->arch != (int)c->arch)
+        if (!classify && !mlm && train_args_given(a, "--arch") && a->arch != (int)c->arch)
             return train_usage_error("--arch %s contradicts --config, whose arch is \"%s\"",
                                      a->arch == ATTN_ARCH_RNN ? "rnn" : "transformer", file_arch);
     } else if (classify) {
         /* The sizes the data gives (vocabulary, classes) stand at 1 until they are known. */
         *c = attn_model_config_default(ATTN_ARCH_TRANSFORMER_CLASSIFIER);
         c->src_vocab = c->num_classes = 1;
+    } else if (mlm) {
+        *c = attn_model_config_default(ATTN_ARCH_TRANSFORMER_MLM);
+        c->src_vocab = 1;
     } else {
         *c = attn_model_config_default((attn_model_arch)a->arch);
         c->src_vocab = c->tgt_vocab = 1;
@@ -182,6 +194,9 @@ int train_describe_model(const train_args *a, attn_model_config *c)
         c->dropout = a->dropout;
     if (!from_file || train_args_given(a, "--label-smoothing"))
         c->label_smoothing = a->label_smoothing;
+    /* As a language model's: no smoothing unless asked, so the loss is the perplexity's. */
+    if (mlm && !from_file && !train_args_given(a, "--label-smoothing"))
+        c->label_smoothing = 0.0;
     if (rnn) {
         int code = describe_rnn(a, c);
         if (code != 0)
@@ -189,7 +204,7 @@ int train_describe_model(const train_args *a, attn_model_config *c)
     } else {
         if (!from_file || train_args_given(a, "--layers")) {
             c->encoder_layers = a->layers;
-            if (c->arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER)
+            if (c->arch == ATTN_ARCH_TRANSFORMER)
                 c->decoder_layers = a->layers;
         }
         if (c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER &&
@@ -240,5 +255,38 @@ int train_fit_model_to_data(const char *config_path, int64_t src_vocab, int64_t 
         fprintf(stderr, "attn train: the model: %s\n", attn_last_error());
         return 1;
     }
+    return 0;
+}
+
+int train_fit_encoder_to_data(const train_args *a, const attn_model_config *described,
+                              int64_t vocabulary, int64_t classes, int64_t longest,
+                              attn_model_config *c)
+{
+    *c = *described;
+    if (train_args_given(a, "--norm"))
+        c->norm = (attn_norm_kind)a->norm;
+    if (train_args_given(a, "--ffn-kind"))
+        c->ffn = (attn_ffn_kind)a->ffn_kind;
+    if (train_args_given(a, "--positions"))
+        c->positions = (attn_positions)a->positions;
+    if (a->no_bias)
+        c->bias = c->output_bias = 0;
+    c->src_vocab = vocabulary;
+    if (c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER)
+        c->num_classes = classes;
+    const int64_t needed =
+        longest + (c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER && c->pooling == ATTN_POOLING_CLS);
+    if (needed > c->max_len) {
+        if (a->config != NULL) {
+            fprintf(stderr,
+                    "attn train: --config %s: max_len %lld is below the longest text (%lld "
+                    "positions with the classification token)\n",
+                    a->config, (long long)c->max_len, (long long)needed);
+            return 1;
+        }
+        c->max_len = needed;
+    }
+    if (attn_model_config_validate(c) != ATTN_OK)
+        return train_usage_error("the model: %s", attn_last_error());
     return 0;
 }

@@ -115,6 +115,8 @@ int train_progress_on_event(const attn_train_event *e, void *user)
                    (e->epoch_batches > 0 ? (double)e->batch_index / (double)e->epoch_batches : 0);
     format_duration(eta_seconds(p, e, p->first_step), eta, sizeof eta);
     format_duration(e->elapsed, elapsed, sizeof elapsed);
+    /* What the rate counts: a masked language model scores (and counts) the chosen tokens. */
+    const char *unit = p->classifier ? "lines" : p->masked_lm ? "masked tok" : "tok";
     char figures[64];
     language_model_figures(p, e->loss,
                            e->kind == ATTN_TRAIN_EVENT_EVAL ? p->valid_chars_per_token
@@ -149,7 +151,7 @@ int train_progress_on_event(const attn_train_event *e, void *user)
                     "\r\033[Kepoch %.2f step %lld%s [%s] loss %.4f%s lr %.2e %.0f %s/s "
                     "ETA %s%s",
                     epoch, (long long)e->step, planned, bar, e->loss, figures, e->lr,
-                    e->tokens_per_second, p->classifier ? "lines" : "tok", eta,
+                    e->tokens_per_second, unit, eta,
                     e->skipped ? " (skipped: non-finite gradient)" : "");
             p->bar_drawn = 1;
         } else if (!p->terminal && (e->step % p->log_every == 0 || e->skipped)) {
@@ -162,7 +164,7 @@ int train_progress_on_event(const attn_train_event *e, void *user)
                     "step %lld%s epoch %.2f loss %.4f%s acc %.4f lr %.3e grad %.3f %s/s "
                     "%.0f elapsed %s ETA %s%s\n",
                     (long long)e->step, planned, epoch, e->loss, figures, e->accuracy, e->lr,
-                    e->grad_norm, p->classifier ? "lines" : "tok", e->tokens_per_second, elapsed,
+                    e->grad_norm, unit, e->tokens_per_second, elapsed,
                     eta, e->skipped ? " skipped: non-finite gradient" : "");
         }
     } else if (e->kind == ATTN_TRAIN_EVENT_EVAL) {
@@ -179,9 +181,10 @@ int train_progress_on_event(const attn_train_event *e, void *user)
                     e->improved ? ", new best: model written" : "");
         else
             fprintf(stderr,
-                    "step %lld epoch %.2f: valid loss %.4f (perplexity %.2f%s), token accuracy "
-                    "%.2f%%%s\n",
-                    (long long)e->step, epoch, e->loss, exp(e->loss), bits, 100.0 * e->accuracy,
+                    "step %lld epoch %.2f: valid %sloss %.4f (perplexity %.2f%s), %stoken "
+                    "accuracy %.2f%%%s\n",
+                    (long long)e->step, epoch, p->masked_lm ? "masked-token " : "", e->loss,
+                    exp(e->loss), bits, p->masked_lm ? "masked-" : "", 100.0 * e->accuracy,
                     e->improved ? ", new best: model written" : "");
     } else {
         if (p->bar_drawn)
@@ -199,6 +202,7 @@ void train_progress_init(train_progress *p, int64_t log_every, double time_limit
     p->bar_drawn = 0;
     p->last_drawn = -1.0;
     p->language_model = 0;
+    p->masked_lm = 0;
     p->classifier = 0;
     p->train_chars_per_token = p->valid_chars_per_token = 0.0;
     p->time_limit = time_limit;

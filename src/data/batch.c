@@ -37,7 +37,8 @@ struct attn_batcher {
     int64_t epoch, index; /* the position */
 
     attn_batch batch;
-    int64_t source_capacity, target_capacity, rows_capacity;
+    int64_t source_capacity, target_capacity, rows_capacity, mlm_capacity;
+    int32_t *mlm_targets; /* a text corpus's batch.mlm_targets */
 };
 
 static attn_status reserve_batch(attn_batcher *b, int64_t rows, int64_t source_cells,
@@ -233,6 +234,7 @@ void attn_batcher_destroy(attn_batcher *batcher)
     free(batcher->batch.source_lengths);
     free(batcher->batch.target_lengths);
     free(batcher->batch.pairs);
+    free(batcher->mlm_targets);
     free(batcher);
 }
 
@@ -319,12 +321,17 @@ attn_status attn_batcher_next(attn_batcher *batcher, const attn_batch **batch)
         source_cells > INT64_MAX || target_cells > INT64_MAX)
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_batcher_next: batch too large");
     ATTN_TRY(reserve_batch(b, rows, (int64_t)source_cells, (int64_t)target_cells));
+    const int masked = attn_corpus_is_text(b->corpus);
+    if (masked)
+        ATTN_TRY(grow_array((void **)&b->mlm_targets, &b->mlm_capacity, (int64_t)source_cells,
+                            sizeof *b->mlm_targets));
 
     attn_batch *out = &b->batch;
     out->size = rows;
     out->source_len = source_len;
     out->target_len = target_len;
     out->labels = attn_corpus_is_labelled(b->corpus) ? out->target : NULL;
+    out->mlm_targets = masked ? b->mlm_targets : NULL;
     out->epoch = b->epoch;
     out->index = b->index;
     for (int64_t r = 0; r < rows; r++) {
@@ -333,6 +340,13 @@ attn_status attn_batcher_next(attn_batcher *batcher, const attn_batch **batch)
         int64_t length;
         attn_corpus_source_ids(b->corpus, pair, &ids, &length);
         fill_rows(out->source + r * source_len, source_len, ids, length);
+        if (masked) {
+            int32_t *row = out->source + r * source_len, *targets = b->mlm_targets + r * source_len;
+            attn_mlm_mask(b->config.seed, b->epoch, pair, row, length, corpus_text_vocab(b->corpus),
+                          row, targets);
+            for (int64_t j = length; j < source_len; j++)
+                targets[j] = -1;
+        }
         out->source_lengths[r] = (int32_t)length;
         attn_corpus_target_ids(b->corpus, pair, &ids, &length);
         fill_rows(out->target + r * target_len, target_len, ids, length);

@@ -20,6 +20,10 @@ struct attn_corpus {
     /* Labelled lines (attn_corpus_read_labelled, attn_corpus_encode_labelled): the target
      * strings are labels, and each pair's target ids are its one class id. */
     int labelled;
+    /* Plain text (attn_corpus_read_text, attn_corpus_encode_text): each target is the empty
+     * string at its line's end and has no ids; vocab is the encoding tokenizer's size. */
+    int text;
+    int64_t vocab;
     int32_t *source_ids, *target_ids;
     int64_t *source_start, *target_start; /* [count + 1] offsets into the id arrays */
 };
@@ -68,6 +72,8 @@ static char *copy_string(const char *s)
         memcpy(copy, s, size);
     return copy;
 }
+
+static attn_status check_no_empty_line(const char *fn, const char *path, const attn_lines *lines);
 
 static attn_status set_names(const char *fn, attn_corpus *corpus, const char *source,
                              const char *target)
@@ -169,6 +175,48 @@ attn_status attn_corpus_read_labelled(const char *path, attn_corpus **out)
 int attn_corpus_is_labelled(const attn_corpus *corpus)
 {
     return corpus != NULL && corpus->labelled;
+}
+
+attn_status attn_corpus_read_text(const char *path, attn_corpus **out)
+{
+    static const char fn[] = "attn_corpus_read_text";
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
+    ATTN_CHECK_NOT_NULL(path);
+    attn_lines lines;
+    ATTN_TRY(lines_read_for(fn, path, &lines));
+    attn_corpus *corpus = NULL;
+    attn_status status = check_no_empty_line(fn, path, &lines);
+    if (status == ATTN_OK)
+        status = new_corpus(fn, lines.count, &corpus);
+    if (status != ATTN_OK) {
+        attn_lines_free(&lines);
+        return status;
+    }
+    corpus->source_lines = lines;
+    for (int64_t i = 0; i < lines.count; i++) {
+        corpus->source[i] = lines.line[i];
+        corpus->target[i] = lines.line[i] + strlen(lines.line[i]);
+        corpus->line[i] = i + 1;
+    }
+    corpus->text = 1;
+    status = set_names(fn, corpus, path, path);
+    if (status != ATTN_OK) {
+        attn_corpus_destroy(corpus);
+        return status;
+    }
+    *out = corpus;
+    return ATTN_OK;
+}
+
+int attn_corpus_is_text(const attn_corpus *corpus)
+{
+    return corpus != NULL && corpus->text;
+}
+
+int64_t corpus_text_vocab(const attn_corpus *corpus)
+{
+    return corpus->vocab;
 }
 
 static attn_status check_no_empty_line(const char *fn, const char *path, const attn_lines *lines)
@@ -392,14 +440,24 @@ static attn_status encode_labels(const char *fn, attn_corpus *corpus, const attn
     return ATTN_OK;
 }
 
+/* A text corpus's targets: none, every one of length 0. */
+static attn_status encode_no_targets(const char *fn, const attn_corpus *corpus, side_ids *side)
+{
+    side->start = calloc((size_t)corpus->count + 1, sizeof *side->start);
+    if (side->start == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    return ATTN_OK;
+}
+
 static attn_status encode(const char *fn, attn_corpus *corpus, const attn_tokenizer *source,
                           const attn_tokenizer *target, const attn_labels *labels)
 {
     side_ids source_side = {0}, target_side = {0};
     attn_status status = encode_side(fn, corpus, source, 0, &source_side);
     if (status == ATTN_OK)
-        status = labels != NULL ? encode_labels(fn, corpus, labels, &target_side)
-                                : encode_side(fn, corpus, target, 1, &target_side);
+        status = corpus->text      ? encode_no_targets(fn, corpus, &target_side)
+                 : labels != NULL ? encode_labels(fn, corpus, labels, &target_side)
+                                  : encode_side(fn, corpus, target, 1, &target_side);
     if (status != ATTN_OK) {
         side_ids_free(&source_side);
         side_ids_free(&target_side);
@@ -427,6 +485,9 @@ attn_status attn_corpus_encode(attn_corpus *corpus, const attn_tokenizer *source
                    "%s: the corpus holds labelled lines: encode it with "
                    "attn_corpus_encode_labelled",
                    fn);
+    ATTN_CHECK_ARG(!corpus->text, "%s: the corpus holds plain text: encode it with "
+                                  "attn_corpus_encode_text",
+                   fn);
     return encode(fn, corpus, source, target, NULL);
 }
 
@@ -441,6 +502,19 @@ attn_status attn_corpus_encode_labelled(attn_corpus *corpus, const attn_tokenize
                    "%s: the corpus holds pairs, not labelled lines (attn_corpus_read_labelled)",
                    fn);
     return encode(fn, corpus, source, NULL, labels);
+}
+
+attn_status attn_corpus_encode_text(attn_corpus *corpus, const attn_tokenizer *tokenizer)
+{
+    static const char fn[] = "attn_corpus_encode_text";
+    ATTN_CHECK_NOT_NULL(corpus);
+    ATTN_CHECK_NOT_NULL(tokenizer);
+    ATTN_CHECK_ARG(corpus->text, "%s: the corpus holds pairs or labelled lines, not plain text "
+                                 "(attn_corpus_read_text)",
+                   fn);
+    ATTN_TRY(encode(fn, corpus, tokenizer, NULL, NULL));
+    corpus->vocab = attn_vocab_size(attn_tokenizer_vocab(tokenizer));
+    return ATTN_OK;
 }
 
 attn_status attn_corpus_drop_longer(attn_corpus *corpus, int64_t max_source, int64_t max_target,
@@ -462,7 +536,8 @@ attn_status attn_corpus_drop_longer(attn_corpus *corpus, int64_t max_source, int
         const int64_t target_begin = corpus->target_start[i];
         const int64_t target_len = corpus->target_start[i + 1] - target_begin;
         /* A label is one id; a target sentence has <s> and </s> besides its tokens. */
-        if (source_len > max_source || (!corpus->labelled && target_len - 2 > max_target))
+        if (source_len > max_source ||
+            (!corpus->labelled && !corpus->text && target_len - 2 > max_target))
             continue;
         memmove(corpus->source_ids + source_end, corpus->source_ids + source_begin,
                 (size_t)source_len * sizeof *corpus->source_ids);
@@ -591,6 +666,7 @@ attn_status attn_corpus_hold_out(attn_corpus *corpus, int64_t count, uint64_t se
     }
     corpus->count = kept;
     held->labelled = corpus->labelled;
+    held->text = corpus->text;
     free(chosen);
     *held_out = held;
     return ATTN_OK;

@@ -51,6 +51,10 @@ ATTN_INTERNAL void byte_buffer_free(byte_buffer *buf);
 
 /* Grows *array (elements of element_size bytes) to hold at least `needed` elements, doubling
  * *capacity. */
+/* The vocabulary size of the tokenizer a text corpus was encoded with (attn_corpus_encode_text):
+ * the masking's random tokens are drawn below it. */
+ATTN_INTERNAL int64_t corpus_text_vocab(const attn_corpus *corpus);
+
 ATTN_INTERNAL attn_status grow_array(void **array, int64_t *capacity, int64_t needed,
                                      size_t element_size);
 

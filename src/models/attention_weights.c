@@ -64,7 +64,8 @@ static attn_status locate(const char *fn, const attn_model_config *c, attn_atten
                          "from attn_model_step's cross output)",
                          fn);
     const int has_encoder = c->arch != ATTN_ARCH_TRANSFORMER_LM;
-    const int has_decoder = c->arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER;
+    const int has_decoder =
+        c->arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER && c->arch != ATTN_ARCH_TRANSFORMER_MLM;
     const int has_cross = c->arch == ATTN_ARCH_TRANSFORMER;
     const int64_t encoder_layers = has_encoder ? c->encoder_layers : 0;
     ATTN_CHECK_ARG(kind != ATTN_ENCODER_SELF_ATTENTION || has_encoder,

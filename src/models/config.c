@@ -12,7 +12,7 @@
 /* ---- names of enumerations ---------------------------------------------------------- */
 
 static const char *const arch_names[] = {"transformer", "transformer_classifier", "transformer_lm",
-                                         "rnn"};
+                                         "rnn", "transformer_mlm"};
 static const char *const activation_names[] = {"relu", "gelu", "gelu_tanh"};
 static const char *const layout_names[] = {"interleaved", "concatenated"};
 static const char *const positions_names[] = {"sinusoidal", "learned", "rope"};
@@ -34,7 +34,9 @@ enum {
     ARCH_TRANSFORMER = 1 << ATTN_ARCH_TRANSFORMER,
     ARCH_CLASSIFIER = 1 << ATTN_ARCH_TRANSFORMER_CLASSIFIER,
     ARCH_LM = 1 << ATTN_ARCH_TRANSFORMER_LM,
-    ARCH_ALL = ARCH_TRANSFORMER | ARCH_CLASSIFIER | ARCH_LM, /* the Transformer family */
+    ARCH_MLM = 1 << ATTN_ARCH_TRANSFORMER_MLM,
+    ARCH_ALL = ARCH_TRANSFORMER | ARCH_CLASSIFIER | ARCH_LM | ARCH_MLM, /* the Transformer family */
+    ARCH_ENCODER = ARCH_TRANSFORMER | ARCH_CLASSIFIER | ARCH_MLM,       /* with an encoder */
     ARCH_RNN = 1 << ATTN_ARCH_RNN
 };
 
@@ -61,14 +63,14 @@ static const field_spec fields[] = {
     FIELD(d_model, FIELD_INT, ARCH_ALL),
     FIELD(num_heads, FIELD_INT, ARCH_ALL),
     FIELD(ffn_dim, FIELD_INT, ARCH_ALL),
-    FIELD(encoder_layers, FIELD_INT, ARCH_TRANSFORMER | ARCH_CLASSIFIER),
+    FIELD(encoder_layers, FIELD_INT, ARCH_ENCODER),
     FIELD(decoder_layers, FIELD_INT, ARCH_TRANSFORMER | ARCH_LM),
     FIELD(dropout, FIELD_NUMBER, ARCH_ALL | ARCH_RNN),
     ENUM_FIELD(activation, ARCH_ALL, activation_names),
     FIELD(norm_first, FIELD_BOOL, ARCH_ALL),
-    FIELD(encoder_final_norm, FIELD_BOOL, ARCH_TRANSFORMER | ARCH_CLASSIFIER),
+    FIELD(encoder_final_norm, FIELD_BOOL, ARCH_ENCODER),
     FIELD(decoder_final_norm, FIELD_BOOL, ARCH_TRANSFORMER | ARCH_LM),
-    FIELD(src_vocab, FIELD_INT, ARCH_TRANSFORMER | ARCH_CLASSIFIER | ARCH_RNN),
+    FIELD(src_vocab, FIELD_INT, ARCH_ENCODER | ARCH_RNN),
     FIELD(tgt_vocab, FIELD_INT, ARCH_TRANSFORMER | ARCH_LM | ARCH_RNN),
     FIELD(num_classes, FIELD_INT, ARCH_CLASSIFIER),
     ENUM_FIELD(pooling, ARCH_CLASSIFIER, pooling_names),
@@ -158,7 +160,7 @@ attn_model_config attn_model_config_default(attn_model_arch arch)
         c.encoder_layers = 6;
         c.encoder_final_norm = 1;
     }
-    if (arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER) {
+    if (arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER && arch != ATTN_ARCH_TRANSFORMER_MLM) {
         c.decoder_layers = 6;
         c.decoder_final_norm = 1;
         c.tie_output = 1;

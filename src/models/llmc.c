@@ -306,7 +306,8 @@ static attn_status check_representable(const char *fn, const char *name, const a
                          c->arch == ATTN_ARCH_TRANSFORMER ? "\"transformer\""
                          : c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER
                              ? "\"transformer_classifier\""
-                             : "\"rnn\"");
+                         : c->arch == ATTN_ARCH_TRANSFORMER_MLM ? "\"transformer_mlm\""
+                                                                : "\"rnn\"");
     if (c->positions != ATTN_POSITIONS_LEARNED)
         add_difference(differences, size, &n, "positions",
                        c->positions == ATTN_POSITIONS_ROPE ? "\"rope\"" : "\"sinusoidal\"",

@@ -88,6 +88,7 @@ static attn_status build(attn_model *m)
         }
         break;
     case ATTN_ARCH_TRANSFORMER_CLASSIFIER:
+    case ATTN_ARCH_TRANSFORMER_MLM:
         ATTN_TRY(attn_nn_embedding_register(&m->src_embed, m->params, "embed", c->src_vocab,
                                             c->d_model));
         break;
@@ -133,6 +134,11 @@ static attn_status build(attn_model *m)
     if (c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER) {
         ATTN_TRY(attn_nn_linear_register(&m->classifier, m->params, "classifier", c->d_model,
                                          c->num_classes, c->output_bias));
+    } else if (c->arch == ATTN_ARCH_TRANSFORMER_MLM) {
+        /* Tied, as BERT's: the encoder keeps no weight that only pretraining uses, but the
+         * bias (a classifier started from this model takes every other parameter). */
+        ATTN_TRY(attn_nn_linear_register_tied(&m->generator, m->params, "generator",
+                                              m->src_embed.weight, c->output_bias));
     } else if (c->tie_output) {
         ATTN_TRY(attn_nn_linear_register_tied(&m->generator, m->params, "generator",
                                               m->tgt_embed.weight, c->output_bias));
@@ -245,6 +251,65 @@ attn_status attn_model_load_weights(attn_model *model, const attn_tensor_file *f
                    "model (its stored %s matrices would no longer match)",
                    attn_precision_name(model->precision), attn_precision_name(model->precision));
     return attn_params_load(model->params, file, ATTN_PARAM_VALUES, NULL);
+}
+
+attn_status attn_model_copy_encoder(attn_model *classifier, const attn_model *encoder,
+                                    int64_t *encoder_floats)
+{
+    const char *fn = __func__;
+    ATTN_CHECK_NOT_NULL(classifier);
+    ATTN_CHECK_NOT_NULL(encoder);
+    ATTN_CHECK_ARG(classifier->config.arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER &&
+                       encoder->config.arch == ATTN_ARCH_TRANSFORMER_MLM,
+                   "%s: copies a masked language model's encoder (arch transformer_mlm) into a "
+                   "classifier (arch transformer_classifier)",
+                   fn);
+    ATTN_CHECK_ARG(classifier->precision == ATTN_PRECISION_FP32 &&
+                       encoder->precision == ATTN_PRECISION_FP32,
+                   "%s: both models must hold fp32 weights", fn);
+    const attn_params *from = encoder->params;
+    attn_params *to = classifier->params;
+    /* The encoder's parameters are registered first in both, so they are a prefix of the
+     * classifier's: the head starts at its first parameter the encoder lacks. */
+    int64_t end = (int64_t)attn_params_buffer_floats(to);
+    size_t copied = 0;
+    for (size_t i = 0; i < attn_params_count(to); i++) {
+        attn_param_info mine, theirs;
+        attn_param_id id;
+        ATTN_TRY(attn_params_info(to, (attn_param_id)i, &mine));
+        if (attn_params_find(from, mine.name, &id) != ATTN_OK) {
+            attn_clear_error();
+            if (end == (int64_t)attn_params_buffer_floats(to))
+                end = (int64_t)mine.offset;
+            continue;
+        }
+        ATTN_TRY(attn_params_info(from, id, &theirs));
+        if (theirs.ndim != mine.ndim ||
+            memcmp(theirs.shape, mine.shape, (size_t)mine.ndim * sizeof *mine.shape) != 0)
+            return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                             "%s: %s has another shape in the encoder (%lld values) than in the "
+                             "classifier (%lld): make the classifier's config from the encoder's",
+                             fn, mine.name, (long long)theirs.numel, (long long)mine.numel);
+        ATTN_CHECK_ARG((int64_t)mine.offset < end,
+                       "%s: the classifier's %s comes after its head; the encoder must come first",
+                       fn, mine.name);
+        memcpy(attn_params_data(to, (attn_param_id)i, ATTN_PARAM_VALUES),
+               attn_params_data(from, id, ATTN_PARAM_VALUES), (size_t)mine.numel * sizeof(float));
+        copied++;
+    }
+    /* Every encoder parameter has found its place; only the output bias stays behind. */
+    attn_param_id bias;
+    const size_t head = attn_params_find(from, "generator.bias", &bias) == ATTN_OK ? 1 : 0;
+    attn_clear_error();
+    if (copied + head != attn_params_count(from))
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                         "%s: the classifier took %zu of the encoder's %zu parameters: make the "
+                         "classifier's config from the encoder's",
+                         fn, copied, attn_params_count(from) - head);
+    attn_params_values_changed(to);
+    if (encoder_floats != NULL)
+        *encoder_floats = end;
+    return ATTN_OK;
 }
 
 /* The stored config JSON. Looked up entry by entry: a file without metadata is common here
@@ -464,8 +529,9 @@ static attn_status decode(const char *fn, attn_model *model, attn_graph *graph, 
                           int64_t ids_stride, const int32_t *lengths, attn_var **logits)
 {
     const attn_model_config *c = &model->config;
-    ATTN_CHECK_ARG(c->arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER, "%s: a classifier has no decoder",
-                   fn);
+    ATTN_CHECK_ARG(c->arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER &&
+                       c->arch != ATTN_ARCH_TRANSFORMER_MLM,
+                   "%s: a classifier or masked language model has no decoder", fn);
     ATTN_CHECK_ARG(size >= 0, "%s: negative batch size %lld", fn, (long long)size);
     ATTN_CHECK_ARG(len >= 0 && len <= c->max_len,
                    "%s: decoder length %lld is outside [0, max_len %lld]", fn, (long long)len,
@@ -531,6 +597,17 @@ static attn_status check_batch(const char *fn, const attn_model *model,
     const attn_model_config *c = &model->config;
     ATTN_CHECK_ARG(batch != NULL, "%s: batch must not be NULL", fn);
     ATTN_CHECK_ARG(batch->size >= 0, "%s: negative batch size %lld", fn, (long long)batch->size);
+    if (c->arch == ATTN_ARCH_TRANSFORMER_MLM) {
+        ATTN_CHECK_ARG(!labels || batch->size == 0 || batch->mlm_targets != NULL,
+                       "%s: batch->mlm_targets must not be NULL (a masked text's batch: "
+                       "attn_corpus_read_text)",
+                       fn);
+        ATTN_CHECK_ARG(batch->teacher == NULL,
+                       "%s: the masked language model learns from its text, not a teacher's "
+                       "distributions",
+                       fn);
+        return ATTN_OK;
+    }
     if (c->arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER) {
         ATTN_CHECK_ARG(batch->tgt_len >= 1 && batch->tgt_len - 1 <= c->max_len,
                        "%s: tgt_len %lld is outside [1, max_len + 1 = %lld]", fn,
@@ -623,6 +700,8 @@ static attn_status forward_logits(const char *fn, attn_model *model, attn_graph 
         ATTN_TRY(attn_op_dropout(graph, pooled, (float)c->dropout, &pooled));
         return attn_nn_linear_forward(&model->classifier, graph, pooled, logits);
     }
+    if (c->arch == ATTN_ARCH_TRANSFORMER_MLM)
+        return attn_nn_linear_forward(&model->generator, graph, memory, logits);
     /* The decoder reads each target without its last token. */
     int32_t *lengths = attn_graph_alloc(graph, (size_t)batch->size * sizeof *lengths);
     if (lengths == NULL && batch->size > 0)
@@ -761,7 +840,15 @@ static attn_status forward_loss(const char *fn, attn_model *model, attn_graph *g
     ATTN_TRY(forward_logits(fn, model, graph, batch, &logits));
     int64_t rows = batch->size;
     const int32_t *labels = batch->labels;
-    if (!classifier) {
+    if (c->arch == ATTN_ARCH_TRANSFORMER_MLM) {
+        /* Row (b, t) predicts the original token at a chosen position; the others are -1. */
+        rows = batch->size * batch->src_len;
+        labels = batch->mlm_targets;
+        for (int64_t r = 0; r < rows; r++)
+            ATTN_CHECK_ARG(labels[r] >= -1 && labels[r] < c->src_vocab,
+                           "%s: mlm_targets[%lld] = %d is outside [-1, %lld)", fn, (long long)r,
+                           (int)labels[r], (long long)c->src_vocab);
+    } else if (!classifier) {
         /* Row (b, t) predicts tgt[b, t + 1]; rows past the target's end are ignored (-1). */
         const int64_t steps = batch->tgt_len - 1;
         rows = batch->size * steps;

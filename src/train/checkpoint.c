@@ -68,6 +68,8 @@ static int add_options(cJSON *object, const attn_trainer *t)
         ok = ok && add_number(object, "ema", o->ema);
     if (o->teacher_weight > 0.0)
         ok = ok && add_number(object, "teacher_weight", o->teacher_weight);
+    if (o->frozen_floats > 0)
+        ok = ok && add_number(object, "frozen_floats", (double)o->frozen_floats);
     ok = ok && add_string(adam, "variant", variant_names[o->adam.variant]);
     ok = ok && add_number(adam, "beta1", o->adam.beta1);
     ok = ok && add_number(adam, "beta2", o->adam.beta2);
@@ -391,6 +393,14 @@ static attn_status read_options(const json_reader *r, const cJSON *root, attn_tr
                          "%s: %s: training state field \"teacher_weight\" must be in [0, 1], got "
                          "%g",
                          r->fn, r->path, o->teacher_weight);
+    double frozen;
+    ATTN_TRY(read_number_or(r, options, "frozen_floats", 0.0, &frozen));
+    if (!(frozen >= 0.0 && frozen <= 9007199254740992.0 && frozen == floor(frozen)))
+        return attn_fail(ATTN_ERR_FORMAT,
+                         "%s: %s: training state field \"frozen_floats\" must be a whole number "
+                         ">= 0, got %g",
+                         r->fn, r->path, frozen);
+    o->frozen_floats = (int64_t)frozen;
     ATTN_TRY(read_object(r, options, "optimizer", &adam));
     int variant = 0, kind = 0;
     ATTN_TRY(read_name(r, adam, "variant", variant_names, COUNT(variant_names), &variant));
@@ -512,6 +522,8 @@ static attn_status compare_options(const json_reader *r, const attn_trainer *t,
         ATTN_TRY(compare_number(r, "context", (double)s->context, (double)o->context));
     }
     ATTN_TRY(compare_number(r, "clip_norm", s->clip_norm, o->clip_norm));
+    ATTN_TRY(compare_number(r, "frozen_floats (the frozen encoder)", (double)s->frozen_floats,
+                            (double)o->frozen_floats));
     if (s->ema == 0.0 && o->ema > 0.0)
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
                          "%s: %s: the checkpoint's run had no ema (exponential smoothing), so it "

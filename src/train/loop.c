@@ -83,6 +83,12 @@ static attn_status check_options(const attn_trainer_options *o)
                    fn, o->teacher_weight);
     ATTN_CHECK_ARG(o->clip_norm >= 0.0 && isfinite(o->clip_norm),
                    "%s: clip_norm must be finite and >= 0, got %g", fn, o->clip_norm);
+    ATTN_CHECK_ARG(o->frozen_floats >= 0, "%s: frozen_floats must be >= 0, got %lld", fn,
+                   (long long)o->frozen_floats);
+    ATTN_CHECK_ARG(o->frozen_floats == 0 || o->adam.no_decay == NULL,
+                   "%s: with frozen_floats, leave adam.no_decay NULL: the trainer exempts the "
+                   "learning parameters' biases and gains itself",
+                   fn);
     ATTN_CHECK_ARG(o->max_epochs >= 0 && o->max_steps >= 0,
                    "%s: max_epochs (%lld) and max_steps (%lld) must not be negative", fn,
                    (long long)o->max_epochs, (long long)o->max_steps);
@@ -119,8 +125,11 @@ static attn_status check_options(const attn_trainer_options *o)
 }
 
 /* Every 1-dimensional parameter (biases, layer-norm gains and shifts), as sorted ranges. */
+/* The 1-dimensional parameters that learn, as ranges from the first float that learns (the
+ * optimizer sees the buffer from there). */
 static attn_status choose_no_decay(attn_trainer *t)
 {
+    const int64_t frozen = t->options.frozen_floats;
     size_t count = attn_params_count(t->params);
     t->no_decay = malloc((count + 1) * sizeof *t->no_decay);
     if (t->no_decay == NULL)
@@ -129,8 +138,8 @@ static attn_status choose_no_decay(attn_trainer *t)
     for (size_t i = 0; i < count; i++) {
         attn_param_info info;
         ATTN_TRY(attn_params_info(t->params, (attn_param_id)i, &info));
-        if (info.ndim == 1)
-            t->no_decay[n++] = (attn_param_range){(int64_t)info.offset, info.numel};
+        if (info.ndim == 1 && (int64_t)info.offset >= frozen)
+            t->no_decay[n++] = (attn_param_range){(int64_t)info.offset - frozen, info.numel};
     }
     /* Registration order is offset order, but sort anyway: the optimizer requires it. */
     for (int64_t i = 1; i < n; i++)
@@ -142,6 +151,24 @@ static attn_status choose_no_decay(attn_trainer *t)
     t->options.adam.no_decay = t->no_decay;
     t->options.adam.no_decay_count = n;
     return ATTN_OK;
+}
+
+/* The frozen prefix ends where a parameter starts (or at the buffer's end), so no parameter
+ * is half frozen. */
+static attn_status check_frozen(const attn_trainer *t)
+{
+    const int64_t frozen = t->options.frozen_floats;
+    if (frozen == 0 || frozen == (int64_t)attn_params_buffer_floats(t->params))
+        return ATTN_OK;
+    for (size_t i = 0; i < attn_params_count(t->params); i++) {
+        attn_param_info info;
+        ATTN_TRY(attn_params_info(t->params, (attn_param_id)i, &info));
+        if ((int64_t)info.offset == frozen)
+            return ATTN_OK;
+    }
+    return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                     "attn_trainer_create: frozen_floats %lld is not where a parameter starts",
+                     (long long)frozen);
 }
 
 /* FNV-1a over every pair's lengths and ids: resuming on other data is refused. */
@@ -268,6 +295,7 @@ static attn_status create(attn_trainer *t, const attn_trainable *model, const tr
         }
         t->options.metadata = t->metadata;
     }
+    ATTN_TRY(check_frozen(t));
     if (options->adam.weight_decay > 0.0 && options->adam.no_decay == NULL)
         ATTN_TRY(choose_no_decay(t));
 
@@ -438,6 +466,11 @@ static int64_t predicted_tokens(const attn_batch *b)
     if (b->labels != NULL) /* a classifier scores one label per row */
         return b->size;
     int64_t tokens = 0;
+    if (b->mlm_targets != NULL) { /* a masked language model scores the chosen positions */
+        for (int64_t i = 0; i < b->size * b->source_len; i++)
+            tokens += b->mlm_targets[i] != -1;
+        return tokens;
+    }
     for (int64_t i = 0; i < b->size; i++) {
         int64_t length =
             b->target_lengths[i] < b->target_len ? b->target_lengths[i] : b->target_len;
@@ -551,8 +584,10 @@ static attn_status train_step(attn_trainer *t, attn_train_event *event)
         return status;
     }
     ATTN_TRY(status);
-    const int64_t n = (int64_t)attn_params_buffer_floats(store);
-    float *grads = attn_params_buffer(store, ATTN_PARAM_GRADS);
+    /* The optimizer sees the buffers from the first float that learns. */
+    const int64_t frozen = o->frozen_floats;
+    const int64_t n = (int64_t)attn_params_buffer_floats(store) - frozen;
+    float *grads = attn_params_buffer(store, ATTN_PARAM_GRADS) + frozen;
     const int64_t ranks = attn_dist_size(t->dist);
     double norm;
     if (o->clip_norm > 0.0)
@@ -567,15 +602,15 @@ static attn_status train_step(attn_trainer *t, attn_train_event *event)
         attn_adam_options adam = o->adam;
         adam.lr = lr;
         const int64_t updates_before = t->adam_step;
-        float *values = attn_params_buffer(store, ATTN_PARAM_VALUES);
+        float *values = attn_params_buffer(store, ATTN_PARAM_VALUES) + frozen;
         /* Fixes the average's start at the weights before the first update. */
         attn_trainer_smoothed(t);
         ATTN_TRY(attn_adam_step(&adam, &t->adam_step, n, values, grads,
-                                attn_params_buffer(store, ATTN_PARAM_ADAM_M),
-                                attn_params_buffer(store, ATTN_PARAM_ADAM_V)));
+                                attn_params_buffer(store, ATTN_PARAM_ADAM_M) + frozen,
+                                attn_params_buffer(store, ATTN_PARAM_ADAM_V) + frozen));
         attn_params_values_changed(store);
         if (t->smoothed != NULL)
-            ATTN_TRY(attn_ema_update(n, t->smoothed, values, o->ema, updates_before));
+            ATTN_TRY(attn_ema_update(n, t->smoothed + frozen, values, o->ema, updates_before));
     }
     t->step++;
     t->last_loss = loss_sum;

@@ -54,5 +54,6 @@ attn_model_batch attn_model_batch_of(const attn_batch *b)
     m.tgt = b->target;
     m.tgt_lengths = b->target_lengths;
     m.labels = b->labels;
+    m.mlm_targets = b->mlm_targets;
     return m;
 }

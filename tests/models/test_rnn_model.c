@@ -42,7 +42,7 @@ static attn_model_batch fixed_batch(void)
 {
     attn_model_batch b = {
         BATCH, SRC_LEN, batch_src, batch_src_lengths, TGT_LEN, batch_tgt, batch_tgt_lengths, NULL,
-        NULL,  0,       0.0};
+        NULL,  0,       0.0,     NULL};
     return b;
 }
 
@@ -683,7 +683,7 @@ static void test_bad_arguments_are_rejected(void)
     CHECK(out != NULL && out->value.shape[1] == 0 && out->value.shape[2] == 11,
           "zero steps give [B, 0, V]");
     attn_graph_reset(g);
-    attn_model_batch empty = {0, SRC_LEN, NULL, NULL, TGT_LEN, NULL, NULL, NULL, NULL, 0, 0.0};
+    attn_model_batch empty = {0, SRC_LEN, NULL, NULL, TGT_LEN, NULL, NULL, NULL, NULL, 0, 0.0, NULL};
     CHECK_OK(attn_model_forward_loss(m, g, &empty, &out));
     CHECK(out && out->value.data[0] == 0.0f, "an empty batch: loss 0");
     attn_graph_reset(g);

@@ -24,7 +24,7 @@ static attn_model_config tiny_config(attn_model_arch arch)
         c.encoder_layers = 2;
         c.src_vocab = 9;
     }
-    if (arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER) {
+    if (arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER && arch != ATTN_ARCH_TRANSFORMER_MLM) {
         c.decoder_layers = 2;
         c.tgt_vocab = 11;
     }
@@ -59,6 +59,10 @@ static const int32_t batch_tgt[BATCH * TGT_LEN] = {1,      4, 9, 10, 5, 2, /**/ 
                                                    /**/ 1, 7, 7, 8,  2, 0};
 static const int32_t batch_tgt_lengths[BATCH] = {6, 3, 5};
 static const int32_t batch_labels[BATCH] = {2, 0, 1};
+/* The masked language model's targets: the originals at the chosen positions (as if row 0
+ * read 4 [MASK] 6 [MASK] 8), -1 at the others and at padding. */
+static const int32_t batch_mlm_targets[BATCH * SRC_LEN] = {-1, 5,  -1, 7,  -1, /**/ 4,  -1, -1,
+                                                           -1, -1, /**/ -1, -1, 6,  -1, -1};
 
 static attn_model_batch fixed_batch(void)
 {
@@ -72,7 +76,8 @@ static attn_model_batch fixed_batch(void)
                           batch_labels,
                           NULL,
                           0,
-                          0.0};
+                          0.0,
+                          batch_mlm_targets};
     return b;
 }
 
@@ -288,6 +293,12 @@ static void test_model_gradients_match_finite_differences(void)
     c.norm_first = 1;
     c.positions = ATTN_POSITIONS_LEARNED;
     check_model_gradients("classifier, pooling attention, pre-norm, learned positions", c);
+    check_model_gradients("masked language model", tiny_config(ATTN_ARCH_TRANSFORMER_MLM));
+    c = tiny_config(ATTN_ARCH_TRANSFORMER_MLM);
+    c.norm_first = 1;
+    c.positions = ATTN_POSITIONS_LEARNED;
+    c.output_bias = 0;
+    check_model_gradients("masked language model, pre-norm, learned positions, no bias", c);
     CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
 }
 
@@ -345,6 +356,124 @@ static float *logits_of(attn_model *m, const attn_model_batch *batch, size_t *co
     CHECK(attn_graph_node_count(g) == 0, "inference records nothing");
     attn_graph_destroy(g);
     return copy;
+}
+
+/* The masked language model's loss is the mean cross-entropy of the chosen positions alone:
+ * recomputed in double from the logits of every position, with the unchosen rows' logits
+ * made as wrong as can be (their arg-max anything but the token there), it is the same. */
+static void test_mlm_loss_counts_only_chosen_positions(void)
+{
+    attn_model_config c = tiny_config(ATTN_ARCH_TRANSFORMER_MLM);
+    c.label_smoothing = 0.0;
+    attn_model *m = new_model(&c, 5, MODEL_OWN_INIT);
+    randomise(m, 6);
+    const attn_model_batch batch = fixed_batch();
+    size_t count = 0;
+    float *logits = logits_of(m, &batch, &count);
+    CHECK(count == (size_t)(BATCH * SRC_LEN * c.src_vocab), "logits [3, 5, 9]: %zu", count);
+    double expected = 0.0;
+    int64_t chosen = 0;
+    for (int64_t r = 0; r < BATCH * SRC_LEN && count == (size_t)(BATCH * SRC_LEN * c.src_vocab);
+         r++) {
+        if (batch_mlm_targets[r] == -1)
+            continue;
+        const float *row = logits + r * c.src_vocab;
+        double top = row[0], sum = 0.0;
+        for (int64_t v = 1; v < c.src_vocab; v++)
+            top = row[v] > top ? row[v] : top;
+        for (int64_t v = 0; v < c.src_vocab; v++)
+            sum += exp((double)row[v] - top);
+        expected += top + log(sum) - (double)row[batch_mlm_targets[r]];
+        chosen++;
+    }
+    expected /= (double)chosen;
+    attn_graph *g = NULL;
+    CHECK_OK(attn_graph_create(attn_model_params(m), &g));
+    attn_graph_set_recording(g, 0);
+    attn_graph_set_training(g, 0);
+    attn_var *loss = NULL;
+    int64_t tokens = 0, correct = 0;
+    CHECK_OK(attn_model_forward_loss_counted(m, g, &batch, 0, &loss, &tokens, &correct));
+    CHECK(tokens == 4, "4 chosen positions scored, got %lld", (long long)tokens);
+    CHECK(loss != NULL && fabs((double)loss->value.data[0] - expected) < 1e-5 * (1.0 + expected),
+          "loss %.7f, the chosen positions' mean cross-entropy %.7f",
+          loss ? (double)loss->value.data[0] : NAN, expected);
+    const float chosen_loss = loss != NULL ? loss->value.data[0] : NAN;
+    /* Unchosen targets marked as chosen change the loss: the -1s are what leaves them out. */
+    int32_t all_chosen[BATCH * SRC_LEN];
+    for (int64_t r = 0; r < BATCH * SRC_LEN; r++)
+        all_chosen[r] = batch_src[r] != PAD ? batch_src[r] : -1;
+    attn_model_batch every = batch;
+    every.mlm_targets = all_chosen;
+    attn_var *every_loss = NULL;
+    attn_graph_reset(g);
+    CHECK_OK(attn_model_forward_loss_counted(m, g, &every, 0, &every_loss, &tokens, &correct));
+    CHECK(tokens == 10 && every_loss != NULL && every_loss->value.data[0] != chosen_loss,
+          "every position scored: %lld tokens", (long long)tokens);
+    attn_model_batch missing = batch;
+    missing.mlm_targets = NULL;
+    attn_graph_reset(g);
+    CHECK_FAILS(attn_model_forward_loss(m, g, &missing, &loss), ATTN_ERR_INVALID_ARGUMENT);
+    attn_graph_destroy(g);
+    free(logits);
+    attn_model_destroy(m);
+}
+
+/* A classifier made from a masked language model's config takes every encoder parameter bit
+ * for bit and keeps its own head; where the encoder ends is where its head starts. */
+static void test_classifier_takes_the_encoder(void)
+{
+    attn_model_config e = tiny_config(ATTN_ARCH_TRANSFORMER_MLM);
+    e.positions = ATTN_POSITIONS_LEARNED;
+    attn_model *encoder = new_model(&e, 7, MODEL_OWN_INIT);
+    randomise(encoder, 8);
+    attn_model_config c = e;
+    c.arch = ATTN_ARCH_TRANSFORMER_CLASSIFIER;
+    c.num_classes = 3;
+    c.pooling = ATTN_POOLING_ATTENTION;
+    attn_model *classifier = new_model(&c, 9, MODEL_OWN_INIT);
+    attn_params *to = attn_model_params(classifier);
+    const attn_params *from = attn_model_params(encoder);
+    attn_param_id head;
+    CHECK_OK(attn_params_find(to, "pooling.proj.weight", &head));
+    attn_param_info head_info;
+    CHECK_OK(attn_params_info(to, head, &head_info));
+    float *before = test_alloc(attn_params_buffer_floats(to) * sizeof(float));
+    memcpy(before, attn_params_buffer(to, ATTN_PARAM_VALUES),
+           attn_params_buffer_floats(to) * sizeof(float));
+    int64_t encoder_floats = -1;
+    CHECK_OK(attn_model_copy_encoder(classifier, encoder, &encoder_floats));
+    CHECK(encoder_floats == (int64_t)head_info.offset, "the encoder ends at the head: %lld, %zu",
+          (long long)encoder_floats, head_info.offset);
+    size_t copied = 0;
+    for (size_t i = 0; i < attn_params_count(to); i++) {
+        attn_param_info info;
+        attn_param_id id;
+        CHECK_OK(attn_params_info(to, (attn_param_id)i, &info));
+        const float *now = attn_params_data(to, (attn_param_id)i, ATTN_PARAM_VALUES);
+        if (attn_params_find(from, info.name, &id) == ATTN_OK) {
+            CHECK(memcmp(now, attn_params_data(from, id, ATTN_PARAM_VALUES),
+                         (size_t)info.numel * sizeof(float)) == 0,
+                  "%s is the encoder's, bit for bit", info.name);
+            copied++;
+        } else {
+            attn_clear_error();
+            CHECK(memcmp(now, before + info.offset, (size_t)info.numel * sizeof(float)) == 0,
+                  "%s (the head) is left as it was", info.name);
+        }
+    }
+    CHECK(copied + 1 == attn_params_count(from), "every encoder parameter but generator.bias");
+    /* A classifier of another shape, or the models the wrong way round, are refused. */
+    CHECK_FAILS(attn_model_copy_encoder(encoder, classifier, NULL), ATTN_ERR_INVALID_ARGUMENT);
+    attn_model_config wider = c;
+    wider.ffn_dim = 16;
+    attn_model *other = new_model(&wider, 9, MODEL_OWN_INIT);
+    CHECK_FAILS(attn_model_copy_encoder(other, encoder, NULL), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(attn_last_error(), "linear1.weight") != NULL, "%s", attn_last_error());
+    attn_model_destroy(other);
+    free(before);
+    attn_model_destroy(classifier);
+    attn_model_destroy(encoder);
 }
 
 static void test_padding_and_future_are_invisible(void)
@@ -612,7 +741,8 @@ static void test_learns_to_copy(void)
                               NULL,
                               NULL,
                               0,
-                              0.0};
+                              0.0,
+                              NULL};
     attn_graph *g = NULL;
     CHECK_OK(attn_graph_create(store, &g));
     int before = greedy_exact_matches(m, &data);
@@ -688,7 +818,7 @@ static void test_bad_arguments_are_rejected(void)
     CHECK(strstr(attn_last_error(), "max_len") != NULL, "%s", attn_last_error());
     CHECK_FAILS(attn_model_decode(m, g, NULL, NULL, 1, 2, batch_tgt, 2, NULL, &out), bad);
     CHECK(strstr(attn_last_error(), "memory") != NULL, "%s", attn_last_error());
-    attn_model_batch empty = {0, SRC_LEN, NULL, NULL, TGT_LEN, NULL, NULL, NULL, NULL, 0, 0.0};
+    attn_model_batch empty = {0, SRC_LEN, NULL, NULL, TGT_LEN, NULL, NULL, NULL, NULL, 0, 0.0, NULL};
     CHECK_OK(attn_model_forward_loss(m, g, &empty, &out));
     CHECK(out && out->value.data[0] == 0.0f, "an empty batch: loss 0");
     attn_graph_destroy(g);
@@ -736,6 +866,8 @@ int main(void)
     RUN_TEST(test_parameter_names);
     RUN_TEST(test_model_gradients_match_finite_differences);
     RUN_TEST(test_every_isa_matches_the_reference);
+    RUN_TEST(test_mlm_loss_counts_only_chosen_positions);
+    RUN_TEST(test_classifier_takes_the_encoder);
     RUN_TEST(test_padding_and_future_are_invisible);
     RUN_TEST(test_save_and_load_give_identical_logits);
     RUN_TEST(test_no_arena_growth_after_the_first_step);

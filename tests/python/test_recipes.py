@@ -318,6 +318,33 @@ def test_bible_recipe_writes_one_line_per_test_sentence(tmp_path):
     assert scores["precision"] == "bf16" and scores["decoding"] == "beam 5"
 
 
+def test_transfer_recipe_pretrains_fine_tunes_and_compares_with_scratch(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    words = {"en": ["the", "and", "that", "with"], "fr": ["les", "est", "pour", "dans"]}
+    for part, count in (("train", 60), ("valid", 8), ("test", 8)):
+        (data / f"{part}.tsv").write_text("".join(
+            f"{lang}\t{words[lang][i % 4]}\n" for i in range(count) for lang in words))
+    out = tmp_path / "run"
+    result = run(["recipes/classify-transfer.sh", str(data)],
+                 {"PRETRAIN_TIME": "1", "TIME_LIMIT": "1", "SHARES": "10", "OUT": str(out),
+                  "BUILD": str(build_dir()), "THREADS": "1",
+                  "MODEL_FLAGS": "--layers 1 --d-model 16 --heads 2 --ffn 32"})
+    assert "masked-token cross-entropy" in result.stdout and "seed 1" in result.stdout
+    assert len((out / "text.txt").read_text().splitlines()) == 136  # train + valid, no test
+    assert len((out / "labels-10.tsv").read_text().splitlines()) == 12
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary) == {"finetuned-10", "scratch-10"}
+    assert all(0.0 <= run["test_accuracy"] <= 1.0 for run in summary.values())
+    assert "come from --init" in (out / "finetuned-10" / "train.log").read_text()
+    for env, message in (({"SHARES": "0"}, "SHARES must be"),
+                         ({"PRETRAIN_TIME": "soon"}, "PRETRAIN_TIME"), ({}, "no data folder")):
+        result = subprocess.run(["recipes/classify-transfer.sh", str(tmp_path / "missing")],
+                                cwd=_ROOT, env={**os.environ, "OUT": str(tmp_path / "o"), **env},
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode != 0 and message in result.stderr, result.stderr
+
+
 @pytest.mark.parametrize("recipe", ["g2p-cmudict", "bible-es-en", "g2p-ensemble"])
 def test_recipes_refuse_bad_settings_with_a_message(tmp_path, recipe):
     cases = [({"ARCH": "lstm"}, "ARCH must be"), ({"TIME_LIMIT": "soon"}, "TIME_LIMIT"),

@@ -27,6 +27,14 @@ CONFIGS = {
         scale_embeddings=False, src_vocab=40, tgt_vocab=37, label_smoothing=0.0),
     "language model": ref.default_config("transformer_lm", norm_first=True),
     "classifier": ref.default_config("transformer_classifier"),
+    # GELU: see the note on bf16 and ReLU's kinks below.
+    "masked language model": ref.default_config("transformer_mlm", activation="gelu"),
+    "masked language model, pre-norm, learned positions, no output bias":
+        ref.default_config("transformer_mlm", norm_first=True, positions="learned",
+                           output_bias=False, activation="gelu"),
+    "masked language model: rope, rms_norm, swiglu, no bias": ref.default_config(
+        "transformer_mlm", positions="rope", norm="rms_norm", ffn="swiglu", bias=False,
+        output_bias=False),
     "classifier, cls pooling": ref.default_config("transformer_classifier", pooling="cls"),
     "classifier, attention pooling, pre-norm, learned positions": ref.default_config(
         "transformer_classifier", pooling="attention", norm_first=True, positions="learned",

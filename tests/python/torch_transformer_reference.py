@@ -7,6 +7,9 @@
                           (over non-padding positions), "cls" (<s> read first, its state) or
                           "attention" (Yang et al. 2016: softmax_t(tanh(W h_t + b) . q)
                           weighting the h_t)
+  transformer_mlm         nn.TransformerEncoder + the output projection tied to the embedding
+                          (BERT's masked language model), cross-entropy at the masked
+                          positions only (batch "mlm_targets", -1 elsewhere)
 
 Config "positions": "learned" replaces the sinusoidal table by nn.Embedding tables of
 max_len rows (pos_embed, or src_pos_embed and tgt_pos_embed); "output_bias": false drops the
@@ -70,7 +73,7 @@ def default_config(arch, **fields):
               "scale_embeddings": True, "output_bias": True, "layer_norm_eps": 1e-5,
               "label_smoothing": 0.1, "rope_base": 10000.0, "norm": "layer_norm", "ffn": "mlp",
               "bias": True}
-    if arch in ("transformer", "transformer_classifier"):
+    if arch in ("transformer", "transformer_classifier", "transformer_mlm"):
         config.update(encoder_layers=2, encoder_final_norm=True, src_vocab=13)
     if arch in ("transformer", "transformer_lm"):
         config.update(decoder_layers=2, decoder_final_norm=True, tgt_vocab=11, tie_output=True)
@@ -277,6 +280,14 @@ class Reference(nn.Module):
                     self.transformer.encoder.norm = None
                 if not config["decoder_final_norm"]:
                     self.transformer.decoder.norm = None
+        elif arch == "transformer_mlm":
+            self.embed = nn.Embedding(config["src_vocab"], d)
+            self.src = self.embed
+            self.encoder = (Stack(config, "encoder_layers", "encoder_final_norm")
+                            if self.written_out
+                            else _stack(config, "encoder_layers", "encoder_final_norm"))
+            self.generator = nn.Linear(d, config["src_vocab"], bias=bias)
+            self.generator.weight = self.embed.weight
         elif arch == "transformer_lm":
             self.embed = nn.Embedding(config["tgt_vocab"], d)
             self.tgt = self.embed
@@ -295,7 +306,7 @@ class Reference(nn.Module):
                 self.pooling.proj = nn.Linear(d, d)
                 self.pooling.query = nn.Parameter(
                     torch.empty(1, d).uniform_(-1 / math.sqrt(d), 1 / math.sqrt(d)))
-        if arch != "transformer_classifier":
+        if arch not in ("transformer_classifier", "transformer_mlm"):
             self.generator = nn.Linear(d, config["tgt_vocab"], bias=bias)
             if config["tie_output"]:
                 self.generator.weight = self.tgt.weight
@@ -311,6 +322,13 @@ class Reference(nn.Module):
     def forward(self, batch):
         """Logits, as attn_model_forward_logits."""
         arch = self.config["arch"]
+        if arch == "transformer_mlm":
+            src = torch.as_tensor(batch["src"], dtype=torch.long)
+            padding = _padding(torch.as_tensor(batch["src_lengths"]), src.shape[1])
+            embedded = self._embed(self.src, src, True)
+            hidden = (self.encoder(embedded, None, padding) if self.written_out
+                      else self.encoder(embedded, src_key_padding_mask=padding))
+            return self.generator(hidden)
         if arch == "transformer_classifier":
             src = torch.as_tensor(batch["src"], dtype=torch.long)
             lengths = torch.as_tensor(batch["src_lengths"])
@@ -362,6 +380,10 @@ class Reference(nn.Module):
         if self.config["arch"] == "transformer_classifier":
             labels = torch.as_tensor(batch["labels"], dtype=torch.long)
             return F.cross_entropy(logits, labels, label_smoothing=smoothing)
+        if self.config["arch"] == "transformer_mlm":
+            labels = torch.as_tensor(batch["mlm_targets"], dtype=torch.long).reshape(-1)
+            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels, ignore_index=-1,
+                                   label_smoothing=smoothing)
         labels = torch.as_tensor(batch["tgt"], dtype=torch.long)[:, 1:].clone()
         labels[_padding(torch.as_tensor(batch["tgt_lengths"]) - 1, labels.shape[1])] = IGNORE
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
@@ -422,7 +444,7 @@ def save_model(model, path):
 def random_batch(config, rng, size=3, src_len=7, tgt_len=6):
     """Ids in [4, vocab) up to each length, padding (0) after; targets <s> ... </s>."""
     batch = {}
-    if config["arch"] in ("transformer", "transformer_classifier"):
+    if config["arch"] in ("transformer", "transformer_classifier", "transformer_mlm"):
         lengths = np.array([src_len] + list(rng.integers(1, src_len + 1, size - 1)), np.int32)
         src = rng.integers(4, config["src_vocab"], size=(size, src_len)).astype(np.int32)
         src[np.arange(src_len)[None, :] >= lengths[:, None]] = 0
@@ -436,6 +458,10 @@ def random_batch(config, rng, size=3, src_len=7, tgt_len=6):
         batch.update(tgt=tgt, tgt_lengths=lengths)
     if config["arch"] == "transformer_classifier":
         batch["labels"] = rng.integers(0, config["num_classes"], size=size).astype(np.int32)
+    if config["arch"] == "transformer_mlm":  # about a third of the tokens masked, none of the padding
+        chosen = (rng.random(batch["src"].shape) < 0.35) & (batch["src"] != 0)
+        chosen[0, 0] = True
+        batch["mlm_targets"] = np.where(chosen, batch["src"], -1).astype(np.int32)
     return batch
 
 

@@ -107,7 +107,7 @@ static void fill_batch(step_setup *s)
         s->tgt_lengths[b] = TGT_LEN - b % 4;
     }
     s->batch = (attn_model_batch){BATCH, SRC_LEN, s->src, s->src_lengths,
-                                  TGT_LEN, s->tgt,   s->tgt_lengths, NULL, NULL, 0, 0.0};
+                                  TGT_LEN, s->tgt,   s->tgt_lengths, NULL, NULL, 0, 0.0, NULL};
 }
 
 static void check_steps_allocate_nothing(attn_model_config config, const char *what)
