@@ -180,11 +180,15 @@ const char *attn_bundle_name(const attn_bundle *bundle)
 static attn_status require_encoder_decoder(const attn_bundle *bundle, const char *fn)
 {
     const attn_model_arch arch = attn_model_get_config(bundle->model)->arch;
-    if (arch != ATTN_ARCH_TRANSFORMER && arch != ATTN_ARCH_RNN)
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
-                         "%s: %s is not an encoder-decoder model (arch transformer or rnn)", fn,
-                         bundle->name);
-    return ATTN_OK;
+    if (arch == ATTN_ARCH_TRANSFORMER || arch == ATTN_ARCH_RNN)
+        return ATTN_OK;
+    /* Say what the model is for, so that the reader knows which command takes it. */
+    const char *what = arch == ATTN_ARCH_TRANSFORMER_LM ? "a language model (attn generate)"
+                       : arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER ? "a classifier (attn classify)"
+                                                                  : "an encoder alone";
+    return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                     "%s: %s is not an encoder-decoder model (arch transformer or rnn) but %s",
+                     fn, bundle->name, what);
 }
 
 attn_status attn_bundle_check_encoder_decoder(const attn_bundle *bundle)

@@ -41,7 +41,10 @@ int cli_translator_load(cli_translator *t, const char *command, const char *path
     }
     free(list);
     t->bundle = t->bundles[0];
-    if (code == 0 && attn_bundle_check_ensemble(t->bundles, t->count) != ATTN_OK)
+    for (int64_t m = 0; code == 0 && m < t->count; m++)
+        if (attn_bundle_check_encoder_decoder(t->bundles[m]) != ATTN_OK)
+            code = cli_library_error(command);
+    if (code == 0 && t->count > 1 && attn_bundle_check_ensemble(t->bundles, t->count) != ATTN_OK)
         code = cli_library_error_in(command,
                                     "%s (the models of an ensemble share their "
                                     "tokenizers: train them on the same data with the "
