@@ -28,6 +28,19 @@ void set_error(char *error, size_t error_size, const std::string &message)
         std::snprintf(error, error_size, "%s", message.c_str());
 }
 
+// The library's message without the source location and the failed check that its checks put
+// first ("./src/x.cc(232) [expression] message"); `otherwise` when nothing else is said.
+std::string readable(const sentencepiece::util::Status &status, const char *otherwise)
+{
+    std::string message = status.message();
+    const size_t check = message.rfind("] ");
+    if (message.compare(0, 2, "./") == 0 && check != std::string::npos)
+        message.erase(0, check + 2);
+    else if (message.compare(0, 2, "./") == 0)
+        message.clear();
+    return message.empty() ? otherwise : message;
+}
+
 template <typename Body> spm_result guarded(char *error, size_t error_size, Body body)
 {
     try {
@@ -93,7 +106,8 @@ spm_result spm_processor_load(const void *bytes, size_t size, spm_processor **ou
             return SPM_OK;
         }
         set_error(error, error_size,
-                  status.ok() ? std::string("the model has no pieces") : status.ToString());
+                  status.ok() ? std::string("the model has no pieces")
+                              : readable(status, "its bytes do not parse as one"));
         delete processor;
         return SPM_ERR_FORMAT;
     });
@@ -146,7 +160,7 @@ spm_result spm_encode(const spm_processor *processor, const char *text, size_t s
         std::vector<int> pieces;
         const auto status = processor->model.Encode(absl::string_view(text, size), &pieces);
         if (!status.ok()) {
-            set_error(error, error_size, status.ToString());
+            set_error(error, error_size, readable(status, "libsentencepiece failed"));
             return SPM_ERR_FORMAT;
         }
         int32_t *copy = static_cast<int32_t *>(std::malloc((pieces.size() + 1) * sizeof *copy));
@@ -171,7 +185,7 @@ spm_result spm_decode(const spm_processor *processor, const int32_t *ids, int64_
         std::string decoded;
         const auto status = processor->model.Decode(pieces, &decoded);
         if (!status.ok()) {
-            set_error(error, error_size, status.ToString());
+            set_error(error, error_size, readable(status, "libsentencepiece failed"));
             return SPM_ERR_FORMAT;
         }
         char *copy = static_cast<char *>(std::malloc(decoded.size() + 1));
@@ -219,7 +233,7 @@ spm_result spm_train(const char *const *lines, int64_t n, const spm_train_option
         const auto status =
             sentencepiece::SentencePieceTrainer::Train(spec, &iterator, &serialized);
         if (!status.ok()) {
-            set_error(error, error_size, status.ToString());
+            set_error(error, error_size, readable(status, "libsentencepiece failed"));
             return SPM_ERR_INVALID;
         }
         char *copy = static_cast<char *>(std::malloc(serialized.size()));
