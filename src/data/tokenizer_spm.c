@@ -6,22 +6,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-static attn_status spm_status(const char *fn, const char *name, spm_result result,
-                              const char *error)
+/* The status of a shim call, its message naming fn and the subject (a file, "learning a
+ * SentencePiece model", ...); `refusal` says what a format error means for that subject. */
+static attn_status spm_status(const char *fn, const char *subject, const char *refusal,
+                              spm_result result, const char *error)
 {
     switch (result) {
     case SPM_OK:
         return ATTN_OK;
     case SPM_ERR_MEMORY:
-        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: %s: out of memory", fn, name);
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: %s: out of memory", fn, subject);
     case SPM_ERR_INVALID:
-        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s: %s", fn, name, error);
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "%s: %s: %s", fn, subject, error);
     case SPM_ERR_MISSING:
         return attn_fail(ATTN_ERR_UNSUPPORTED, "%s: %s", fn, error);
     case SPM_ERR_FORMAT:
         break;
     }
-    return attn_fail(ATTN_ERR_FORMAT, "%s: %s is not a SentencePiece model (%s)", fn, name, error);
+    return attn_fail(ATTN_ERR_FORMAT, "%s: %s %s (%s)", fn, subject, refusal, error);
 }
 
 int attn_tokenizer_spm_available(void)
@@ -72,7 +74,7 @@ static attn_status attach(const char *fn, const char *name, spm_tokenizer *spm, 
 {
     char error[512] = "";
     ATTN_TRY(spm_status(
-        fn, name,
+        fn, name, "is not a SentencePiece model",
         spm_processor_load(spm->model, spm->model_size, &spm->processor, error, sizeof error),
         error));
     int32_t unk, bos, eos, pad;
@@ -169,7 +171,7 @@ attn_status spm_tokenizer_learn(const char *fn, const attn_tokenizer_config *con
     };
     char error[512] = "";
     ATTN_TRY(spm_status(
-        fn, "learning a SentencePiece model",
+        fn, "learning a SentencePiece model", "failed",
         spm_train(lines, n, &options, &out->model, &out->model_size, error, sizeof error), error));
     const attn_status status = attach(fn, "the model learned", out, vocab);
     if (status != ATTN_OK)
@@ -183,7 +185,7 @@ attn_status spm_tokenizer_encode_append(const spm_tokenizer *spm, const char *te
     char error[512] = "";
     int32_t *ids = NULL;
     int64_t count = 0;
-    ATTN_TRY(spm_status("attn_tokenizer_encode", "the text",
+    ATTN_TRY(spm_status("attn_tokenizer_encode", "libsentencepiece", "could not encode the text",
                         spm_encode(spm->processor, text, size, &ids, &count, error, sizeof error),
                         error));
     attn_status status = id_buffer_reserve(out, out->size + count);
@@ -228,9 +230,8 @@ attn_status spm_tokenizer_decode(const spm_tokenizer *spm, const int32_t *ids, i
     char error[512] = "";
     char *decoded = NULL;
     attn_status status =
-        spm_status("attn_tokenizer_decode", "the ids",
-                   spm_decode(spm->processor, pieces, count, &decoded, error, sizeof error),
-                   error);
+        spm_status("attn_tokenizer_decode", "libsentencepiece", "could not decode the ids",
+                   spm_decode(spm->processor, pieces, count, &decoded, error, sizeof error), error);
     free(pieces);
     if (status == ATTN_OK)
         status = replace_line_breaks(decoded, text);
@@ -292,8 +293,7 @@ attn_status spm_tokenizer_from_base64(const char *fn, const char *text, spm_toke
         const int v[4] = {base64_value(text[i]), base64_value(text[i + 1]),
                           padding < 2 ? base64_value(text[i + 2]) : 0,
                           padding < 1 ? base64_value(text[i + 3]) : 0};
-        ok = v[0] >= 0 && v[1] >= 0 && v[2] >= 0 && v[3] >= 0 &&
-             !(padding == 1 && text[i + 2] == '=');
+        ok = v[0] >= 0 && v[1] >= 0 && v[2] >= 0 && v[3] >= 0;
         const uint32_t group =
             (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
         bytes[size++] = (unsigned char)(group >> 16);
