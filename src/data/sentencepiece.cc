@@ -10,9 +10,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <new>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 struct spm_processor {
@@ -39,6 +41,143 @@ std::string readable(const sentencepiece::util::Status &status, const char *othe
     else if (message.compare(0, 2, "./") == 0)
         message.clear();
     return message.empty() ? otherwise : message;
+}
+
+// ---- the precompiled character maps, checked before libsentencepiece reads them ----------
+//
+// A model's normaliser (and denormaliser) carry a precompiled character map: a darts-clone
+// double-array trie and the strings it leads to. libsentencepiece 0.1.97 checks the blob's
+// outer size when loading, but its trie walk trusts every index inside (the fuzzer found a
+// crash in Normalizer::NormalizePrefix), so attn walks the whole trie first and refuses a map
+// with a transition or a string outside its arrays. The maps sit in the serialized model,
+// which is read here by protobuf's wire format alone (the model's .pb.h is not installed).
+
+// A protobuf varint at bytes[*at, size); false if it runs off the end or past 64 bits.
+bool read_varint(const unsigned char *bytes, size_t size, size_t *at, uint64_t *value)
+{
+    *value = 0;
+    for (int shift = 0; shift < 64 && *at < size; shift += 7) {
+        const unsigned char byte = bytes[(*at)++];
+        *value |= static_cast<uint64_t>(byte & 0x7F) << shift;
+        if ((byte & 0x80) == 0)
+            return true;
+    }
+    return false;
+}
+
+// The length-delimited fields numbered `field` of a message; false if it does not parse.
+bool fields_of(const unsigned char *bytes, size_t size, uint64_t field,
+               std::vector<std::pair<const unsigned char *, size_t>> *found)
+{
+    size_t at = 0;
+    while (at < size) {
+        uint64_t tag = 0, value = 0;
+        if (!read_varint(bytes, size, &at, &tag))
+            return false;
+        switch (tag & 7) {
+        case 0:
+            if (!read_varint(bytes, size, &at, &value))
+                return false;
+            break;
+        case 1:
+        case 5: {
+            const size_t width = (tag & 7) == 1 ? 8 : 4;
+            if (size - at < width)
+                return false;
+            at += width;
+            break;
+        }
+        case 2:
+            if (!read_varint(bytes, size, &at, &value) || value > size - at)
+                return false;
+            if (tag >> 3 == field)
+                found->emplace_back(bytes + at, static_cast<size_t>(value));
+            at += static_cast<size_t>(value);
+            break;
+        default:
+            return false;
+        }
+    }
+    return true;
+}
+
+uint32_t unit_at(const unsigned char *trie, size_t index)
+{
+    const unsigned char *u = trie + 4 * index;
+    return static_cast<uint32_t>(u[0]) | static_cast<uint32_t>(u[1]) << 8 |
+           static_cast<uint32_t>(u[2]) << 16 | static_cast<uint32_t>(u[3]) << 24;
+}
+
+// darts-clone's unit layout (darts.h: DoubleArrayUnit).
+uint32_t unit_offset(uint32_t unit)
+{
+    return (unit >> 10) << ((unit & (1U << 9)) >> 6);
+}
+
+// Whether every path of the trie, for any input bytes, stays inside it and ends in a string of
+// the map. Nodes are visited once each, so the walk costs 255 steps a node.
+bool charmap_is_sound(const unsigned char *blob, size_t size)
+{
+    if (size == 0)
+        return true; // no map: the identity
+    if (size < 4)
+        return false;
+    const size_t trie_bytes = unit_at(blob, 0);
+    if (trie_bytes == 0 || trie_bytes > size - 4 || trie_bytes % 4 != 0)
+        return false;
+    const unsigned char *trie = blob + 4;
+    const size_t units = trie_bytes / 4;
+    const unsigned char *strings = blob + 4 + trie_bytes;
+    const size_t strings_size = size - 4 - trie_bytes;
+    std::vector<bool> seen(units, false);
+    std::vector<size_t> bases;
+    const size_t root = unit_offset(unit_at(trie, 0));
+    if (root >= units)
+        return false;
+    bases.push_back(root);
+    while (!bases.empty()) {
+        const size_t base = bases.back();
+        bases.pop_back();
+        for (size_t label = 1; label < 256; label++) {
+            const size_t child = base ^ label;
+            if (child >= units)
+                return false;
+            const uint32_t unit = unit_at(trie, child);
+            if ((unit & ((1U << 31) | 0xFF)) != label)
+                continue; // no transition on this byte: the walk stops here
+            const size_t next = child ^ unit_offset(unit);
+            if (next >= units)
+                return false;
+            if ((unit >> 8) & 1) {
+                const size_t value = unit_at(trie, next) & ((1U << 31) - 1);
+                if (value >= strings_size ||
+                    std::memchr(strings + value, '\0', strings_size - value) == nullptr)
+                    return false;
+            }
+            if (!seen[next]) {
+                seen[next] = true;
+                bases.push_back(next);
+            }
+        }
+    }
+    return true;
+}
+
+// Checks the normaliser's and the denormaliser's maps (ModelProto fields 3 and 5, each a
+// NormalizerSpec whose field 2 is precompiled_charmap).
+bool charmaps_are_sound(const void *bytes, size_t size)
+{
+    std::vector<std::pair<const unsigned char *, size_t>> specs, maps;
+    if (!fields_of(static_cast<const unsigned char *>(bytes), size, 3, &specs) ||
+        !fields_of(static_cast<const unsigned char *>(bytes), size, 5, &specs))
+        return false;
+    for (const auto &spec : specs)
+        if (!fields_of(spec.first, spec.second, 2, &maps))
+            return false;
+    for (const auto &map : maps)
+        if (!charmap_is_sound(map.first, map.second))
+            return false;
+    return true;
 }
 
 template <typename Body> spm_result guarded(char *error, size_t error_size, Body body)
@@ -97,18 +236,20 @@ spm_result spm_processor_load(const void *bytes, size_t size, spm_processor **ou
 {
     *out = nullptr;
     return guarded(error, error_size, [&]() {
-        spm_processor *processor = new spm_processor;
+        // Owned until handed out, so that an exception the library throws frees it too.
+        auto processor = std::make_unique<spm_processor>();
         const auto status = processor->model.LoadFromSerializedProto(
             absl::string_view(static_cast<const char *>(bytes), size));
         // A model without pieces loads, but nothing could be encoded with it.
-        if (status.ok() && processor->model.GetPieceSize() > 0) {
-            *out = processor;
+        if (status.ok() && processor->model.GetPieceSize() > 0 && charmaps_are_sound(bytes, size)) {
+            *out = processor.release();
             return SPM_OK;
         }
         set_error(error, error_size,
-                  status.ok() ? std::string("the model has no pieces")
-                              : readable(status, "its bytes do not parse as one"));
-        delete processor;
+                  !status.ok() ? readable(status, "its bytes do not parse as one")
+                  : processor->model.GetPieceSize() == 0
+                      ? std::string("the model has no pieces")
+                      : std::string("its character map is corrupt"));
         return SPM_ERR_FORMAT;
     });
 }
