@@ -54,7 +54,7 @@ valgrind-test:
 # clang under ASan and UBSan; fails if any reports a crash (scripts/fuzz.sh).
 fuzz:
 	@$(ENSURE) build fuzz
-	cmake -S . -B $(BUILD)-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	cmake -S . -B $(BUILD)-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DATTN_FUZZ=ON -DATTN_PYTHON_TESTS=OFF
 	cmake --build $(BUILD)-fuzz -j $(JOBS) --target fuzzers
 	./scripts/fuzz.sh $(BUILD)-fuzz $(FUZZ_SECONDS)

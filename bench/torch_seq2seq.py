@@ -76,7 +76,8 @@ class _TokenizerConfig(ctypes.Structure):
     """attn_tokenizer_config, field for field (attn_data.h)."""
     _fields_ = [("kind", ctypes.c_int), ("bpe_merges", ctypes.c_int64),
                 ("min_count", ctypes.c_int64), ("max_vocab", ctypes.c_int64),
-                ("byte_fallback", ctypes.c_int)]
+                ("byte_fallback", ctypes.c_int), ("spm_vocab_size", ctypes.c_int64),
+                ("spm_bpe", ctypes.c_int)]
 
 
 def _load_libattn():

@@ -4,8 +4,10 @@
 #
 # usage: scripts/cross-test.sh aarch64 [build dir] [jobs]
 #
-# The build leaves out MPI (-DATTN_MPI=OFF) and the Python tests (they load the library into
-# the host's Python). Every C test runs once on the best path of qemu's `-cpu max` (neon),
+# The build leaves out MPI (-DATTN_MPI=OFF), SentencePiece (-DATTN_SENTENCEPIECE=OFF: its C++
+# shim would need a C++ cross compiler and libsentencepiece's arm64 packages, for a tokenizer
+# that is not architecture-specific) and the Python tests (they load the library into the
+# host's Python). Every C test runs once on the best path of qemu's `-cpu max` (neon),
 # then the kernel and attention tests (labels kernels, attention) once more per other path
 # the library offers there (ATTN_ISA=portable, reference: with it set, those tests check that
 # path alone against the reference, tests/support/harness.h). The learnability tests (label
@@ -27,7 +29,7 @@ jobs=${3:-2}
 start=$(date +%s)
 if [ ! -f "$build/CMakeCache.txt" ]; then
     cmake -S . -B "$build" -DCMAKE_TOOLCHAIN_FILE="cmake/$arch-linux-gnu.cmake" \
-        -DCMAKE_BUILD_TYPE=Release -DATTN_MPI=OFF -DATTN_PYTHON_TESTS=OFF
+        -DCMAKE_BUILD_TYPE=Release -DATTN_MPI=OFF -DATTN_SENTENCEPIECE=OFF -DATTN_PYTHON_TESTS=OFF
 fi
 cmake --build "$build" -j "$jobs"
 built=$(date +%s)

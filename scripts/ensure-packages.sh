@@ -11,10 +11,12 @@ packages_of() {
     case "$1" in
     # Open MPI is optional for the build (data-parallel training under mpirun); without it attn
     # trains in one process.
-    build) echo "build-essential cmake pkg-config libcjson-dev libpng-dev libmicrohttpd-dev libopenmpi-dev openmpi-bin" ;;
+    # libsentencepiece-dev is optional too (the spm tokenizers); its tools (sentencepiece) are
+    # what the tests compare attn's ids and text with.
+    build) echo "build-essential cmake pkg-config libcjson-dev libpng-dev libmicrohttpd-dev libopenmpi-dev openmpi-bin libsentencepiece-dev" ;;
     # The reference checks run under /usr/bin/python3 with Debian's NumPy and PyTorch; the
     # attention page is tested in Debian's chromium, headless.
-    test) echo "build-essential cmake pkg-config libcjson-dev libpng-dev libmicrohttpd-dev libopenmpi-dev openmpi-bin python3 python3-numpy python3-torch python3-pytest chromium" ;;
+    test) echo "build-essential cmake pkg-config libcjson-dev libpng-dev libmicrohttpd-dev libopenmpi-dev openmpi-bin libsentencepiece-dev sentencepiece python3 python3-numpy python3-torch python3-pytest chromium" ;;
     valgrind) echo "valgrind" ;;
     fuzz) echo "clang libclang-rt-14-dev" ;;
     # The AArch64 cross build and its tests under qemu (make cross-test ARCH=aarch64): the

@@ -110,7 +110,21 @@ typedef enum attn_tokenizer_kind {
      * separates words with single spaces. The vocabulary holds every symbol learning made (the
      * characters seen and each merge's result), counted when they were made. A word that
      * itself contains the text "</w>" is not restored exactly. */
-    ATTN_TOKENIZER_BPE = 2
+    ATTN_TOKENIZER_BPE = 2,
+    /* SentencePiece (libsentencepiece; needs a build with it, else ATTN_ERR_UNSUPPORTED): a
+     * user's .model file read by attn_tokenizer_from_spm_model, or a unigram or BPE model
+     * learned from the text (spm_vocab_size, spm_bpe) with NFKC normalisation, all characters
+     * of a small alphabet (coverage 1.0; 0.9995 above 1000 characters) and byte fallback when
+     * the vocabulary has at least 1024 pieces (or byte_fallback asks). Encoding and decoding
+     * are libsentencepiece's own, so ids and text equal spm_encode's and spm_decode's.
+     * Ids: attn id = model id + offset. The offset is 0 when the model's <pad>, <s>, </s>,
+     * <unk> ids are attn's 0..3, as in every model attn learns (spm_train --pad_id=0 --bos_id=1
+     * --eos_id=2 --unk_id=3 makes one): ids then equal spm_encode --output_format=id. Any other
+     * layout (spm_train's default: <unk> 0, <s> 1, </s> 2, no <pad>) gets offset 4: attn's
+     * specials come first and every model id moves up by 4; the model's <unk> reads as attn's
+     * <unk>, and its own special pieces appear in the vocabulary as "<model PIECE>", never
+     * produced from text. The model's bytes are kept, and travel in the tokenizer's JSON. */
+    ATTN_TOKENIZER_SPM = 3
 } attn_tokenizer_kind;
 
 /* For BPE, symbols that min_count or max_vocab leave out still come out of the merges and
@@ -128,9 +142,15 @@ typedef struct attn_tokenizer_config {
      * as U+FFFD, as does a line break spelled in bytes, which no line of text holds). Language
      * models use it; 0 keeps <unk> (attn_tokenizer_config_parse's). */
     int byte_fallback;
+    /* spm: the pieces to learn, specials included, in [8, 2^31) (fewer may come out of a small
+     * text), and 1 for SentencePiece's BPE, 0 for its unigram model. min_count and max_vocab do
+     * not apply. */
+    int64_t spm_vocab_size;
+    int spm_bpe;
 } attn_tokenizer_config;
 
-/* Parses "char", "word" or "bpe:N" (N merges) into a config with min_count 1, max_vocab 0. */
+/* Parses "char", "word", "bpe:N" (N merges), "spm:N" (a unigram model of N pieces) or
+ * "spm-bpe:N" (SentencePiece's BPE, N pieces) into a config with min_count 1, max_vocab 0. */
 ATTN_API attn_status attn_tokenizer_config_parse(const char *spec, attn_tokenizer_config *out);
 
 typedef struct attn_tokenizer attn_tokenizer;
@@ -139,9 +159,19 @@ typedef struct attn_tokenizer attn_tokenizer;
 ATTN_API attn_status attn_tokenizer_train(const attn_tokenizer_config *config,
                                           const char *const *lines, int64_t n,
                                           attn_tokenizer **out);
+/* A SentencePiece tokenizer of a serialized model (the bytes of a .model file, copied), used
+ * unchanged (see ATTN_TOKENIZER_SPM). Bytes that are not a model, or a model whose pieces
+ * would repeat one of attn's token names, are ATTN_ERR_FORMAT; a build without
+ * libsentencepiece gives ATTN_ERR_UNSUPPORTED. */
+ATTN_API attn_status attn_tokenizer_from_spm_model(const void *bytes, size_t size,
+                                                   attn_tokenizer **out);
+/* The same from a .model file; messages name it. */
+ATTN_API attn_status attn_tokenizer_load_spm(const char *path, attn_tokenizer **out);
+/* 1 when this build has libsentencepiece (spm tokenizers work), else 0. */
+ATTN_API int attn_tokenizer_spm_available(void);
 ATTN_API void attn_tokenizer_destroy(attn_tokenizer *tokenizer);
 ATTN_API attn_tokenizer_kind attn_tokenizer_get_kind(const attn_tokenizer *tokenizer);
-/* "char", "word" or "bpe", as --src-tokens and the tokenizer JSON spell them ("unknown" for
+/* "char", "word", "bpe" or "spm", as the tokenizer JSON spells them ("unknown" for
  * any other value). */
 ATTN_API const char *attn_tokenizer_kind_name(attn_tokenizer_kind kind);
 /* A BPE vocabulary marks the last piece of each word with this suffix ("low</w>"). */
@@ -168,7 +198,10 @@ ATTN_API attn_status attn_tokenizer_decode(const attn_tokenizer *tokenizer, cons
                                            int64_t n_ids, char **text);
 /* JSON (malloc'ed): {"format": "attn-tokenizer", "version": 1, "kind": "char"|"word"|"bpe",
  * "min_count": .., "max_vocab": .., "bpe_merges": .. (asked), "merges": [["l", "o"], ...]
- * (bpe), "vocab": {"tokens": [...]}}. A string, so that it fits a safetensors metadata value. */
+ * (bpe), "vocab": {"tokens": [...]}}. A string, so that it fits a safetensors metadata value.
+ * An spm tokenizer has no "vocab" (the model holds it) but "spm_model": the .model file's
+ * bytes in base64, and what was asked when it was learned, "spm_vocab_size" and "spm_type"
+ * ("unigram" or "bpe"; 0 and "" for a user's model). */
 ATTN_API attn_status attn_tokenizer_to_json(const attn_tokenizer *tokenizer, char **json);
 ATTN_API attn_status attn_tokenizer_from_json(const char *json, attn_tokenizer **out);
 /* A tokenizer's JSON as a file of its own (written atomically), and read back: for token files

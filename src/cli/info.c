@@ -25,6 +25,10 @@ int attn_cmd_info(int argc, char **argv)
                attn_distributed_description());
     else
         printf("distributed training: %s\n", attn_distributed_description());
+    printf("SentencePiece: %s\n",
+           attn_tokenizer_spm_available()
+               ? "built in (spm:N, spm-bpe:N, --src-spm/--tgt-spm FILE.model)"
+               : "built without SentencePiece; install libsentencepiece-dev and rebuild");
     printf("CPU features: %s\n", attn_cpu_features());
     for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_LAST; isa++)
         printf("  %-9s %s\n", attn_isa_name((attn_isa)isa),

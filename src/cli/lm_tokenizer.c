@@ -12,8 +12,10 @@ int lm_tokenizer_learn(const char *command, const char *spec, const char *const 
     *out = NULL;
     attn_tokenizer_config config;
     if (attn_tokenizer_config_parse(spec, &config) != ATTN_OK) {
-        fprintf(stderr, "attn %s: %s: expected char, word or bpe:N (N > 0 merges)\n", command,
-                spec);
+        fprintf(stderr,
+                "attn %s: %s: expected char, word, bpe:N (N > 0 merges), spm:N or spm-bpe:N (N "
+                ">= 8 pieces)\n",
+                command, spec);
         return 1;
     }
     /* A prompt or held-out text may hold characters the training text lacks: spelled in
@@ -59,6 +61,14 @@ int lm_tokenizer_of_model(const char *command, const char *flag, const char *pat
     attn_clear_error();
     attn_tensor_file_close(file);
     return code;
+}
+
+int lm_tokenizer_load_spm(const char *command, const char *flag, const char *path,
+                          attn_tokenizer **out)
+{
+    if (attn_tokenizer_load_spm(path, out) != ATTN_OK)
+        return cli_library_error_in(command, "%s", flag);
+    return 0;
 }
 
 int lm_tokenizer_load(const char *command, const char *flag, const char *path, attn_tokenizer **out)

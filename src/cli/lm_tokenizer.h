@@ -5,9 +5,9 @@
 
 #include "attn/attn.h"
 
-/* Learns the tokenizer that spec (char, word or bpe:N) names from n lines of text: char and bpe
- * with the byte fallback, so nothing a language model reads is <unk> (a word vocabulary cannot
- * have one). Returns 0, or 1 after a message "attn COMMAND: ...". */
+/* Learns the tokenizer that spec (char, word, bpe:N, spm:N or spm-bpe:N) names from n lines of
+ * text: char, bpe and spm with the byte fallback, so nothing a language model reads is <unk> (a
+ * word vocabulary cannot have one). Returns 0, or 1 after a message "attn COMMAND: ...". */
 int lm_tokenizer_learn(const char *command, const char *spec, const char *const *lines, int64_t n,
                        attn_tokenizer **out);
 
@@ -15,6 +15,10 @@ int lm_tokenizer_learn(const char *command, const char *spec, const char *const 
  * llm.c has none, and is refused naming the fix). flag is the option that named the file, for
  * messages. Returns 0, or 1 after a message. */
 int lm_tokenizer_of_model(const char *command, const char *flag, const char *path,
+                          attn_tokenizer **out);
+
+/* A SentencePiece .model file, used unchanged. Returns 0, or 1 after a message. */
+int lm_tokenizer_load_spm(const char *command, const char *flag, const char *path,
                           attn_tokenizer **out);
 
 /* The tokenizer file at path (attn_tokenizer_save's JSON). Returns 0, or 1 after a message. */

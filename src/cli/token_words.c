@@ -35,6 +35,13 @@ int64_t cli_token_words(attn_tokenizer_kind kind, const char *const *labels, int
                 word_of[i] = words - 1;
             }
             break;
+        case ATTN_TOKENIZER_SPM:
+            /* A piece that starts with SentencePiece's "▁" (the space it replaced) starts
+             * a word; specials stand alone. */
+            if (is_special(label) || strncmp(label, "\xE2\x96\x81", 3) == 0 || i == 0)
+                words++;
+            word_of[i] = words - 1;
+            break;
         case ATTN_TOKENIZER_BPE:
             words += !in_word;
             word_of[i] = words - 1;

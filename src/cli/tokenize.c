@@ -17,7 +17,7 @@
 
 typedef struct tokenize_args {
     cli_strings inputs;
-    const char *out, *vocab, *tokenizer, *model, *save_tokenizer;
+    const char *out, *vocab, *tokenizer, *model, *save_tokenizer, *spm;
 } tokenize_args;
 
 #define FIELD(name) offsetof(tokenize_args, name)
@@ -28,7 +28,7 @@ static const cli_option tokenize_options[] = {
                 "one after the other ('-': standard input) [standard input]")},
     {CLI_OPTION("--out", CLI_STRING, FIELD(out), "FILE.bin",
                 "the token file to write (llm.c's format, for attn train --train-tokens)")},
-    {CLI_OPTION("--vocab", CLI_STRING, FIELD(vocab), "char|word|bpe:N",
+    {CLI_OPTION("--vocab", CLI_STRING, FIELD(vocab), "char|word|bpe:N|spm:N|spm-bpe:N",
                 "learn a new tokenizer from the text, as attn train --task lm --tgt-tokens does "
                 "(char and bpe with the byte fallback) [char]")},
     {CLI_OPTION("--save-tokenizer", CLI_STRING, FIELD(save_tokenizer), "FILE.json",
@@ -39,15 +39,18 @@ static const cli_option tokenize_options[] = {
                 "training text's)")},
     {CLI_OPTION("--model", CLI_STRING, FIELD(model), "LM.safetensors",
                 "reuse a language model's tokenizer (to fine-tune it with attn train --init)")},
+    {CLI_OPTION("--spm", CLI_STRING, FIELD(spm), "FILE.model",
+                "use a SentencePiece model of your own, unchanged (saved as a tokenizer file "
+                "like a learned one; attn train --tgt-spm FILE.model reads the same ids)")},
 };
 #define N_TOKENIZE_OPTIONS (sizeof tokenize_options / sizeof tokenize_options[0])
 
 static const cli_command tokenize_command = {
     "tokenize",
-    "attn tokenize [--input TEXT ...] --out TOKENS.bin [--vocab char|word|bpe:N] "
+    "attn tokenize [--input TEXT ...] --out TOKENS.bin [--vocab char|word|bpe:N|spm:N] "
     "[--save-tokenizer T.json]\n"
     "       attn tokenize [--input TEXT ...] --out TOKENS.bin --tokenizer T.json | "
-    "--model LM.safetensors",
+    "--model LM.safetensors | --spm FILE.model",
     "Turns plain UTF-8 text into an llm.c token file (a header of 256 int32: magic 20240520,\n"
     "version 1, the token count; then the tokens as uint16) holding exactly the tokens that\n"
     "attn train --task lm --train reads from the text: each line's tokens, then </s>. Training\n"
@@ -238,10 +241,11 @@ static int check_args(const tokenize_args *a, const char *save)
 {
     if (a->out == NULL)
         return usage_error("%s", "--out TOKENS.bin is required: the token file to write");
-    const int sources = (a->vocab != NULL) + (a->tokenizer != NULL) + (a->model != NULL);
+    const int sources =
+        (a->vocab != NULL) + (a->tokenizer != NULL) + (a->model != NULL) + (a->spm != NULL);
     if (sources > 1)
-        return usage_error("%s", "give one of --vocab (learn a tokenizer), --tokenizer or "
-                                 "--model (reuse one)");
+        return usage_error("%s", "give one of --vocab (learn a tokenizer), --tokenizer, --model "
+                                 "or --spm (reuse one)");
     int stdin_inputs = a->inputs.count == 0;
     for (int i = 0; i < a->inputs.count; i++) {
         stdin_inputs += is_stdin(a->inputs.items[i]);
@@ -257,13 +261,15 @@ static int check_args(const tokenize_args *a, const char *save)
         return usage_error("%s", "standard input ('-') can be read once");
     if (save != NULL && same_file(save, a->out))
         return usage_error("--save-tokenizer %s is --out: give the tokenizer its own file", save);
-    const char *reused = a->tokenizer != NULL ? a->tokenizer : a->model;
+    const char *reused = a->tokenizer != NULL ? a->tokenizer : a->model != NULL ? a->model : a->spm;
     if (reused != NULL && same_file(reused, a->out))
         return usage_error("--out %s is the tokenizer's file: it would be replaced", a->out);
     if (a->vocab != NULL) {
         attn_tokenizer_config config;
         if (attn_tokenizer_config_parse(a->vocab, &config) != ATTN_OK)
-            return usage_error("--vocab %s: expected char, word or bpe:N (N > 0 merges)", a->vocab);
+            return usage_error("--vocab %s: expected char, word, bpe:N (N > 0 merges), spm:N or "
+                               "spm-bpe:N (N >= 8 pieces)",
+                               a->vocab);
     }
     return CLI_GO_ON;
 }
@@ -295,6 +301,7 @@ int attn_cmd_tokenize(int argc, char **argv)
     if (code != CLI_GO_ON)
         return code;
     /* A learned tokenizer is saved by default: the tokens mean nothing without it. */
+    /* (A SentencePiece model's is saved too: token files name attn's tokenizer JSON.) */
     const int learns = a.tokenizer == NULL && a.model == NULL;
     char *default_save = NULL;
     if (a.save_tokenizer == NULL && learns && a.out != NULL &&
@@ -327,6 +334,8 @@ int attn_cmd_tokenize(int argc, char **argv)
         code = lm_tokenizer_load("tokenize", "--tokenizer", a.tokenizer, &tokenizer);
     else if (a.model != NULL)
         code = lm_tokenizer_of_model("tokenize", "--model", a.model, &tokenizer);
+    else if (a.spm != NULL)
+        code = lm_tokenizer_load_spm("tokenize", "--spm", a.spm, &tokenizer);
     else {
         /* Learning needs the whole text; it is then tokenized from memory, not read twice. */
         code = hold_text(&source, &held);
@@ -339,6 +348,7 @@ int attn_cmd_tokenize(int argc, char **argv)
     if (code == 0)
         code = check_vocabulary_fits(tokenizer, a.tokenizer != NULL ? a.tokenizer
                                                 : a.model != NULL   ? a.model
+                                                : a.spm != NULL     ? a.spm
                                                                     : "the learned tokenizer");
 
     /* The tokenizer first, so that one that cannot be written leaves no token file behind. */

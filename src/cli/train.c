@@ -392,10 +392,16 @@ int attn_cmd_train(int argc, char **argv)
                 attn_tokenizer_config src_config, tgt_config;
                 TRY(attn_tokenizer_config_parse(a.src_tokens, &src_config));
                 TRY(attn_tokenizer_config_parse(a.tgt_tokens, &tgt_config));
-                TRY(attn_tokenizer_train(&src_config, attn_corpus_sources(train),
-                                         attn_corpus_size(train), &src_tok));
-                TRY(attn_tokenizer_train(&tgt_config, attn_corpus_targets(train),
-                                         attn_corpus_size(train), &tgt_tok));
+                if (a.src_spm != NULL)
+                    TRY(attn_tokenizer_load_spm(a.src_spm, &src_tok));
+                else
+                    TRY(attn_tokenizer_train(&src_config, attn_corpus_sources(train),
+                                             attn_corpus_size(train), &src_tok));
+                if (a.tgt_spm != NULL)
+                    TRY(attn_tokenizer_load_spm(a.tgt_spm, &tgt_tok));
+                else
+                    TRY(attn_tokenizer_train(&tgt_config, attn_corpus_targets(train),
+                                             attn_corpus_size(train), &tgt_tok));
             }
         }
         TRY(attn_corpus_encode(train, src_tok, tgt_tok));

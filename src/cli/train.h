@@ -34,6 +34,7 @@ typedef struct train_args {
     const char *init;   /* --task lm: the model to start from; classify: the pretrained encoder */
     int freeze_encoder; /* --task classify --init: only the new head learns */
     const char *tokenizer;                   /* --task lm: a new model's tokenizer file */
+    const char *src_spm, *tgt_spm;           /* SentencePiece .model files to use unchanged */
     int64_t context, batch_sequences;        /* --task lm: window length, windows per batch */
     int shuffle_none;                        /* --shuffle none */
     double beta1, beta2, eps;                /* Adam's, when given */

@@ -89,13 +89,22 @@ static const cli_option train_options[] = {
     {CLI_OPTION("--arch", CLI_CHOICE, FIELD(arch), "transformer|rnn",
                 "architecture [transformer, or --config's]"),
      .choices = arch_names, .choice_values = arch_values, .group = GROUP_MODEL},
-    {CLI_OPTION("--src-tokens", CLI_STRING, FIELD(src_tokens), "char|word|bpe:N",
+    {CLI_OPTION("--src-tokens", CLI_STRING, FIELD(src_tokens), "char|word|bpe:N|spm:N|spm-bpe:N",
                 "source tokenizer, learned from the training sources (with --teacher: the "
-                "teachers') [char]"),
+                "teachers'); bpe:N makes N merges, spm:N and spm-bpe:N learn SentencePiece's "
+                "unigram or BPE model of N pieces [char]"),
      .group = GROUP_MODEL},
-    {CLI_OPTION("--tgt-tokens", CLI_STRING, FIELD(tgt_tokens), "char|word|bpe:N",
+    {CLI_OPTION("--tgt-tokens", CLI_STRING, FIELD(tgt_tokens), "char|word|bpe:N|spm:N|spm-bpe:N",
                 "target tokenizer, learned from the training targets (with --teacher: the "
-                "teachers') [char]"),
+                "teachers'); --task lm: the model's one tokenizer [char]"),
+     .group = GROUP_MODEL},
+    {CLI_OPTION("--src-spm", CLI_STRING, FIELD(src_spm), "FILE.model",
+                "source tokenizer: a SentencePiece model of your own, used unchanged (its ids "
+                "are spm_encode's; it is stored in the model file)"),
+     .group = GROUP_MODEL},
+    {CLI_OPTION("--tgt-spm", CLI_STRING, FIELD(tgt_spm), "FILE.model",
+                "target tokenizer (--task lm: the model's one): a SentencePiece model of your "
+                "own, used unchanged"),
      .group = GROUP_MODEL},
     {CLI_OPTION("--init", CLI_STRING, FIELD(init), "MODEL.safetensors",
                 "--task lm: start from this model's config, weights and tokenizer (e.g. one "
@@ -390,9 +399,9 @@ static void set_defaults(train_args *a)
 /* What the options allow together. Returns 0 or the usage exit code after a message. */
 static int check_lm_args(const train_args *a)
 {
-    static const char *const pairs_only[] = {"--train-src", "--train-tgt",   "--valid-src",
-                                             "--valid-tgt", "--src-tokens",  "--teacher",
-                                             "--arch",      "--batch-tokens"};
+    static const char *const pairs_only[] = {"--train-src", "--train-tgt",    "--valid-src",
+                                             "--valid-tgt", "--src-tokens",   "--teacher",
+                                             "--arch",      "--batch-tokens", "--src-spm"};
     for (size_t i = 0; i < sizeof pairs_only / sizeof *pairs_only; i++)
         if (train_args_given(a, pairs_only[i]))
             return train_usage_error("%s is for sentence pairs, not --task lm", pairs_only[i]);
@@ -401,21 +410,23 @@ static int check_lm_args(const train_args *a)
                                  "--train-tokens FILE.bin (one of them)");
     if (a->valid != NULL && a->valid_tokens != NULL)
         return train_usage_error("give --valid or --valid-tokens, not both");
-    if (a->train_tokens != NULL && a->valid != NULL && a->tokenizer == NULL)
+    if (a->train_tokens != NULL && a->valid != NULL && a->tokenizer == NULL && a->tgt_spm == NULL)
         return train_usage_error("--train-tokens has no tokenizer to read --valid text with: "
                                  "give --valid-tokens, or the --tokenizer that made the tokens");
-    if (a->train != NULL && a->valid_tokens != NULL && a->init == NULL && a->tokenizer == NULL)
+    if (a->train != NULL && a->valid_tokens != NULL && a->init == NULL && a->tokenizer == NULL &&
+        a->tgt_spm == NULL)
         return train_usage_error("--valid-tokens holds ids of another tokenizer than the one "
                                  "--train's text will learn: give --valid text, or the "
                                  "--tokenizer that made the tokens");
-    if (a->tokenizer != NULL && train_args_given(a, "--tgt-tokens"))
-        return train_usage_error("--tgt-tokens learns a tokenizer and --tokenizer reads one: "
-                                 "give one of them");
+    if (a->tokenizer != NULL && (train_args_given(a, "--tgt-tokens") || a->tgt_spm != NULL))
+        return train_usage_error("%s makes a tokenizer and --tokenizer reads one: give one of "
+                                 "them",
+                                 a->tgt_spm != NULL ? "--tgt-spm" : "--tgt-tokens");
     if (a->init != NULL && a->resume != NULL)
         return train_usage_error("--init starts a run and --resume continues one: give one");
-    static const char *const shape[] = {"--layers",    "--d-model",    "--heads",    "--ffn",
-                                        "--config",    "--tgt-tokens", "--norm",     "--ffn-kind",
-                                        "--positions", "--no-bias",    "--tokenizer"};
+    static const char *const shape[] = {"--layers",    "--d-model",    "--heads",     "--ffn",
+                                        "--config",    "--tgt-tokens", "--norm",      "--ffn-kind",
+                                        "--positions", "--no-bias",    "--tokenizer", "--tgt-spm"};
     for (size_t i = 0; a->init != NULL && i < sizeof shape / sizeof *shape; i++)
         if (train_args_given(a, shape[i]))
             return train_usage_error("%s cannot be used with --init: the model and its tokenizer "
@@ -436,11 +447,11 @@ static int check_encoder_args(const train_args *a)
     static const char *const not_here[] = {"--train-src",       "--train-tgt",    "--valid-src",
                                            "--valid-tgt",       "--tgt-tokens",   "--teacher",
                                            "--train-tokens",    "--valid-tokens", "--context",
-                                           "--batch-sequences", "--tokenizer"};
+                                           "--batch-sequences", "--tokenizer",    "--tgt-spm"};
     for (size_t i = 0; i < sizeof not_here / sizeof *not_here; i++)
         if (train_args_given(a, not_here[i]))
             return train_usage_error("%s is not for --task %s (its data is --train FILE of %s, "
-                                     "read with --src-tokens)",
+                                     "read with --src-tokens or --src-spm)",
                                      not_here[i], task, data);
     if (a->arch == ATTN_ARCH_RNN)
         return train_usage_error("--task %s trains a Transformer encoder; an RNN %s is not there "
@@ -458,10 +469,10 @@ static int check_encoder_args(const train_args *a)
         return train_usage_error("--init starts a run and --resume continues one: give one");
     /* The encoder comes whole from --init: its tokenizer and its shape. A flag that agrees
      * with it is allowed (the model is checked against them in train_classify.c). */
-    if (a->init != NULL && train_args_given(a, "--src-tokens"))
-        return train_usage_error("--src-tokens cannot be used with --init: the classifier reads "
-                                 "text with %s's tokenizer, the one its encoder learned",
-                                 a->init);
+    if (a->init != NULL && (train_args_given(a, "--src-tokens") || a->src_spm != NULL))
+        return train_usage_error("%s cannot be used with --init: the classifier reads text with "
+                                 "%s's tokenizer, the one its encoder learned",
+                                 a->src_spm != NULL ? "--src-spm" : "--src-tokens", a->init);
     if (a->init != NULL && train_args_given(a, "--config"))
         return train_usage_error("--config cannot be used with --init: the encoder's shape comes "
                                  "from %s (give --pooling, --dropout and --label-smoothing for "
@@ -529,11 +540,23 @@ static int check_args(const train_args *a)
      * and a bad value must not pass unread. */
     attn_tokenizer_config tokens;
     if (attn_tokenizer_config_parse(a->src_tokens, &tokens) != ATTN_OK)
-        return train_usage_error("--src-tokens %s: expected char, word or bpe:N (N > 0 merges)",
+        return train_usage_error("--src-tokens %s: expected char, word, bpe:N (N > 0 merges), "
+                                 "spm:N or spm-bpe:N (N >= 8 pieces)",
                                  a->src_tokens);
     if (attn_tokenizer_config_parse(a->tgt_tokens, &tokens) != ATTN_OK)
-        return train_usage_error("--tgt-tokens %s: expected char, word or bpe:N (N > 0 merges)",
+        return train_usage_error("--tgt-tokens %s: expected char, word, bpe:N (N > 0 merges), "
+                                 "spm:N or spm-bpe:N (N >= 8 pieces)",
                                  a->tgt_tokens);
+    if (a->src_spm != NULL && train_args_given(a, "--src-tokens"))
+        return train_usage_error("--src-tokens learns a tokenizer and --src-spm reads one: give "
+                                 "one of them");
+    if (a->tgt_spm != NULL && train_args_given(a, "--tgt-tokens"))
+        return train_usage_error("--tgt-tokens learns a tokenizer and --tgt-spm reads one: give "
+                                 "one of them");
+    if (a->teacher != NULL && (a->src_spm != NULL || a->tgt_spm != NULL))
+        return train_usage_error("the student reads and writes with its --teacher models' "
+                                 "tokenizers: leave out %s",
+                                 a->src_spm != NULL ? "--src-spm" : "--tgt-spm");
     if (a->teacher == NULL && train_args_given(a, "--teacher-weight"))
         return train_usage_error("--teacher-weight weighs the --teacher models: give them too");
     if (!(a->teacher_weight > 0.0 && a->teacher_weight <= 1.0))

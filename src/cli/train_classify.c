@@ -238,8 +238,10 @@ int train_classify_prepare(const train_args *a, const attn_model_config *describ
                  ATTN_OK ||
              (tokenizer == NULL &&
               (attn_tokenizer_config_parse(a->src_tokens, &config) != ATTN_OK ||
-               attn_tokenizer_train(&config, attn_corpus_sources(d->train),
-                                    attn_corpus_size(d->train), &tokenizer) != ATTN_OK)) ||
+               (a->src_spm != NULL
+                    ? attn_tokenizer_load_spm(a->src_spm, &tokenizer)
+                    : attn_tokenizer_train(&config, attn_corpus_sources(d->train),
+                                           attn_corpus_size(d->train), &tokenizer)) != ATTN_OK)) ||
              attn_labels_from_corpus(d->train, &labels) != ATTN_OK))
             code = library_failure();
     }

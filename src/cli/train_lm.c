@@ -165,10 +165,12 @@ static int check_token_files_tokenizer(const train_args *a, const train_lm_data 
     const char *origin = a->resume != NULL      ? "--resume"
                          : a->init != NULL      ? "--init"
                          : a->tokenizer != NULL ? "--tokenizer"
+                         : a->tgt_spm != NULL   ? "--tgt-spm"
                                                 : NULL;
-    const char *origin_path = a->resume != NULL ? a->resume
-                              : a->init != NULL ? a->init
-                                                : a->tokenizer;
+    const char *origin_path = a->resume != NULL    ? a->resume
+                              : a->init != NULL    ? a->init
+                              : a->tgt_spm != NULL ? a->tgt_spm
+                                                   : a->tokenizer;
     uint64_t expected = 0;
     if (tokenizer != NULL && attn_tokenizer_fingerprint(tokenizer, &expected) != ATTN_OK)
         return library_failure();
@@ -202,7 +204,10 @@ static int check_token_files_tokenizer(const train_args *a, const train_lm_data 
                     "attn train: %s %s was made with another tokenizer than %s %s holds: make it "
                     "again with attn tokenize %s %s\n",
                     flags[i], paths[i], origin, origin_path,
-                    strcmp(origin, "--tokenizer") == 0 ? "--tokenizer" : "--model", origin_path);
+                    strcmp(origin, "--tokenizer") == 0 ? "--tokenizer"
+                    : strcmp(origin, "--tgt-spm") == 0 ? "--spm"
+                                                       : "--model",
+                    origin_path);
         return 1;
     }
     return 0;
@@ -243,6 +248,8 @@ int train_lm_prepare(const train_args *a, attn_tensor_file *resume_file, train_l
      * tokenize learns one. */
     if (code == 0 && a->tokenizer != NULL)
         code = lm_tokenizer_load("train", "--tokenizer", a->tokenizer, &tokenizer);
+    if (code == 0 && a->tgt_spm != NULL)
+        code = lm_tokenizer_load_spm("train", "--tgt-spm", a->tgt_spm, &tokenizer);
     if (code == 0 && a->train != NULL && tokenizer == NULL) {
         attn_lines lines;
         if (attn_lines_read(a->train, &lines) != ATTN_OK)

@@ -95,6 +95,8 @@ struct attn_vocab {
     strtab tokens;
 };
 
+/* A vocabulary of the four specials alone, to which a tokenizer adds its tokens. */
+ATTN_INTERNAL attn_status new_vocab_with_specials(attn_vocab **out);
 /* Looks a token up by bytes (not NUL-terminated): its id, or -1. */
 ATTN_INTERNAL int32_t vocab_find(const attn_vocab *vocab, const char *bytes, size_t size);
 /* Builds a vocabulary from a strtab of distinct tokens and their counts. */
@@ -157,6 +159,41 @@ typedef struct encode_cache {
 ATTN_INTERNAL attn_status tokenizer_encode_append(const attn_tokenizer *tokenizer, const char *text,
                                                   size_t size, encode_cache *cache, id_buffer *out);
 ATTN_INTERNAL void encode_cache_free(encode_cache *cache);
+
+/* A SentencePiece model (tokenizer_spm.c, over sentencepiece.h): the processor, the bytes of
+ * its .model file (kept for the tokenizer's JSON, so they travel inside attn's model file), and
+ * how its ids sit among attn's: attn id = model id + offset. The offset is 0 when the model's
+ * <pad>, <s>, </s>, <unk> already have attn's ids 0..3 (as every model attn learns does), else
+ * ATTN_NUM_SPECIAL_IDS, so that attn's four specials come first. */
+typedef struct spm_processor spm_processor;
+typedef struct spm_tokenizer {
+    spm_processor *processor;
+    char *model;
+    size_t model_size;
+    int32_t offset;
+    int32_t unk_id; /* the model's own <unk> id, or -1 */
+} spm_tokenizer;
+
+/* From the bytes of a .model file (copied); fn and name (the file, or "the model") in messages.
+ * *vocab gets attn's specials and then the model's pieces. */
+ATTN_INTERNAL attn_status spm_tokenizer_from_model(const char *fn, const char *name,
+                                                   const void *bytes, size_t size,
+                                                   spm_tokenizer *out, attn_vocab **vocab);
+/* Learns a model (config->spm_vocab_size pieces, unigram or BPE) from n lines of valid UTF-8. */
+ATTN_INTERNAL attn_status spm_tokenizer_learn(const char *fn, const attn_tokenizer_config *config,
+                                              const char *const *lines, int64_t n,
+                                              spm_tokenizer *out, attn_vocab **vocab);
+ATTN_INTERNAL attn_status spm_tokenizer_encode_append(const spm_tokenizer *spm, const char *text,
+                                                      size_t size, id_buffer *out);
+/* Ids (already checked against the vocabulary) to text, as spm_decode gives it once attn's
+ * specials and the model's control and unknown pieces are left out. */
+ATTN_INTERNAL attn_status spm_tokenizer_decode(const spm_tokenizer *spm, const int32_t *ids,
+                                               int64_t n_ids, char **text);
+/* The model's bytes as base64 (malloc'ed), and back, for the tokenizer's JSON. */
+ATTN_INTERNAL attn_status spm_model_to_base64(const spm_tokenizer *spm, char **text);
+ATTN_INTERNAL attn_status spm_tokenizer_from_base64(const char *fn, const char *text,
+                                                    spm_tokenizer *out, attn_vocab **vocab);
+ATTN_INTERNAL void spm_tokenizer_free(spm_tokenizer *spm);
 
 #define END_OF_WORD ATTN_BPE_END_OF_WORD
 #define END_OF_WORD_SIZE (sizeof ATTN_BPE_END_OF_WORD - 1)

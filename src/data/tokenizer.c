@@ -1,5 +1,5 @@
-/* Tokenizers: characters, whitespace-separated words, BPE. Training, encoding, decoding and
- * the JSON form a checkpoint carries. */
+/* Tokenizers: characters, whitespace-separated words, BPE, SentencePiece (its own file,
+ * tokenizer_spm.c). Training, encoding, decoding and the JSON form a checkpoint carries. */
 #include "data/data_internal.h"
 
 #include <errno.h>
@@ -15,6 +15,7 @@ struct attn_tokenizer {
     attn_vocab *vocab;
     bpe_model bpe; /* ATTN_TOKENIZER_BPE only */
     byte_fallback fallback;
+    spm_tokenizer spm; /* ATTN_TOKENIZER_SPM only */
 };
 
 #define BYTE_TOKEN_FORMAT "<0x%02X>"
@@ -89,17 +90,22 @@ const char *attn_tokenizer_kind_name(attn_tokenizer_kind kind)
         return "word";
     case ATTN_TOKENIZER_BPE:
         return "bpe";
+    case ATTN_TOKENIZER_SPM:
+        return "spm";
     }
     return "unknown";
 }
 
 /* ---- configuration ---------------------------------------------------------------------- */
 
+/* attn's four specials and a few pieces: less cannot spell any text. */
+#define SPM_MIN_PIECES 8
+
 attn_status attn_tokenizer_config_parse(const char *spec, attn_tokenizer_config *out)
 {
     ATTN_CHECK_NOT_NULL(out);
     ATTN_CHECK_NOT_NULL(spec);
-    attn_tokenizer_config config = {ATTN_TOKENIZER_CHAR, 0, 1, 0, 0};
+    attn_tokenizer_config config = {.kind = ATTN_TOKENIZER_CHAR, .min_count = 1};
     if (strcmp(spec, "char") == 0) {
         config.kind = ATTN_TOKENIZER_CHAR;
     } else if (strcmp(spec, "word") == 0) {
@@ -116,10 +122,24 @@ attn_status attn_tokenizer_config_parse(const char *spec, attn_tokenizer_config 
                        spec);
         config.kind = ATTN_TOKENIZER_BPE;
         config.bpe_merges = merges;
+    } else if (strncmp(spec, "spm:", 4) == 0 || strncmp(spec, "spm-bpe:", 8) == 0) {
+        const int bpe = spec[3] == '-';
+        const char *digits = spec + (bpe ? 8 : 4);
+        char *end = NULL;
+        errno = 0;
+        long long pieces = digits[0] >= '0' && digits[0] <= '9' ? strtoll(digits, &end, 10) : 0;
+        ATTN_CHECK_ARG(end != NULL && *end == '\0' && errno == 0 && pieces >= SPM_MIN_PIECES &&
+                           pieces < INT32_MAX,
+                       "attn_tokenizer_config_parse: '%s': expected %s:N with N at least %d "
+                       "pieces",
+                       spec, bpe ? "spm-bpe" : "spm", SPM_MIN_PIECES);
+        config.kind = ATTN_TOKENIZER_SPM;
+        config.spm_vocab_size = pieces;
+        config.spm_bpe = bpe;
     } else {
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
                          "attn_tokenizer_config_parse: unknown tokenizer '%s' (expected char, "
-                         "word or bpe:N)",
+                         "word, bpe:N, spm:N or spm-bpe:N)",
                          spec);
     }
     *out = config;
@@ -133,8 +153,13 @@ static attn_status check_config(const char *fn, const attn_tokenizer_config *con
                    "char or bpe:N",
                    fn);
     ATTN_CHECK_ARG(config->kind == ATTN_TOKENIZER_CHAR || config->kind == ATTN_TOKENIZER_WORD ||
-                       config->kind == ATTN_TOKENIZER_BPE,
+                       config->kind == ATTN_TOKENIZER_BPE || config->kind == ATTN_TOKENIZER_SPM,
                    "%s: unknown tokenizer kind %d", fn, (int)config->kind);
+    ATTN_CHECK_ARG(
+        config->kind != ATTN_TOKENIZER_SPM ||
+            (config->spm_vocab_size >= SPM_MIN_PIECES && config->spm_vocab_size < INT32_MAX),
+        "%s: spm_vocab_size must be in [%d, 2^31), got %lld", fn, SPM_MIN_PIECES,
+        (long long)config->spm_vocab_size);
     ATTN_CHECK_ARG(config->kind != ATTN_TOKENIZER_BPE ||
                        (config->bpe_merges > 0 && config->bpe_merges < INT32_MAX),
                    "%s: bpe_merges must be positive (and below 2^31), got %lld", fn,
@@ -236,15 +261,20 @@ attn_status attn_tokenizer_train(const attn_tokenizer_config *config, const char
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     tokenizer->config = *config;
     attn_status status;
-    if (config->kind == ATTN_TOKENIZER_BPE)
-        status = bpe_learn(lines, n, config->bpe_merges, config->min_count, config->max_vocab,
-                           &tokenizer->bpe, &tokenizer->vocab);
-    else
-        status = train_counted(config, lines, n, &tokenizer->vocab);
-    if (status == ATTN_OK && config->byte_fallback)
-        status = add_byte_tokens(tokenizer);
-    if (status == ATTN_OK)
-        status = link_byte_fallback(fn, tokenizer);
+    if (config->kind == ATTN_TOKENIZER_SPM) {
+        /* libsentencepiece spells missing characters in bytes itself, when its model has them. */
+        status = spm_tokenizer_learn(fn, config, lines, n, &tokenizer->spm, &tokenizer->vocab);
+    } else {
+        if (config->kind == ATTN_TOKENIZER_BPE)
+            status = bpe_learn(lines, n, config->bpe_merges, config->min_count, config->max_vocab,
+                               &tokenizer->bpe, &tokenizer->vocab);
+        else
+            status = train_counted(config, lines, n, &tokenizer->vocab);
+        if (status == ATTN_OK && config->byte_fallback)
+            status = add_byte_tokens(tokenizer);
+        if (status == ATTN_OK)
+            status = link_byte_fallback(fn, tokenizer);
+    }
     if (status != ATTN_OK) {
         attn_tokenizer_destroy(tokenizer);
         return status;
@@ -253,12 +283,56 @@ attn_status attn_tokenizer_train(const attn_tokenizer_config *config, const char
     return ATTN_OK;
 }
 
+/* A tokenizer of a model's bytes; fn and name for messages. */
+static attn_status tokenizer_of_spm_model(const char *fn, const char *name, const void *bytes,
+                                          size_t size, attn_tokenizer **out)
+{
+    attn_tokenizer *tokenizer = calloc(1, sizeof *tokenizer);
+    if (tokenizer == NULL)
+        return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    tokenizer->config = (attn_tokenizer_config){.kind = ATTN_TOKENIZER_SPM, .min_count = 1};
+    const attn_status status =
+        spm_tokenizer_from_model(fn, name, bytes, size, &tokenizer->spm, &tokenizer->vocab);
+    if (status != ATTN_OK) {
+        attn_tokenizer_destroy(tokenizer);
+        return status;
+    }
+    *out = tokenizer;
+    return ATTN_OK;
+}
+
+attn_status attn_tokenizer_from_spm_model(const void *bytes, size_t size, attn_tokenizer **out)
+{
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
+    if (size > 0)
+        ATTN_CHECK_NOT_NULL(bytes);
+    return tokenizer_of_spm_model("attn_tokenizer_from_spm_model", "the model", bytes, size, out);
+}
+
+attn_status attn_tokenizer_load_spm(const char *path, attn_tokenizer **out)
+{
+    static const char fn[] = "attn_tokenizer_load_spm";
+    ATTN_CHECK_NOT_NULL(out);
+    *out = NULL;
+    ATTN_CHECK_NOT_NULL(path);
+    char *bytes = NULL;
+    size_t size = 0;
+    ATTN_TRY(read_whole_file(fn, path, &bytes, &size));
+    char name[1024];
+    snprintf(name, sizeof name, "'%s'", path);
+    const attn_status status = tokenizer_of_spm_model(fn, name, bytes, size, out);
+    free(bytes);
+    return status;
+}
+
 void attn_tokenizer_destroy(attn_tokenizer *tokenizer)
 {
     if (tokenizer == NULL)
         return;
     attn_vocab_destroy(tokenizer->vocab);
     bpe_model_free(&tokenizer->bpe);
+    spm_tokenizer_free(&tokenizer->spm);
     free(tokenizer);
 }
 
@@ -346,6 +420,8 @@ attn_status tokenizer_encode_append(const attn_tokenizer *tokenizer, const char 
 {
     const attn_vocab *vocab = tokenizer->vocab;
     size_t pos = 0;
+    if (tokenizer->config.kind == ATTN_TOKENIZER_SPM)
+        return spm_tokenizer_encode_append(&tokenizer->spm, text, size, out);
     if (tokenizer->config.kind == ATTN_TOKENIZER_CHAR) {
         while (pos < size) {
             size_t length = utf8_sequence_length((const unsigned char *)text + pos, size - pos);
@@ -480,6 +556,8 @@ attn_status attn_tokenizer_decode(const attn_tokenizer *tokenizer, const int32_t
         ATTN_CHECK_ARG(ids[i] >= 0 && ids[i] < vocab_size,
                        "attn_tokenizer_decode: ids[%lld] = %d is outside the vocabulary of %lld",
                        (long long)i, (int)ids[i], (long long)vocab_size);
+    if (tokenizer->config.kind == ATTN_TOKENIZER_SPM)
+        return spm_tokenizer_decode(&tokenizer->spm, ids, n_ids, text);
     byte_buffer buf = {0};
     attn_status status = byte_buffer_append(&buf, "", 0);
     /* Word and BPE tokens of a new word are preceded by a space, except the first. */
@@ -529,6 +607,30 @@ attn_status attn_tokenizer_decode(const attn_tokenizer *tokenizer, const int32_t
 
 /* ---- JSON ------------------------------------------------------------------------------- */
 
+/* An spm tokenizer's own fields, added to the object the others share; no "vocab": the
+ * model's bytes hold it. */
+static attn_status spm_to_cjson(const attn_tokenizer *tokenizer, cJSON *object, cJSON **out)
+{
+    const attn_tokenizer_config *config = &tokenizer->config;
+    char *model = NULL;
+    attn_status status = spm_model_to_base64(&tokenizer->spm, &model);
+    if (status == ATTN_OK &&
+        !(cJSON_AddNumberToObject(object, "spm_vocab_size", (double)config->spm_vocab_size) &&
+          cJSON_AddStringToObject(object, "spm_type",
+                                  config->spm_vocab_size == 0 ? ""
+                                  : config->spm_bpe           ? "bpe"
+                                                              : "unigram") &&
+          cJSON_AddStringToObject(object, "spm_model", model)))
+        status = attn_fail(ATTN_ERR_OUT_OF_MEMORY, "attn_tokenizer_to_json: out of memory");
+    free(model);
+    if (status != ATTN_OK) {
+        cJSON_Delete(object);
+        return status;
+    }
+    *out = object;
+    return ATTN_OK;
+}
+
 static attn_status tokenizer_to_cjson(const attn_tokenizer *tokenizer, cJSON **out)
 {
     const attn_tokenizer_config *config = &tokenizer->config;
@@ -541,6 +643,8 @@ static attn_status tokenizer_to_cjson(const attn_tokenizer *tokenizer, cJSON **o
     /* Absent when off, as in the tokenizers written before it. */
     if (ok && config->byte_fallback)
         ok = cJSON_AddTrueToObject(object, "byte_fallback") != NULL;
+    if (ok && config->kind == ATTN_TOKENIZER_SPM)
+        return spm_to_cjson(tokenizer, object, out);
     if (ok && config->kind == ATTN_TOKENIZER_BPE) {
         const bpe_model *bpe = &tokenizer->bpe;
         cJSON *merges = cJSON_CreateArray();
@@ -614,6 +718,24 @@ static attn_status merge_symbol(const char *fn, int64_t index, const cJSON *item
     return ATTN_OK;
 }
 
+static attn_status spm_from_cjson(const char *fn, const cJSON *json, attn_tokenizer *tokenizer)
+{
+    attn_tokenizer_config *config = &tokenizer->config;
+    ATTN_TRY(integer_field(fn, json, "spm_vocab_size", 0, INT32_MAX - 1, &config->spm_vocab_size));
+    const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(json, "spm_type"));
+    if (type == NULL || !(strcmp(type, "unigram") == 0 || strcmp(type, "bpe") == 0 ||
+                          (type[0] == '\0' && config->spm_vocab_size == 0)))
+        return attn_fail(ATTN_ERR_FORMAT,
+                         "%s: \"spm_type\" must be \"unigram\" or \"bpe\" (\"\" for a model "
+                         "attn did not learn)",
+                         fn);
+    config->spm_bpe = strcmp(type, "bpe") == 0;
+    const char *model = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(json, "spm_model"));
+    if (model == NULL)
+        return attn_fail(ATTN_ERR_FORMAT, "%s: an spm tokenizer needs its \"spm_model\"", fn);
+    return spm_tokenizer_from_base64(fn, model, &tokenizer->spm, &tokenizer->vocab);
+}
+
 static attn_status tokenizer_from_cjson(const char *fn, const cJSON *json,
                                         attn_tokenizer *tokenizer)
 {
@@ -631,8 +753,11 @@ static attn_status tokenizer_from_cjson(const char *fn, const cJSON *json,
         config->kind = ATTN_TOKENIZER_WORD;
     else if (kind != NULL && strcmp(kind, "bpe") == 0)
         config->kind = ATTN_TOKENIZER_BPE;
+    else if (kind != NULL && strcmp(kind, "spm") == 0)
+        config->kind = ATTN_TOKENIZER_SPM;
     else
-        return attn_fail(ATTN_ERR_FORMAT, "%s: \"kind\" must be \"char\", \"word\" or \"bpe\"", fn);
+        return attn_fail(ATTN_ERR_FORMAT,
+                         "%s: \"kind\" must be \"char\", \"word\", \"bpe\" or \"spm\"", fn);
     ATTN_TRY(integer_field(fn, json, "min_count", INT32_MIN, INT32_MAX, &config->min_count));
     ATTN_TRY(integer_field(fn, json, "max_vocab", 0, INT32_MAX, &config->max_vocab));
     const cJSON *fallback = cJSON_GetObjectItemCaseSensitive(json, "byte_fallback");
@@ -641,6 +766,8 @@ static attn_status tokenizer_from_cjson(const char *fn, const cJSON *json,
     config->byte_fallback = cJSON_IsTrue(fallback);
     if (config->byte_fallback && config->kind == ATTN_TOKENIZER_WORD)
         return attn_fail(ATTN_ERR_FORMAT, "%s: a word tokenizer has no byte fallback", fn);
+    if (config->kind == ATTN_TOKENIZER_SPM)
+        return spm_from_cjson(fn, json, tokenizer);
     ATTN_TRY(
         vocab_from_cjson(fn, cJSON_GetObjectItemCaseSensitive(json, "vocab"), &tokenizer->vocab));
     if (config->kind != ATTN_TOKENIZER_BPE)

@@ -42,7 +42,7 @@ static int compare_ranked(const void *pa, const void *pb)
     return bytes_compare(a->bytes, a->size, b->bytes, b->size);
 }
 
-static attn_status new_vocab_with_specials(attn_vocab **out)
+attn_status new_vocab_with_specials(attn_vocab **out)
 {
     *out = NULL;
     attn_vocab *vocab = calloc(1, sizeof *vocab);

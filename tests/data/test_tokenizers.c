@@ -139,11 +139,11 @@ static void test_word_tokenizer(void)
     free(back);
     attn_tokenizer_destroy(tokenizer);
 
-    attn_tokenizer_config config = {ATTN_TOKENIZER_WORD, 0, 2, 0, 0};
+    attn_tokenizer_config config = {.kind = ATTN_TOKENIZER_WORD, .min_count = 2};
     CHECK_OK(attn_tokenizer_train(&config, lines, 3, &tokenizer));
     CHECK(attn_vocab_size(attn_tokenizer_vocab(tokenizer)) == 4 + 2, "min_count 2: L and OW");
     attn_tokenizer_destroy(tokenizer);
-    config = (attn_tokenizer_config){ATTN_TOKENIZER_WORD, 0, 1, 5, 0};
+    config = (attn_tokenizer_config){.kind = ATTN_TOKENIZER_WORD, .min_count = 1, .max_vocab = 5};
     CHECK_OK(attn_tokenizer_train(&config, lines, 3, &tokenizer));
     tokens = encode_to_tokens(tokenizer, "L OW");
     CHECK(strcmp(tokens, "L|<unk>") == 0, "max_vocab 5 keeps only L: %s", tokens);
@@ -209,7 +209,10 @@ static void test_bpe_classic_example(void)
     /* A vocabulary cut to the 5 most frequent symbols: merges still apply, and what they
      * make outside the vocabulary is <unk>. Counts: e 17, w 11 (both not word-final), then
      * at 9, bytewise: es, est</w>, s, t</w>; so e w es est</w> s are kept. */
-    attn_tokenizer_config config = {ATTN_TOKENIZER_BPE, 100, 1, ATTN_NUM_SPECIAL_IDS + 5, 0};
+    attn_tokenizer_config config = {.kind = ATTN_TOKENIZER_BPE,
+                                    .bpe_merges = 100,
+                                    .min_count = 1,
+                                    .max_vocab = ATTN_NUM_SPECIAL_IDS + 5};
     CHECK_OK(attn_tokenizer_train(&config, classic_lines, 2, &tokenizer));
     if (tokenizer != NULL) {
         CHECK(attn_vocab_size(attn_tokenizer_vocab(tokenizer)) == ATTN_NUM_SPECIAL_IDS + 5,
@@ -371,7 +374,8 @@ static void check_against_reference(const char *what, const char *const *lines, 
 {
     char *(*expected)[2] = test_alloc((size_t)max_merges * sizeof *expected);
     int made = reference_bpe(lines, n, max_merges, expected);
-    attn_tokenizer_config config = {ATTN_TOKENIZER_BPE, max_merges, 1, 0, 0};
+    attn_tokenizer_config config = {
+        .kind = ATTN_TOKENIZER_BPE, .bpe_merges = max_merges, .min_count = 1};
     attn_tokenizer *tokenizer = NULL;
     CHECK_OK(attn_tokenizer_train(&config, lines, n, &tokenizer));
     CHECK(attn_tokenizer_num_merges(tokenizer) == made, "%s: %lld merges, reference %d", what,
@@ -674,7 +678,7 @@ static void test_json_rejects_malformed(void)
 static void test_bad_arguments(void)
 {
     const char *lines[] = {"good line", "bad \xC3\x28 line"};
-    attn_tokenizer_config config = {ATTN_TOKENIZER_WORD, 0, 1, 0, 0};
+    attn_tokenizer_config config = {.kind = ATTN_TOKENIZER_WORD, .min_count = 1};
     attn_tokenizer *tokenizer = NULL;
     CHECK_FAILS(attn_tokenizer_train(&config, lines, 2, &tokenizer), ATTN_ERR_FORMAT);
     CHECK(message_has("line 2", NULL), "names the training line: %s", attn_last_error());
@@ -683,13 +687,13 @@ static void test_bad_arguments(void)
     CHECK_FAILS(attn_tokenizer_train(NULL, lines, 1, &tokenizer), ATTN_ERR_INVALID_ARGUMENT);
     const char *with_null[] = {"a", NULL};
     CHECK_FAILS(attn_tokenizer_train(&config, with_null, 2, &tokenizer), ATTN_ERR_INVALID_ARGUMENT);
-    attn_tokenizer_config bad = {ATTN_TOKENIZER_BPE, 0, 1, 0, 0};
+    attn_tokenizer_config bad = {.kind = ATTN_TOKENIZER_BPE, .min_count = 1};
     CHECK_FAILS(attn_tokenizer_train(&bad, lines, 1, &tokenizer), ATTN_ERR_INVALID_ARGUMENT);
-    bad = (attn_tokenizer_config){(attn_tokenizer_kind)7, 0, 1, 0, 0};
+    bad = (attn_tokenizer_config){.kind = (attn_tokenizer_kind)7, .min_count = 1};
     CHECK_FAILS(attn_tokenizer_train(&bad, lines, 1, &tokenizer), ATTN_ERR_INVALID_ARGUMENT);
-    bad = (attn_tokenizer_config){ATTN_TOKENIZER_CHAR, 0, 1, 2, 0};
+    bad = (attn_tokenizer_config){.kind = ATTN_TOKENIZER_CHAR, .min_count = 1, .max_vocab = 2};
     CHECK_FAILS(attn_tokenizer_train(&bad, lines, 1, &tokenizer), ATTN_ERR_INVALID_ARGUMENT);
-    bad = (attn_tokenizer_config){ATTN_TOKENIZER_CHAR, 0, (int64_t)1 << 40, 0, 0};
+    bad = (attn_tokenizer_config){.kind = ATTN_TOKENIZER_CHAR, .min_count = (int64_t)1 << 40};
     CHECK_FAILS(attn_tokenizer_train(&bad, lines, 1, &tokenizer), ATTN_ERR_INVALID_ARGUMENT);
     CHECK(tokenizer == NULL, "no tokenizer after failures");
 

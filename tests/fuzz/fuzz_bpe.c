@@ -43,7 +43,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     attn_lines lines;
     if (attn_lines_parse("input", (const char *)data + 1, size - 1, &lines) != ATTN_OK)
         return 0;
-    attn_tokenizer_config config = {ATTN_TOKENIZER_BPE, merges, 1, 0, 0};
+    attn_tokenizer_config config = {
+        .kind = ATTN_TOKENIZER_BPE, .bpe_merges = merges, .min_count = 1};
     attn_tokenizer *tokenizer = NULL;
     if (attn_tokenizer_train(&config, (const char *const *)lines.line, lines.count, &tokenizer) !=
         ATTN_OK) {

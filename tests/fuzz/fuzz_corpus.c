@@ -14,7 +14,7 @@ enum { MAX_BATCHES = 64 };
 
 static attn_tokenizer *char_tokenizer(const char *const *lines, int64_t n)
 {
-    attn_tokenizer_config config = {ATTN_TOKENIZER_CHAR, 0, 1, 0, 0};
+    attn_tokenizer_config config = {.kind = ATTN_TOKENIZER_CHAR, .min_count = 1};
     attn_tokenizer *tokenizer = NULL;
     FUZZ_CHECK(attn_tokenizer_train(&config, lines, n, &tokenizer) == ATTN_OK);
     return tokenizer;

@@ -126,7 +126,7 @@ def test_refusals(tmp_path, reverse_data, teacher):
         for teachers in ([], ["--teacher", teacher]):
             malformed = run(*base, flag, "bpe:0", *teachers)
             assert malformed.returncode == 2, malformed.stderr.decode()
-            assert f"{flag} bpe:0: expected char, word or bpe:N".encode() in malformed.stderr
+            assert f"{flag} bpe:0: expected char, word, bpe:N".encode() in malformed.stderr
     # Teachers of different vocabularies cannot be averaged.
     shifted = tmp_path / "shifted.tsv"
     shifted.write_text(reverse_data.read_text() + "jjjj\tjjjj\n" * 300)

@@ -233,7 +233,7 @@ def test_train_refuses_a_tokenizer_that_does_not_fit(tmp_path, book):
     (b"good\nbad \xff\n", ["--input", "{tmp}/in.txt"], 1, "in.txt:2: invalid UTF-8"),
     (b"nul\x00\n", ["--input", "{tmp}/in.txt", "--tokenizer", "{tmp}/old.tokenizer.json"], 1,
      "in.txt:1: NUL byte"),
-    (b"a\n", ["--input", "{tmp}/in.txt", "--vocab", "bpe:x"], 2, "expected char, word or bpe:N"),
+    (b"a\n", ["--input", "{tmp}/in.txt", "--vocab", "bpe:x"], 2, "expected char, word, bpe:N"),
     (b"a\n", ["--input", "{tmp}/in.txt", "--vocab", "char", "--tokenizer", "t.json"], 2,
      "give one of"),
     (b"a\n", ["--input", "{tmp}/in.txt", "--tokenizer", "{tmp}/in.txt"], 1,
