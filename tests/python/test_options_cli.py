@@ -130,7 +130,7 @@ def test_missing_value_says_what_the_option_takes(args, option, what):
     (["eval", "--metric", "bleu", "--ref", "r"], ["--width", "18"],
      "--width expects an integer in [0, 17], got '18'"),
     (["bench", "attention"], ["--reps", "65"], "--reps expects an integer in [1, 64], got '65'"),
-    (["bench", "train"], ["--config=huge"], "--config expects small, base, both or gpt2, got 'huge'"),
+    (["bench", "train"], ["--config=huge"], "--config expects small, base, both, gpt2 or classify, got 'huge'"),
 ])
 def test_bad_value_says_what_the_option_takes(args, bad, what):
     usage_error(run(*args, *bad), what)
