@@ -141,6 +141,8 @@ static attn_status summary_json(const attn_trainer *t, char **json)
     int ok = root != NULL;
     ok = ok && add_number(root, "step", (double)t->step);
     ok = ok && add_number(root, "epoch", (double)epoch);
+    /* The precision the products used, which auto chose by the processor: the file tells. */
+    ok = ok && add_string(root, "precision", attn_precision_name(t->options.precision));
     if (ok && isfinite(t->last_loss))
         ok = add_number(root, "train_loss", t->last_loss);
     if (ok && t->valid_batches != NULL && isfinite(t->best_valid_loss)) {
