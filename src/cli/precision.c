@@ -1,5 +1,6 @@
 /* A command's precision as its user reads it (see precision.h). */
 #include "cli/precision.h"
+#include "cli/library_error.h"
 
 #include <stdio.h>
 
@@ -36,4 +37,14 @@ void cli_precision_warn_emulated(const char *command, attn_precision precision)
             command, attn_precision_name(precision), attn_precision_instructions(precision),
             attn_isa_name(attn_get_isa()),
             precision == ATTN_PRECISION_BF16 ? "; --precision auto would choose fp32 here" : "");
+}
+
+int cli_set_model_precision(const char *command, attn_model *model, const char *name)
+{
+    attn_precision precision = attn_model_precision(model);
+    if ((name != NULL && attn_precision_parse(name, &precision) != ATTN_OK) ||
+        attn_model_set_precision(model, precision) != ATTN_OK)
+        return cli_library_error(command);
+    cli_precision_warn_emulated(command, attn_model_precision(model));
+    return 0;
 }

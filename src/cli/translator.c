@@ -61,37 +61,11 @@ int64_t cli_translator_max_len(const cli_translator *t)
     return max_len;
 }
 
-/* model at precision name (NULL: its own), which *precision receives as the model then runs
- * (auto resolved); 0, or 1 after the message. */
-static int set_precision(const char *command, attn_model *model, const char *name,
-                         attn_precision *precision)
-{
-    *precision = attn_model_precision(model);
-    if ((name != NULL && attn_precision_parse(name, precision) != ATTN_OK) ||
-        attn_model_set_precision(model, *precision) != ATTN_OK) {
-        cli_library_error(command);
-        return 1;
-    }
-    *precision = attn_model_precision(model);
-    return 0;
-}
-
-int cli_set_model_precision(const char *command, attn_model *model, const char *name)
-{
-    attn_precision precision;
-    if (set_precision(command, model, name, &precision) != 0)
-        return 1;
-    cli_precision_warn_emulated(command, precision);
-    return 0;
-}
-
 int cli_translator_set_precision(cli_translator *t, const char *name)
 {
-    attn_precision precision = ATTN_PRECISION_FP32;
     for (int64_t i = 0; i < t->count; i++)
-        if (set_precision(t->command, attn_bundle_model(t->bundles[i]), name, &precision) != 0)
+        if (cli_set_model_precision(t->command, attn_bundle_model(t->bundles[i]), name) != 0)
             return 1;
-    cli_precision_warn_emulated(t->command, precision);
     return 0;
 }
 
