@@ -209,7 +209,8 @@ static const cli_option bench_attention_options[] = {
     {CLI_OPTION("--reps", CLI_INT, offsetof(bench_attention_args, reps), "N",
                 "runs per case, of which the median is reported [7; --quick: 3]"),
      .min = 1, .max = 64},
-    {CLI_OPTION("--precision", CLI_CHOICE, offsetof(bench_attention_args, precision), "auto|fp32|bf16",
+    {CLI_OPTION("--precision", CLI_CHOICE, offsetof(bench_attention_args, precision),
+                "auto|fp32|bf16",
                 "operands of the products (attn_sdpa_options.precision); auto: bf16 where "
                 "native, else fp32"),
      .choices = precision_names, .choice_values = precision_values, .show_default = 1},

@@ -33,10 +33,9 @@ void cli_precision_warn_emulated(const char *command, attn_precision precision)
     warned = 1;
     fprintf(stderr,
             "attn %s: warning: %s runs emulated here (no native %s on the %s path): the same "
-            "results, slower%s\n",
+            "results, slower\n",
             command, attn_precision_name(precision), attn_precision_instructions(precision),
-            attn_isa_name(attn_get_isa()),
-            precision == ATTN_PRECISION_BF16 ? "; --precision auto would choose fp32 here" : "");
+            attn_isa_name(attn_get_isa()));
 }
 
 int cli_set_model_precision(const char *command, attn_model *model, const char *name)

@@ -24,8 +24,8 @@ void cli_precision_warn_emulated(const char *command, attn_precision precision);
 int cli_set_model_precision(const char *command, attn_model *model, const char *precision);
 
 /* The help of the inference commands' --precision, whose default is "auto". */
-#define CLI_INFERENCE_PRECISION_HELP                                                             \
-    "the products' precision: an fp32 model is quantized at load, a file from attn quantize "   \
+#define CLI_INFERENCE_PRECISION_HELP                                                               \
+    "the products' precision: an fp32 model is quantized at load, a file from attn quantize "      \
     "runs at its own; auto: an fp32 model in bf16 where bf16 is native, else fp32 [auto]"
 
 #endif

@@ -31,7 +31,8 @@ attn_status attn_precision_parse(const char *name, attn_precision *precision)
         }
     }
     return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
-                     "unknown precision '%s': choose auto, fp32, bf16 or int8", name ? name : "(null)");
+                     "unknown precision '%s': choose auto, fp32, bf16 or int8",
+                     name ? name : "(null)");
 }
 
 int attn_precision_native(attn_precision precision)

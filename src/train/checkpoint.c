@@ -348,8 +348,9 @@ static attn_status read_precision(const json_reader *r, const cJSON *options,
         *precision = ATTN_PRECISION_FP32;
         return ATTN_OK;
     }
+    /* The state holds the precision a run used, never the request auto. */
     if (!cJSON_IsString(item) || attn_precision_parse(item->valuestring, precision) != ATTN_OK ||
-        *precision == ATTN_PRECISION_INT8) {
+        (*precision != ATTN_PRECISION_FP32 && *precision != ATTN_PRECISION_BF16)) {
         attn_clear_error();
         return attn_fail(ATTN_ERR_FORMAT,
                          "%s: %s: training state field \"precision\" must be \"fp32\" or "

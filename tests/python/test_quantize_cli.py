@@ -153,9 +153,10 @@ def test_a_quantized_file_refuses_a_higher_precision(models):
         assert precision in message and "fp32 model file" in message, message
     result = run("translate", "--model", models["fp32"], "--precision", "fp16", stdin=b"abc\n")
     assert result.returncode != 0 and "auto, fp32, bf16 or int8" in result.stderr.decode()
-    result = run("quantize", "--model", models["fp32"], "--out", models["fp32"].parent / "x",
-                 "--precision", "fp32")
-    assert result.returncode == 2 and "bf16 or int8" in result.stderr.decode()
+    for precision in ("fp32", "auto"):
+        result = run("quantize", "--model", models["fp32"], "--out", models["fp32"].parent / "x",
+                     "--precision", precision)
+        assert result.returncode == 2 and "bf16 or int8" in result.stderr.decode()
 
 
 def test_training_refuses_a_quantized_file(models, tmp_path):
