@@ -11,11 +11,11 @@ model, its config and its source and target tokenizers; strings in, translations
 translate searches as `attn translate` does (beam 5, length penalty alpha 0.6, the maximum
 output length 1.5 x source + 10, batches of 32 sentences) and gives the same text: with
 nbest=1 a string per input, else a list of (text, score) pairs per input, best first, as the
-CLI's "number<TAB>score<TAB>text" lines. precision (Bundle, Ensemble) is attn translate's
---precision, "auto" by default: an fp32 model runs in bf16 where the processor multiplies bf16
-natively, else in fp32; "fp32" keeps the file's weights as they are. An empty input is not searched: it gives "" (nbest=1)
-or no pairs. Failures raise ValueError (bad arguments, a text longer than the model's
-max_len) or RuntimeError with the library's message, which names the file.
+CLI's "number<TAB>score<TAB>text" lines. An empty input is not searched: it gives "" (nbest=1)
+or no pairs. precision (Bundle, Ensemble) is attn translate's --precision, "auto" by default:
+an fp32 model runs in bf16 where the processor multiplies bf16 natively, else in fp32; "fp32"
+keeps the file's weights as they are. Failures raise ValueError (bad arguments, a text longer
+than the model's max_len) or RuntimeError with the library's message, which names the file.
 """
 import ctypes
 import json
