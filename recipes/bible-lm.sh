@@ -20,8 +20,9 @@
 # Environment:
 #   TOKENS      char (default) or bpe:N (e.g. bpe:4000, merges learned from the training
 #               text); bits per character are counted on the same characters either way
-#   PRECISION   bf16 (default) or fp32: attn's products (--precision); PyTorch takes its own
-#               faster setting (bench/torch_lm.py --autocast auto)
+#   PRECISION   auto (default), bf16 or fp32: attn's products (--precision; auto is bf16
+#               where the processor multiplies bf16 natively, else fp32); PyTorch takes its
+#               own faster setting (bench/torch_lm.py --autocast auto)
 #   TIME_LIMIT  seconds of training, attn's and then PyTorch's (default 3600 each)
 #   TORCH       1 (default): train the PyTorch twin after attn; 0: attn alone
 #   TEST_BOOKS, VALID_BOOKS  comma-separated book names as the .ref files spell them
@@ -49,7 +50,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 recipe=bible-lm
 tokens=${TOKENS:-char}
-precision=${PRECISION:-bf16}
+precision=${PRECISION:-auto}
 time_limit=${TIME_LIMIT:-3600}
 torch_twin=${TORCH:-1}
 test_books=${TEST_BOOKS:-Ruth,John,Philemon,Jude}
@@ -71,8 +72,8 @@ case $tokens in
   *) die "TOKENS must be char or bpe:N, not '$tokens'" ;;
 esac
 case $precision in
-  fp32 | bf16) ;;
-  *) die "PRECISION must be fp32 or bf16, not '$precision'" ;;
+  auto | fp32 | bf16) ;;
+  *) die "PRECISION must be auto, fp32 or bf16, not '$precision'" ;;
 esac
 [[ $time_limit =~ ^[0-9]+$ && $time_limit -gt 0 ]] ||
   die "TIME_LIMIT must be a positive number of seconds, not '$time_limit'"
@@ -178,6 +179,9 @@ printf '%q ' "${train_command[@]}" >"$out/command.txt"
 printf '\n' >>"$out/command.txt"
 started=$(now)
 "${train_command[@]}" 2>&1 | tee "$out/train.log" || die "training failed (see $out/train.log)"
+# The precision the run used (auto's choice included), as attn train's plan line says.
+used_precision=$(sed -n 's/^attn train: plan: .*; precision \(auto -> \)\{0,1\}\([a-z0-9]*\).*/\2/p' \
+  "$out/train.log")
 attn_train_seconds=$(seconds_since "$started")
 
 started=$(now)
@@ -222,7 +226,7 @@ if [ "$torch_twin" = 1 ]; then
 fi
 
 # ---- the summary --------------------------------------------------------------------------------
-"$python" - "$out" "$recipe" "$tokens" "$precision" "$time_limit" "$threads" "$data" \
+"$python" - "$out" "$recipe" "$tokens" "$used_precision" "$time_limit" "$threads" "$data" \
   "$test_books" "$valid_books" "$attn_bpc" "$torch_twin" "$split_seconds" \
   "$attn_train_seconds" "$attn_eval_seconds" "$attn_generate_seconds" "$torch_seconds" <<'EOF' ||
 import json, os, sys

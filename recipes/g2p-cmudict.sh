@@ -14,9 +14,9 @@
 #   SETTINGS    tuned (default): the configuration below; defaults: only the data, the time
 #               limit and --arch, every other choice left to attn train's budget-planned
 #               defaults (issue 12's "defaults" rows in docs/results.md)
-#   PRECISION   fp32 or bf16: the operands of training's products (--precision); default bf16
-#               for the tuned configurations, fp32 for a defaults run (which passes it only
-#               when set)
+#   PRECISION   auto, fp32 or bf16: the operands of training's products (--precision, given
+#               only when set); default auto, attn train's own: bf16 where the processor
+#               multiplies bf16 natively, else fp32. scores.json records the one used
 #   SEED        seed of the initial weights, batch order and dropout (default 1)
 #   TRAIN       the training pairs (default DATA_DIR's train_full.tsv, else train.tsv): e.g. a
 #               teacher's translations of them for distillation (recipes/g2p-ensemble.sh)
@@ -62,18 +62,18 @@ case $settings in
   defaults) out=${OUT:-$out-defaults} ;;
   *) die "SETTINGS must be tuned or defaults, not '$settings'" ;;
 esac
-# bf16 trains the Transformer 1.7 times as many updates in the hour as fp32 and gave 23.86%
-# WER against 25.33% (docs/results.md); the tuned RNN's hour was measured only in bf16.
-if [ "$settings" = tuned ]; then precision=${PRECISION:-bf16}; else precision=${PRECISION:-fp32}; fi
+# Where bf16 is native it trains the Transformer 1.7 times as many updates in the hour as fp32
+# and gave 23.86% WER against 25.33% (docs/results.md; the tuned RNN's hour was measured only
+# in bf16); where it is emulated it is no faster than fp32, which auto then takes.
+precision=${PRECISION:-auto}
 case $precision in
-  fp32 | bf16) ;;
-  *) die "PRECISION must be fp32 or bf16, not '$precision'" ;;
+  auto | fp32 | bf16) ;;
+  *) die "PRECISION must be auto, fp32 or bf16, not '$precision'" ;;
 esac
 [[ $seed =~ ^[0-9]+$ ]] || die "SEED must be a non-negative integer, not '$seed'"
-# Given only when asked for or not fp32, so that a defaults run's command is the data and the
-# budget alone.
+# Given only when asked for, so that a defaults run's command is the data and the budget alone.
 run_flags=()
-[ -z "${PRECISION:-}" ] && [ "$precision" = fp32 ] || run_flags+=(--precision "$precision")
+[ -z "${PRECISION:-}" ] || run_flags+=(--precision "$precision")
 [ -z "${SEED:-}" ] || run_flags+=(--seed "$seed")
 teachers=()
 if [ -n "${TEACHERS:-}" ]; then
@@ -140,6 +140,9 @@ train_command=("$attn" train --train "$train" --valid "$data/dev.tsv" --out "$ou
 printf '%q ' "${train_command[@]}" >"$out/command.txt"
 printf '\n' >>"$out/command.txt"
 "${train_command[@]}" 2>&1 | tee "$out/train.log" || die "training failed (see $out/train.log)"
+# The precision the run used (auto's choice included), as attn train's plan line says.
+used_precision=$(sed -n 's/^attn train: plan: .*; precision \(auto -> \)\{0,1\}\([a-z0-9]*\).*/\2/p' \
+  "$out/train.log")
 
 # One hypothesis per distinct test word, in the order the words first appear.
 awk -F'\t' '!seen[$1]++ { print $1 }' "$data/test.tsv" >"$out/test.words"
@@ -157,7 +160,7 @@ wer=$("$attn" eval --metric wer --score-only --ref "$data/test.tsv" --hyp "$out/
 per=$("$attn" eval --metric per --score-only --ref "$data/test.tsv" --hyp "$out/test.hyp")
 steps=$(awk -F'"step":' 'END { split($2, a, /[,}]/); print a[1] }' "$out/train.jsonl")
 printf '{"recipe":"%s","arch":"%s","settings":"%s","precision":"%s","seed":%s,"data":"%s","train":"%s","teachers":%s,"time_limit":%s,"steps":%s,"decoding":"%s","threads":%s,"wer":%s,"per":%s}\n' \
-  "$recipe" "$arch" "$settings" "$precision" "$seed" "$data" "$train" "${#teachers[@]}" \
+  "$recipe" "$arch" "$settings" "$used_precision" "$seed" "$data" "$train" "${#teachers[@]}" \
   "$time_limit" "${steps:-0}" "$decoding" "$threads" "$wer" "$per" \
   >"$out/scores.json"
 printf '%s: wrote %s/{model.safetensors,train.jsonl,train.log,test.hyp,scores.txt,scores.json,command.txt}\n' \

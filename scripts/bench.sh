@@ -30,7 +30,7 @@ fi
 # compared with the best of them.
 section_attention() {
     echo "== attention"
-    "$build/attn" bench attention --json $quick >"$work/attn_attention.json"
+    "$build/attn" bench attention --json $quick --precision fp32 >"$work/attn_attention.json"
     "$build/attn" bench attention --json $quick --precision bf16 >"$work/attn_attention_bf16.json"
     "$python" "$root/bench/torch_attention.py" $quick >"$work/torch_attention_default.json"
     OMP_WAIT_POLICY=PASSIVE "$python" "$root/bench/torch_attention.py" $quick \
@@ -99,7 +99,7 @@ section_train() {
     echo "== train"
     steps=""
     if [ -n "$quick" ]; then steps="--steps 3"; fi
-    "$build/attn" bench train --json $steps >"$work/attn_train.json"
+    "$build/attn" bench train --json $steps --precision fp32 >"$work/attn_train.json"
     "$build/attn" bench train --json $steps --precision bf16 >>"$work/attn_train.json"
     "$python" "$root/bench/torch_train.py" --json $steps >"$work/torch_train_default.json"
     OMP_WAIT_POLICY=PASSIVE "$python" "$root/bench/torch_train.py" --json $steps \

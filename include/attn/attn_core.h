@@ -95,19 +95,33 @@ ATTN_API const char *attn_cpu_features(void);
  *   INT8: inference only: weights quantized per output row with a float32 scale, activations
  *         per row at run time, products in int32 (AVX512_VNNI's vpdpbusd where present). */
 typedef enum attn_precision {
+    /* A request, not a format: the fastest precision that keeps training's results, chosen by
+     * attn_precision_resolve. Accepted where a whole run's precision is chosen (the trainer's
+     * options, attn_model_set_precision); the kernels take only the formats below. */
+    ATTN_PRECISION_AUTO = -1,
     ATTN_PRECISION_FP32 = 0,
     ATTN_PRECISION_BF16 = 1,
     ATTN_PRECISION_INT8 = 2
 } attn_precision;
 
-/* "fp32", "bf16", "int8" ("unknown" otherwise) */
+/* "auto", "fp32", "bf16", "int8" ("unknown" otherwise) */
 ATTN_API const char *attn_precision_name(attn_precision precision);
 /* The inverse of attn_precision_name; ATTN_ERR_INVALID_ARGUMENT naming the choices otherwise. */
 ATTN_API attn_status attn_precision_parse(const char *name, attn_precision *precision);
 /* 1 when this CPU has the instructions that make the precision fast (fp32: always; bf16:
  * AVX512_BF16; int8: AVX512_VNNI) and the selected instruction set is avx512; 0 when the
- * library emulates them (same results, slower). */
+ * library emulates them (same results, slower). auto: 0. On AArch64 always 0 for bf16 and
+ * int8 as yet: the NEON path has no BFDOT or SDOT kernels, whatever the CPU reports. */
 ATTN_API int attn_precision_native(attn_precision precision);
+/* The one decision of ATTN_PRECISION_AUTO: bf16 where attn_precision_native(bf16) (under the
+ * instruction set selected now, so ATTN_ISA=avx2 gives fp32), fp32 elsewhere, where emulated
+ * bf16 would be slower than fp32. int8 is never chosen: it changes results, so only a user
+ * asks for it. Any other precision is returned unchanged. */
+ATTN_API attn_precision attn_precision_resolve(attn_precision precision);
+/* The instructions that make a precision native on this build's architecture, for messages:
+ * bf16 "AVX512_BF16", int8 "AVX512_VNNI" on x86-64; "BF16", "dot product" on AArch64; "" for
+ * fp32 and auto. */
+ATTN_API const char *attn_precision_instructions(attn_precision precision);
 
 /* Checks ATTN_NUM_THREADS and ATTN_ISA: ATTN_ERR_INVALID_ARGUMENT for a value that is not a
  * thread count from 0 to the maximum or not an instruction set's name, ATTN_ERR_UNSUPPORTED for

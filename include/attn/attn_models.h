@@ -260,7 +260,9 @@ ATTN_API attn_status attn_model_copy_encoder(attn_model *classifier, const attn_
  * slower), as do an RNN model's linear layers and decoder cells on any graph that records
  * nothing. Biases and layer norms stay fp32. Lowering is one way: a bf16 or int8 model
  * refuses a higher precision (ATTN_ERR_INVALID_ARGUMENT), as its fp32 weights are gone.
- * A model read from a bf16 or int8 file (attn quantize) already has that precision. */
+ * A model read from a bf16 or int8 file (attn quantize) already has that precision.
+ * ATTN_PRECISION_AUTO keeps a bf16 or int8 model's own and gives an fp32 model
+ * attn_precision_resolve's choice: bf16 where the CPU multiplies bf16 natively, else fp32. */
 ATTN_API attn_status attn_model_set_precision(attn_model *model, attn_precision precision);
 /* fp32 unless set or read from a bf16 or int8 file. */
 ATTN_API attn_precision attn_model_precision(const attn_model *model);

@@ -193,7 +193,9 @@ typedef struct attn_trainer_options {
     /* Operands of the model's products (attn_graph_set_precision on the trainer's graph, for
      * training and validation): fp32, or bf16 for mixed precision (bf16 operands, fp32 sums;
      * weights, gradients and Adam's moments stay fp32, as do softmax, layer norm and the
-     * loss). int8 is refused: it is a precision for decoding. */
+     * loss). int8 is refused: it is a precision for decoding. auto (attn train's default)
+     * is resolved by attn_trainer_create with attn_precision_resolve; the trainer keeps, the
+     * checkpoint stores and a resume compares the precision it resolved to. */
     attn_precision precision;
     /* Exponential smoothing of the weights (Marian's --exponential-smoothing), the rate in
      * [0, 1); 0: off. On, the trainer keeps a smoothed copy S of the parameters, S = W when

@@ -44,6 +44,23 @@ c_uint8_p = ctypes.POINTER(ctypes.c_uint8)
 c_int32_p = ctypes.POINTER(ctypes.c_int32)
 
 
+lib.attn_bundle_model.restype = ctypes.c_void_p
+lib.attn_bundle_model.argtypes = [ctypes.c_void_p]
+lib.attn_model_set_precision.restype = ctypes.c_int
+lib.attn_model_set_precision.argtypes = [ctypes.c_void_p, ctypes.c_int]
+
+
+def set_bundle_precision(bundle, precision):
+    """Runs an open bundle's model at precision as the CLI's --precision does: "auto" (bf16
+    where the processor multiplies bf16 natively, else fp32; a quantized file keeps its own),
+    "fp32", "bf16" or "int8" (an fp32 model is quantized, a quantized one refuses a higher)."""
+    if not isinstance(precision, str):
+        raise ValueError(f"precision must be 'auto', 'fp32', 'bf16' or 'int8', not {precision!r}")
+    value = ctypes.c_int()
+    check(lib.attn_precision_parse(precision.encode("utf-8"), ctypes.byref(value)), "precision")
+    check(lib.attn_model_set_precision(lib.attn_bundle_model(bundle), value), "precision")
+
+
 class OwnedHandle:
     """A library object this Python object owns: opened by `_open(function, *args)` (which
     raises with the library's message), freed once by `close()`, `with` or the collector."""

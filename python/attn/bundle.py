@@ -12,14 +12,16 @@ translate searches as `attn translate` does (beam 5, length penalty alpha 0.6, t
 output length 1.5 x source + 10, batches of 32 sentences) and gives the same text: with
 nbest=1 a string per input, else a list of (text, score) pairs per input, best first, as the
 CLI's "number<TAB>score<TAB>text" lines. An empty input is not searched: it gives "" (nbest=1)
-or no pairs. Failures raise ValueError (bad arguments, a text longer than the model's
-max_len) or RuntimeError with the library's message, which names the file.
+or no pairs. precision (Bundle, Ensemble) is attn translate's --precision, "auto" by default:
+an fp32 model runs in bf16 where the processor multiplies bf16 natively, else in fp32; "fp32"
+keeps the file's weights as they are. Failures raise ValueError (bad arguments, a text longer
+than the model's max_len) or RuntimeError with the library's message, which names the file.
 """
 import ctypes
 import json
 import os
 
-from ._lib import OwnedHandle, c_int32_p, check, lib
+from ._lib import OwnedHandle, c_int32_p, check, lib, set_bundle_precision
 from .decode import _Options, _Result
 
 _SOURCE, _TARGET = 0, 1
@@ -186,8 +188,13 @@ class Bundle(OwnedHandle, _Translator):
 
     _destroy = "attn_bundle_destroy"
 
-    def __init__(self, path):
+    def __init__(self, path, precision="auto"):
         self._open("attn_bundle_load", os.fsencode(path))
+        try:
+            set_bundle_precision(self._handle, precision)
+        except BaseException:
+            self.close()
+            raise
         self.source_tokenizer = Tokenizer(self, _SOURCE)
         self.target_tokenizer = Tokenizer(self, _TARGET)
 
@@ -220,13 +227,13 @@ class Ensemble(_Translator):
     architecture but must share their tokenizers. `bundles` are the members, the first's
     tokenizers are the ensemble's."""
 
-    def __init__(self, paths):
+    def __init__(self, paths, precision="auto"):
         if isinstance(paths, (str, bytes, os.PathLike)):
             raise ValueError("paths: expected a list of model files, got one path")
         self.bundles = []
         try:
             for path in paths:
-                self.bundles.append(Bundle(path))
+                self.bundles.append(Bundle(path, precision))
             if not self.bundles:
                 raise ValueError("paths: expected at least one model file")
             check(lib.attn_bundle_check_ensemble(self._handles(), len(self.bundles)), "Ensemble")

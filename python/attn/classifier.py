@@ -17,7 +17,7 @@ classifier) or RuntimeError with the library's message, which names the file.
 import ctypes
 import os
 
-from ._lib import OwnedHandle, c_int32_p, check, lib
+from ._lib import OwnedHandle, c_int32_p, check, lib, set_bundle_precision
 from .bundle import _take_ids
 
 _BATCH = 64  # texts classified together, as attn classify's --batch default
@@ -46,10 +46,12 @@ class Classifier(OwnedHandle):
 
     _destroy = "attn_bundle_destroy"
 
-    def __init__(self, path):
+    def __init__(self, path, precision="auto"):
+        """precision: as attn classify --precision ("auto": bf16 where native, else fp32)."""
         self._open("attn_bundle_load", os.fsencode(path))
         try:
             check(lib.attn_bundle_check_classifier(self._handle), "Classifier")
+            set_bundle_precision(self._handle, precision)
         except BaseException:
             self.close()
             raise

@@ -22,7 +22,7 @@ import ctypes
 import os
 from dataclasses import dataclass
 
-from ._lib import OwnedHandle, as_int64, c_int32_p, check, lib
+from ._lib import OwnedHandle, as_int64, c_int32_p, check, lib, set_bundle_precision
 from .bundle import Tokenizer, _take_ids, _take_string, _TARGET
 
 _BATCH = 32  # prompts sampled together, as attn generate's --batch default
@@ -91,10 +91,12 @@ class LanguageModel(OwnedHandle):
 
     _destroy = "attn_bundle_destroy"
 
-    def __init__(self, path):
+    def __init__(self, path, precision="auto"):
+        """precision: as attn generate --precision ("auto": bf16 where native, else fp32)."""
         self._open("attn_bundle_load", os.fsencode(path))
         try:
             check(lib.attn_bundle_check_language_model(self._handle), "LanguageModel")
+            set_bundle_precision(self._handle, precision)
         except BaseException:
             self.close()
             raise

@@ -18,7 +18,7 @@ static const benchmark benchmarks[] = {
     {"decode", attn_cmd_bench_decode,
      "attn bench decode [--json] [--quick] [--batch 1|64|both] [--reps N] [--min-seconds S]"},
     {"generate", attn_cmd_bench_generate,
-     "attn bench generate [--json] [--batch 1|32|both] [--precision fp32|bf16|int8] "
+     "attn bench generate [--json] [--batch 1|32|both] [--precision auto|fp32|bf16|int8] "
      "[--prompt N] [--new-tokens N]"},
     {"train", attn_cmd_bench_train,
      "attn bench train [--config small|base|both] [--steps N] [--threads N] [--json]"},

@@ -14,6 +14,7 @@
 #include "cli/bench_timing.h"
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/precision.h"
 #include "cli/library_error.h"
 
 #include <stddef.h>
@@ -196,8 +197,9 @@ typedef struct bench_attention_args {
     int precision;
 } bench_attention_args;
 
-static const char *const precision_names[] = {"fp32", "bf16", NULL};
-static const int precision_values[] = {ATTN_PRECISION_FP32, ATTN_PRECISION_BF16};
+static const char *const precision_names[] = {"auto", "fp32", "bf16", NULL};
+static const int precision_values[] = {ATTN_PRECISION_AUTO, ATTN_PRECISION_FP32,
+                                       ATTN_PRECISION_BF16};
 
 static const cli_option bench_attention_options[] = {
     {CLI_OPTION("--json", CLI_FLAG, offsetof(bench_attention_args, json), NULL,
@@ -207,8 +209,10 @@ static const cli_option bench_attention_options[] = {
     {CLI_OPTION("--reps", CLI_INT, offsetof(bench_attention_args, reps), "N",
                 "runs per case, of which the median is reported [7; --quick: 3]"),
      .min = 1, .max = 64},
-    {CLI_OPTION("--precision", CLI_CHOICE, offsetof(bench_attention_args, precision), "fp32|bf16",
-                "operands of the products (attn_sdpa_options.precision)"),
+    {CLI_OPTION("--precision", CLI_CHOICE, offsetof(bench_attention_args, precision),
+                "auto|fp32|bf16",
+                "operands of the products (attn_sdpa_options.precision); auto: bf16 where "
+                "native, else fp32"),
      .choices = precision_names, .choice_values = precision_values, .show_default = 1},
 };
 
@@ -227,21 +231,22 @@ int attn_cmd_bench_attention(int argc, char **argv)
              BATCH, HEADS, DIM, MEMORY_HEADS, DIM, MEMORY_LEN);
     const cli_command command = {"bench attention",
                                  "attn bench attention [--json] [--quick] [--reps N] "
-                                 "[--precision fp32|bf16]",
+                                 "[--precision auto|fp32|bf16]",
                                  description,
                                  bench_attention_options,
                                  sizeof bench_attention_options / sizeof *bench_attention_options,
                                  NULL};
-    bench_attention_args a = {0, 0, 0, ATTN_PRECISION_FP32};
+    bench_attention_args a = {0, 0, 0, ATTN_PRECISION_AUTO};
     int given[sizeof bench_attention_options / sizeof *bench_attention_options] = {0};
     const int code = cli_parse(&command, argc, argv, &a, given);
     if (code != CLI_GO_ON)
         return code;
     const int json = a.json, quick = a.quick;
     const int reps = a.reps > 0 ? (int)a.reps : quick ? 3 : 7;
-    const attn_precision precision = (attn_precision)a.precision;
+    const attn_precision precision = attn_precision_resolve((attn_precision)a.precision);
     const char *precision_name = attn_precision_name(precision);
     const int native = attn_precision_native(precision);
+    cli_precision_warn_emulated("bench attention", precision);
 
     memory_result memory = {0, 0, 0, 0};
     if (!quick && !measure_memory(precision, &memory))

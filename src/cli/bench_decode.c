@@ -24,7 +24,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/library_error.h"
-#include "cli/translator.h"
+#include "cli/precision.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -229,7 +229,7 @@ typedef struct bench_decode_args {
     int json, quick, batch; /* batch 0: both */
     int64_t reps;           /* 0: 5, or 3 with --quick */
     double min_seconds;     /* 0: 0.5, or 0.2 with --quick */
-    const char *precision;  /* NULL: fp32 */
+    const char *precision;  /* auto, fp32, bf16 or int8 */
     int64_t beam;           /* 0: 1 (greedy) */
     int rnn;                /* --arch rnn */
 } bench_decode_args;
@@ -256,8 +256,9 @@ static const cli_option bench_decode_options[] = {
     {CLI_OPTION("--beam", CLI_INT, offsetof(bench_decode_args, beam), "K",
                 "hypotheses per sentence, each for all the tokens (no early stop) [1: greedy]"),
      .min = 1, .max = 64},
-    {CLI_OPTION("--precision", CLI_STRING, offsetof(bench_decode_args, precision), "fp32|bf16|int8",
-                "the step decoder's products (attn translate --precision) [fp32]")},
+    {CLI_OPTION("--precision", CLI_STRING, offsetof(bench_decode_args, precision),
+                "auto|fp32|bf16|int8",
+                "the step decoder's products (attn translate --precision) [auto]")},
     {CLI_OPTION("--arch", CLI_CHOICE, offsetof(bench_decode_args, rnn), "transformer|rnn",
                 "the SMALL Transformer, or the default RNN model [transformer]"),
      .choices = arch_names, .choice_values = arch_values},
@@ -282,13 +283,13 @@ int attn_cmd_bench_decode(int argc, char **argv)
     const cli_command command = {
         "bench decode",
         "attn bench decode [--json] [--quick] [--batch 1|64|both] [--reps N]\n"
-        "                         [--min-seconds S] [--beam K] [--precision fp32|bf16|int8]\n"
+        "                         [--min-seconds S] [--beam K] [--precision auto|fp32|bf16|int8]\n"
         "                         [--arch transformer|rnn]",
         description,
         bench_decode_options,
         sizeof bench_decode_options / sizeof *bench_decode_options,
         NULL};
-    bench_decode_args a = {0, 0, 0, 0, 0.0, NULL, 0, 0};
+    bench_decode_args a = {0, 0, 0, 0, 0.0, "auto", 0, 0};
     int given[sizeof bench_decode_options / sizeof *bench_decode_options] = {0};
     const int code = cli_parse(&command, argc, argv, &a, given);
     if (code != CLI_GO_ON)

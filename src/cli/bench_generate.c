@@ -20,7 +20,7 @@
 #include "cli/commands.h"
 #include "cli/library_error.h"
 #include "cli/options.h"
-#include "cli/translator.h"
+#include "cli/precision.h"
 
 #include <pthread.h>
 #include <stddef.h>
@@ -238,7 +238,7 @@ static int run_batch(attn_model *model, attn_graph *graph, int64_t batch, int64_
 
 typedef struct bench_generate_args {
     int json, batch;      /* batch 0: both */
-    const char *precision; /* NULL: fp32 */
+    const char *precision; /* auto, fp32, bf16 or int8 */
     int64_t prompt, new_tokens, reps;
 } bench_generate_args;
 
@@ -252,7 +252,7 @@ static const cli_option bench_generate_options[] = {
                 "rows generated together"),
      .choices = batch_names, .choice_values = batch_values, .show_default = 1},
     {CLI_OPTION("--precision", CLI_STRING, offsetof(bench_generate_args, precision),
-                "fp32|bf16|int8", "the model's weights (attn generate --precision) [fp32]")},
+                "auto|fp32|bf16|int8", "the model's weights (attn generate --precision) [auto]")},
     {CLI_OPTION("--prompt", CLI_INT, offsetof(bench_generate_args, prompt), "N",
                 "prompt tokens read before generating [64]"),
      .min = 1, .max = 512},
@@ -268,7 +268,7 @@ int attn_cmd_bench_generate(int argc, char **argv)
 {
     const cli_command command = {
         "bench generate",
-        "attn bench generate [--json] [--batch 1|32|both] [--precision fp32|bf16|int8]\n"
+        "attn bench generate [--json] [--batch 1|32|both] [--precision auto|fp32|bf16|int8]\n"
         "                           [--prompt N] [--new-tokens N] [--reps N]",
         "Greedy generation with GPT-2 124M (12 layers, 12 heads, 768 wide, vocabulary\n"
         "50257, random weights) and the step decoder's key/value cache: a prompt of N\n"
@@ -280,7 +280,7 @@ int attn_cmd_bench_generate(int argc, char **argv)
         bench_generate_options,
         sizeof bench_generate_options / sizeof *bench_generate_options,
         NULL};
-    bench_generate_args a = {0, 0, NULL, 64, 64, 3};
+    bench_generate_args a = {0, 0, "auto", 64, 64, 3};
     int given[sizeof bench_generate_options / sizeof *bench_generate_options] = {0};
     const int code = cli_parse(&command, argc, argv, &a, given);
     if (code != CLI_GO_ON)

@@ -23,6 +23,7 @@
 #include "cli/bench_timing.h"
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/precision.h"
 #include "cli/library_error.h"
 #include "train/distributed.h"
 
@@ -282,14 +283,15 @@ static int measure(const train_shape *s, attn_precision precision, int steps, tr
 
 typedef struct bench_train_args {
     int json, config;       /* config: an index into config_names */
-    int precision;          /* attn_precision: fp32 or bf16 */
+    int precision;          /* attn_precision: auto, fp32 or bf16 */
     int64_t steps, threads; /* 0: each config's default; ATTN_NUM_THREADS or all cores */
     int64_t batch, context; /* 0: the config's */
 } bench_train_args;
 
 static const char *const config_names[] = {"small", "base", "both", "gpt2", "classify", NULL};
-static const char *const precision_names[] = {"fp32", "bf16", NULL};
-static const int precision_values[] = {ATTN_PRECISION_FP32, ATTN_PRECISION_BF16};
+static const char *const precision_names[] = {"auto", "fp32", "bf16", NULL};
+static const int precision_values[] = {ATTN_PRECISION_AUTO, ATTN_PRECISION_FP32,
+                                       ATTN_PRECISION_BF16};
 
 static const cli_option bench_train_options[] = {
     {CLI_OPTION("--config", CLI_CHOICE, offsetof(bench_train_args, config),
@@ -309,8 +311,9 @@ static const cli_option bench_train_options[] = {
      .min = 1, .max = 1024},
     {CLI_OPTION("--json", CLI_FLAG, offsetof(bench_train_args, json), NULL,
                 "print one JSON object per config")},
-    {CLI_OPTION("--precision", CLI_CHOICE, offsetof(bench_train_args, precision), "fp32|bf16",
-                "operands of the products, as attn train --precision (bf16: mixed precision)"),
+    {CLI_OPTION("--precision", CLI_CHOICE, offsetof(bench_train_args, precision), "auto|fp32|bf16",
+                "operands of the products, as attn train --precision (bf16: mixed precision; "
+                "auto: bf16 where native, else fp32)"),
      .choices = precision_names, .choice_values = precision_values, .show_default = 1},
 };
 
@@ -406,19 +409,19 @@ static int bench_train(int argc, char **argv, int ranks)
     const cli_command command = {
         "bench train",
         "attn bench train [--config small|base|both|gpt2|classify] [--steps N] [--threads N]\n"
-        "                 [--json]\n"
-        "                 [--precision fp32|bf16] [--batch B] [--context T]",
+        "                 [--json] [--precision auto|fp32|bf16] [--batch B] [--context T]",
         description,
         bench_train_options,
         sizeof bench_train_options / sizeof *bench_train_options,
         NULL};
-    bench_train_args a = {0, 2, ATTN_PRECISION_FP32, 0, 0, 0, 0};
+    bench_train_args a = {0, 2, ATTN_PRECISION_AUTO, 0, 0, 0, 0};
     int given[sizeof bench_train_options / sizeof *bench_train_options] = {0};
     const int code = cli_parse(&command, argc, argv, &a, given);
     if (code != CLI_GO_ON)
         return code;
     const int json = a.json, steps = (int)a.steps;
-    const attn_precision precision = (attn_precision)a.precision;
+    const attn_precision requested = (attn_precision)a.precision;
+    const attn_precision precision = attn_precision_resolve(requested);
     const char *precision_name = attn_precision_name(precision);
     const char *config = config_names[a.config];
     if (a.threads > 0 && attn_set_num_threads((int)a.threads) != ATTN_OK) {
@@ -427,11 +430,13 @@ static int bench_train(int argc, char **argv, int ranks)
     }
     const char *isa = attn_isa_name(attn_get_isa());
     const int used_threads = attn_get_num_threads();
+    char described[128];
     if (!json)
-        printf("attn bench train: %d threads, %s, %s products%s; median step after %d warm-up "
+        printf("attn bench train: %d threads, %s, precision %s; median step after %d warm-up "
                "steps (indicative on a shared machine)\n",
-               used_threads, isa, precision_name,
-               attn_precision_native(precision) ? "" : " (emulated: no AVX512_BF16)", WARMUP_STEPS);
+               used_threads, isa, cli_precision_describe(requested, described, sizeof described),
+               WARMUP_STEPS);
+    cli_precision_warn_emulated("bench train", precision);
     if (a.context > 0 && strcmp(config, "gpt2") != 0)
         return cli_usage_error(&command, "--context is gpt2's window; the other configs have "
                                          "fixed sentence lengths");

@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "cli/library_error.h"
 #include "cli/options.h"
+#include "cli/precision.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -15,7 +16,7 @@
 enum { DEFAULT_BATCH = 64 };
 
 typedef struct classify_args {
-    const char *model, *input, *output;
+    const char *model, *input, *output, *precision;
     int64_t top_k, batch, threads;
     int format; /* 0 text, 1 json */
 } classify_args;
@@ -46,6 +47,8 @@ static const cli_option classify_options[] = {
     {CLI_OPTION("--threads", CLI_INT, FIELD(threads), "N",
                 "threads (0: ATTN_NUM_THREADS or all cores)"),
      .min = 0, .max = 1 << 16, .show_default = 1},
+    {CLI_OPTION("--precision", CLI_STRING, FIELD(precision), "auto|fp32|bf16|int8",
+                CLI_INFERENCE_PRECISION_HELP)},
 };
 #define N_CLASSIFY_OPTIONS (sizeof classify_options / sizeof classify_options[0])
 
@@ -69,6 +72,7 @@ static int parse_args(int argc, char **argv, classify_args *a)
     memset(a, 0, sizeof *a);
     a->top_k = 1;
     a->batch = DEFAULT_BATCH;
+    a->precision = "auto";
     int given[N_CLASSIFY_OPTIONS] = {0};
     const int code = cli_parse(&classify_command, argc, argv, a, given);
     if (code != CLI_GO_ON)
@@ -258,6 +262,10 @@ int attn_cmd_classify(int argc, char **argv)
                 : arch == ATTN_ARCH_TRANSFORMER_MLM
                     ? " --init on it (fine-tuning the encoder with a new head)"
                     : ", or translate with 'attn translate'");
+        attn_bundle_destroy(bundle);
+        return 1;
+    }
+    if (cli_set_model_precision("classify", attn_bundle_model(bundle), a.precision) != 0) {
         attn_bundle_destroy(bundle);
         return 1;
     }

@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "cli/library_error.h"
 #include "cli/options.h"
+#include "cli/precision.h"
 
 #include <errno.h>
 #include <math.h>
@@ -16,7 +17,7 @@
 enum { DEFAULT_BATCH = 32, DEFAULT_MAX_NEW_TOKENS = 200 };
 
 typedef struct generate_args {
-    const char *model, *prompt, *input, *output;
+    const char *model, *prompt, *input, *output, *precision;
     int64_t max_new_tokens, top_k, seed, batch, threads;
     double temperature, top_p;
     int greedy, truncate_prompt;
@@ -62,6 +63,8 @@ static const cli_option generate_options[] = {
     {CLI_OPTION("--threads", CLI_INT, FIELD(threads), "N",
                 "threads (0: ATTN_NUM_THREADS or all cores)"),
      .min = 0, .max = 1 << 16, .show_default = 1},
+    {CLI_OPTION("--precision", CLI_STRING, FIELD(precision), "auto|fp32|bf16|int8",
+                CLI_INFERENCE_PRECISION_HELP)},
 };
 #define N_GENERATE_OPTIONS (sizeof generate_options / sizeof generate_options[0])
 
@@ -88,6 +91,7 @@ static int parse_args(int argc, char **argv, generate_args *a)
     a->temperature = defaults.temperature;
     a->top_p = defaults.top_p;
     a->batch = DEFAULT_BATCH;
+    a->precision = "auto";
     int given[N_GENERATE_OPTIONS] = {0};
     const int code = cli_parse(&generate_command, argc, argv, a, given);
     if (code != CLI_GO_ON)
@@ -360,6 +364,10 @@ int attn_cmd_generate(int argc, char **argv)
                     a.model, a.model);
         else
             cli_library_error("generate");
+        attn_bundle_destroy(bundle);
+        return 1;
+    }
+    if (cli_set_model_precision("generate", attn_bundle_model(bundle), a.precision) != 0) {
         attn_bundle_destroy(bundle);
         return 1;
     }

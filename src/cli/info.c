@@ -2,6 +2,7 @@
 #include "attn/attn.h"
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/precision.h"
 
 #include <stdio.h>
 
@@ -11,7 +12,8 @@ int attn_cmd_info(int argc, char **argv)
         "info",
         "attn info",
         "Prints the version, threading, the instruction sets this CPU supports, the GEMM\n"
-        "backend and whether data-parallel training over MPI is built in.\n",
+        "backend, whether data-parallel training over MPI is built in, whether bf16 and\n"
+        "int8 products are native or emulated, and what --precision auto chooses.\n",
         NULL,
         0,
         NULL};
@@ -33,9 +35,19 @@ int attn_cmd_info(int argc, char **argv)
     for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_LAST; isa++)
         printf("  %-9s %s\n", attn_isa_name((attn_isa)isa),
                attn_isa_supported((attn_isa)isa) ? "supported" : "not supported");
+    /* Under the instruction set selected now (ATTN_ISA), as every command would run. */
+    char text[128];
     static const attn_precision low[] = {ATTN_PRECISION_BF16, ATTN_PRECISION_INT8};
-    for (int i = 0; i < 2; i++)
-        printf("%s: %s\n", attn_precision_name(low[i]),
-               attn_precision_native(low[i]) ? "native" : "emulated (same results, slower)");
+    for (int i = 0; i < 2; i++) {
+        if (attn_precision_native(low[i]))
+            printf("%s: native (%s)\n", attn_precision_name(low[i]),
+                   attn_precision_instructions(low[i]));
+        else
+            printf("%s: emulated (no native %s on the %s path): the same results, slower\n",
+                   attn_precision_name(low[i]), attn_precision_instructions(low[i]),
+                   attn_isa_name(attn_get_isa()));
+    }
+    printf("default precision: %s\n",
+           cli_precision_describe(ATTN_PRECISION_AUTO, text, sizeof text));
     return 0;
 }

@@ -69,8 +69,9 @@ int attn_cmd_quantize(int argc, char **argv)
         return 2;
     }
     attn_precision precision;
+    /* A file's precision is the user's choice: auto, which depends on the processor, is not. */
     if (attn_precision_parse(a.precision, &precision) != ATTN_OK ||
-        precision == ATTN_PRECISION_FP32) {
+        (precision != ATTN_PRECISION_BF16 && precision != ATTN_PRECISION_INT8)) {
         fprintf(stderr, "attn quantize: --precision %s: choose bf16 or int8\n", a.precision);
         return 2;
     }

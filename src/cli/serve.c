@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "cli/library_error.h"
 #include "cli/options.h"
+#include "cli/precision.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -13,7 +14,7 @@
 #include <string.h>
 
 typedef struct serve_args {
-    const char *model, *host;
+    const char *model, *host, *precision;
     int64_t port, max_batch, max_wait, threads, max_body, max_sentences, max_new_tokens;
 } serve_args;
 
@@ -45,6 +46,8 @@ static const cli_option serve_options[] = {
     {CLI_OPTION("--threads", CLI_INT, FIELD(threads), "N",
                 "threads of the decoder (0: ATTN_NUM_THREADS or all cores)"),
      .min = 0, .max = 1 << 16, .show_default = 1},
+    {CLI_OPTION("--precision", CLI_STRING, FIELD(precision), "auto|fp32|bf16|int8",
+                CLI_INFERENCE_PRECISION_HELP)},
 };
 #define N_SERVE_OPTIONS (sizeof serve_options / sizeof serve_options[0])
 
@@ -69,6 +72,7 @@ int attn_cmd_serve(int argc, char **argv)
     serve_args a;
     memset(&a, 0, sizeof a);
     a.host = defaults.host;
+    a.precision = "auto";
     a.port = defaults.port;
     a.max_batch = defaults.max_batch;
     a.max_wait = defaults.max_wait_ms;
@@ -96,6 +100,10 @@ int attn_cmd_serve(int argc, char **argv)
     attn_bundle *bundle = NULL;
     if (attn_bundle_load(a.model, &bundle) != ATTN_OK) {
         cli_library_error("serve");
+        return 1;
+    }
+    if (cli_set_model_precision("serve", attn_bundle_model(bundle), a.precision) != 0) {
+        attn_bundle_destroy(bundle);
         return 1;
     }
     attn_server_options options = defaults;

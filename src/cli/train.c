@@ -4,6 +4,7 @@
 #include "attn/attn.h"
 #include "cli/commands.h"
 #include "cli/library_error.h"
+#include "cli/precision.h"
 #include "cli/train.h"
 
 #include <cjson/cJSON.h>
@@ -265,11 +266,6 @@ static void say_plan(const attn_trainer_options *o, double time_limit)
         fprintf(stderr, "; batches of %lld tokens", (long long)o->batch_tokens);
     if (o->accumulate > 1)
         fprintf(stderr, " x %lld", (long long)o->accumulate);
-    if (o->precision != ATTN_PRECISION_FP32)
-        fprintf(stderr, "; %s products%s", attn_precision_name(o->precision),
-                attn_precision_native(o->precision)
-                    ? ""
-                    : " (emulated: no AVX512_BF16 here, so slower)");
     if (o->ema > 0.0)
         fprintf(stderr, "; validates and saves the weights' moving average (ema %g)", o->ema);
     if (o->max_epochs > 0)
@@ -280,7 +276,10 @@ static void say_plan(const attn_trainer_options *o, double time_limit)
     if (time_limit > 0.0)
         fprintf(stderr, "%s %.15g s",
                 o->max_epochs > 0 || o->max_steps > 0 ? " or after" : "; stops after", time_limit);
-    fprintf(stderr, "\n");
+    char precision[128];
+    fprintf(stderr, "; precision %s\n",
+            cli_precision_describe(o->precision, precision, sizeof precision));
+    cli_precision_warn_emulated("train", attn_precision_resolve(o->precision));
 }
 
 /* ---- the command -------------------------------------------------------------------------- */

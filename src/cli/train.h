@@ -42,7 +42,7 @@ typedef struct train_args {
     int cell, attention, local;              /* attn_rnn_cell, _attention, _local when given */
     int schedule;                            /* attn_lr_kind */
     int optimizer;                           /* attn_adam_variant */
-    int precision;                           /* attn_precision: fp32 or bf16 */
+    int precision;                           /* attn_precision: auto, fp32 or bf16 */
     int norm, ffn_kind, positions, no_bias;  /* --task lm, classify: block options, when given */
     int pooling;                             /* --task classify: attn_pooling */
     int64_t window, layers, d_model, heads, ffn, hidden, embedding_dim, attention_dim;

@@ -38,8 +38,9 @@ static const int task_values[] = {TRAIN_TASK_TRANSLATE, TRAIN_TASK_LM, TRAIN_TAS
 static const char *const pooling_names[] = {"mean", "cls", "attention", NULL};
 static const int pooling_values[] = {ATTN_POOLING_MEAN, ATTN_POOLING_CLS, ATTN_POOLING_ATTENTION};
 static const char *const shuffle_names[] = {"random", "none", NULL};
-static const char *const precision_names[] = {"fp32", "bf16", NULL};
-static const int precision_values[] = {ATTN_PRECISION_FP32, ATTN_PRECISION_BF16};
+static const char *const precision_names[] = {"auto", "fp32", "bf16", NULL};
+static const int precision_values[] = {ATTN_PRECISION_AUTO, ATTN_PRECISION_FP32,
+                                       ATTN_PRECISION_BF16};
 
 static const cli_option train_options[] = {
     {CLI_OPTION("--task", CLI_CHOICE, FIELD(task), "translate|lm|classify|mlm",
@@ -239,10 +240,10 @@ static const cli_option train_options[] = {
     {CLI_OPTION("--accumulate", CLI_INT, FIELD(accumulate), "K",
                 "batches per update, per process under mpirun [1]"),
      .group = GROUP_TRAINING},
-    {CLI_OPTION("--precision", CLI_CHOICE, FIELD(precision), "fp32|bf16",
+    {CLI_OPTION("--precision", CLI_CHOICE, FIELD(precision), "auto|fp32|bf16",
                 "operands of the model's products: bf16 is mixed precision (bf16 operands, fp32 "
                 "sums, fp32 weights, gradients and optimizer state; fast with AVX512_BF16, "
-                "emulated elsewhere) [fp32]"),
+                "emulated and slower elsewhere); auto is bf16 where native, else fp32 [auto]"),
      .choices = precision_names, .choice_values = precision_values, .group = GROUP_TRAINING},
     {CLI_OPTION("--ema", CLI_NUMBER, FIELD(ema), "RATE",
                 "exponential smoothing of the weights (Marian's): validate and save a moving "
@@ -373,7 +374,7 @@ static void set_defaults(train_args *a)
     a->tgt_tokens = "char";
     a->schedule = ATTN_LR_COSINE;
     a->optimizer = ATTN_ADAM;
-    a->precision = ATTN_PRECISION_FP32;
+    a->precision = ATTN_PRECISION_AUTO;
     a->cell = a->attention = a->local = -1;
     a->layers = 3;
     a->d_model = 256;

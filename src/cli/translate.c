@@ -4,6 +4,7 @@
 #include "attn/attn.h"
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/precision.h"
 #include "cli/token_words.h"
 #include "cli/translator.h"
 #include "cli/library_error.h"
@@ -99,9 +100,8 @@ static const cli_option translate_options[] = {
     {CLI_OPTION("--threads", CLI_INT, FIELD(threads), "N",
                 "threads (0: ATTN_NUM_THREADS or all cores)"),
      .min = 0, .max = 1 << 16, .show_default = 1},
-    {CLI_OPTION("--precision", CLI_STRING, FIELD(precision), "fp32|bf16|int8",
-                "the products' precision: an fp32 model is quantized at load; a file from "
-                "attn quantize runs at its own [the file's]")},
+    {CLI_OPTION("--precision", CLI_STRING, FIELD(precision), "auto|fp32|bf16|int8",
+                CLI_INFERENCE_PRECISION_HELP)},
 };
 #define N_TRANSLATE_OPTIONS (sizeof translate_options / sizeof translate_options[0])
 
@@ -130,6 +130,7 @@ static int parse_args(int argc, char **argv, translate_args *a)
     a->alignment_head = -1;
     a->decode = attn_decode_default_options();
     a->decode.beam_size = CLI_DEFAULT_BEAM;
+    a->precision = "auto";
     int given[N_TRANSLATE_OPTIONS] = {0};
     const int code = cli_parse(&translate_command, argc, argv, a, given);
     if (code != CLI_GO_ON)

@@ -1,6 +1,7 @@
 /* The model bundle with the CLI's messages, for attn translate and attn viz --model. */
 #include "cli/translator.h"
 #include "cli/library_error.h"
+#include "cli/precision.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,46 +64,11 @@ int64_t cli_translator_max_len(const cli_translator *t)
     return max_len;
 }
 
-/* model at precision name (NULL: its own), which *precision receives; 0, or 1 after the
- * message. */
-static int set_precision(const char *command, attn_model *model, const char *name,
-                         attn_precision *precision)
-{
-    *precision = attn_model_precision(model);
-    if ((name != NULL && attn_precision_parse(name, precision) != ATTN_OK) ||
-        attn_model_set_precision(model, *precision) != ATTN_OK) {
-        cli_library_error(command);
-        return 1;
-    }
-    return 0;
-}
-
-static void notice_emulation(const char *command, attn_precision precision)
-{
-    if (!attn_precision_native(precision))
-        fprintf(stderr,
-                "attn %s: note: this CPU has no %s instructions (or ATTN_ISA is not avx512): %s "
-                "runs emulated, with the same results, slower\n",
-                command, precision == ATTN_PRECISION_INT8 ? "AVX512_VNNI" : "AVX512_BF16",
-                attn_precision_name(precision));
-}
-
-int cli_set_model_precision(const char *command, attn_model *model, const char *name)
-{
-    attn_precision precision;
-    if (set_precision(command, model, name, &precision) != 0)
-        return 1;
-    notice_emulation(command, precision);
-    return 0;
-}
-
 int cli_translator_set_precision(cli_translator *t, const char *name)
 {
-    attn_precision precision = ATTN_PRECISION_FP32;
     for (int64_t i = 0; i < t->count; i++)
-        if (set_precision(t->command, attn_bundle_model(t->bundles[i]), name, &precision) != 0)
+        if (cli_set_model_precision(t->command, attn_bundle_model(t->bundles[i]), name) != 0)
             return 1;
-    notice_emulation(t->command, precision);
     return 0;
 }
 

@@ -26,11 +26,7 @@ int cli_translator_load(cli_translator *t, const char *command, const char *path
 int64_t cli_translator_max_len(const cli_translator *t);
 void cli_translator_free(cli_translator *t);
 
-/* Runs the model at precision ("fp32", "bf16", "int8"; NULL: the file's own): an fp32 model
- * is quantized here; a quantized file refuses a higher precision. Prints a one-line notice
- * when this CPU emulates the precision. Returns 0, or 1 after printing the message. */
-int cli_set_model_precision(const char *command, attn_model *model, const char *precision);
-/* The same for every model of t's ensemble. */
+/* cli_set_model_precision for every model of t's ensemble. */
 int cli_translator_set_precision(cli_translator *t, const char *precision);
 
 /* Source ids of text (malloc'ed in *ids, *count of them). where names the text in messages

@@ -6,6 +6,8 @@
 const char *attn_precision_name(attn_precision precision)
 {
     switch (precision) {
+    case ATTN_PRECISION_AUTO:
+        return "auto";
     case ATTN_PRECISION_FP32:
         return "fp32";
     case ATTN_PRECISION_BF16:
@@ -20,8 +22,8 @@ attn_status attn_precision_parse(const char *name, attn_precision *precision)
 {
     if (!precision)
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT, "attn_precision_parse: precision is NULL");
-    static const attn_precision all[] = {ATTN_PRECISION_FP32, ATTN_PRECISION_BF16,
-                                         ATTN_PRECISION_INT8};
+    static const attn_precision all[] = {ATTN_PRECISION_AUTO, ATTN_PRECISION_FP32,
+                                         ATTN_PRECISION_BF16, ATTN_PRECISION_INT8};
     for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++) {
         if (strcmp(name, attn_precision_name(all[i])) == 0) {
             *precision = all[i];
@@ -29,7 +31,8 @@ attn_status attn_precision_parse(const char *name, attn_precision *precision)
         }
     }
     return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
-                     "unknown precision '%s': choose fp32, bf16 or int8", name ? name : "(null)");
+                     "unknown precision '%s': choose auto, fp32, bf16 or int8",
+                     name ? name : "(null)");
 }
 
 int attn_precision_native(attn_precision precision)
@@ -45,4 +48,27 @@ int attn_precision_native(attn_precision precision)
         return __builtin_cpu_supports("avx512vnni");
 #endif
     return 0;
+}
+
+attn_precision attn_precision_resolve(attn_precision precision)
+{
+    if (precision != ATTN_PRECISION_AUTO)
+        return precision;
+    return attn_precision_native(ATTN_PRECISION_BF16) ? ATTN_PRECISION_BF16 : ATTN_PRECISION_FP32;
+}
+
+const char *attn_precision_instructions(attn_precision precision)
+{
+#if defined(__aarch64__)
+    if (precision == ATTN_PRECISION_BF16)
+        return "BF16";
+    if (precision == ATTN_PRECISION_INT8)
+        return "dot product";
+#else
+    if (precision == ATTN_PRECISION_BF16)
+        return "AVX512_BF16";
+    if (precision == ATTN_PRECISION_INT8)
+        return "AVX512_VNNI";
+#endif
+    return "";
 }

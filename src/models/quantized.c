@@ -120,8 +120,13 @@ attn_status attn_model_set_precision(attn_model *model, attn_precision precision
 {
     const char *fn = __func__;
     ATTN_CHECK_NOT_NULL(model);
-    ATTN_CHECK_ARG(precision_rank(precision) > 0 || precision == ATTN_PRECISION_FP32,
+    ATTN_CHECK_ARG(precision_rank(precision) > 0 || precision == ATTN_PRECISION_FP32 ||
+                       precision == ATTN_PRECISION_AUTO,
                    "%s: unknown precision %d", fn, (int)precision);
+    /* auto never raises a quantized model (its fp32 weights are gone) nor lowers one to int8. */
+    if (precision == ATTN_PRECISION_AUTO)
+        precision = model->precision != ATTN_PRECISION_FP32 ? model->precision
+                                                            : attn_precision_resolve(precision);
     if (precision == model->precision)
         return ATTN_OK;
     if (precision_rank(precision) < precision_rank(model->precision))

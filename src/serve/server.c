@@ -1836,7 +1836,9 @@ static attn_status describe_model(attn_server *s)
     const cJSON *arch = cJSON_GetObjectItemCaseSensitive(config, "arch");
     cJSON_AddStringToObject(json, "architecture",
                             cJSON_IsString(arch) ? arch->valuestring : "unknown");
-    cJSON_AddStringToObject(json, "precision", "fp32");
+    cJSON_AddStringToObject(
+        json, "precision",
+        attn_precision_name(attn_model_precision(attn_bundle_model(s->bundle))));
     cJSON_AddNumberToObject(
         json, "parameters",
         (double)attn_params_numel(attn_model_params(attn_bundle_model(s->bundle))));

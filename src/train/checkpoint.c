@@ -143,6 +143,8 @@ static attn_status summary_json(const attn_trainer *t, char **json)
     int ok = root != NULL;
     ok = ok && add_number(root, "step", (double)t->step);
     ok = ok && add_number(root, "epoch", (double)epoch);
+    /* The precision the products used, which auto chose by the processor: the file tells. */
+    ok = ok && add_string(root, "precision", attn_precision_name(t->options.precision));
     if (ok && isfinite(t->last_loss))
         ok = add_number(root, "train_loss", t->last_loss);
     if (ok && t->valid_batches != NULL && isfinite(t->best_valid_loss)) {
@@ -348,8 +350,9 @@ static attn_status read_precision(const json_reader *r, const cJSON *options,
         *precision = ATTN_PRECISION_FP32;
         return ATTN_OK;
     }
+    /* The state holds the precision a run used, never the request auto. */
     if (!cJSON_IsString(item) || attn_precision_parse(item->valuestring, precision) != ATTN_OK ||
-        *precision == ATTN_PRECISION_INT8) {
+        (*precision != ATTN_PRECISION_FP32 && *precision != ATTN_PRECISION_BF16)) {
         attn_clear_error();
         return attn_fail(ATTN_ERR_FORMAT,
                          "%s: %s: training state field \"precision\" must be \"fp32\" or "

@@ -64,8 +64,9 @@ static attn_status check_options(const attn_trainer_options *o)
                    (long long)o->batch_tokens);
     ATTN_CHECK_ARG(o->accumulate >= 1, "%s: accumulate must be >= 1, got %lld", fn,
                    (long long)o->accumulate);
-    ATTN_CHECK_ARG(o->precision == ATTN_PRECISION_FP32 || o->precision == ATTN_PRECISION_BF16,
-                   "%s: precision must be fp32 or bf16 for training, got %s", fn,
+    ATTN_CHECK_ARG(o->precision == ATTN_PRECISION_AUTO || o->precision == ATTN_PRECISION_FP32 ||
+                       o->precision == ATTN_PRECISION_BF16,
+                   "%s: precision must be auto, fp32 or bf16 for training, got %s", fn,
                    attn_precision_name(o->precision));
     ATTN_CHECK_ARG(o->ema >= 0.0 && o->ema < 1.0,
                    "%s: ema (the smoothing rate) must be in [0, 1), got %g (0 turns it off; "
@@ -270,6 +271,8 @@ static attn_status create(attn_trainer *t, const attn_trainable *model, const tr
     t->valid = data->valid;
     t->train_stream = data->train_stream;
     t->options = *options;
+    /* Decided once, here: the checkpoint stores and a resume compares the precision used. */
+    t->options.precision = attn_precision_resolve(options->precision);
     t->params = model->params(model->self);
     ATTN_CHECK_ARG(t->params != NULL && attn_params_is_finalized(t->params),
                    "%s: the model's parameter store must be finalised", fn);
@@ -317,7 +320,7 @@ static attn_status create(attn_trainer *t, const attn_trainable *model, const tr
         ATTN_TRY(create_smoothed(t));
     memset(attn_params_buffer(t->params, ATTN_PARAM_ADAM_M), 0, floats * sizeof(float));
     memset(attn_params_buffer(t->params, ATTN_PARAM_ADAM_V), 0, floats * sizeof(float));
-    attn_graph_set_precision(t->graph, options->precision);
+    attn_graph_set_precision(t->graph, t->options.precision);
     t->best_valid_loss = INFINITY;
     t->last_loss = NAN;
     t->last_eval_step = -1;

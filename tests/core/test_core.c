@@ -131,8 +131,9 @@ static void test_arena_reuses_memory(void)
 
 static void test_precision_names_round_trip(void)
 {
-    const attn_precision all[] = {ATTN_PRECISION_FP32, ATTN_PRECISION_BF16, ATTN_PRECISION_INT8};
-    for (int i = 0; i < 3; i++) {
+    const attn_precision all[] = {ATTN_PRECISION_AUTO, ATTN_PRECISION_FP32, ATTN_PRECISION_BF16,
+                                  ATTN_PRECISION_INT8};
+    for (int i = 0; i < 4; i++) {
         attn_precision parsed = ATTN_PRECISION_INT8 == all[i] ? ATTN_PRECISION_FP32
                                                               : ATTN_PRECISION_INT8;
         CHECK(attn_precision_parse(attn_precision_name(all[i]), &parsed) == ATTN_OK &&
@@ -152,6 +153,39 @@ static void test_precision_names_round_trip(void)
     attn_set_isa(before);
 }
 
+/* auto is bf16 exactly where bf16 is native under the instruction set selected now, and never
+ * int8; a forced path without bf16 instructions (as ATTN_ISA=avx2 forces) gives fp32. */
+static void test_precision_auto_follows_the_selected_isa(void)
+{
+    const attn_isa before = attn_get_isa();
+    for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_LAST; isa++) {
+        if (!attn_isa_supported((attn_isa)isa))
+            continue;
+        CHECK_OK(attn_set_isa((attn_isa)isa));
+        const attn_precision chosen = attn_precision_resolve(ATTN_PRECISION_AUTO);
+        const attn_precision expected = attn_precision_native(ATTN_PRECISION_BF16)
+                                            ? ATTN_PRECISION_BF16
+                                            : ATTN_PRECISION_FP32;
+        CHECK(chosen == expected, "%s: auto resolves to %s, expected %s",
+              attn_isa_name((attn_isa)isa), attn_precision_name(chosen),
+              attn_precision_name(expected));
+        if (isa != ATTN_ISA_AVX512)
+            CHECK(chosen == ATTN_PRECISION_FP32, "%s has no bf16 instructions: auto is fp32",
+                  attn_isa_name((attn_isa)isa));
+        const attn_precision explicit_ones[] = {ATTN_PRECISION_FP32, ATTN_PRECISION_BF16,
+                                                ATTN_PRECISION_INT8};
+        for (int i = 0; i < 3; i++)
+            CHECK(attn_precision_resolve(explicit_ones[i]) == explicit_ones[i],
+                  "%s is kept as asked", attn_precision_name(explicit_ones[i]));
+    }
+    CHECK(attn_precision_native(ATTN_PRECISION_AUTO) == 0, "auto is a request, not a format");
+    CHECK(strcmp(attn_precision_instructions(ATTN_PRECISION_FP32), "") == 0 &&
+              strlen(attn_precision_instructions(ATTN_PRECISION_BF16)) > 0 &&
+              strlen(attn_precision_instructions(ATTN_PRECISION_INT8)) > 0,
+          "bf16 and int8 name their instructions");
+    attn_set_isa(before);
+}
+
 int main(void)
 {
     RUN_TEST(test_errors_carry_a_message);
@@ -162,5 +196,6 @@ int main(void)
     RUN_TEST(test_tensor_views);
     RUN_TEST(test_arena_reuses_memory);
     RUN_TEST(test_precision_names_round_trip);
+    RUN_TEST(test_precision_auto_follows_the_selected_isa);
     return test_summary();
 }

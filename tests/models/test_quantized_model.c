@@ -250,12 +250,30 @@ static void test_matrices_hold_stored_values(void)
     CHECK_OK(attn_model_set_precision(m, ATTN_PRECISION_BF16));
     CHECK_FAILS(attn_model_set_precision(m, ATTN_PRECISION_FP32), ATTN_ERR_INVALID_ARGUMENT);
     CHECK(strstr(attn_last_error(), "bf16") != NULL, "the message names the model's precision");
+    CHECK_OK(attn_model_set_precision(m, ATTN_PRECISION_AUTO));
+    CHECK(attn_model_precision(m) == ATTN_PRECISION_BF16, "auto keeps a bf16 model's own");
     CHECK_OK(attn_model_set_precision(m, ATTN_PRECISION_INT8));
     CHECK_FAILS(attn_model_set_precision(m, ATTN_PRECISION_BF16), ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_OK(attn_model_set_precision(m, ATTN_PRECISION_AUTO));
+    CHECK(attn_model_precision(m) == ATTN_PRECISION_INT8, "auto keeps an int8 model's own");
     attn_trainable trainable;
     CHECK_FAILS(attn_trainable_from_model(m, &trainable), ATTN_ERR_INVALID_ARGUMENT);
     CHECK(strstr(attn_last_error(), "fp32") != NULL, "training asks for the fp32 model");
     attn_model_destroy(m);
+
+    /* An fp32 model takes auto's choice: bf16 where native, fp32 on the portable path. */
+    const attn_isa isa = attn_get_isa();
+    for (int portable = 0; portable <= 1; portable++) {
+        if (portable)
+            CHECK_OK(attn_set_isa(ATTN_ISA_PORTABLE));
+        m = new_model(&c, 7, 0.3f);
+        CHECK_OK(attn_model_set_precision(m, ATTN_PRECISION_AUTO));
+        CHECK(attn_model_precision(m) == attn_precision_resolve(ATTN_PRECISION_AUTO),
+              "%s: an fp32 model runs at auto's choice, %s", attn_isa_name(attn_get_isa()),
+              attn_precision_name(attn_model_precision(m)));
+        attn_model_destroy(m);
+    }
+    CHECK_OK(attn_set_isa(isa));
 }
 
 /* Saved and loaded again: the same precision, parameter values and step logits, bit for

@@ -1,6 +1,7 @@
 """The attn program that belongs to the library under test (beside $ATTN_LIBRARY, else the
 source tree's build/), and the tiny model shapes the command-line tests share."""
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,13 @@ def _attn_binary():
 
 
 ATTN = _attn_binary()
+
+
+def auto_precision():
+    """What --precision auto chooses for an fp32 model here (under this environment's
+    ATTN_ISA): bf16 where attn info calls bf16 native, else fp32."""
+    info = subprocess.run([ATTN, "info"], capture_output=True, text=True, timeout=60).stdout
+    return "bf16" if "bf16: native" in info else "fp32"
 
 # The tests' one-layer Transformers (`attn train` flags), so that those built alike stay alike:
 # a D16 run takes about a second, a D32 one learns a toy task in a few hundred steps.

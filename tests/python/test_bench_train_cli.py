@@ -1,6 +1,7 @@
 """attn bench train: the JSON it prints, the model it times (the same as bench/torch_train.py's),
 its FLOP count, and bad flags. Timings themselves are never checked."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -89,6 +90,21 @@ def test_bf16_json_names_its_precision_and_keeps_the_arena_stable():
     assert 0 < row["final_loss"] < 10
 
 
+def test_default_precision_is_bf16_only_where_native():
+    """The default --precision auto: bf16 where the path has native bf16 products, fp32 on a
+    path without them (ATTN_ISA=avx2), and the header says which and why."""
+    info = subprocess.run([ATTN, "info"], capture_output=True, text=True).stdout
+    cases = [({}, "bf16" if "bf16: native" in info else "fp32")]
+    if any(line.split() == ["avx2", "supported"] for line in info.splitlines()):
+        cases.append(({"ATTN_ISA": "avx2"}, "fp32"))
+    for env, expected in cases:
+        result = subprocess.run([ATTN, "bench", "train", "--config", "small", "--steps", "1",
+                                 "--threads", "2"], capture_output=True, text=True,
+                                env=dict(os.environ, **env), timeout=600)
+        assert result.returncode == 0, result.stderr
+        assert f"precision auto -> {expected} (" in result.stdout, result.stdout
+
+
 def test_text_output_names_the_config():
     result = run("--config", "small", "--steps", "1", "--threads", "1")
     assert result.returncode == 0, result.stderr
@@ -102,7 +118,7 @@ def test_text_output_names_the_config():
     (["--threads", "x"], "--threads expects an integer"),
     (["--steps"], "--steps needs a value"),
     (["--frobnicate"], "unknown option --frobnicate"),
-    (["--precision", "int8"], "--precision expects fp32 or bf16, got 'int8'"),
+    (["--precision", "int8"], "--precision expects auto, fp32 or bf16, got 'int8'"),
 ])
 def test_bad_flags_exit_2_with_a_message(args, message):
     result = run(*args)

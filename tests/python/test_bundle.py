@@ -41,6 +41,18 @@ def model(tmp_path_factory):
 INPUTS = words(random.Random(99), 12) + ["", "abzab"]
 
 
+def test_precision_is_the_clis(model):
+    """Bundle(path, precision) runs the model as attn translate --precision does; the default,
+    auto, is tested above against the CLI's own default."""
+    stdin = ("\n".join(INPUTS) + "\n").encode()
+    with attn.Bundle(model, precision="fp32") as bundle:
+        cli = run("translate", "--model", model, "--precision", "fp32", stdin=stdin)
+        assert bundle.translate(INPUTS) == cli.split("\n")[:-1]
+    for bad in ("fp16", None):
+        with pytest.raises(ValueError, match="precision"):
+            attn.Bundle(model, precision=bad)
+
+
 def test_translate_equals_the_cli(model):
     stdin = ("\n".join(INPUTS) + "\n").encode()
     with attn.Bundle(model) as bundle:

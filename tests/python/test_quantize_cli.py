@@ -2,6 +2,7 @@
 attn.Bundle) on a small Transformer trained here for a few seconds: the files are smaller,
 load everywhere, translate (nearly) as the fp32 model does, and refuse what they cannot do."""
 import json
+import os
 import random
 import subprocess
 
@@ -88,7 +89,7 @@ def test_files_are_smaller_and_say_their_precision(models):
 
 
 def test_quantized_models_translate_nearly_as_fp32(models):
-    reference, _ = translate(models["fp32"])
+    reference, _ = translate(models["fp32"], "--precision", "fp32")
     assert sum(w[::-1] == t.replace(" ", "") for w, t in zip(HELD_OUT, reference)) >= 30
     for precision, least in (("bf16", 0.97), ("int8", 0.9)):
         outputs, _ = translate(models[precision])
@@ -107,12 +108,40 @@ def test_quantizing_at_load_equals_the_quantized_file(models, precision):
 
 
 def test_emulation_gives_a_notice_and_the_same_int8_products(models):
-    env = {"ATTN_ISA": "avx2"}
-    import os
-    env = {**os.environ, **env}
+    env = {**os.environ, "ATTN_ISA": "avx2"}
     emulated, notice = translate(models["int8"], env=env)
     assert "emulated" in notice and len(notice.strip().splitlines()) == 1
     assert token_agreement(emulated, translate(models["int8"])[0]) >= 0.97
+
+
+def test_auto_runs_fp32_models_in_bf16_only_where_native(models):
+    """Issue 33: the default --precision auto translates an fp32 model as --precision bf16 does
+    where bf16 is native and as fp32 elsewhere (ATTN_ISA=avx2), with no warning, and keeps a
+    quantized file's own precision."""
+    stdin = "".join(w + "\n" for w in HELD_OUT).encode()
+    for isa in (None, "avx2"):
+        env = {**os.environ, **({"ATTN_ISA": isa} if isa else {})}
+        info = run("info", env=env)
+        if info.returncode != 0:
+            continue  # no avx2 path to force on this CPU
+        expected = "bf16" if "bf16: native" in info.stdout.decode() else "fp32"
+        assert isa is None or expected == "fp32"
+        default, notice = translate(models["fp32"], env=env)
+        assert default == translate(models["fp32"], "--precision", expected, env=env)[0]
+        assert notice == "", notice
+        assert translate(models["int8"], env=env)[0] == translate(
+            models["int8"], "--precision", "auto", env=env)[0]
+        kept = run("translate", "--model", models["bf16"], "--precision", "auto", stdin=stdin,
+                   env=env)
+        assert kept.returncode == 0, kept.stderr.decode()
+
+
+def test_emulated_bf16_warns_once_for_a_whole_ensemble(models):
+    env = {**os.environ, "ATTN_ISA": "avx2"}
+    if "bf16: native" in run("info", env=env).stdout.decode():
+        pytest.skip("no path without bf16 to force")
+    _, notice = translate(f"{models['fp32']},{models['fp32']}", "--precision", "bf16", env=env)
+    assert notice.count("warning: bf16 runs emulated here") == 1, notice
 
 
 def test_a_quantized_file_refuses_a_higher_precision(models):
@@ -123,10 +152,11 @@ def test_a_quantized_file_refuses_a_higher_precision(models):
         message = result.stderr.decode()
         assert precision in message and "fp32 model file" in message, message
     result = run("translate", "--model", models["fp32"], "--precision", "fp16", stdin=b"abc\n")
-    assert result.returncode != 0 and "fp32, bf16 or int8" in result.stderr.decode()
-    result = run("quantize", "--model", models["fp32"], "--out", models["fp32"].parent / "x",
-                 "--precision", "fp32")
-    assert result.returncode == 2 and "bf16 or int8" in result.stderr.decode()
+    assert result.returncode != 0 and "auto, fp32, bf16 or int8" in result.stderr.decode()
+    for precision in ("fp32", "auto"):
+        result = run("quantize", "--model", models["fp32"], "--out", models["fp32"].parent / "x",
+                     "--precision", precision)
+        assert result.returncode == 2 and "bf16 or int8" in result.stderr.decode()
 
 
 def test_training_refuses_a_quantized_file(models, tmp_path):

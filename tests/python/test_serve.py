@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from attn_program import ATTN, TINY_TRANSFORMER_D32
+from attn_program import ATTN, TINY_TRANSFORMER_D32, auto_precision
 
 
 def run(*args, stdin=None, timeout=120):
@@ -199,7 +199,8 @@ def test_health_model_and_unknown_paths(server):
     assert status == 200 and health["status"] == "ok"
     status, model = server.request("GET", "/v1/model")
     assert status == 200
-    assert model["architecture"] == "transformer" and model["precision"] == "fp32"
+    # attn serve's default --precision auto, as attn translate's.
+    assert model["architecture"] == "transformer" and model["precision"] == auto_precision()
     assert model["config"]["d_model"] == 32 and model["parameters"] > 0
     assert model["source_tokenizer"]["vocab_size"] > 8
     assert model["target_tokenizer"]["kind"] in ("char", "word", "bpe")

@@ -296,7 +296,7 @@ def test_bf16_run_resumes_in_bf16_and_refuses_fp32(tmp_path, reverse_data):
     result = run(*common, "--out", tmp_path / "whole.safetensors", "--max-steps", 8,
                  "--log", whole)
     assert result.returncode == 0, result.stderr.decode()
-    assert b"bf16 products" in result.stderr
+    assert b"; precision bf16 (" in result.stderr
     assert train_state(tmp_path / "whole.last.safetensors")["options"]["precision"] == "bf16"
     first = run(*common, "--out", tmp_path / "parts.safetensors", "--max-steps", 4,
                 "--log", parts)
@@ -314,6 +314,53 @@ def test_bf16_run_resumes_in_bf16_and_refuses_fp32(tmp_path, reverse_data):
     bad = run("train", "--train", train, *TINY, "--out", tmp_path / "x.safetensors",
               "--precision", "int8", "--max-steps", 1)
     assert bad.returncode == 2 and b"--precision" in bad.stderr
+
+
+def isa_supported(name):
+    return any(line.split() == [name, "supported"]
+               for line in run("info").stdout.decode().splitlines())
+
+
+def test_precision_auto_is_bf16_only_where_native(tmp_path, reverse_data):
+    """Issue 33: with no --precision the run multiplies in bf16 where the path has native bf16
+    products and in fp32 elsewhere (ATTN_ISA=avx2 has none), says which in the plan line, and
+    the checkpoint and the model file record the precision used."""
+    train, _ = reverse_data
+    native = "bf16: native" in run("info").stdout.decode()
+    paths = [(None, "bf16" if native else "fp32")]
+    if isa_supported("avx2"):
+        paths.append(("avx2", "fp32"))
+    for isa, expected in paths:
+        env = dict(os.environ, **({"ATTN_ISA": isa} if isa else {}))
+        out = tmp_path / f"{isa or 'best'}.safetensors"
+        result = subprocess.run([ATTN, "train", "--train", str(train), *TINY, "--out", str(out),
+                                 "--max-steps", "2"], env=env, capture_output=True, timeout=120)
+        stderr = result.stderr.decode()
+        assert result.returncode == 0, stderr
+        assert f"; precision auto -> {expected} (" in stderr, stderr
+        assert "warning" not in stderr, stderr
+        assert train_state(tmp_path / f"{isa or 'best'}.last.safetensors")["options"][
+            "precision"] == expected
+        summary = read_safetensors_header(out)["__metadata__"]["attn_train_summary"]
+        assert json.loads(summary)["precision"] == expected
+
+
+def test_explicit_bf16_without_native_products_warns_once(tmp_path, reverse_data):
+    """An explicit --precision bf16 on a path without bf16 instructions still trains, in
+    emulated bf16, with one warning that it is slower."""
+    if not isa_supported("avx2"):
+        pytest.skip("no avx2 path to force")
+    train, _ = reverse_data
+    env = dict(os.environ, ATTN_ISA="avx2")
+    out = tmp_path / "emulated.safetensors"
+    result = subprocess.run([ATTN, "train", "--train", str(train), *TINY, "--out", str(out),
+                             "--max-steps", "2", "--precision", "bf16"],
+                            env=env, capture_output=True, timeout=120)
+    stderr = result.stderr.decode()
+    assert result.returncode == 0, stderr
+    assert "; precision bf16 (emulated: no native AVX512_BF16 on the avx2 path, slower)" in stderr
+    assert stderr.count("warning: bf16 runs emulated here") == 1, stderr
+    assert train_state(tmp_path / "emulated.last.safetensors")["options"]["precision"] == "bf16"
 
 
 # ---- a cosine over the time limit ---------------------------------------------------------

@@ -412,6 +412,8 @@ static void test_files(void)
     CHECK(value != NULL && strcmp(value, fx.src_json) == 0, "the model file has the source "
                                                             "tokenizer");
     CHECK_OK(attn_tensor_file_metadata(file, ATTN_TRAIN_SUMMARY_KEY, &value));
+    CHECK(value != NULL && strstr(value, "\"precision\":\"fp32\"") != NULL,
+          "the summary records the precision trained in: %s", value ? value : "");
     CHECK(value != NULL && strstr(value, "\"valid_loss\"") != NULL,
           "a summary with the "
           "validation loss: %s",
@@ -840,6 +842,25 @@ static void test_resume_refuses_another_run(void)
     CHECK(strstr(attn_last_error(), "precision is fp32 in the checkpoint but bf16 here") != NULL,
           "the message names the precisions: %s", attn_last_error());
     attn_trainer_destroy(t);
+    /* auto is resolved before the comparison: an fp32 run resumes under auto where bf16 is
+     * not native (the portable path), and is refused, naming bf16, where it is. */
+    const attn_isa isa = attn_get_isa();
+    for (int portable = 0; portable <= 1; portable++) {
+        if (portable)
+            CHECK_OK(attn_set_isa(ATTN_ISA_PORTABLE));
+        other = o;
+        other.precision = ATTN_PRECISION_AUTO;
+        CHECK_OK(attn_trainer_create(&model, fx.train, fx.valid, &other, &t));
+        if (attn_precision_native(ATTN_PRECISION_BF16)) {
+            CHECK_FAILS(attn_trainer_resume(t, checkpoint), ATTN_ERR_INVALID_ARGUMENT);
+            CHECK(strstr(attn_last_error(), "fp32 in the checkpoint but bf16 here") != NULL,
+                  "auto resolved to bf16 before the comparison: %s", attn_last_error());
+        } else {
+            CHECK_OK(attn_trainer_resume(t, checkpoint));
+        }
+        attn_trainer_destroy(t);
+    }
+    CHECK_OK(attn_set_isa(isa));
     other = o;
     other.adam.variant = ATTN_ADAM;
     CHECK_OK(attn_trainer_create(&model, fx.train, fx.valid, &other, &t));
