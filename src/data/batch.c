@@ -260,7 +260,9 @@ static attn_status reserve_batch(attn_batcher *b, int64_t rows, int64_t source_c
 
 static void fill_rows(int32_t *cells, int64_t width, const int32_t *ids, int64_t length)
 {
-    memcpy(cells, ids, (size_t)length * sizeof *cells);
+    /* A text corpus (masked language model) has no target row at all: cells is NULL then. */
+    if (length > 0)
+        memcpy(cells, ids, (size_t)length * sizeof *cells);
     for (int64_t j = length; j < width; j++)
         cells[j] = ATTN_PAD_ID;
 }
