@@ -312,6 +312,16 @@ static cJSON *sentence_result(const attn_server *s, const request *r,
     return answer;
 }
 
+/* The first of the most probable of n >= 1 classes. */
+static int64_t most_probable(const float *probabilities, int64_t n)
+{
+    int64_t best = 0;
+    for (int64_t k = 1; k < n; k++)
+        if (probabilities[k] > probabilities[best])
+            best = k;
+    return best;
+}
+
 /* A classified text's answer: its class, that class's probability and every class's; with
  * "pooling", its tokens and the weight the pooling gives each. NULL, with *failure saying why,
  * when out of memory or when the pooling fails. */
@@ -321,10 +331,7 @@ static cJSON *class_result(attn_server *s, const request *r, int64_t text,
     *failure = "out of memory writing the answer";
     const attn_labels *classes = attn_bundle_classes(s->bundle);
     const int64_t n = attn_labels_count(classes);
-    int64_t best = 0;
-    for (int64_t k = 1; k < n; k++)
-        if (probabilities[k] > probabilities[best])
-            best = k;
+    const int64_t best = most_probable(probabilities, n);
     cJSON *answer = cJSON_CreateObject();
     cJSON *all = cJSON_CreateObject();
     int ok = answer != NULL && all != NULL &&
@@ -729,6 +736,60 @@ static request *drop_done(attn_server *s, request *head)
 enum { POOLING_KIND = 3 };
 static const char *const kind_names[] = {"encoder", "self", "cross", "pooling"};
 
+/* 1 after recording a 400 when layer, or r's head (-1: the mean), is not one of the model's;
+ * layers_name says which layers ("layers of this kind"). */
+static int map_choice_refused(request *r, int64_t layer, int64_t layers, int64_t heads,
+                              const char *layers_name)
+{
+    if (layer < layers && r->head < heads)
+        return 0;
+    char message[160];
+    snprintf(message, sizeof message, "\"%s\" %lld: the model has %lld %s",
+             layer >= layers ? "layer" : "head", (long long)(layer >= layers ? layer : r->head),
+             (long long)(layer >= layers ? layers : heads),
+             layer >= layers ? layers_name : "heads per layer");
+    request_set_error(r, HTTP_BAD_REQUEST, message);
+    return 1;
+}
+
+/* weights [cells]: r's head of maps [heads, cells], or the heads' mean. */
+static void chosen_head(const request *r, const float *maps, int64_t heads, size_t cells,
+                        float *weights)
+{
+    for (size_t c = 0; c < cells; c++) {
+        float sum = 0;
+        for (int64_t k = 0; k < heads; k++)
+            sum += maps[(size_t)k * cells + c];
+        weights[c] = r->head >= 0 ? maps[(size_t)r->head * cells + c] : sum / (float)heads;
+    }
+}
+
+/* An attention answer's map: its kind, layer and head (layer < 0: neither, for the pooling,
+ * which is one), the model's layers and heads, the labels and weights [rows, cols]. 0 when out
+ * of memory. */
+static int add_map(cJSON *answer, const request *r, int64_t layer, int64_t layers, int64_t heads,
+                   const char *const *row_labels, int64_t rows, const char *const *col_labels,
+                   int64_t cols, const float *weights)
+{
+    cJSON_AddStringToObject(answer, "kind", kind_names[r->kind]);
+    if (layer >= 0) {
+        cJSON_AddNumberToObject(answer, "layer", (double)layer);
+        if (r->head >= 0)
+            cJSON_AddNumberToObject(answer, "head", (double)r->head);
+        else
+            cJSON_AddStringToObject(answer, "head", "mean");
+    }
+    cJSON_AddNumberToObject(answer, "layers", (double)layers);
+    cJSON_AddNumberToObject(answer, "heads", (double)heads);
+    cJSON_AddItemToObject(answer, "rows", cJSON_CreateStringArray(row_labels, (int)rows));
+    cJSON_AddItemToObject(answer, "columns", cJSON_CreateStringArray(col_labels, (int)cols));
+    cJSON *matrix = cJSON_AddArrayToObject(answer, "weights");
+    int ok = matrix != NULL;
+    for (int64_t i = 0; ok && i < rows; i++)
+        ok = cJSON_AddItemToArray(matrix, cJSON_CreateFloatArray(weights + i * cols, (int)cols));
+    return ok;
+}
+
 /* The maps of one kind and layer for r's text and its best translation (beam search as for
  * /v1/translate): cross-attention from the search itself, as attn translate --alignment gives
  * it; the self-attentions from the Transformer re-run on the source and the translation, as
@@ -768,13 +829,7 @@ static void answer_attention(attn_server *s, request *r)
                                                            : config->decoder_layers;
     const int64_t heads = r->kind == ATTN_CROSS_ATTENTION ? result->cross_heads : config->num_heads;
     const int64_t layer = r->layer < 0 ? layers - 1 : r->layer;
-    if (layer >= layers || r->head >= heads) {
-        char message[160];
-        snprintf(message, sizeof message, "\"%s\" %lld: the model has %lld %s",
-                 layer >= layers ? "layer" : "head", (long long)(layer >= layers ? layer : r->head),
-                 (long long)(layer >= layers ? layers : heads),
-                 layer >= layers ? "layers of this kind" : "heads per layer");
-        request_set_error(r, HTTP_BAD_REQUEST, message);
+    if (map_choice_refused(r, layer, layers, heads, "layers of this kind")) {
         attn_decode_result_destroy(result);
         return;
     }
@@ -803,16 +858,10 @@ static void answer_attention(attn_server *s, request *r)
             inputs[i] = h->tokens[i - 1];
         if (attn_model_attention_weights(attn_bundle_model(s->bundle), attn_bundle_graph(s->bundle),
                                          r->ids[0], src_length, inputs, h->steps,
-                                         (attn_attention_kind)r->kind, layer, maps) != ATTN_OK) {
+                                         (attn_attention_kind)r->kind, layer, maps) != ATTN_OK)
             failure = attn_last_error();
-        } else {
-            for (size_t c = 0; c < cells; c++) {
-                float sum = 0;
-                for (int64_t k = 0; k < heads; k++)
-                    sum += maps[(size_t)k * cells + c];
-                weights[c] = r->head >= 0 ? maps[(size_t)r->head * cells + c] : sum / (float)heads;
-            }
-        }
+        else
+            chosen_head(r, maps, heads, cells, weights);
     }
     if (failure != NULL || attn_bundle_text(s->bundle, h, &text) != ATTN_OK) {
         failure = failure != NULL ? failure : attn_last_error();
@@ -833,21 +882,7 @@ static void answer_attention(attn_server *s, request *r)
     }
     cJSON_AddStringToObject(answer, "translation", text);
     cJSON_AddNumberToObject(answer, "score", h->score);
-    cJSON_AddStringToObject(answer, "kind", kind_names[r->kind]);
-    cJSON_AddNumberToObject(answer, "layer", (double)layer);
-    if (r->head >= 0)
-        cJSON_AddNumberToObject(answer, "head", (double)r->head);
-    else
-        cJSON_AddStringToObject(answer, "head", "mean");
-    cJSON_AddNumberToObject(answer, "layers", (double)layers);
-    cJSON_AddNumberToObject(answer, "heads", (double)heads);
-    cJSON_AddItemToObject(answer, "rows", cJSON_CreateStringArray(row_labels, (int)rows));
-    cJSON_AddItemToObject(answer, "columns", cJSON_CreateStringArray(col_labels, (int)cols));
-    cJSON *matrix = cJSON_AddArrayToObject(answer, "weights");
-    int ok = matrix != NULL;
-    for (int64_t i = 0; ok && i < rows; i++)
-        ok = cJSON_AddItemToArray(matrix, cJSON_CreateFloatArray(weights + i * cols, (int)cols));
-    if (!ok)
+    if (!add_map(answer, r, layer, layers, heads, row_labels, rows, col_labels, cols, weights))
         failure = "out of memory";
 done:
     if (failure != NULL) {
@@ -879,15 +914,8 @@ static void answer_prompt_attention(attn_server *s, request *r)
     }
     const int64_t layers = config->decoder_layers, heads = config->num_heads;
     const int64_t layer = r->layer < 0 ? layers - 1 : r->layer;
-    if (layer >= layers || r->head >= heads) {
-        char message[160];
-        snprintf(message, sizeof message, "\"%s\" %lld: the model has %lld %s",
-                 layer >= layers ? "layer" : "head", (long long)(layer >= layers ? layer : r->head),
-                 (long long)(layer >= layers ? layers : heads),
-                 layer >= layers ? "layers" : "heads per layer");
-        request_set_error(r, HTTP_BAD_REQUEST, message);
+    if (map_choice_refused(r, layer, layers, heads, "layers"))
         return;
-    }
     if ((r->results = calloc(1, sizeof *r->results)) == NULL) {
         request_set_error(r, HTTP_INTERNAL_ERROR, "out of memory");
         return;
@@ -916,27 +944,8 @@ static void answer_prompt_attention(attn_server *s, request *r)
         failure = attn_last_error();
         goto done;
     }
-    for (size_t c = 0; c < cells; c++) {
-        float sum = 0;
-        for (int64_t k = 0; k < heads; k++)
-            sum += maps[(size_t)k * cells + c];
-        weights[c] = r->head >= 0 ? maps[(size_t)r->head * cells + c] : sum / (float)heads;
-    }
-    cJSON_AddStringToObject(answer, "kind", "self");
-    cJSON_AddNumberToObject(answer, "layer", (double)layer);
-    if (r->head >= 0)
-        cJSON_AddNumberToObject(answer, "head", (double)r->head);
-    else
-        cJSON_AddStringToObject(answer, "head", "mean");
-    cJSON_AddNumberToObject(answer, "layers", (double)layers);
-    cJSON_AddNumberToObject(answer, "heads", (double)heads);
-    cJSON_AddItemToObject(answer, "rows", cJSON_CreateStringArray(labels, (int)count));
-    cJSON_AddItemToObject(answer, "columns", cJSON_CreateStringArray(labels, (int)count));
-    cJSON *matrix = cJSON_AddArrayToObject(answer, "weights");
-    int ok = matrix != NULL;
-    for (int64_t i = 0; ok && i < count; i++)
-        ok = cJSON_AddItemToArray(matrix, cJSON_CreateFloatArray(weights + i * count, (int)count));
-    if (!ok)
+    chosen_head(r, maps, heads, cells, weights);
+    if (!add_map(answer, r, layer, layers, heads, labels, count, labels, count, weights))
         failure = "out of memory";
 done:
     if (failure != NULL) {
@@ -967,15 +976,8 @@ static void answer_classifier_attention(attn_server *s, request *r)
     const int pooling = r->kind == POOLING_KIND;
     const int64_t layers = config->encoder_layers, heads = config->num_heads;
     const int64_t layer = r->layer < 0 ? layers - 1 : r->layer;
-    if (!pooling && (layer >= layers || r->head >= heads)) {
-        char message[160];
-        snprintf(message, sizeof message, "\"%s\" %lld: the model has %lld %s",
-                 layer >= layers ? "layer" : "head", (long long)(layer >= layers ? layer : r->head),
-                 (long long)(layer >= layers ? layers : heads),
-                 layer >= layers ? "layers" : "heads per layer");
-        request_set_error(r, HTTP_BAD_REQUEST, message);
+    if (!pooling && map_choice_refused(r, layer, layers, heads, "layers"))
         return;
-    }
     const int64_t count = r->counts[0];
     if (count == 0) {
         request_set_error(r, HTTP_BAD_REQUEST, "\"text\" has no tokens");
@@ -1011,38 +1013,14 @@ static void answer_classifier_attention(attn_server *s, request *r)
         failure = attn_last_error();
         goto done;
     }
-    for (size_t c = 0; !pooling && c < cells; c++) {
-        float sum = 0;
-        for (int64_t k = 0; k < heads; k++)
-            sum += maps[(size_t)k * cells + c];
-        weights[c] = r->head >= 0 ? maps[(size_t)r->head * cells + c] : sum / (float)heads;
-    }
-    int64_t best = 0;
-    for (int64_t k = 1; k < classes; k++)
-        if (probabilities[k] > probabilities[best])
-            best = k;
+    if (!pooling)
+        chosen_head(r, maps, heads, cells, weights);
+    const int64_t best = most_probable(probabilities, classes);
     const char *label = attn_labels_name(attn_bundle_classes(s->bundle), best);
     cJSON_AddStringToObject(answer, "label", label);
     cJSON_AddNumberToObject(answer, "probability", probabilities[best]);
-    cJSON_AddStringToObject(answer, "kind", kind_names[r->kind]);
-    if (!pooling) {
-        cJSON_AddNumberToObject(answer, "layer", (double)layer);
-        if (r->head >= 0)
-            cJSON_AddNumberToObject(answer, "head", (double)r->head);
-        else
-            cJSON_AddStringToObject(answer, "head", "mean");
-    }
-    cJSON_AddNumberToObject(answer, "layers", (double)layers);
-    cJSON_AddNumberToObject(answer, "heads", (double)heads);
-    cJSON_AddItemToObject(answer, "rows",
-                          pooling ? cJSON_CreateStringArray(&label, 1)
-                                  : cJSON_CreateStringArray(labels, (int)len));
-    cJSON_AddItemToObject(answer, "columns", cJSON_CreateStringArray(labels, (int)len));
-    cJSON *matrix = cJSON_AddArrayToObject(answer, "weights");
-    int ok = matrix != NULL;
-    for (int64_t i = 0; ok && i < rows; i++)
-        ok = cJSON_AddItemToArray(matrix, cJSON_CreateFloatArray(weights + i * len, (int)len));
-    if (!ok)
+    if (!add_map(answer, r, pooling ? -1 : layer, layers, heads, pooling ? &label : labels, rows,
+                 labels, len, weights))
         failure = "out of memory";
 done:
     if (failure != NULL) {
