@@ -552,6 +552,34 @@ done:
     return code;
 }
 
+/* One sequence's self-attention, read [len] as the model reads it (the encoder's for kind
+ * ATTN_ENCODER_SELF_ATTENTION, else the decoder's), labels [len], layer from --layer of the
+ * model's `layers` (the last by default), drawn as draw_layer draws a layer, under the title
+ * "TEXT → output" (output NULL: the text alone). Returns the exit code. */
+static int draw_sequence(const viz_args *a, attn_bundle *bundle, attn_attention_kind kind,
+                         const char *kind_name, int64_t layers, const int32_t *read, int64_t len,
+                         const char **labels, const char *output)
+{
+    const int encoder = kind == ATTN_ENCODER_SELF_ATTENTION;
+    layer_maps m = {kind_name, a->layer < 0 ? layers - 1 : a->layer,
+                    attn_bundle_config(bundle)->num_heads, len, len, NULL, labels, labels};
+    m.weights = malloc((size_t)(m.heads * len * len) * sizeof *m.weights + 1);
+    int code;
+    if (m.weights == NULL) {
+        fprintf(stderr, "attn viz: out of memory\n");
+        code = 1;
+    } else if (attn_model_attention_weights(attn_bundle_model(bundle), attn_bundle_graph(bundle),
+                                            encoder ? read : NULL, encoder ? len : 0,
+                                            encoder ? NULL : read, encoder ? 0 : len, kind,
+                                            m.layer, m.weights) != ATTN_OK) {
+        code = fail();
+    } else {
+        code = draw_layer(a, &m, output);
+    }
+    free(m.weights);
+    return code;
+}
+
 /* A language model: its causal self-attention over the text as it reads it (the prompt's
  * </s>, the line's start, then the tokens), the tokens on both axes. */
 static int draw_language_model(const viz_args *a, attn_bundle *bundle, int kind_given)
@@ -575,30 +603,18 @@ static int draw_language_model(const viz_args *a, attn_bundle *bundle, int kind_
     if (attn_bundle_encode_prompt(bundle, a->source_text, 0, &ids, &count, &unknown, &cut) !=
         ATTN_OK)
         return fail();
-    layer_maps m = {"self-attention ",
-                    a->layer < 0 ? c->decoder_layers - 1 : a->layer,
-                    c->num_heads,
-                    count,
-                    count,
-                    NULL,
-                    NULL,
-                    NULL};
-    m.weights = malloc((size_t)(m.heads * count * count) * sizeof *m.weights + 1);
-    m.row_labels = malloc((size_t)count * sizeof *m.row_labels + 1);
-    m.col_labels = m.row_labels;
-    code = 1;
-    if (m.weights == NULL || m.row_labels == NULL)
+    const char **labels = malloc((size_t)count * sizeof *labels + 1);
+    if (labels == NULL) {
         fprintf(stderr, "attn viz: out of memory\n");
-    else if (attn_bundle_labels(bundle, ATTN_BUNDLE_TARGET, ids, count, m.row_labels) != ATTN_OK ||
-             attn_model_attention_weights(attn_bundle_model(bundle), attn_bundle_graph(bundle),
-                                          NULL, 0, ids, count, ATTN_DECODER_SELF_ATTENTION, m.layer,
-                                          m.weights) != ATTN_OK)
+        code = 1;
+    } else if (attn_bundle_labels(bundle, ATTN_BUNDLE_TARGET, ids, count, labels) != ATTN_OK) {
         code = fail();
-    else
-        code = draw_layer(a, &m, NULL);
+    } else {
+        code = draw_sequence(a, bundle, ATTN_DECODER_SELF_ATTENTION, "self-attention ",
+                             c->decoder_layers, ids, count, labels, NULL);
+    }
     free(ids);
-    free(m.weights);
-    free(m.row_labels);
+    free(labels);
     return code;
 }
 
@@ -678,6 +694,37 @@ done:
     return code;
 }
 
+/* A classifier's encoder self-attention over ids [count], read after the classification
+ * token under pooling "cls", as the model reads them. */
+static int draw_classifier_encoder(const viz_args *a, attn_bundle *bundle, const int32_t *ids,
+                                   int64_t count, const char *label)
+{
+    const attn_model_config *c = attn_bundle_config(bundle);
+    const int cls = c->pooling == ATTN_POOLING_CLS;
+    const int64_t len = count + cls;
+    int32_t *read = malloc((size_t)len * sizeof *read);
+    const char **labels = malloc((size_t)len * sizeof *labels);
+    int code;
+    if (read == NULL || labels == NULL) {
+        fprintf(stderr, "attn viz: out of memory\n");
+        code = 1;
+    } else if (attn_bundle_labels(bundle, ATTN_BUNDLE_SOURCE, ids, count, labels + cls) !=
+               ATTN_OK) {
+        code = fail();
+    } else {
+        if (cls) {
+            read[0] = ATTN_MODEL_CLS_ID;
+            labels[0] = "<cls>";
+        }
+        memcpy(read + cls, ids, (size_t)count * sizeof *ids);
+        code = draw_sequence(a, bundle, ATTN_ENCODER_SELF_ATTENTION, "encoder self-attention ",
+                             c->encoder_layers, read, len, labels, label);
+    }
+    free(read);
+    free(labels);
+    return code;
+}
+
 /* A classifier: its pooling (a strip over the text) or its encoder's self-attention (the
  * classification token first, as the model reads it, under pooling "cls"). */
 static int draw_classifier(const viz_args *a, attn_bundle *bundle)
@@ -710,43 +757,9 @@ static int draw_classifier(const viz_args *a, attn_bundle *bundle)
     }
     char label[160];
     code = predicted_class(bundle, ids, count, label, sizeof label);
-    if (code == 0 && pooling)
-        code = draw_pooling(a, bundle, ids, count, label);
-    else if (code == 0) {
-        const int cls = c->pooling == ATTN_POOLING_CLS;
-        const int64_t len = count + cls;
-        layer_maps m = {"encoder self-attention ",
-                        a->layer < 0 ? c->encoder_layers - 1 : a->layer,
-                        c->num_heads,
-                        len,
-                        len,
-                        NULL,
-                        NULL,
-                        NULL};
-        int32_t *read = malloc((size_t)len * sizeof *read);
-        m.weights = malloc((size_t)(m.heads * len * len) * sizeof *m.weights);
-        m.row_labels = malloc((size_t)len * sizeof *m.row_labels);
-        m.col_labels = m.row_labels;
-        if (read == NULL || m.weights == NULL || m.row_labels == NULL) {
-            fprintf(stderr, "attn viz: out of memory\n");
-            code = 1;
-        } else {
-            read[0] = ATTN_MODEL_CLS_ID;
-            m.row_labels[0] = "<cls>";
-            memcpy(read + cls, ids, (size_t)count * sizeof *ids);
-            if (attn_bundle_labels(bundle, ATTN_BUNDLE_SOURCE, ids, count, m.row_labels + cls) !=
-                    ATTN_OK ||
-                attn_model_attention_weights(attn_bundle_model(bundle), attn_bundle_graph(bundle),
-                                             read, len, NULL, 0, ATTN_ENCODER_SELF_ATTENTION,
-                                             m.layer, m.weights) != ATTN_OK)
-                code = fail();
-            else
-                code = draw_layer(a, &m, label);
-        }
-        free(read);
-        free(m.weights);
-        free(m.row_labels);
-    }
+    if (code == 0)
+        code = pooling ? draw_pooling(a, bundle, ids, count, label)
+                       : draw_classifier_encoder(a, bundle, ids, count, label);
     free(ids);
     return code;
 }
