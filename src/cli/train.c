@@ -159,6 +159,16 @@ static void note_time_budget_left(const attn_trainer *trainer, const attn_lr_sch
                 s->total_seconds, status.train_seconds);
 }
 
+attn_status train_side_tokenizer(const char *spec, const char *spm_path,
+                                 const char *const *lines, int64_t n, attn_tokenizer **out)
+{
+    if (spm_path != NULL)
+        return attn_tokenizer_load_spm(spm_path, out);
+    attn_tokenizer_config config;
+    const attn_status status = attn_tokenizer_config_parse(spec, &config);
+    return status != ATTN_OK ? status : attn_tokenizer_train(&config, lines, n, out);
+}
+
 attn_status train_hold_out_validation(const train_args *a, uint64_t seed, const char *what,
                                       attn_corpus *train, attn_corpus **valid)
 {
@@ -388,19 +398,10 @@ int attn_cmd_train(int argc, char **argv)
                 if (exit_code != 0)
                     goto done;
             } else {
-                attn_tokenizer_config src_config, tgt_config;
-                TRY(attn_tokenizer_config_parse(a.src_tokens, &src_config));
-                TRY(attn_tokenizer_config_parse(a.tgt_tokens, &tgt_config));
-                if (a.src_spm != NULL)
-                    TRY(attn_tokenizer_load_spm(a.src_spm, &src_tok));
-                else
-                    TRY(attn_tokenizer_train(&src_config, attn_corpus_sources(train),
-                                             attn_corpus_size(train), &src_tok));
-                if (a.tgt_spm != NULL)
-                    TRY(attn_tokenizer_load_spm(a.tgt_spm, &tgt_tok));
-                else
-                    TRY(attn_tokenizer_train(&tgt_config, attn_corpus_targets(train),
-                                             attn_corpus_size(train), &tgt_tok));
+                TRY(train_side_tokenizer(a.src_tokens, a.src_spm, attn_corpus_sources(train),
+                                         attn_corpus_size(train), &src_tok));
+                TRY(train_side_tokenizer(a.tgt_tokens, a.tgt_spm, attn_corpus_targets(train),
+                                         attn_corpus_size(train), &tgt_tok));
             }
         }
         TRY(attn_corpus_encode(train, src_tok, tgt_tok));

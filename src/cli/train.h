@@ -118,6 +118,11 @@ void train_options_for_this_run(const train_args *a, const char *checkpoint,
 attn_status train_hold_out_validation(const train_args *a, uint64_t seed, const char *what,
                                       attn_corpus *train, attn_corpus **valid);
 
+/* One side's tokenizer: the SentencePiece model at spm_path as it is (--src-spm, --tgt-spm),
+ * or else one spec (--src-tokens, --tgt-tokens) learns from the n lines. */
+attn_status train_side_tokenizer(const char *spec, const char *spm_path,
+                                 const char *const *lines, int64_t n, attn_tokenizer **out);
+
 /* A classifier's or masked language model's lines (texts of valid, NULL: none) within
  * --max-len tokens (0: no limit), saying how many were skipped. Returns 0 or an exit code
  * after a message (every line too long is an error). */

@@ -228,7 +228,6 @@ int train_classify_prepare(const train_args *a, const attn_model_config *describ
                 code = library_failure();
         }
     } else {
-        attn_tokenizer_config config;
         if (a->init != NULL)
             code = read_encoder(a, &encoder, &tokenizer);
         if (code == 0 && a->init != NULL)
@@ -237,11 +236,8 @@ int train_classify_prepare(const train_args *a, const attn_model_config *describ
             (train_hold_out_validation(a, (uint64_t)a->seed, "lines", d->train, &d->valid) !=
                  ATTN_OK ||
              (tokenizer == NULL &&
-              (attn_tokenizer_config_parse(a->src_tokens, &config) != ATTN_OK ||
-               (a->src_spm != NULL
-                    ? attn_tokenizer_load_spm(a->src_spm, &tokenizer)
-                    : attn_tokenizer_train(&config, attn_corpus_sources(d->train),
-                                           attn_corpus_size(d->train), &tokenizer)) != ATTN_OK)) ||
+              train_side_tokenizer(a->src_tokens, a->src_spm, attn_corpus_sources(d->train),
+                                   attn_corpus_size(d->train), &tokenizer) != ATTN_OK) ||
              attn_labels_from_corpus(d->train, &labels) != ATTN_OK))
             code = library_failure();
     }

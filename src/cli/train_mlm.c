@@ -69,14 +69,10 @@ int train_mlm_prepare(const train_args *a, const attn_model_config *described,
                 code = library_failure();
         }
     } else {
-        attn_tokenizer_config config;
         if (train_hold_out_validation(a, (uint64_t)a->seed, "lines", d->train, &d->valid) !=
                 ATTN_OK ||
-            attn_tokenizer_config_parse(a->src_tokens, &config) != ATTN_OK ||
-            (a->src_spm != NULL
-                 ? attn_tokenizer_load_spm(a->src_spm, &tokenizer)
-                 : attn_tokenizer_train(&config, attn_corpus_sources(d->train),
-                                        attn_corpus_size(d->train), &tokenizer)) != ATTN_OK)
+            train_side_tokenizer(a->src_tokens, a->src_spm, attn_corpus_sources(d->train),
+                                 attn_corpus_size(d->train), &tokenizer) != ATTN_OK)
             code = library_failure();
     }
     if (code == 0 &&
