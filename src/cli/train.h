@@ -151,6 +151,10 @@ void train_longest(const attn_corpus *corpus, int64_t *source, int64_t *target);
 int train_fit_model_to_data(const char *config_path, int64_t src_vocab, int64_t tgt_vocab,
                             int64_t longest_source, int64_t longest_target, attn_model_config *c);
 
+/* The block options given on the command line (--norm, --ffn-kind, --positions, --no-bias) over
+ * c's, as the size flags override --config's. */
+void train_apply_block_options(const train_args *a, attn_model_config *c);
+
 /* The encoder-only model (classifier or masked language model) the flags describe, with the
  * block options, the data's vocabulary (and classes: ignored by the masked language model) and
  * a max_len that covers the longest text (and the classification token). Returns 0 or an exit

@@ -124,14 +124,7 @@ static int describe_new_model(const train_args *a, int64_t vocab, attn_model_con
         }
     }
     /* The block options override --config's, as the size flags do for a translation model. */
-    if (train_args_given(a, "--norm"))
-        c->norm = (attn_norm_kind)a->norm;
-    if (train_args_given(a, "--ffn-kind"))
-        c->ffn = (attn_ffn_kind)a->ffn_kind;
-    if (train_args_given(a, "--positions"))
-        c->positions = (attn_positions)a->positions;
-    if (a->no_bias)
-        c->bias = c->output_bias = 0;
+    train_apply_block_options(a, c);
     c->tgt_vocab = vocab;
     if (attn_model_config_validate(c) != ATTN_OK)
         return train_usage_error("the model: %s", attn_last_error());

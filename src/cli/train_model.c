@@ -258,11 +258,8 @@ int train_fit_model_to_data(const char *config_path, int64_t src_vocab, int64_t 
     return 0;
 }
 
-int train_fit_encoder_to_data(const train_args *a, const attn_model_config *described,
-                              int64_t vocabulary, int64_t classes, int64_t longest,
-                              attn_model_config *c)
+void train_apply_block_options(const train_args *a, attn_model_config *c)
 {
-    *c = *described;
     if (train_args_given(a, "--norm"))
         c->norm = (attn_norm_kind)a->norm;
     if (train_args_given(a, "--ffn-kind"))
@@ -271,6 +268,14 @@ int train_fit_encoder_to_data(const train_args *a, const attn_model_config *desc
         c->positions = (attn_positions)a->positions;
     if (a->no_bias)
         c->bias = c->output_bias = 0;
+}
+
+int train_fit_encoder_to_data(const train_args *a, const attn_model_config *described,
+                              int64_t vocabulary, int64_t classes, int64_t longest,
+                              attn_model_config *c)
+{
+    *c = *described;
+    train_apply_block_options(a, c);
     c->src_vocab = vocabulary;
     if (c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER)
         c->num_classes = classes;
