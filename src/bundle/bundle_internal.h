@@ -12,4 +12,9 @@ ATTN_INTERNAL attn_status attn_bundle_check_same_tokenizers(const attn_bundle *f
                                                             const attn_bundle *other,
                                                             const char *fn);
 
+/* -log softmax(z)[target] over vocab logits, in double; *best (NULL: not wanted) receives the
+ * arg-max, the first on ties. */
+ATTN_INTERNAL double attn_bundle_token_nats(const float *z, int64_t vocab, int32_t target,
+                                            int64_t *best);
+
 #endif /* ATTN_BUNDLE_INTERNAL_H */

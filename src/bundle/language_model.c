@@ -2,6 +2,7 @@
  * of a text. The token stream's convention (a line's ids, then </s>) is in attn_bundle.h. */
 #include "attn/attn_bundle.h"
 
+#include "bundle/bundle_internal.h"
 #include "core/internal.h"
 
 #include <math.h>
@@ -198,18 +199,17 @@ static attn_status text_stream(const attn_tokenizer *tokenizer, const char *cons
     return ATTN_OK;
 }
 
-/* The summed -log p of the batch's predicted ids, from the logits [rows, tgt_len - 1, vocab]:
- * log-softmax in double. */
-/* -log softmax(z)[target], in double. */
-static double token_nats(const float *z, int64_t vocab, int32_t target)
+double attn_bundle_token_nats(const float *z, int64_t vocab, int32_t target, int64_t *best)
 {
-    double max = z[0];
+    int64_t top = 0;
     for (int64_t v = 1; v < vocab; v++)
-        max = z[v] > max ? z[v] : max;
+        top = z[v] > z[top] ? v : top;
     double sum = 0.0;
     for (int64_t v = 0; v < vocab; v++)
-        sum += exp((double)z[v] - max);
-    return max + log(sum) - (double)z[target];
+        sum += exp((double)z[v] - (double)z[top]);
+    if (best != NULL)
+        *best = top;
+    return (double)z[top] + log(sum) - (double)z[target];
 }
 
 /* Scores a batch of windows (tgt [size, tgt_len], lengths) with the step decoder, one position
@@ -233,8 +233,8 @@ static attn_status stepwise_nats(attn_model *model, attn_graph *graph, const att
         status = attn_model_step(decoder, ids, logits, NULL);
         for (int64_t b = 0; b < size && status == ATTN_OK; b++)
             if (t + 1 < batch->tgt_lengths[b])
-                *nats += token_nats(logits + b * vocab, vocab,
-                                    batch->tgt[b * batch->tgt_len + t + 1]);
+                *nats += attn_bundle_token_nats(logits + b * vocab, vocab,
+                                                batch->tgt[b * batch->tgt_len + t + 1], NULL);
     }
     attn_model_step_destroy(decoder);
     free(ids);
@@ -242,14 +242,15 @@ static attn_status stepwise_nats(attn_model *model, attn_graph *graph, const att
     return status;
 }
 
+/* The summed -log p of the batch's predicted ids, from the logits [rows, tgt_len - 1, vocab]. */
 static double batch_nats(const float *logits, const attn_model_batch *batch, int64_t vocab)
 {
     const int64_t steps = batch->tgt_len - 1;
     double nats = 0.0;
     for (int64_t b = 0; b < batch->size; b++)
         for (int64_t t = 0; t + 1 < batch->tgt_lengths[b]; t++)
-            nats += token_nats(logits + (b * steps + t) * vocab, vocab,
-                               batch->tgt[b * batch->tgt_len + t + 1]);
+            nats += attn_bundle_token_nats(logits + (b * steps + t) * vocab, vocab,
+                                           batch->tgt[b * batch->tgt_len + t + 1], NULL);
     return nats;
 }
 

@@ -2,24 +2,12 @@
  * for attn eval --metric perplexity). */
 #include "attn/attn_bundle.h"
 
+#include "bundle/bundle_internal.h"
 #include "core/internal.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* -log softmax(z)[target] in double, and whether target is the arg-max (the first on ties). */
-static double token_nats(const float *z, int64_t vocab, int32_t target, int *restored)
-{
-    int64_t best = 0;
-    for (int64_t v = 1; v < vocab; v++)
-        best = z[v] > z[best] ? v : best;
-    double sum = 0.0;
-    for (int64_t v = 0; v < vocab; v++)
-        sum += exp((double)z[v] - (double)z[best]);
-    *restored = best == target;
-    return (double)z[best] + log(sum) - (double)z[target];
-}
 
 /* One batch of masked texts: src [size, len] and targets [size, len] (-1: not chosen). */
 static attn_status score_batch(attn_bundle *bundle, int64_t size, int64_t len, const int32_t *src,
@@ -42,10 +30,11 @@ static attn_status score_batch(attn_bundle *bundle, int64_t size, int64_t len, c
     for (int64_t r = 0; status == ATTN_OK && r < size * len; r++) {
         if (targets[r] == -1)
             continue;
-        int restored = 0;
-        score->nats += token_nats(logits->value.data + r * vocab, vocab, targets[r], &restored);
+        int64_t best = 0;
+        score->nats +=
+            attn_bundle_token_nats(logits->value.data + r * vocab, vocab, targets[r], &best);
         score->masked++;
-        score->correct += restored;
+        score->correct += best == targets[r];
     }
     attn_graph_reset(graph);
     return status;
