@@ -509,6 +509,22 @@ static void test_pooling_weights_of_the_classification_token(void)
         in_range &= weights[t] > 0.0f && weights[t] < 1.0f;
     }
     CHECK(in_range && sum < 1.0, "each weight in (0, 1), their sum below 1 (%g)", sum);
+    /* They are the classification token's row (not another token's) of the last layer's map
+     * over <s> and the text, its heads averaged, without its own column. */
+    int32_t read[SRC_LEN + 1] = {ATTN_MODEL_CLS_ID};
+    memcpy(read + 1, src, sizeof src);
+    enum { LEN = SRC_LEN + 1 };
+    float maps[HEADS * LEN * LEN];
+    CHECK_OK(attn_model_attention_weights(m, g, read, LEN, NULL, 0, ATTN_ENCODER_SELF_ATTENTION,
+                                          1, maps));
+    double worst_row = 0.0;
+    for (int t = 0; t < SRC_LEN; t++) {
+        double mean = 0.0;
+        for (int h = 0; h < HEADS; h++)
+            mean += maps[h * LEN * LEN + 1 + t] / HEADS;
+        worst_row = fmax(worst_row, fabs(weights[t] - mean));
+    }
+    CHECK(worst_row < 1e-6, "the classification token's row of the last layer (%g)", worst_row);
     zero_queries(m, "encoder.layers.1.self_attn");
     CHECK_OK(attn_model_pooling_weights(m, g, src, SRC_LEN, weights));
     double worst = 0.0;
