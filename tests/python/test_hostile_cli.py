@@ -403,3 +403,56 @@ def test_bad_tokenize_input(tmp_path):
     assert_refused(["tokenize", "--input", text, "--out", tmp_path])
     assert_refused(["tokenize", "--input", text, "--out", out, "--save-tokenizer", pipe])
     assert stat.S_ISFIFO(os.stat(pipe).st_mode)
+
+
+def test_bad_classifier_viz_and_pretraining_input(work, tmp_path):
+    """The encoder-only commands on input that is not what they read: viz --confusion on files
+    that are not label lists, viz of a classifier with no text or too much, --task mlm on
+    broken text and --init or --src-spm of files that are not what they claim. Refused with a
+    message, no sanitizer report, nothing written."""
+    folder = work["folder"]
+    texts = folder / "texts.txt"
+    texts.write_text("".join(f"{w}\n" for w in work["train"].read_text().split()[::2]),
+                     encoding="utf-8")
+    labelled = tmp_path / "labelled.tsv"
+    labelled.write_text("".join(f"{'yes' if 'a' in w else 'no'}\t{w}\n"
+                                for w in texts.read_text().split()), encoding="utf-8")
+    clf = tmp_path / "clf.safetensors"
+    status, message = run(["train", "--task", "classify", "--train", labelled, "--out", clf,
+                           "--max-steps", "2", "--no-valid", *SMALL])
+    assert status == 0, message
+    gold, binary, short, blank = (tmp_path / n for n in ("g.txt", "b.txt", "s.txt", "e.txt"))
+    gold.write_text("yes\nno\nyes\n", encoding="utf-8")
+    binary.write_bytes(b"yes\n\xc3\x28\nno\n")
+    short.write_text("yes\n", encoding="utf-8")
+    blank.write_text("yes\n\nno\n", encoding="utf-8")
+    out = tmp_path / "c.svg"
+    for hyp in (tmp_path / "missing.txt", binary, short, blank, tmp_path):
+        assert_refused(["viz", "--confusion", "--ref", gold, "--hyp", hyp, "--out", out])
+        assert not out.exists()
+    assert_refused(["viz", "--confusion", "--ref", gold, "--hyp", gold, "--out", "/dev/full"])
+    assert_refused(["viz", "--model", clf, "--text", "", "--out", out])
+    assert_refused(["viz", "--model", clf, "--text", "a" * 5000, "--out", out])
+    assert_refused(["viz", "--model", clf, "--text", "abc", "--kind", "cross", "--out", out])
+    assert not out.exists()
+    enc = tmp_path / "enc.safetensors"
+    broken = tmp_path / "broken.txt"
+    broken.write_bytes(b"good line\n\xff\xfe\nmore\n")
+    empty_line = tmp_path / "empty-line.txt"
+    empty_line.write_text("one\n\ntwo\n", encoding="utf-8")
+    for args in [
+        ["--train", tmp_path / "missing.txt"],
+        ["--train", broken],
+        ["--train", empty_line],
+        ["--train", texts, "--src-spm", texts],
+        ["--train", texts, "--src-spm", "/dev/null"],
+        ["--train", texts, "--init", clf],
+    ]:
+        assert_refused(["train", "--task", "mlm", *args, "--out", enc, "--max-steps", "2",
+                        "--no-valid", *SMALL])
+        assert not enc.exists()
+    for init in (work["model"], texts, tmp_path / "missing.safetensors"):
+        assert_refused(["train", "--task", "classify", "--train", labelled, "--init", init,
+                        "--out", tmp_path / "c2.safetensors", "--max-steps", "2", "--no-valid",
+                        "--threads", "2"])
+    assert not (tmp_path / "c2.safetensors").exists()
