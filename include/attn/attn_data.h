@@ -192,6 +192,24 @@ ATTN_API attn_status attn_tokenizer_merge(const attn_tokenizer *tokenizer, int64
  * spells a special token ("<s>" as a word) encodes to <unk>: specials never come from text. */
 ATTN_API attn_status attn_tokenizer_encode(const attn_tokenizer *tokenizer, const char *text,
                                            int32_t **ids, int64_t *n_ids);
+/* Subword regularisation: one segmentation of text sampled instead of the best, as
+ * libsentencepiece's SampleEncode draws it. A unigram model samples from every segmentation
+ * (nbest -1, forward-filtering and backward-sampling over the lattice) or from the nbest best
+ * (2..ATTN_SPM_MAX_NBEST), each weighted by its probability to the power alpha, the inverse
+ * temperature (Kudo 2018; a small alpha spreads the draws, 1 follows the model). A BPE model
+ * drops each merge with probability alpha (BPE-dropout, Provilkov et al. 2020) and ignores
+ * nbest. The draw is a function of (text, alpha, nbest, seed) alone: the same seed gives the
+ * same ids on any thread, whatever was sampled before. Every sampled segmentation decodes to
+ * the text attn_tokenizer_encode's ids decode to. ATTN_ERR_INVALID_ARGUMENT for a tokenizer
+ * that is not SentencePiece, alpha outside (0, 1] or another nbest; ATTN_ERR_FORMAT for a
+ * SentencePiece model that cannot sample (its word and char models). */
+#define ATTN_SPM_MAX_NBEST 512
+ATTN_API attn_status attn_tokenizer_encode_sampled(const attn_tokenizer *tokenizer,
+                                                   const char *text, double alpha, int64_t nbest,
+                                                   uint64_t seed, int32_t **ids, int64_t *n_ids);
+/* 1 when attn_tokenizer_encode_sampled works with this tokenizer (a SentencePiece unigram or
+ * BPE model), else 0. */
+ATTN_API int attn_tokenizer_can_sample(const attn_tokenizer *tokenizer);
 /* Ids to text (malloc'ed, NUL-terminated), dropping the special ids (<unk> included). Fails
  * on an id outside the vocabulary. */
 ATTN_API attn_status attn_tokenizer_decode(const attn_tokenizer *tokenizer, const int32_t *ids,
@@ -467,6 +485,20 @@ typedef struct attn_window_config {
 ATTN_API attn_status attn_batcher_create_windows(const attn_token_stream *stream,
                                                  const attn_window_config *config,
                                                  attn_batcher **out);
+/* Subword regularisation, for training: from now on each epoch reads every pair's text anew,
+ * and each side whose tokenizer is given (an spm one that attn_tokenizer_can_sample; NULL keeps
+ * that side's ids as encoded) gets a segmentation sampled by attn_tokenizer_encode_sampled
+ * (alpha in (0, 1], nbest -1 or 2..ATTN_SPM_MAX_NBEST) with a seed drawn from (config seed,
+ * epoch, pair, side), so an epoch's ids depend on nothing else and a batcher seeking back to
+ * an epoch (a resumed run) samples what it did. A sample longer than that side's longest
+ * encoded sentence in the corpus is replaced by the encoded one, so no batch is longer than
+ * the model's max_len allows. The sampling runs on the calling thread when an epoch is planned
+ * (here for the current one, whose plan is made again; the position stays). Labelled lines and
+ * texts have no target to sample (refused). The tokenizers must outlive the batcher. */
+ATTN_API attn_status attn_batcher_sample_subwords(attn_batcher *batcher,
+                                                  const attn_tokenizer *source,
+                                                  const attn_tokenizer *target, double alpha,
+                                                  int64_t nbest);
 /* Number of batches in the current position's epoch (it can differ slightly between epochs
  * when shuffling, since the cuts follow the drawn order). */
 ATTN_API int64_t attn_batcher_num_batches(const attn_batcher *batcher);

@@ -213,6 +213,18 @@ typedef struct attn_trainer_options {
      * again. */
     const attn_teacher_targets *teacher;
     double teacher_weight;
+    /* Subword regularisation (Kudo 2018; BPE-dropout for SentencePiece's BPE): with spm_alpha
+     * in (0, 1] (0: off), every epoch trains on segmentations of the training text sampled
+     * anew by the tokenizers sample_source and sample_target (SentencePiece ones; NULL keeps
+     * that side's best segmentation), each from a seed of (seed, epoch, pair, side): see
+     * attn_batcher_config. Validation reads the best segmentations. spm_alpha and spm_nbest
+     * (-1: every segmentation, the default; 2..ATTN_SPM_MAX_NBEST: the best N) are stored in
+     * the checkpoint; the tokenizers are not (they travel as metadata): give them again on
+     * resume. Not for a language model's token stream, nor with teacher and a sampled target
+     * (the teachers' distributions follow the best segmentation of the targets). */
+    double spm_alpha;
+    int64_t spm_nbest;
+    const attn_tokenizer *sample_source, *sample_target;
     /* ---- stopping rules, evaluation and files: may change on resume ---- */
     int64_t max_epochs;          /* stop after this many epochs (0: no limit) */
     int64_t max_steps;           /* stop at this step (0: no limit) */

@@ -5,7 +5,8 @@
  * (source length, target length, a random key drawn from (seed, epoch) or the pair index
  * when not shuffling), cut greedily into batches within the token budget, and the batches
  * visited in a permuted order drawn from the same generator. So a position (epoch, batch
- * index) is enough to resume exactly. */
+ * index) is enough to resume exactly. With subword regularisation the lengths are the epoch's
+ * sampled segmentations', themselves a function of (seed, epoch, pair), so that still holds. */
 #include "data/data_internal.h"
 
 #include <stdlib.h>
@@ -36,6 +37,19 @@ struct attn_batcher {
     int64_t num_batches;
     int64_t epoch, index; /* the position */
 
+    /* Subword regularisation (spm_alpha > 0, attn_batcher_sample_subwords): the tokenizers
+     * that sample each side (NULL: the corpus's ids), and the segmentations sampled for epoch
+     * sampled_epoch (-1: none yet, or a sampling that failed), side 0 the sources and 1 the
+     * targets; pair i's ids start at sampled[side].data + sampled_start[side][i], or are the
+     * corpus's own where that is -1. longest[side] is the corpus's longest sentence there. */
+    const attn_tokenizer *sampler[2];
+    double spm_alpha;
+    int64_t spm_nbest;
+    id_buffer sampled[2];
+    int64_t *sampled_start[2];
+    int32_t longest[2];
+    int64_t sampled_epoch;
+
     attn_batch batch;
     int64_t source_capacity, target_capacity, rows_capacity, mlm_capacity;
     int32_t *mlm_targets; /* a text corpus's batch.mlm_targets */
@@ -62,8 +76,77 @@ static void seed_epoch(attn_rng *rng, uint64_t seed, int64_t epoch)
     attn_rng_seed(rng, seed ^ ((uint64_t)epoch + 1) * 0xd1342543de82ef95ULL);
 }
 
-/* Builds the plan of an epoch; allocation-free (buffers are sized for the corpus). */
-static void plan_epoch(attn_batcher *b, int64_t epoch)
+/* Sampled segmentations get seeds of their own, apart from the batch order's and the masks'. */
+#define SAMPLING_STREAM 0x73706d616c706861ULL /* "spmalpha" */
+
+/* Pair i's ids on one side (0 source, 1 target): the epoch's sample or the corpus's. */
+static void pair_ids(const attn_batcher *b, int side, int64_t pair, const int32_t **ids,
+                     int64_t *length)
+{
+    const int64_t start = b->sampled_start[side] != NULL ? b->sampled_start[side][pair] : -1;
+    if (start >= 0) {
+        *ids = b->sampled[side].data + start;
+        *length = side == 0 ? b->source_len[pair] : b->target_len[pair];
+        return;
+    }
+    if (side == 0)
+        attn_corpus_source_ids(b->corpus, pair, ids, length);
+    else
+        attn_corpus_target_ids(b->corpus, pair, ids, length);
+}
+
+/* Samples every pair's segmentation of epoch `epoch` on each side that has a tokenizer, and
+ * sets the lengths the plan sorts by. Runs on the calling thread in pair order, each sentence
+ * seeded alone, so the threads of the program change nothing. */
+static attn_status sample_epoch(attn_batcher *b, int64_t epoch)
+{
+    if (b->spm_alpha <= 0.0 || b->sampled_epoch == epoch)
+        return ATTN_OK;
+    b->sampled_epoch = -1;
+    const attn_tokenizer *const *tokenizers = b->sampler;
+    const char *const *const texts[2] = {attn_corpus_sources(b->corpus),
+                                         attn_corpus_targets(b->corpus)};
+    int32_t *const lengths[2] = {b->source_len, b->target_len};
+    const uint64_t epoch_seed = attn_index_hash(b->config.seed ^ SAMPLING_STREAM, (uint64_t)epoch);
+    for (int side = 0; side < 2; side++) {
+        if (tokenizers[side] == NULL)
+            continue;
+        id_buffer *out = &b->sampled[side];
+        out->size = 0;
+        for (int64_t i = 0; i < b->count; i++) {
+            const uint64_t seed =
+                attn_index_hash(attn_index_hash(epoch_seed, (uint64_t)i), (uint64_t)side);
+            const int64_t start = out->size;
+            if (side == 1)
+                ATTN_TRY(id_buffer_push(out, ATTN_BOS_ID));
+            ATTN_TRY(tokenizer_sample_append(tokenizers[side], texts[side][i],
+                                             strlen(texts[side][i]), b->spm_alpha, b->spm_nbest,
+                                             seed, out));
+            if (side == 1)
+                ATTN_TRY(id_buffer_push(out, ATTN_EOS_ID));
+            const int64_t length = out->size - start;
+            /* Sampling splits words finer than the best segmentation; past the longest
+             * sentence the model was sized for, the best one is read instead. */
+            if (length > b->longest[side] || length <= 2 * side) {
+                out->size = start;
+                b->sampled_start[side][i] = -1;
+                const int32_t *ids;
+                int64_t kept;
+                pair_ids(b, side, i, &ids, &kept);
+                lengths[side][i] = (int32_t)kept;
+            } else {
+                b->sampled_start[side][i] = start;
+                lengths[side][i] = (int32_t)length;
+            }
+        }
+    }
+    b->sampled_epoch = epoch;
+    return ATTN_OK;
+}
+
+/* Builds the plan of an epoch; allocation-free (buffers are sized for the corpus) but for the
+ * sampled segmentations of subword regularisation. */
+static attn_status plan_epoch(attn_batcher *b, int64_t epoch)
 {
     attn_rng rng;
     seed_epoch(&rng, b->config.seed, epoch);
@@ -80,8 +163,9 @@ static void plan_epoch(attn_batcher *b, int64_t epoch)
         }
         b->epoch = epoch;
         b->index = 0;
-        return;
+        return ATTN_OK;
     }
+    ATTN_TRY(sample_epoch(b, epoch));
     for (int64_t i = 0; i < b->count; i++)
         b->items[i] = (sort_item){b->source_len[i], b->target_len[i],
                                   b->config.shuffle ? attn_rng_next_u64(&rng) : 0, i};
@@ -120,6 +204,7 @@ static void plan_epoch(attn_batcher *b, int64_t epoch)
         }
     b->epoch = epoch;
     b->index = 0;
+    return ATTN_OK;
 }
 
 attn_status attn_batcher_create(const attn_corpus *corpus, const attn_batcher_config *config,
@@ -147,6 +232,7 @@ attn_status attn_batcher_create(const attn_corpus *corpus, const attn_batcher_co
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     b->config = *config;
     b->corpus = corpus;
+    b->sampled_epoch = -1;
     b->count = count;
     size_t n = (size_t)count + 1;
     b->source_len = malloc(n * sizeof *b->source_len);
@@ -166,8 +252,12 @@ attn_status attn_batcher_create(const attn_corpus *corpus, const attn_batcher_co
         b->source_len[i] = (int32_t)length;
         attn_corpus_target_ids(corpus, i, &ids, &length);
         b->target_len[i] = (int32_t)length;
+        for (int side = 0; side < 2; side++) {
+            const int32_t len = side == 0 ? b->source_len[i] : b->target_len[i];
+            b->longest[side] = len > b->longest[side] ? len : b->longest[side];
+        }
     }
-    plan_epoch(b, 0);
+    (void)plan_epoch(b, 0); /* nothing is sampled yet: it cannot fail */
     *out = b;
     return ATTN_OK;
 }
@@ -214,7 +304,7 @@ attn_status attn_batcher_create_windows(const attn_token_stream *stream,
         attn_batcher_destroy(b);
         return status;
     }
-    plan_epoch(b, 0);
+    (void)plan_epoch(b, 0); /* windows sample nothing: it cannot fail */
     *out = b;
     return ATTN_OK;
 }
@@ -235,6 +325,10 @@ void attn_batcher_destroy(attn_batcher *batcher)
     free(batcher->batch.target_lengths);
     free(batcher->batch.pairs);
     free(batcher->mlm_targets);
+    for (int side = 0; side < 2; side++) {
+        id_buffer_free(&batcher->sampled[side]);
+        free(batcher->sampled_start[side]);
+    }
     free(batcher);
 }
 
@@ -268,12 +362,13 @@ static void fill_rows(int32_t *cells, int64_t width, const int32_t *ids, int64_t
 }
 
 /* Moves the position to the next batch, or to batch 0 of the next epoch after the last. */
-static void advance(attn_batcher *b)
+static attn_status advance(attn_batcher *b)
 {
-    if (b->index + 1 < b->num_batches)
+    if (b->index + 1 < b->num_batches) {
         b->index++;
-    else
-        plan_epoch(b, b->epoch + 1);
+        return ATTN_OK;
+    }
+    return plan_epoch(b, b->epoch + 1);
 }
 
 static attn_status next_windows(attn_batcher *b, const attn_batch **batch)
@@ -294,7 +389,7 @@ static attn_status next_windows(attn_batcher *b, const attn_batch **batch)
         out->target_lengths[r] = (int32_t)(context + 1);
         out->pairs[r] = window;
     }
-    advance(b);
+    ATTN_TRY(advance(b));
     *batch = out;
     return ATTN_OK;
 }
@@ -309,6 +404,12 @@ attn_status attn_batcher_next(attn_batcher *batcher, const attn_batch **batch)
                    (long long)b->epoch);
     if (b->stream != NULL)
         return next_windows(b, batch);
+    if (b->spm_alpha > 0.0 && b->sampled_epoch != b->epoch) {
+        /* An earlier sampling failed part way: the epoch's plan is made again, the same. */
+        const int64_t index = b->index;
+        ATTN_TRY(plan_epoch(b, b->epoch));
+        b->index = index < b->num_batches ? index : 0;
+    }
     int64_t chosen = b->batch_order[b->index];
     int64_t first = b->batch_start[chosen], rows = b->batch_start[chosen + 1] - first;
     int64_t source_len = 0, target_len = 0;
@@ -340,7 +441,7 @@ attn_status attn_batcher_next(attn_batcher *batcher, const attn_batch **batch)
         int64_t pair = b->items[first + r].pair;
         const int32_t *ids;
         int64_t length;
-        attn_corpus_source_ids(b->corpus, pair, &ids, &length);
+        pair_ids(b, 0, pair, &ids, &length);
         fill_rows(out->source + r * source_len, source_len, ids, length);
         if (masked) {
             int32_t *row = out->source + r * source_len, *targets = b->mlm_targets + r * source_len;
@@ -350,12 +451,12 @@ attn_status attn_batcher_next(attn_batcher *batcher, const attn_batch **batch)
                 targets[j] = -1;
         }
         out->source_lengths[r] = (int32_t)length;
-        attn_corpus_target_ids(b->corpus, pair, &ids, &length);
+        pair_ids(b, 1, pair, &ids, &length);
         fill_rows(out->target + r * target_len, target_len, ids, length);
         out->target_lengths[r] = (int32_t)length;
         out->pairs[r] = pair;
     }
-    advance(b);
+    ATTN_TRY(advance(b));
     *batch = out;
     return ATTN_OK;
 }
@@ -376,17 +477,65 @@ attn_status attn_batcher_seek(attn_batcher *batcher, int64_t epoch, int64_t batc
                    (long long)epoch, (long long)batch_index);
     int64_t old_epoch = batcher->epoch, old_index = batcher->index;
     if (epoch != old_epoch)
-        plan_epoch(batcher, epoch);
+        ATTN_TRY(plan_epoch(batcher, epoch));
     if (batch_index >= batcher->num_batches) {
         int64_t batches = batcher->num_batches;
         if (epoch != old_epoch)
-            plan_epoch(batcher, old_epoch);
+            ATTN_TRY(plan_epoch(batcher, old_epoch));
         batcher->index = old_index;
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
                          "attn_batcher_seek: epoch %lld has %lld batches, no batch %lld",
                          (long long)epoch, (long long)batches, (long long)batch_index);
     }
     batcher->index = batch_index;
+    return ATTN_OK;
+}
+
+attn_status attn_batcher_sample_subwords(attn_batcher *batcher, const attn_tokenizer *source,
+                                         const attn_tokenizer *target, double alpha,
+                                         int64_t nbest)
+{
+    static const char fn[] = "attn_batcher_sample_subwords";
+    ATTN_CHECK_NOT_NULL(batcher);
+    attn_batcher *b = batcher;
+    ATTN_CHECK_ARG(b->stream == NULL,
+                   "%s: a token stream's windows are cut from one tokenization: nothing to "
+                   "sample",
+                   fn);
+    ATTN_CHECK_ARG(alpha > 0.0 && alpha <= 1.0, "%s: alpha must be in (0, 1], got %g", fn, alpha);
+    ATTN_CHECK_ARG(nbest == -1 || (nbest >= 2 && nbest <= ATTN_SPM_MAX_NBEST),
+                   "%s: nbest must be -1 (every segmentation) or in [2, %d], got %lld", fn,
+                   ATTN_SPM_MAX_NBEST, (long long)nbest);
+    ATTN_CHECK_ARG(source != NULL || target != NULL,
+                   "%s: give the source or the target tokenizer (or both) to sample with", fn);
+    ATTN_CHECK_ARG(target == NULL ||
+                       !(attn_corpus_is_labelled(b->corpus) || attn_corpus_is_text(b->corpus)),
+                   "%s: a corpus of %s has no target text to sample (target must be NULL)", fn,
+                   attn_corpus_is_labelled(b->corpus) ? "labelled lines" : "texts");
+    const attn_tokenizer *const samplers[2] = {source, target};
+    for (int side = 0; side < 2; side++)
+        if (samplers[side] != NULL && !attn_tokenizer_can_sample(samplers[side]))
+            return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                             "%s: the %s tokenizer (%s) cannot sample segmentations: subword "
+                             "regularisation needs a SentencePiece unigram or BPE model",
+                             fn, side == 0 ? "source" : "target",
+                             attn_tokenizer_kind_name(attn_tokenizer_get_kind(samplers[side])));
+    for (int side = 0; side < 2; side++)
+        if (samplers[side] != NULL && b->sampled_start[side] == NULL &&
+            (b->sampled_start[side] = malloc((size_t)b->count * sizeof *b->sampled_start[side])) ==
+                NULL)
+            return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld pairs", fn,
+                             (long long)b->count);
+    for (int side = 0; side < 2; side++)
+        b->sampler[side] = samplers[side];
+    b->spm_alpha = alpha;
+    b->spm_nbest = nbest;
+    b->sampled_epoch = -1;
+    /* The current epoch's plan, now of sampled lengths; next() makes it again should this
+     * sampling fail part way. */
+    const int64_t index = b->index;
+    ATTN_TRY(plan_epoch(b, b->epoch));
+    b->index = index < b->num_batches ? index : 0;
     return ATTN_OK;
 }
 

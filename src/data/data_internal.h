@@ -185,6 +185,15 @@ ATTN_INTERNAL attn_status spm_tokenizer_learn(const char *fn, const attn_tokeniz
                                               spm_tokenizer *out, attn_vocab **vocab);
 ATTN_INTERNAL attn_status spm_tokenizer_encode_append(const spm_tokenizer *spm, const char *text,
                                                       size_t size, id_buffer *out);
+/* One sampled segmentation of text appended (spm_sample_encode: alpha, nbest, seed). */
+ATTN_INTERNAL attn_status spm_tokenizer_sample_append(const spm_tokenizer *spm, const char *text,
+                                                      size_t size, double alpha, int64_t nbest,
+                                                      uint64_t seed, id_buffer *out);
+ATTN_INTERNAL int spm_tokenizer_can_sample(const spm_tokenizer *spm);
+/* The same for a tokenizer that attn_tokenizer_can_sample, text already valid UTF-8. */
+ATTN_INTERNAL attn_status tokenizer_sample_append(const attn_tokenizer *tokenizer, const char *text,
+                                                  size_t size, double alpha, int64_t nbest,
+                                                  uint64_t seed, id_buffer *out);
 /* Ids (already checked against the vocabulary) to text, as spm_decode gives it once attn's
  * specials and the model's control and unknown pieces are left out. */
 ATTN_INTERNAL attn_status spm_tokenizer_decode(const spm_tokenizer *spm, const int32_t *ids,

@@ -12,10 +12,24 @@
 #include <exception>
 #include <memory>
 #include <new>
+#include <random>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+// libsentencepiece samples with one std::mt19937 per thread, seeded once from a process-wide
+// seed when the thread first samples (util.cc); SetRandomGeneratorSeed cannot reach a
+// generator that already exists. The library exports the accessor without declaring it in its
+// installed headers (0.1.97), so it is declared here: reseeding the calling thread's generator
+// before each sentence makes a segmentation a function of its seed alone.
+namespace sentencepiece
+{
+namespace random
+{
+std::mt19937 *GetRandomGenerator();
+}
+} // namespace sentencepiece
 
 struct spm_processor {
     sentencepiece::SentencePieceProcessor model;
@@ -315,6 +329,49 @@ spm_result spm_encode(const spm_processor *processor, const char *text, size_t s
         *count = static_cast<int64_t>(pieces.size());
         return SPM_OK;
     });
+}
+
+spm_result spm_sample_encode(const spm_processor *processor, const char *text, size_t size,
+                             float alpha, int nbest, uint64_t seed, int32_t **ids, int64_t *count,
+                             char *error, size_t error_size)
+{
+    *ids = nullptr;
+    *count = 0;
+    return guarded(error, error_size, [&]() {
+        // mt19937 takes 32 bits of seed: fold the high half in rather than drop it.
+        sentencepiece::random::GetRandomGenerator()->seed(
+            static_cast<std::mt19937::result_type>((seed ^ (seed >> 32)) & 0xFFFFFFFFu));
+        std::vector<int> pieces;
+        const auto status =
+            processor->model.SampleEncode(absl::string_view(text, size), nbest, alpha, &pieces);
+        if (!status.ok()) {
+            set_error(error, error_size, readable(status, "libsentencepiece failed"));
+            return SPM_ERR_FORMAT;
+        }
+        int32_t *copy = static_cast<int32_t *>(std::malloc((pieces.size() + 1) * sizeof *copy));
+        if (copy == nullptr) {
+            set_error(error, error_size, "out of memory");
+            return SPM_ERR_MEMORY;
+        }
+        for (size_t i = 0; i < pieces.size(); i++)
+            copy[i] = pieces[i];
+        *ids = copy;
+        *count = static_cast<int64_t>(pieces.size());
+        return SPM_OK;
+    });
+}
+
+int spm_can_sample(const spm_processor *processor)
+{
+    // The library has no public question for it: its word and char models refuse to sample,
+    // so a sample of one letter answers.
+    int32_t *ids = nullptr;
+    int64_t count = 0;
+    char error[256];
+    const spm_result result =
+        spm_sample_encode(processor, "a", 1, 0.5f, -1, 1, &ids, &count, error, sizeof error);
+    std::free(ids);
+    return result == SPM_OK;
 }
 
 spm_result spm_decode(const spm_processor *processor, const int32_t *ids, int64_t count,

@@ -51,6 +51,18 @@ void spm_special_ids(const spm_processor *processor, int32_t *unk, int32_t *bos,
  * malloc'ed (never NULL on success). */
 spm_result spm_encode(const spm_processor *processor, const char *text, size_t size, int32_t **ids,
                       int64_t *count, char *error, size_t error_size);
+/* One segmentation of text sampled rather than the best (subword regularisation): for a unigram
+ * model from the lattice (nbest -1) or from the nbest best segmentations, alpha the inverse
+ * temperature (Kudo 2018); for a BPE model each merge is dropped with probability alpha and
+ * nbest is ignored (BPE-dropout, Provilkov et al. 2020). The draws come from libsentencepiece's
+ * generator of the calling thread, seeded with `seed` first, so the same seed gives the same
+ * segmentation whatever ran before on any thread. *ids as spm_encode's. */
+spm_result spm_sample_encode(const spm_processor *processor, const char *text, size_t size,
+                             float alpha, int nbest, uint64_t seed, int32_t **ids, int64_t *count,
+                             char *error, size_t error_size);
+/* 1 when the model can sample segmentations (unigram and BPE models; SentencePiece's word and
+ * char models cannot), else 0. */
+int spm_can_sample(const spm_processor *processor);
 /* The text of ids (each in [0, spm_piece_count)), as spm_decode gives it; malloc'ed. */
 spm_result spm_decode(const spm_processor *processor, const int32_t *ids, int64_t count,
                       char **text, char *error, size_t error_size);

@@ -70,6 +70,27 @@ spm_result spm_encode(const spm_processor *processor, const char *text, size_t s
     return missing(error, error_size);
 }
 
+spm_result spm_sample_encode(const spm_processor *processor, const char *text, size_t size,
+                             float alpha, int nbest, uint64_t seed, int32_t **ids, int64_t *count,
+                             char *error, size_t error_size)
+{
+    (void)processor;
+    (void)text;
+    (void)size;
+    (void)alpha;
+    (void)nbest;
+    (void)seed;
+    *ids = NULL;
+    *count = 0;
+    return missing(error, error_size);
+}
+
+int spm_can_sample(const spm_processor *processor)
+{
+    (void)processor;
+    return 0;
+}
+
 spm_result spm_decode(const spm_processor *processor, const int32_t *ids, int64_t count,
                       char **text, char *error, size_t error_size)
 {

@@ -481,6 +481,54 @@ attn_status attn_tokenizer_encode(const attn_tokenizer *tokenizer, const char *t
     return ATTN_OK;
 }
 
+attn_status tokenizer_sample_append(const attn_tokenizer *tokenizer, const char *text, size_t size,
+                                    double alpha, int64_t nbest, uint64_t seed, id_buffer *out)
+{
+    return spm_tokenizer_sample_append(&tokenizer->spm, text, size, alpha, nbest, seed, out);
+}
+
+int attn_tokenizer_can_sample(const attn_tokenizer *tokenizer)
+{
+    return tokenizer != NULL && tokenizer->config.kind == ATTN_TOKENIZER_SPM &&
+           spm_tokenizer_can_sample(&tokenizer->spm);
+}
+
+attn_status attn_tokenizer_encode_sampled(const attn_tokenizer *tokenizer, const char *text,
+                                          double alpha, int64_t nbest, uint64_t seed,
+                                          int32_t **ids, int64_t *n_ids)
+{
+    static const char fn[] = "attn_tokenizer_encode_sampled";
+    ATTN_CHECK_NOT_NULL(ids);
+    ATTN_CHECK_NOT_NULL(n_ids);
+    *ids = NULL;
+    *n_ids = 0;
+    ATTN_CHECK_NOT_NULL(tokenizer);
+    ATTN_CHECK_NOT_NULL(text);
+    ATTN_CHECK_ARG(alpha > 0.0 && alpha <= 1.0, "%s: alpha must be in (0, 1], got %g", fn, alpha);
+    ATTN_CHECK_ARG(nbest == -1 || (nbest >= 2 && nbest <= ATTN_SPM_MAX_NBEST),
+                   "%s: nbest must be -1 (every segmentation) or in [2, %d], got %lld", fn,
+                   ATTN_SPM_MAX_NBEST, (long long)nbest);
+    if (tokenizer->config.kind != ATTN_TOKENIZER_SPM)
+        return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                         "%s: only SentencePiece tokenizers sample segmentations, not a %s one",
+                         fn, attn_tokenizer_kind_name(tokenizer->config.kind));
+    const size_t size = strlen(text);
+    const size_t bad = utf8_first_invalid(text, size);
+    if (bad != size)
+        return attn_fail(ATTN_ERR_FORMAT, "%s: text is not valid UTF-8 (byte %zu)", fn, bad + 1);
+    id_buffer out = {0};
+    attn_status status = id_buffer_reserve(&out, 1);
+    if (status == ATTN_OK)
+        status = spm_tokenizer_sample_append(&tokenizer->spm, text, size, alpha, nbest, seed, &out);
+    if (status != ATTN_OK) {
+        id_buffer_free(&out);
+        return status;
+    }
+    *ids = out.data;
+    *n_ids = out.size;
+    return ATTN_OK;
+}
+
 /* ---- decoding --------------------------------------------------------------------------- */
 
 /* Whether text[0, size) is the start of a UTF-8 character whose other bytes have not come. */

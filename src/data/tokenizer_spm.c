@@ -179,6 +179,17 @@ attn_status spm_tokenizer_learn(const char *fn, const attn_tokenizer_config *con
     return status;
 }
 
+/* The model's ids (malloc'ed by the shim, freed here) as attn's, appended. */
+static attn_status append_model_ids(const spm_tokenizer *spm, int32_t *ids, int64_t count,
+                                    id_buffer *out)
+{
+    attn_status status = id_buffer_reserve(out, out->size + count);
+    for (int64_t i = 0; i < count && status == ATTN_OK; i++)
+        out->data[out->size++] = ids[i] == spm->unk_id ? ATTN_UNK_ID : ids[i] + spm->offset;
+    free(ids);
+    return status;
+}
+
 attn_status spm_tokenizer_encode_append(const spm_tokenizer *spm, const char *text, size_t size,
                                         id_buffer *out)
 {
@@ -188,11 +199,27 @@ attn_status spm_tokenizer_encode_append(const spm_tokenizer *spm, const char *te
     ATTN_TRY(spm_status("attn_tokenizer_encode", "libsentencepiece", "could not encode the text",
                         spm_encode(spm->processor, text, size, &ids, &count, error, sizeof error),
                         error));
-    attn_status status = id_buffer_reserve(out, out->size + count);
-    for (int64_t i = 0; i < count && status == ATTN_OK; i++)
-        out->data[out->size++] = ids[i] == spm->unk_id ? ATTN_UNK_ID : ids[i] + spm->offset;
-    free(ids);
-    return status;
+    return append_model_ids(spm, ids, count, out);
+}
+
+attn_status spm_tokenizer_sample_append(const spm_tokenizer *spm, const char *text, size_t size,
+                                        double alpha, int64_t nbest, uint64_t seed,
+                                        id_buffer *out)
+{
+    char error[512] = "";
+    int32_t *ids = NULL;
+    int64_t count = 0;
+    ATTN_TRY(spm_status("attn_tokenizer_encode_sampled", "libsentencepiece",
+                        "could not sample a segmentation of the text",
+                        spm_sample_encode(spm->processor, text, size, (float)alpha, (int)nbest,
+                                          seed, &ids, &count, error, sizeof error),
+                        error));
+    return append_model_ids(spm, ids, count, out);
+}
+
+int spm_tokenizer_can_sample(const spm_tokenizer *spm)
+{
+    return spm_can_sample(spm->processor);
 }
 
 /* Text is read line by line, so no text holds a line break: one a model spelled in bytes

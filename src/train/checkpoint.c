@@ -68,6 +68,10 @@ static int add_options(cJSON *object, const attn_trainer *t)
         ok = ok && add_number(object, "ema", o->ema);
     if (o->teacher_weight > 0.0)
         ok = ok && add_number(object, "teacher_weight", o->teacher_weight);
+    if (o->spm_alpha > 0.0) {
+        ok = ok && add_number(object, "spm_alpha", o->spm_alpha);
+        ok = ok && add_number(object, "spm_nbest", (double)o->spm_nbest);
+    }
     if (o->frozen_floats > 0)
         ok = ok && add_number(object, "frozen_floats", (double)o->frozen_floats);
     ok = ok && add_string(adam, "variant", variant_names[o->adam.variant]);
@@ -396,6 +400,19 @@ static attn_status read_options(const json_reader *r, const cJSON *root, attn_tr
                          "%s: %s: training state field \"teacher_weight\" must be in [0, 1], got "
                          "%g",
                          r->fn, r->path, o->teacher_weight);
+    ATTN_TRY(read_number_or(r, options, "spm_alpha", 0.0, &o->spm_alpha));
+    if (!(o->spm_alpha >= 0.0 && o->spm_alpha <= 1.0))
+        return attn_fail(ATTN_ERR_FORMAT,
+                         "%s: %s: training state field \"spm_alpha\" must be in [0, 1], got %g",
+                         r->fn, r->path, o->spm_alpha);
+    double nbest;
+    ATTN_TRY(read_number_or(r, options, "spm_nbest", -1.0, &nbest));
+    if (!(nbest == -1.0 || (nbest >= 2.0 && nbest <= ATTN_SPM_MAX_NBEST && nbest == (int64_t)nbest)))
+        return attn_fail(ATTN_ERR_FORMAT,
+                         "%s: %s: training state field \"spm_nbest\" must be -1 or a whole "
+                         "number in [2, %d], got %g",
+                         r->fn, r->path, ATTN_SPM_MAX_NBEST, nbest);
+    o->spm_nbest = (int64_t)nbest;
     double frozen;
     ATTN_TRY(read_number_or(r, options, "frozen_floats", 0.0, &frozen));
     if (!(frozen >= 0.0 && frozen <= 9007199254740992.0 && frozen == floor(frozen)))
@@ -536,6 +553,10 @@ static attn_status compare_options(const json_reader *r, const attn_trainer *t,
     ATTN_TRY(compare_number(r, "ema (the smoothing rate)", s->ema, o->ema));
     ATTN_TRY(
         compare_number(r, "teacher_weight (0: no teachers)", s->teacher_weight, o->teacher_weight));
+    ATTN_TRY(compare_number(r, "spm_alpha (0: no subword regularisation)", s->spm_alpha,
+                            o->spm_alpha));
+    if (o->spm_alpha > 0.0)
+        ATTN_TRY(compare_number(r, "spm_nbest", (double)s->spm_nbest, (double)o->spm_nbest));
     if (s->precision != o->precision)
         return differs(r, "the precision", attn_precision_name(s->precision),
                        attn_precision_name(o->precision));

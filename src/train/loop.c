@@ -35,6 +35,7 @@ attn_trainer_options attn_trainer_default_options(void)
      * twenty in a row has only been seen in runs whose weights had already blown up. */
     o.max_skipped_updates = 20;
     o.check_every = 100;
+    o.spm_nbest = -1;
     return o;
 }
 
@@ -253,6 +254,9 @@ static attn_status create_batchers(attn_trainer *t, const trainer_data *data)
     }
     attn_batcher_config batching = {o->batch_tokens, o->seed, o->shuffle};
     ATTN_TRY(attn_batcher_create(data->train, &batching, &t->train_batches));
+    if (o->spm_alpha > 0.0)
+        ATTN_TRY(attn_batcher_sample_subwords(t->train_batches, o->sample_source,
+                                              o->sample_target, o->spm_alpha, o->spm_nbest));
     if (data->valid != NULL) {
         attn_batcher_config in_order = {o->batch_tokens, o->seed, 0};
         ATTN_TRY(attn_batcher_create(data->valid, &in_order, &t->valid_batches));
@@ -363,6 +367,11 @@ attn_status attn_trainer_create(const attn_trainable *model, const attn_corpus *
                    "%lld: compute them on this corpus",
                    fn, (long long)attn_teacher_targets_pairs(options->teacher),
                    (long long)attn_corpus_size(train));
+    ATTN_CHECK_ARG(options->teacher == NULL || options->spm_alpha == 0.0 ||
+                       options->sample_target == NULL,
+                   "%s: the teachers' distributions follow the targets' best segmentation: "
+                   "sample the source alone (sample_target NULL) or train without teachers",
+                   fn);
     const trainer_data data = {train, valid, NULL, NULL};
     return create_checked(model, &data, options, out);
 }
@@ -386,6 +395,10 @@ attn_status attn_trainer_create_lm(const attn_trainable *model, const attn_token
                    (long long)options->batch_sequences, (long long)options->context);
     ATTN_CHECK_ARG(options->teacher == NULL,
                    "%s: teachers' distributions are for pairs of a corpus, not a token stream", fn);
+    ATTN_CHECK_ARG(options->spm_alpha == 0.0,
+                   "%s: subword regularisation (spm_alpha) is not there yet for a language "
+                   "model's token stream, whose windows are cut from one tokenization of the text",
+                   fn);
     const trainer_data data = {NULL, NULL, train, valid};
     return create_checked(model, &data, options, out);
 }

@@ -5,6 +5,9 @@
  * build without libsentencepiece, it checks that every way in says so. */
 #include "data_test_util.h"
 
+#include <math.h>
+#include <pthread.h>
+
 static const char *const lines[] = {
     "the river runs past the old mill and under the stone bridge",
     "in winter the children skate on the frozen pond behind the school",
@@ -62,6 +65,7 @@ static void test_without_the_library(void)
     CHECK_FAILS(attn_tokenizer_from_spm_model(model, size, &tokenizer), ATTN_ERR_UNSUPPORTED);
     CHECK(tokenizer == NULL, "no tokenizer");
     free(model);
+    CHECK(!attn_tokenizer_can_sample(NULL), "nothing samples");
 }
 
 /* Encodes and decodes each line: a learned model's NFKC leaves these lines as they are. */
@@ -195,6 +199,282 @@ static void test_users_model_is_shifted_past_the_specials(void)
     CHECK(message_has("/nonexistent/x.model", NULL), "%s", attn_last_error());
 }
 
+/* ---- subword regularisation ---------------------------------------------------------------- */
+
+static int same_ids(const int32_t *a, int64_t na, const int32_t *b, int64_t nb)
+{
+    return na == nb && (na == 0 || memcmp(a, b, (size_t)na * sizeof *a) == 0);
+}
+
+typedef struct sample_job {
+    const attn_tokenizer *tokenizer;
+    const char *text;
+    uint64_t seed;
+    int32_t *ids;
+    int64_t n;
+    attn_status status;
+} sample_job;
+
+static void *sample_in_thread(void *arg)
+{
+    sample_job *job = arg;
+    job->status =
+        attn_tokenizer_encode_sampled(job->tokenizer, job->text, 0.1, -1, job->seed, &job->ids,
+                                      &job->n);
+    return NULL;
+}
+
+/* Samples decode to the text, differ from the best segmentation for some seed, and depend on
+ * the seed alone: not on what was sampled before, nor on the thread. */
+static void check_sampling(const attn_tokenizer *tokenizer, int64_t nbest)
+{
+    int differed = 0;
+    for (int64_t i = 0; i < N_LINES; i++) {
+        int32_t *best = NULL;
+        int64_t n_best = 0;
+        CHECK_OK(attn_tokenizer_encode(tokenizer, lines[i], &best, &n_best));
+        for (uint64_t seed = 1; seed <= 8; seed++) {
+            int32_t *ids = NULL, *again = NULL;
+            int64_t n = 0, n_again = 0;
+            CHECK_OK(attn_tokenizer_encode_sampled(tokenizer, lines[i], 0.1, nbest, seed, &ids,
+                                                   &n));
+            char *text = NULL;
+            CHECK_OK(attn_tokenizer_decode(tokenizer, ids, n, &text));
+            CHECK(text != NULL && strcmp(text, lines[i]) == 0, "line %lld seed %llu: '%s'",
+                  (long long)i, (unsigned long long)seed, text != NULL ? text : "");
+            free(text);
+            differed += !same_ids(ids, n, best, n_best);
+            /* Another seed in between must not change what this seed gives. */
+            CHECK_OK(attn_tokenizer_encode_sampled(tokenizer, lines[i], 0.1, nbest, seed + 100,
+                                                   &again, &n_again));
+            free(again);
+            CHECK_OK(attn_tokenizer_encode_sampled(tokenizer, lines[i], 0.1, nbest, seed, &again,
+                                                   &n_again));
+            CHECK(same_ids(ids, n, again, n_again), "line %lld seed %llu: the same ids again",
+                  (long long)i, (unsigned long long)seed);
+            free(again);
+            free(ids);
+        }
+        free(best);
+    }
+    CHECK(differed > N_LINES, "%d of %lld samples differ from the best segmentation", differed,
+          (long long)(8 * N_LINES));
+
+    /* A thread that never sampled before gives the main thread's ids for the same seed. */
+    sample_job job = {tokenizer, lines[2], 77, NULL, 0, ATTN_OK};
+    pthread_t thread;
+    CHECK(pthread_create(&thread, NULL, sample_in_thread, &job) == 0, "thread");
+    pthread_join(thread, NULL);
+    CHECK_OK(job.status);
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    CHECK_OK(attn_tokenizer_encode_sampled(tokenizer, lines[2], 0.1, -1, 77, &ids, &n));
+    CHECK(same_ids(ids, n, job.ids, job.n), "the same ids on another thread");
+    free(ids);
+    free(job.ids);
+}
+
+static void test_sampling_unigram(void)
+{
+    attn_tokenizer_config config;
+    attn_tokenizer *tokenizer = NULL;
+    CHECK_OK(attn_tokenizer_config_parse("spm:60", &config));
+    CHECK_OK(attn_tokenizer_train(&config, lines, N_LINES, &tokenizer));
+    CHECK(attn_tokenizer_can_sample(tokenizer), "a unigram model samples");
+    check_sampling(tokenizer, -1);
+    check_sampling(tokenizer, 8);
+    attn_tokenizer_destroy(tokenizer);
+}
+
+static void test_sampling_bpe(void)
+{
+    attn_tokenizer_config config;
+    attn_tokenizer *tokenizer = NULL;
+    CHECK_OK(attn_tokenizer_config_parse("spm-bpe:60", &config));
+    CHECK_OK(attn_tokenizer_train(&config, lines, N_LINES, &tokenizer));
+    CHECK(attn_tokenizer_can_sample(tokenizer), "a BPE model samples (BPE-dropout)");
+    check_sampling(tokenizer, -1);
+    /* nbest does not apply to BPE and is ignored, not an error. */
+    check_sampling(tokenizer, 8);
+    attn_tokenizer_destroy(tokenizer);
+}
+
+static void test_sampling_refusals(void)
+{
+    attn_tokenizer_config config;
+    attn_tokenizer *chars = NULL, *spm = NULL;
+    CHECK_OK(attn_tokenizer_config_parse("char", &config));
+    CHECK_OK(attn_tokenizer_train(&config, lines, N_LINES, &chars));
+    CHECK(!attn_tokenizer_can_sample(chars), "characters do not sample");
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    CHECK_FAILS(attn_tokenizer_encode_sampled(chars, lines[0], 0.1, -1, 1, &ids, &n),
+                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(message_has("only SentencePiece", "char"), "%s", attn_last_error());
+    CHECK_OK(attn_tokenizer_config_parse("spm:60", &config));
+    CHECK_OK(attn_tokenizer_train(&config, lines, N_LINES, &spm));
+    const double alphas[] = {0.0, -1.0, 2.0, 1.0000001, NAN};
+    for (size_t i = 0; i < sizeof alphas / sizeof *alphas; i++)
+        CHECK_FAILS(attn_tokenizer_encode_sampled(spm, lines[0], alphas[i], -1, 1, &ids, &n),
+                    ATTN_ERR_INVALID_ARGUMENT);
+    const int64_t nbests[] = {0, 1, -2, ATTN_SPM_MAX_NBEST + 1};
+    for (size_t i = 0; i < sizeof nbests / sizeof *nbests; i++)
+        CHECK_FAILS(attn_tokenizer_encode_sampled(spm, lines[0], 0.5, nbests[i], 1, &ids, &n),
+                    ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_tokenizer_encode_sampled(spm, "\xFF", 0.5, -1, 1, &ids, &n), ATTN_ERR_FORMAT);
+    CHECK(ids == NULL && n == 0, "nothing on failure");
+
+    /* A batcher asked to sample with a tokenizer that cannot. */
+    const char *const targets[] = {"a", "b", "c", "d", "e", "f"};
+    attn_corpus *corpus = NULL;
+    CHECK_OK(attn_corpus_from_strings(lines, targets, N_LINES, &corpus));
+    CHECK_OK(attn_corpus_encode(corpus, spm, chars));
+    attn_batcher *batcher = NULL;
+    attn_batcher_config batching = {256, 1, 1};
+    CHECK_OK(attn_batcher_create(corpus, &batching, &batcher));
+    CHECK_FAILS(attn_batcher_sample_subwords(batcher, NULL, chars, 0.1, -1),
+                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK(message_has("cannot sample", "char"), "%s", attn_last_error());
+    CHECK_FAILS(attn_batcher_sample_subwords(batcher, NULL, NULL, 0.1, -1),
+                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_batcher_sample_subwords(batcher, spm, NULL, 1.5, -1),
+                ATTN_ERR_INVALID_ARGUMENT);
+    CHECK_FAILS(attn_batcher_sample_subwords(batcher, spm, NULL, 0.5, 1),
+                ATTN_ERR_INVALID_ARGUMENT);
+    attn_batcher_destroy(batcher);
+    attn_corpus_destroy(corpus);
+    attn_tokenizer_destroy(spm);
+    attn_tokenizer_destroy(chars);
+}
+
+/* Every row of every batch of epochs [0, epochs) as the source and target ids of its pair,
+ * flattened per epoch and pair: out[epoch][pair] is a malloc'ed "n ids..." array. */
+typedef struct epoch_rows {
+    int32_t *rows[4][N_LINES][2];
+    int64_t lengths[4][N_LINES][2];
+} epoch_rows;
+
+static void read_epochs(attn_batcher *batcher, int64_t first, int64_t epochs, epoch_rows *out)
+{
+    CHECK_OK(attn_batcher_seek(batcher, first, 0));
+    for (int64_t e = first; e < first + epochs; e++) {
+        int64_t seen = 0;
+        const int64_t count = attn_batcher_num_batches(batcher);
+        for (int64_t k = 0; k < count; k++) {
+            const attn_batch *batch = NULL;
+            CHECK_OK(attn_batcher_next(batcher, &batch));
+            if (batch == NULL)
+                return;
+            CHECK(batch->epoch == e, "epoch %lld", (long long)e);
+            for (int64_t r = 0; r < batch->size; r++) {
+                const int64_t pair = batch->pairs[r];
+                const int32_t *cells[2] = {batch->source + r * batch->source_len,
+                                           batch->target + r * batch->target_len};
+                const int64_t lengths[2] = {batch->source_lengths[r], batch->target_lengths[r]};
+                for (int side = 0; side < 2; side++) {
+                    out->lengths[e][pair][side] = lengths[side];
+                    out->rows[e][pair][side] = test_alloc((size_t)lengths[side] * 4 + 4);
+                    memcpy(out->rows[e][pair][side], cells[side], (size_t)lengths[side] * 4);
+                }
+                seen++;
+            }
+        }
+        CHECK(seen == N_LINES, "epoch %lld reads every pair once (%lld)", (long long)e,
+              (long long)seen);
+    }
+}
+
+static void free_epochs(epoch_rows *rows)
+{
+    for (int e = 0; e < 4; e++)
+        for (int64_t i = 0; i < N_LINES; i++)
+            for (int side = 0; side < 2; side++) {
+                free(rows->rows[e][i][side]);
+                rows->rows[e][i][side] = NULL;
+            }
+}
+
+/* The batcher samples each epoch anew, both sides, from (seed, epoch, pair) alone: seeking back
+ * to an epoch, a second batcher and another thread count give the same ids; every row decodes to
+ * its text; a batcher without sampling (validation) reads the best segmentation every epoch. */
+static void test_batcher_samples_each_epoch(void)
+{
+    attn_tokenizer_config config;
+    attn_tokenizer *source = NULL, *target = NULL;
+    CHECK_OK(attn_tokenizer_config_parse("spm:60", &config));
+    CHECK_OK(attn_tokenizer_train(&config, lines, N_LINES, &source));
+    CHECK_OK(attn_tokenizer_config_parse("spm-bpe:60", &config));
+    CHECK_OK(attn_tokenizer_train(&config, lines, N_LINES, &target));
+    attn_corpus *corpus = NULL;
+    CHECK_OK(attn_corpus_from_strings(lines, lines, N_LINES, &corpus));
+    CHECK_OK(attn_corpus_encode(corpus, source, target));
+
+    attn_batcher_config batching = {256, 5, 1};
+    attn_batcher *batcher = NULL, *twin = NULL, *best = NULL;
+    CHECK_OK(attn_batcher_create(corpus, &batching, &batcher));
+    CHECK_OK(attn_batcher_sample_subwords(batcher, source, target, 0.2, -1));
+    CHECK_OK(attn_batcher_create(corpus, &batching, &twin));
+    CHECK_OK(attn_batcher_sample_subwords(twin, source, target, 0.2, -1));
+    CHECK_OK(attn_batcher_create(corpus, &batching, &best));
+
+    static epoch_rows first, again, other, fixed;
+    read_epochs(batcher, 0, 4, &first);
+    read_epochs(batcher, 1, 2, &again); /* seeking back re-samples epochs 1 and 2 */
+    CHECK_OK(attn_set_num_threads(2));
+    read_epochs(twin, 0, 4, &other);
+    CHECK_OK(attn_set_num_threads(1));
+    read_epochs(best, 0, 4, &fixed);
+
+    int changed = 0, differs_from_best = 0;
+    for (int64_t i = 0; i < N_LINES; i++) {
+        const int32_t *corpus_ids[2];
+        int64_t corpus_lengths[2];
+        attn_corpus_source_ids(corpus, i, &corpus_ids[0], &corpus_lengths[0]);
+        attn_corpus_target_ids(corpus, i, &corpus_ids[1], &corpus_lengths[1]);
+        for (int side = 0; side < 2; side++) {
+            const attn_tokenizer *tokenizer = side == 0 ? source : target;
+            for (int e = 0; e < 4; e++) {
+                const int32_t *ids = first.rows[e][i][side];
+                const int64_t n = first.lengths[e][i][side];
+                char *text = NULL;
+                CHECK_OK(attn_tokenizer_decode(tokenizer, ids, n, &text));
+                CHECK(text != NULL && strcmp(text, lines[i]) == 0, "pair %lld side %d epoch %d",
+                      (long long)i, side, e);
+                free(text);
+                CHECK(side == 0 || (n >= 2 && ids[0] == ATTN_BOS_ID && ids[n - 1] == ATTN_EOS_ID),
+                      "a sampled target keeps <s> and </s>");
+                CHECK(same_ids(ids, n, other.rows[e][i][side], other.lengths[e][i][side]),
+                      "pair %lld side %d epoch %d: a second batcher at 2 threads agrees",
+                      (long long)i, side, e);
+                if (e >= 1 && e <= 2)
+                    CHECK(same_ids(ids, n, again.rows[e][i][side], again.lengths[e][i][side]),
+                          "pair %lld side %d epoch %d: seeking back samples the same",
+                          (long long)i, side, e);
+                CHECK(same_ids(fixed.rows[e][i][side], fixed.lengths[e][i][side], corpus_ids[side],
+                               corpus_lengths[side]),
+                      "without sampling every epoch reads the best segmentation");
+                differs_from_best += !same_ids(ids, n, corpus_ids[side], corpus_lengths[side]);
+                if (e > 0)
+                    changed += !same_ids(ids, n, first.rows[e - 1][i][side],
+                                         first.lengths[e - 1][i][side]);
+            }
+        }
+    }
+    CHECK(changed > 0 && differs_from_best > 0,
+          "segmentations change between epochs (%d) and differ from the best (%d)", changed,
+          differs_from_best);
+    free_epochs(&first);
+    free_epochs(&again);
+    free_epochs(&other);
+    free_epochs(&fixed);
+    attn_batcher_destroy(batcher);
+    attn_batcher_destroy(twin);
+    attn_batcher_destroy(best);
+    attn_corpus_destroy(corpus);
+    attn_tokenizer_destroy(source);
+    attn_tokenizer_destroy(target);
+}
+
 int main(void)
 {
     RUN_TEST(test_config_parse);
@@ -205,5 +485,9 @@ int main(void)
     RUN_TEST(test_learned_unigram);
     RUN_TEST(test_learned_bpe);
     RUN_TEST(test_users_model_is_shifted_past_the_specials);
+    RUN_TEST(test_sampling_unigram);
+    RUN_TEST(test_sampling_bpe);
+    RUN_TEST(test_sampling_refusals);
+    RUN_TEST(test_batcher_samples_each_epoch);
     return test_summary();
 }
