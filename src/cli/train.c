@@ -294,6 +294,40 @@ static void say_plan(const attn_trainer_options *o, double time_limit)
 
 /* ---- the command -------------------------------------------------------------------------- */
 
+/* --spm-alpha: every side whose tokenizer can sample does (a sampled target only without
+ * teachers, whose distributions follow the best segmentation of the targets); said once.
+ * Returns 0, or the usage exit code after a message when no side can. */
+static int choose_samplers(const attn_tokenizer *source, const attn_tokenizer *target,
+                           attn_trainer_options *o)
+{
+    o->sample_source = attn_tokenizer_can_sample(source) ? source : NULL;
+    o->sample_target =
+        o->teacher_weight == 0.0 && attn_tokenizer_can_sample(target) ? target : NULL;
+    if (o->sample_source == NULL && o->sample_target == NULL) {
+        const char *source_kind =
+            source != NULL ? attn_tokenizer_kind_name(attn_tokenizer_get_kind(source)) : "none";
+        const char *target_kind =
+            target != NULL ? attn_tokenizer_kind_name(attn_tokenizer_get_kind(target)) : "none";
+        fprintf(stderr,
+                "attn train: --spm-alpha samples segmentations of a SentencePiece unigram or BPE "
+                "model, and this run's tokenizers are %s (source) and %s (target)%s\n",
+                source_kind, target_kind,
+                target != NULL && attn_tokenizer_can_sample(target)
+                    ? "; the target's is not sampled with --teacher"
+                    : "");
+        return CLI_EXIT_USAGE;
+    }
+    if (speaks())
+        fprintf(stderr,
+                "attn train: subword regularisation: each epoch samples the %s segmentations "
+                "anew (alpha %g, nbest %lld); validation reads the best ones\n",
+                o->sample_source != NULL && o->sample_target != NULL ? "source and target"
+                : o->sample_source != NULL                           ? "source"
+                                                                     : "target",
+                o->spm_alpha, (long long)o->spm_nbest);
+    return 0;
+}
+
 int attn_cmd_train(int argc, char **argv)
 {
     train_args a;
@@ -314,6 +348,7 @@ int attn_cmd_train(int argc, char **argv)
     int exit_code = 0;
     attn_corpus *train = NULL, *valid = NULL;
     attn_tokenizer *src_tok = NULL, *tgt_tok = NULL;
+    attn_tokenizer *text_tok = NULL; /* a classifier's or masked LM's, when it samples */
     attn_tensor_file *resume_file = NULL;
     attn_bundle *resumed = NULL;
     attn_model *model = NULL;
@@ -491,6 +526,17 @@ int attn_cmd_train(int argc, char **argv)
         o.metadata = metadata;
         o.n_metadata = ATTN_BUNDLE_METADATA_COUNT;
     }
+    if (o.spm_alpha > 0.0) {
+        const char *text_json = a.task == TRAIN_TASK_CLASSIFY ? labelled.tokenizer_json
+                                : a.task == TRAIN_TASK_MLM    ? texts.tokenizer_json
+                                                              : NULL;
+        if (text_json != NULL)
+            TRY(attn_tokenizer_from_json(text_json, &text_tok));
+        exit_code = text_tok != NULL ? choose_samplers(text_tok, NULL, &o)
+                                     : choose_samplers(src_tok, tgt_tok, &o);
+        if (exit_code != 0)
+            goto done;
+    }
     o.callback = speaks() ? train_progress_on_event : NULL;
     o.callback_user = speaks() ? &p : NULL;
     o.distributed = ranks.started;
@@ -624,6 +670,7 @@ done:
     if (p.log != NULL)
         fclose(p.log);
     attn_trainer_destroy(trainer);
+    attn_tokenizer_destroy(text_tok);
     attn_teacher_targets_destroy(teacher);
     cli_translator_free(&teachers);
     attn_model_destroy(model);

@@ -52,6 +52,10 @@ typedef struct train_args {
     double ema;            /* the smoothing rate of the weights' moving average (0: off) */
     const char *teacher;   /* comma-separated model files to distil from (NULL: none) */
     double teacher_weight; /* the teachers' share of the training loss */
+    /* Subword regularisation: SentencePiece's sampling parameter (0: off) and how many of the
+     * best segmentations it samples from (-1: all) */
+    double spm_alpha;
+    int64_t spm_nbest;
     int64_t warmup, batch_tokens, accumulate, epochs, max_steps, seed, threads;
     int64_t eval_every, patience, checkpoint_every, log_every, max_skipped, check_every;
     int64_t max_len; /* longest pair kept, in tokens of either side (0: no limit) */

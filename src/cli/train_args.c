@@ -262,6 +262,18 @@ static const cli_option train_options[] = {
                 "with --teacher: the loss is (1-W) x the smoothed gold cross-entropy + W x the "
                 "cross-entropy against the teachers [0.5]"),
      .group = GROUP_TRAINING},
+    {CLI_OPTION("--spm-alpha", CLI_NUMBER, FIELD(spm_alpha), "A",
+                "subword regularisation for SentencePiece tokenizers (spm:N, spm-bpe:N, "
+                "--src-spm/--tgt-spm; every such side): each epoch trains on a segmentation of "
+                "each sentence sampled anew from (--seed, epoch, line), A in (0, 1]: a unigram "
+                "model's inverse temperature (0.1-0.5 usual; smaller samples more freely), a BPE "
+                "model's probability of dropping each merge (BPE-dropout; 0.1 usual). "
+                "Validation and inference keep the best segmentation [off]"),
+     .group = GROUP_TRAINING},
+    {CLI_OPTION("--spm-nbest", CLI_INT, FIELD(spm_nbest), "N",
+                "with --spm-alpha and a unigram model: sample among the N best segmentations, "
+                "2..512 (-1: among all of them, the lattice); a BPE model ignores it [-1]"),
+     .group = GROUP_TRAINING},
     {CLI_OPTION("--seed", CLI_INT, FIELD(seed), "N",
                 "seed of the initial weights, batch order and dropout [1]"),
      .min = 0, .max = INFINITY, .group = GROUP_TRAINING},
@@ -393,6 +405,7 @@ static void set_defaults(train_args *a)
     a->log_every = 50;
     a->max_len = 256;
     a->teacher_weight = 0.5;
+    a->spm_nbest = -1;
     a->max_skipped = attn_trainer_default_options().max_skipped_updates;
     a->check_every = attn_trainer_default_options().check_every;
 }
@@ -406,6 +419,9 @@ static int check_lm_args(const train_args *a)
     for (size_t i = 0; i < sizeof pairs_only / sizeof *pairs_only; i++)
         if (train_args_given(a, pairs_only[i]))
             return train_usage_error("%s is for sentence pairs, not --task lm", pairs_only[i]);
+    if (train_args_given(a, "--spm-alpha"))
+        return train_usage_error("--spm-alpha is not there yet for --task lm: a language model "
+                                 "reads windows cut from one tokenization of its text");
     if ((a->train != NULL) == (a->train_tokens != NULL))
         return train_usage_error("--task lm: give the training text as --train FILE.txt or "
                                  "--train-tokens FILE.bin (one of them)");
@@ -482,6 +498,53 @@ static int check_encoder_args(const train_args *a)
     return 0;
 }
 
+/* Whether a tokenizer flag asks for SentencePiece. */
+static int asks_spm(const char *tokens, const char *spm_file)
+{
+    return spm_file != NULL || strncmp(tokens, "spm", 3) == 0;
+}
+
+/* --spm-alpha and --spm-nbest. Sides whose tokenizer comes from a checkpoint, teachers or
+ * --init are checked once they are read (train.c). */
+static int check_subword_sampling(const train_args *a)
+{
+    const int alpha = train_args_given(a, "--spm-alpha");
+    if (!alpha && train_args_given(a, "--spm-nbest"))
+        return train_usage_error("--spm-nbest chooses among segmentations that --spm-alpha "
+                                 "samples: give --spm-alpha too");
+    if (!alpha)
+        return 0;
+    if (!attn_tokenizer_spm_available())
+        return train_usage_error("--spm-alpha: built without SentencePiece; install "
+                                 "libsentencepiece-dev and rebuild");
+    if (!(a->spm_alpha > 0.0 && a->spm_alpha <= 1.0))
+        return train_usage_error("--spm-alpha %g must be in (0, 1]: a unigram model's inverse "
+                                 "temperature (0.1-0.5 usual) or a BPE model's merge-dropout "
+                                 "probability (0.1 usual); leave it out to train on the best "
+                                 "segmentation",
+                                 a->spm_alpha);
+    if (!(a->spm_nbest == -1 || (a->spm_nbest >= 2 && a->spm_nbest <= ATTN_SPM_MAX_NBEST)))
+        return train_usage_error("--spm-nbest %lld must be -1 (every segmentation) or in [2, %d] "
+                                 "(1 would always give the best one)",
+                                 (long long)a->spm_nbest, ATTN_SPM_MAX_NBEST);
+    if (a->resume != NULL || a->teacher != NULL || a->init != NULL)
+        return 0;
+    const int pairs = a->task == TRAIN_TASK_TRANSLATE;
+    if (!asks_spm(a->src_tokens, a->src_spm) && !(pairs && asks_spm(a->tgt_tokens, a->tgt_spm))) {
+        if (pairs)
+            return train_usage_error("--spm-alpha samples SentencePiece segmentations, but the "
+                                     "source tokens are %s and the target tokens %s: give "
+                                     "spm:N, spm-bpe:N or --src-spm/--tgt-spm FILE.model on a "
+                                     "side",
+                                     a->src_tokens, a->tgt_tokens);
+        return train_usage_error("--spm-alpha samples SentencePiece segmentations, but the "
+                                 "tokens are %s: give --src-tokens spm:N or spm-bpe:N, or "
+                                 "--src-spm FILE.model",
+                                 a->src_tokens);
+    }
+    return 0;
+}
+
 static int check_args(const train_args *a)
 {
     if (a->task == TRAIN_TASK_LM) {
@@ -537,6 +600,9 @@ static int check_args(const train_args *a)
         return train_usage_error("--ema %g: the smoothing rate must be in [0, 1) (1e-4 to 1e-3 "
                                  "are usual; 0 turns it off)",
                                  a->ema);
+    const int code = check_subword_sampling(a);
+    if (code != 0)
+        return code;
     /* Checked for every run: with --teacher or --resume the tokenizers come from elsewhere,
      * and a bad value must not pass unread. */
     attn_tokenizer_config tokens;
@@ -645,6 +711,8 @@ attn_status train_options_for_new_run(const train_args *a, int64_t width, int64_
     o->precision = (attn_precision)a->precision;
     o->ema = a->ema;
     o->teacher_weight = a->teacher != NULL ? a->teacher_weight : 0.0;
+    o->spm_alpha = a->spm_alpha;
+    o->spm_nbest = a->spm_nbest;
     /* The trainer's betas and epsilon (the paper's), the variant's weight decay. */
     const double beta2 = o->adam.beta2, eps = o->adam.eps;
     o->adam = attn_adam_default_options((attn_adam_variant)a->optimizer);
@@ -700,6 +768,10 @@ void train_options_overlay(const train_args *a, attn_trainer_options *o)
         o->ema = a->ema;
     if (train_args_given(a, "--teacher-weight"))
         o->teacher_weight = a->teacher_weight;
+    if (train_args_given(a, "--spm-alpha"))
+        o->spm_alpha = a->spm_alpha;
+    if (train_args_given(a, "--spm-nbest"))
+        o->spm_nbest = a->spm_nbest;
     if (train_args_given(a, "--weight-decay"))
         o->adam.weight_decay = a->weight_decay;
     if (train_args_given(a, "--optimizer"))

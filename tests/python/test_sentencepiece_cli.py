@@ -234,3 +234,111 @@ def test_option_mistakes_are_usage_errors(tmp_path):
         result = run("train", "--train-src", EN, "--train-tgt", DE, "--out",
                      tmp_path / "m.safetensors", *args)
         assert result.returncode == 2 and message in result.stderr.decode(), result.stderr
+
+
+# ---- subword regularisation (--spm-alpha) ----------------------------------------------------
+
+def step_log(path):
+    return [event for event in map(json.loads, path.read_text().splitlines())
+            if event["event"] == "step"]
+
+
+def sampled_run(tmp_path, name, *flags, threads=1, steps=24):
+    """24 updates of batches of 256 tokens: more than one epoch of the 44 pairs, so
+    segmentations are drawn for several epochs."""
+    log = tmp_path / f"{name}.jsonl"
+    ok(run("train", "--train-src", EN, "--train-tgt", DE, *TINY_TRANSFORMER_D16,
+           "--src-tokens", "spm:200", "--tgt-tokens", "spm-bpe:200", "--batch-tokens", "256",
+           # A schedule of the update count alone, so that a run stopped early and resumed
+           # follows the same rates as the whole run.
+           "--schedule", "inverse-sqrt", "--warmup", "5",
+           "--max-steps", str(steps), "--threads", str(threads), "--no-valid", "--seed", "3",
+           "--out", tmp_path / f"{name}.safetensors", "--log", log, *flags))
+    return step_log(log)
+
+
+def test_spm_alpha_samples_anew_each_epoch_reproducibly(tmp_path):
+    best = sampled_run(tmp_path, "best")
+    one = sampled_run(tmp_path, "one", "--spm-alpha", "0.1")
+    two = sampled_run(tmp_path, "two", "--spm-alpha", "0.1", threads=2)
+    # The target tokens of each update count the sampled segmentations: they differ from the
+    # best segmentation's, and the thread count changes none of them.
+    assert [e["tokens"] for e in one] != [e["tokens"] for e in best]
+    assert [e["tokens"] for e in one] == [e["tokens"] for e in two]
+    assert {e["epoch"] for e in one} != {0}, "the run must cross an epoch"
+    # The model file carries the tokenizers it learned, unchanged by sampling: translating
+    # reads the best segmentation, as spm_encode gives it.
+    for side in ("attn_src_tokenizer", "attn_tgt_tokenizer"):
+        assert (tokenizer_json(tmp_path / "one.safetensors", side)
+                == tokenizer_json(tmp_path / "best.safetensors", side))
+    bundle = attn.Bundle(str(tmp_path / "one.safetensors"))
+    model = stored_model(tmp_path / "one.safetensors", "attn_src_tokenizer", tmp_path / "s.model")
+    assert ([bundle.source_tokenizer.encode(line) for line in lines(EN)]
+            == spm_ids(model, EN.read_text(encoding="utf-8")))
+    sources = "\n".join(lines(EN)[:3]).encode("utf-8") + b"\n"
+    translate = ("translate", "--model", tmp_path / "one.safetensors", "--beam", "2")
+    assert ok(run(*translate, stdin=sources)) == ok(run(*translate, stdin=sources))
+
+
+def test_spm_alpha_resumes_bit_for_bit(tmp_path):
+    whole = sampled_run(tmp_path, "whole", "--spm-alpha", "0.2", "--spm-nbest", "16")
+    first = sampled_run(tmp_path, "part", "--spm-alpha", "0.2", "--spm-nbest", "16", steps=20)
+    log = tmp_path / "part.jsonl"
+    ok(run("train", "--resume", tmp_path / "part.last.safetensors", "--train-src", EN,
+           "--train-tgt", DE, "--max-steps", "24", "--threads", "1", "--no-valid",
+           "--out", tmp_path / "part.safetensors", "--log", log))
+    resumed = step_log(log)
+    # Stopped in the second epoch, so the resumed run samples that epoch again from its seed.
+    assert first[-1]["epoch"] == 1 and first[0]["epoch"] == 0
+    assert len(first) == 20 and len(resumed) == 24
+    assert ([(e["step"], e["tokens"], e["train_loss"]) for e in resumed]
+            == [(e["step"], e["tokens"], e["train_loss"]) for e in whole])
+    # Another alpha is another run.
+    result = run("train", "--resume", tmp_path / "part.last.safetensors", "--train-src", EN,
+                 "--train-tgt", DE, "--max-steps", "26", "--threads", "1", "--no-valid",
+                 "--out", tmp_path / "part.safetensors", "--spm-alpha", "0.3")
+    assert result.returncode != 0 and "spm_alpha" in result.stderr.decode(), result.stderr
+
+
+def test_spm_alpha_samples_a_classifiers_text(tmp_path):
+    labelled = tmp_path / "labelled.tsv"
+    labelled.write_text("".join(f"{'ab'[i % 2]}\t{line}\n" for i, line in enumerate(lines(EN))),
+                        encoding="utf-8")
+    result = run("train", "--task", "classify", "--train", labelled, "--src-tokens", "spm:150",
+                 *TINY_TRANSFORMER_D16, "--max-steps", "3", "--threads", "1", "--no-valid",
+                 "--out", tmp_path / "c.safetensors", "--spm-alpha", "0.1")
+    assert result.returncode == 0, result.stderr.decode()
+    assert "samples the source segmentations" in result.stderr.decode()
+
+
+def test_spm_alpha_mistakes_are_refused(tmp_path):
+    common = ["train", "--train-src", EN, "--train-tgt", DE, "--out", tmp_path / "m.safetensors",
+              "--max-steps", "1"]
+    for args, message in (
+            (["--spm-alpha", "0", "--src-tokens", "spm:100"], "must be in (0, 1]"),
+            (["--spm-alpha", "-1", "--src-tokens", "spm:100"], "must be in (0, 1]"),
+            (["--spm-alpha", "2", "--src-tokens", "spm:100"], "must be in (0, 1]"),
+            (["--spm-alpha", "nan", "--src-tokens", "spm:100"], "--spm-alpha"),
+            (["--spm-alpha", "abc", "--src-tokens", "spm:100"], "--spm-alpha"),
+            (["--spm-alpha", "0.1", "--spm-nbest", "1", "--src-tokens", "spm:100"],
+             "--spm-nbest 1 must be -1"),
+            (["--spm-alpha", "0.1", "--spm-nbest", "513", "--src-tokens", "spm:100"],
+             "--spm-nbest 513"),
+            (["--spm-nbest", "8", "--src-tokens", "spm:100"], "give --spm-alpha too"),
+            (["--spm-alpha", "0.1"], "source tokens are char and the target tokens char"),
+            (["--spm-alpha", "0.1", "--src-tokens", "bpe:50", "--tgt-tokens", "word"],
+             "source tokens are bpe:50 and the target tokens word"),
+    ):
+        result = run(*common, *args)
+        assert result.returncode == 2, (args, result.stderr.decode())
+        assert message in result.stderr.decode(), (args, result.stderr.decode())
+    lm = run("train", "--task", "lm", "--train", EN, "--tgt-tokens", "spm:100", "--spm-alpha",
+             "0.1", "--out", tmp_path / "lm.safetensors", "--max-steps", "1")
+    assert lm.returncode == 2 and "not there yet for --task lm" in lm.stderr.decode()
+    # A SentencePiece word model has no segmentations to sample.
+    words = tmp_path / "words"
+    spm("spm_train", f"--input={EN}", f"--model_prefix={words}", "--vocab_size=100",
+        "--model_type=word", stdin="")
+    result = run(*common, "--spm-alpha", "0.1", "--src-spm", f"{words}.model")
+    assert result.returncode == 2, result.stderr.decode()
+    assert "SentencePiece unigram or BPE model" in result.stderr.decode()
