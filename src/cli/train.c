@@ -479,11 +479,9 @@ int attn_cmd_train(int argc, char **argv)
             const int64_t batch_tokens = train_args_given(&a, "--batch-tokens")
                                              ? a.batch_tokens
                                              : train_default_batch_tokens(corpus_tokens(train));
-            attn_batcher *counting = NULL;
-            attn_batcher_config in_order = {batch_tokens, 0, 0};
-            TRY(attn_batcher_create(train, &in_order, &counting));
-            int64_t batches = attn_batcher_num_batches(counting);
-            attn_batcher_destroy(counting);
+            int64_t batches = 0;
+            TRY(train_count_batches(&a, train, batch_tokens, src_tok,
+                                    a.teacher != NULL ? NULL : tgt_tok, &batches));
             /* The Noam schedule scales by the model's width: the rnn's is its hidden size. */
             int64_t width = described.arch == ATTN_ARCH_RNN ? described.hidden : described.d_model;
             TRY(train_options_for_new_run(&a, width, batch_tokens, batches, &o));

@@ -665,8 +665,27 @@ int64_t train_default_batch_tokens(int64_t training_tokens)
     return tokens < 512 ? 512 : tokens > 4096 ? 4096 : tokens;
 }
 
+attn_status train_count_batches(const train_args *a, const attn_corpus *train,
+                                int64_t batch_tokens, const attn_tokenizer *source,
+                                const attn_tokenizer *target, int64_t *batches)
+{
+    attn_batcher *counting = NULL;
+    attn_batcher_config in_order = {batch_tokens, 0, 0};
+    attn_status status = attn_batcher_create(train, &in_order, &counting);
+    const attn_tokenizer *sources = attn_tokenizer_can_sample(source) ? source : NULL;
+    const attn_tokenizer *targets = attn_tokenizer_can_sample(target) ? target : NULL;
+    /* Samples are longer than the best segmentation (by 2% to 74% on the Bible, as alpha
+     * goes from 0.5 to 0.1): a schedule planned over epochs counts their batches. */
+    if (status == ATTN_OK && a->spm_alpha > 0.0 && (sources != NULL || targets != NULL))
+        status = attn_batcher_sample_subwords(counting, sources, targets, a->spm_alpha,
+                                              a->spm_nbest);
+    *batches = attn_batcher_num_batches(counting);
+    attn_batcher_destroy(counting);
+    return status;
+}
+
 attn_status train_options_for_corpus(const train_args *a, const attn_corpus *train, int64_t width,
-                                     attn_trainer_options *o)
+                                     const char *tokenizer_json, attn_trainer_options *o)
 {
     int64_t tokens = 0;
     for (int64_t i = 0; i < attn_corpus_size(train); i++) {
@@ -679,13 +698,16 @@ attn_status train_options_for_corpus(const train_args *a, const attn_corpus *tra
     const int64_t batch_tokens = train_args_given(a, "--batch-tokens")
                                      ? a->batch_tokens
                                      : train_default_batch_tokens(tokens);
-    attn_batcher *counting = NULL;
-    attn_batcher_config in_order = {batch_tokens, 0, 0};
-    const attn_status status = attn_batcher_create(train, &in_order, &counting);
+    attn_tokenizer *tokenizer = NULL;
+    int64_t batches = 0;
+    attn_status status = ATTN_OK;
+    if (a->spm_alpha > 0.0 && tokenizer_json != NULL)
+        status = attn_tokenizer_from_json(tokenizer_json, &tokenizer);
+    if (status == ATTN_OK)
+        status = train_count_batches(a, train, batch_tokens, tokenizer, NULL, &batches);
+    attn_tokenizer_destroy(tokenizer);
     if (status != ATTN_OK)
         return status;
-    const int64_t batches = attn_batcher_num_batches(counting);
-    attn_batcher_destroy(counting);
     return train_options_for_new_run(a, width, batch_tokens, batches, o);
 }
 

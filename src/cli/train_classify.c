@@ -291,8 +291,8 @@ int train_classify_prepare(const train_args *a, const attn_model_config *describ
     }
     if (code != 0)
         return code;
-    if (train_options_for_corpus(a, d->train, attn_model_get_config(*model)->d_model, o) !=
-        ATTN_OK)
+    if (train_options_for_corpus(a, d->train, attn_model_get_config(*model)->d_model,
+                                 d->tokenizer_json, o) != ATTN_OK)
         return library_failure();
     if (a->init != NULL) {
         fprintf(stderr, "attn train: the encoder and its tokenizer come from --init %s; %s\n",

@@ -108,6 +108,7 @@ int train_mlm_prepare(const train_args *a, const attn_model_config *described,
         return code;
     if (attn_model_create(&c, model) != ATTN_OK || attn_model_init(*model, (uint64_t)a->seed) != ATTN_OK)
         return library_failure();
-    return train_options_for_corpus(a, d->train, c.d_model, o) == ATTN_OK ? 0
-                                                                           : library_failure();
+    return train_options_for_corpus(a, d->train, c.d_model, d->tokenizer_json, o) == ATTN_OK
+               ? 0
+               : library_failure();
 }

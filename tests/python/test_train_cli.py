@@ -664,7 +664,7 @@ def test_help_lists_every_flag():
                  "--ffn", "--dropout", "--label-smoothing", "--lr", "--warmup", "--batch-tokens",
                  "--epochs", "--max-steps", "--time-limit", "--seed", "--threads", "--config",
                  "--resume", "--train-src", "--train-tgt", "--hidden", "--embedding-dim",
-                 "--attention-dim"]:
+                 "--attention-dim", "--spm-alpha", "--spm-nbest"]:
         assert flag + " " in text, flag
     for flag in ["--bidirectional", "--no-bidirectional", "--input-feeding", "--reverse-source"]:
         assert flag in text, flag
