@@ -66,6 +66,16 @@ static void test_without_the_library(void)
     CHECK(tokenizer == NULL, "no tokenizer");
     free(model);
     CHECK(!attn_tokenizer_can_sample(NULL), "nothing samples");
+    /* Subword sampling is SentencePiece's: other tokenizers are refused the same way here. */
+    attn_tokenizer *chars = NULL;
+    CHECK_OK(attn_tokenizer_config_parse("char", &config));
+    CHECK_OK(attn_tokenizer_train(&config, lines, N_LINES, &chars));
+    CHECK(!attn_tokenizer_can_sample(chars), "characters do not sample");
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    CHECK_FAILS(attn_tokenizer_encode_sampled(chars, lines[0], 0.1, -1, 1, &ids, &n),
+                ATTN_ERR_INVALID_ARGUMENT);
+    attn_tokenizer_destroy(chars);
 }
 
 /* Encodes and decodes each line: a learned model's NFKC leaves these lines as they are. */
