@@ -105,12 +105,11 @@ attn_status train_options_for_new_run(const train_args *a, int64_t width, int64_
  * tokens (a label is one token of the budget). */
 /* The batches of batch_tokens in an epoch of train: with --spm-alpha, of segmentations sampled
  * by the sides' tokenizers that can (either may be NULL), as training will cut them. */
-attn_status train_count_batches(const train_args *a, const attn_corpus *train,
-                                int64_t batch_tokens, const attn_tokenizer *source,
-                                const attn_tokenizer *target, int64_t *batches);
+attn_status train_count_batches(const train_args *a, const attn_corpus *train, int64_t batch_tokens,
+                                const attn_tokenizer *source, const attn_tokenizer *target,
+                                int64_t *batches);
 attn_status train_options_for_corpus(const train_args *a, const attn_corpus *train, int64_t width,
-                                     const char *tokenizer_json,
-                                     attn_trainer_options *o);
+                                     const char *tokenizer_json, attn_trainer_options *o);
 
 /* --beta1, --beta2 and --eps over o->adam, those given. */
 void train_adam_flags(const train_args *a, attn_trainer_options *o);

@@ -665,9 +665,9 @@ int64_t train_default_batch_tokens(int64_t training_tokens)
     return tokens < 512 ? 512 : tokens > 4096 ? 4096 : tokens;
 }
 
-attn_status train_count_batches(const train_args *a, const attn_corpus *train,
-                                int64_t batch_tokens, const attn_tokenizer *source,
-                                const attn_tokenizer *target, int64_t *batches)
+attn_status train_count_batches(const train_args *a, const attn_corpus *train, int64_t batch_tokens,
+                                const attn_tokenizer *source, const attn_tokenizer *target,
+                                int64_t *batches)
 {
     attn_batcher *counting = NULL;
     attn_batcher_config in_order = {batch_tokens, 0, 0};
@@ -677,8 +677,8 @@ attn_status train_count_batches(const train_args *a, const attn_corpus *train,
     /* Samples are longer than the best segmentation (by 2% to 74% on the Bible, as alpha
      * goes from 0.5 to 0.1): a schedule planned over epochs counts their batches. */
     if (status == ATTN_OK && a->spm_alpha > 0.0 && (sources != NULL || targets != NULL))
-        status = attn_batcher_sample_subwords(counting, sources, targets, a->spm_alpha,
-                                              a->spm_nbest);
+        status =
+            attn_batcher_sample_subwords(counting, sources, targets, a->spm_alpha, a->spm_nbest);
     *batches = attn_batcher_num_batches(counting);
     attn_batcher_destroy(counting);
     return status;

@@ -49,6 +49,13 @@ struct attn_batcher {
     int64_t *sampled_start[2];
     int32_t longest[2];
     int64_t sampled_epoch;
+    /* The epoch sampled before it, in the same form with its lengths (kept_epoch -1: none):
+     * the trainer's look-ahead over an update's batches crosses an epoch's end and seeks
+     * back, which would otherwise sample both epochs again. */
+    id_buffer kept_sampled[2];
+    int64_t *kept_start[2];
+    int32_t *kept_length[2];
+    int64_t kept_epoch;
 
     attn_batch batch;
     int64_t source_capacity, target_capacity, rows_capacity, mlm_capacity;
@@ -95,6 +102,27 @@ static void pair_ids(const attn_batcher *b, int side, int64_t pair, const int32_
         attn_corpus_target_ids(b->corpus, pair, ids, length);
 }
 
+/* Exchanges the current epoch's samples and lengths with the kept ones. */
+static void swap_samples(attn_batcher *b)
+{
+    for (int side = 0; side < 2; side++) {
+        const id_buffer ids = b->sampled[side];
+        b->sampled[side] = b->kept_sampled[side];
+        b->kept_sampled[side] = ids;
+        int64_t *const start = b->sampled_start[side];
+        b->sampled_start[side] = b->kept_start[side];
+        b->kept_start[side] = start;
+    }
+    int32_t *const source = b->source_len, *const target = b->target_len;
+    b->source_len = b->kept_length[0];
+    b->target_len = b->kept_length[1];
+    b->kept_length[0] = source;
+    b->kept_length[1] = target;
+    const int64_t epoch = b->sampled_epoch;
+    b->sampled_epoch = b->kept_epoch;
+    b->kept_epoch = epoch;
+}
+
 /* Samples every pair's segmentation of epoch `epoch` on each side that has a tokenizer, and
  * sets the lengths the plan sorts by. Runs on the calling thread in pair order, each sentence
  * seeded alone, so the threads of the program change nothing. */
@@ -102,6 +130,12 @@ static attn_status sample_epoch(attn_batcher *b, int64_t epoch)
 {
     if (b->spm_alpha <= 0.0 || b->sampled_epoch == epoch)
         return ATTN_OK;
+    if (b->kept_epoch == epoch || b->sampled_epoch >= 0) {
+        /* Back to the kept epoch, or keep this one and sample into the other buffers. */
+        swap_samples(b);
+        if (b->sampled_epoch == epoch)
+            return ATTN_OK;
+    }
     b->sampled_epoch = -1;
     const attn_tokenizer *const *tokenizers = b->sampler;
     const char *const *const texts[2] = {attn_corpus_sources(b->corpus),
@@ -233,6 +267,7 @@ attn_status attn_batcher_create(const attn_corpus *corpus, const attn_batcher_co
     b->config = *config;
     b->corpus = corpus;
     b->sampled_epoch = -1;
+    b->kept_epoch = -1;
     b->count = count;
     size_t n = (size_t)count + 1;
     b->source_len = malloc(n * sizeof *b->source_len);
@@ -328,6 +363,9 @@ void attn_batcher_destroy(attn_batcher *batcher)
     for (int side = 0; side < 2; side++) {
         id_buffer_free(&batcher->sampled[side]);
         free(batcher->sampled_start[side]);
+        id_buffer_free(&batcher->kept_sampled[side]);
+        free(batcher->kept_start[side]);
+        free(batcher->kept_length[side]);
     }
     free(batcher);
 }
@@ -492,8 +530,7 @@ attn_status attn_batcher_seek(attn_batcher *batcher, int64_t epoch, int64_t batc
 }
 
 attn_status attn_batcher_sample_subwords(attn_batcher *batcher, const attn_tokenizer *source,
-                                         const attn_tokenizer *target, double alpha,
-                                         int64_t nbest)
+                                         const attn_tokenizer *target, double alpha, int64_t nbest)
 {
     static const char fn[] = "attn_batcher_sample_subwords";
     ATTN_CHECK_NOT_NULL(batcher);
@@ -502,6 +539,7 @@ attn_status attn_batcher_sample_subwords(attn_batcher *batcher, const attn_token
                    "%s: a token stream's windows are cut from one tokenization: nothing to "
                    "sample",
                    fn);
+    ATTN_CHECK_ARG(b->spm_alpha == 0.0, "%s: the batcher samples already", fn);
     ATTN_CHECK_ARG(alpha > 0.0 && alpha <= 1.0, "%s: alpha must be in (0, 1], got %g", fn, alpha);
     ATTN_CHECK_ARG(nbest == -1 || (nbest >= 2 && nbest <= ATTN_SPM_MAX_NBEST),
                    "%s: nbest must be -1 (every segmentation) or in [2, %d], got %lld", fn,
@@ -520,17 +558,32 @@ attn_status attn_batcher_sample_subwords(attn_batcher *batcher, const attn_token
                              "regularisation needs a SentencePiece unigram or BPE model",
                              fn, side == 0 ? "source" : "target",
                              attn_tokenizer_kind_name(attn_tokenizer_get_kind(samplers[side])));
-    for (int side = 0; side < 2; side++)
-        if (samplers[side] != NULL && b->sampled_start[side] == NULL &&
-            (b->sampled_start[side] = malloc((size_t)b->count * sizeof *b->sampled_start[side])) ==
-                NULL)
+    const size_t n = (size_t)b->count;
+    for (int side = 0; side < 2; side++) {
+        if (b->kept_length[side] == NULL) {
+            /* The corpus's lengths: a side that does not sample keeps them in both slots. */
+            if ((b->kept_length[side] = malloc((n + 1) * sizeof *b->kept_length[side])) == NULL)
+                return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld pairs", fn,
+                                 (long long)b->count);
+            memcpy(b->kept_length[side], side == 0 ? b->source_len : b->target_len,
+                   n * sizeof *b->kept_length[side]);
+        }
+        if (samplers[side] == NULL)
+            continue;
+        if (b->sampled_start[side] == NULL)
+            b->sampled_start[side] = malloc(n * sizeof *b->sampled_start[side]);
+        if (b->kept_start[side] == NULL)
+            b->kept_start[side] = malloc(n * sizeof *b->kept_start[side]);
+        if (b->sampled_start[side] == NULL || b->kept_start[side] == NULL)
             return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld pairs", fn,
                              (long long)b->count);
+    }
     for (int side = 0; side < 2; side++)
         b->sampler[side] = samplers[side];
     b->spm_alpha = alpha;
     b->spm_nbest = nbest;
     b->sampled_epoch = -1;
+    b->kept_epoch = -1;
     /* The current epoch's plan, now of sampled lengths; next() makes it again should this
      * sampling fail part way. */
     const int64_t index = b->index;

@@ -494,8 +494,8 @@ int attn_tokenizer_can_sample(const attn_tokenizer *tokenizer)
 }
 
 attn_status attn_tokenizer_encode_sampled(const attn_tokenizer *tokenizer, const char *text,
-                                          double alpha, int64_t nbest, uint64_t seed,
-                                          int32_t **ids, int64_t *n_ids)
+                                          double alpha, int64_t nbest, uint64_t seed, int32_t **ids,
+                                          int64_t *n_ids)
 {
     static const char fn[] = "attn_tokenizer_encode_sampled";
     ATTN_CHECK_NOT_NULL(ids);
@@ -510,8 +510,8 @@ attn_status attn_tokenizer_encode_sampled(const attn_tokenizer *tokenizer, const
                    ATTN_SPM_MAX_NBEST, (long long)nbest);
     if (tokenizer->config.kind != ATTN_TOKENIZER_SPM)
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
-                         "%s: only SentencePiece tokenizers sample segmentations, not a %s one",
-                         fn, attn_tokenizer_kind_name(tokenizer->config.kind));
+                         "%s: only SentencePiece tokenizers sample segmentations, not a %s one", fn,
+                         attn_tokenizer_kind_name(tokenizer->config.kind));
     const size_t size = strlen(text);
     const size_t bad = utf8_first_invalid(text, size);
     if (bad != size)

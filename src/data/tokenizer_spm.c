@@ -203,8 +203,7 @@ attn_status spm_tokenizer_encode_append(const spm_tokenizer *spm, const char *te
 }
 
 attn_status spm_tokenizer_sample_append(const spm_tokenizer *spm, const char *text, size_t size,
-                                        double alpha, int64_t nbest, uint64_t seed,
-                                        id_buffer *out)
+                                        double alpha, int64_t nbest, uint64_t seed, id_buffer *out)
 {
     char error[512] = "";
     int32_t *ids = NULL;

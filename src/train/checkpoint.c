@@ -407,7 +407,8 @@ static attn_status read_options(const json_reader *r, const cJSON *root, attn_tr
                          r->fn, r->path, o->spm_alpha);
     double nbest;
     ATTN_TRY(read_number_or(r, options, "spm_nbest", -1.0, &nbest));
-    if (!(nbest == -1.0 || (nbest >= 2.0 && nbest <= ATTN_SPM_MAX_NBEST && nbest == (int64_t)nbest)))
+    if (!(nbest == -1.0 ||
+          (nbest >= 2.0 && nbest <= ATTN_SPM_MAX_NBEST && nbest == (int64_t)nbest)))
         return attn_fail(ATTN_ERR_FORMAT,
                          "%s: %s: training state field \"spm_nbest\" must be -1 or a whole "
                          "number in [2, %d], got %g",
@@ -553,8 +554,8 @@ static attn_status compare_options(const json_reader *r, const attn_trainer *t,
     ATTN_TRY(compare_number(r, "ema (the smoothing rate)", s->ema, o->ema));
     ATTN_TRY(
         compare_number(r, "teacher_weight (0: no teachers)", s->teacher_weight, o->teacher_weight));
-    ATTN_TRY(compare_number(r, "spm_alpha (0: no subword regularisation)", s->spm_alpha,
-                            o->spm_alpha));
+    ATTN_TRY(
+        compare_number(r, "spm_alpha (0: no subword regularisation)", s->spm_alpha, o->spm_alpha));
     if (o->spm_alpha > 0.0)
         ATTN_TRY(compare_number(r, "spm_nbest", (double)s->spm_nbest, (double)o->spm_nbest));
     if (s->precision != o->precision)

@@ -255,8 +255,8 @@ static attn_status create_batchers(attn_trainer *t, const trainer_data *data)
     attn_batcher_config batching = {o->batch_tokens, o->seed, o->shuffle};
     ATTN_TRY(attn_batcher_create(data->train, &batching, &t->train_batches));
     if (o->spm_alpha > 0.0)
-        ATTN_TRY(attn_batcher_sample_subwords(t->train_batches, o->sample_source,
-                                              o->sample_target, o->spm_alpha, o->spm_nbest));
+        ATTN_TRY(attn_batcher_sample_subwords(t->train_batches, o->sample_source, o->sample_target,
+                                              o->spm_alpha, o->spm_nbest));
     if (data->valid != NULL) {
         attn_batcher_config in_order = {o->batch_tokens, o->seed, 0};
         ATTN_TRY(attn_batcher_create(data->valid, &in_order, &t->valid_batches));

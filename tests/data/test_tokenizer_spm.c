@@ -228,9 +228,8 @@ typedef struct sample_job {
 static void *sample_in_thread(void *arg)
 {
     sample_job *job = arg;
-    job->status =
-        attn_tokenizer_encode_sampled(job->tokenizer, job->text, 0.1, -1, job->seed, &job->ids,
-                                      &job->n);
+    job->status = attn_tokenizer_encode_sampled(job->tokenizer, job->text, 0.1, -1, job->seed,
+                                                &job->ids, &job->n);
     return NULL;
 }
 
@@ -246,8 +245,8 @@ static void check_sampling(const attn_tokenizer *tokenizer, int64_t nbest)
         for (uint64_t seed = 1; seed <= 8; seed++) {
             int32_t *ids = NULL, *again = NULL;
             int64_t n = 0, n_again = 0;
-            CHECK_OK(attn_tokenizer_encode_sampled(tokenizer, lines[i], 0.1, nbest, seed, &ids,
-                                                   &n));
+            CHECK_OK(
+                attn_tokenizer_encode_sampled(tokenizer, lines[i], 0.1, nbest, seed, &ids, &n));
             char *text = NULL;
             CHECK_OK(attn_tokenizer_decode(tokenizer, ids, n, &text));
             CHECK(text != NULL && strcmp(text, lines[i]) == 0, "line %lld seed %llu: '%s'",
@@ -435,6 +434,30 @@ static void test_batcher_samples_each_epoch(void)
     CHECK_OK(attn_set_num_threads(1));
     read_epochs(best, 0, 4, &fixed);
 
+    /* The trainer's look-ahead: the last batch of an epoch, over the edge and back. */
+    const int64_t last = attn_batcher_num_batches(batcher) - 1;
+    for (int round = 0; round < 2; round++) {
+        CHECK_OK(attn_batcher_seek(batcher, 2, last));
+        const attn_batch *batch = NULL;
+        CHECK_OK(attn_batcher_next(batcher, &batch));
+        CHECK_OK(attn_batcher_next(batcher, &batch)); /* epoch 3's first */
+        CHECK(batch != NULL && batch->epoch == 3, "over the edge");
+        for (int64_t r = 0; batch != NULL && r < batch->size; r++) {
+            const int64_t pair = batch->pairs[r];
+            CHECK(same_ids(batch->source + r * batch->source_len, batch->source_lengths[r],
+                           first.rows[3][pair][0], first.lengths[3][pair][0]),
+                  "round %d pair %lld: epoch 3 samples as before", round, (long long)pair);
+        }
+        CHECK_OK(attn_batcher_seek(batcher, 2, last));
+        CHECK_OK(attn_batcher_next(batcher, &batch));
+        for (int64_t r = 0; batch != NULL && r < batch->size; r++) {
+            const int64_t pair = batch->pairs[r];
+            CHECK(same_ids(batch->target + r * batch->target_len, batch->target_lengths[r],
+                           first.rows[2][pair][1], first.lengths[2][pair][1]),
+                  "round %d pair %lld: back in epoch 2, its samples", round, (long long)pair);
+        }
+    }
+
     int changed = 0, differs_from_best = 0;
     for (int64_t i = 0; i < N_LINES; i++) {
         const int32_t *corpus_ids[2];
@@ -458,8 +481,8 @@ static void test_batcher_samples_each_epoch(void)
                       (long long)i, side, e);
                 if (e >= 1 && e <= 2)
                     CHECK(same_ids(ids, n, again.rows[e][i][side], again.lengths[e][i][side]),
-                          "pair %lld side %d epoch %d: seeking back samples the same",
-                          (long long)i, side, e);
+                          "pair %lld side %d epoch %d: seeking back samples the same", (long long)i,
+                          side, e);
                 CHECK(same_ids(fixed.rows[e][i][side], fixed.lengths[e][i][side], corpus_ids[side],
                                corpus_lengths[side]),
                       "without sampling every epoch reads the best segmentation");

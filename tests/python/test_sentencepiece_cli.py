@@ -280,22 +280,26 @@ def test_spm_alpha_samples_anew_each_epoch_reproducibly(tmp_path):
     assert ok(run(*translate, stdin=sources)) == ok(run(*translate, stdin=sources))
 
 
-def test_spm_alpha_resumes_bit_for_bit(tmp_path):
-    whole = sampled_run(tmp_path, "whole", "--spm-alpha", "0.2", "--spm-nbest", "16")
-    first = sampled_run(tmp_path, "part", "--spm-alpha", "0.2", "--spm-nbest", "16", steps=20)
+@pytest.mark.parametrize("accumulate, stop, steps", [(1, 20, 24), (2, 10, 14)])
+def test_spm_alpha_resumes_bit_for_bit(tmp_path, accumulate, stop, steps):
+    """With --accumulate 2 the trainer looks ahead over each update's batches, across an
+    epoch's end and back."""
+    flags = ("--spm-alpha", "0.2", "--spm-nbest", "16", "--accumulate", str(accumulate))
+    whole = sampled_run(tmp_path, "whole", *flags, steps=steps)
+    first = sampled_run(tmp_path, "part", *flags, steps=stop)
     log = tmp_path / "part.jsonl"
     ok(run("train", "--resume", tmp_path / "part.last.safetensors", "--train-src", EN,
-           "--train-tgt", DE, "--max-steps", "24", "--threads", "1", "--no-valid",
+           "--train-tgt", DE, "--max-steps", str(steps), "--threads", "1", "--no-valid",
            "--out", tmp_path / "part.safetensors", "--log", log))
     resumed = step_log(log)
     # Stopped in the second epoch, so the resumed run samples that epoch again from its seed.
     assert first[-1]["epoch"] == 1 and first[0]["epoch"] == 0
-    assert len(first) == 20 and len(resumed) == 24
+    assert len(first) == stop and len(resumed) == steps
     assert ([(e["step"], e["tokens"], e["train_loss"]) for e in resumed]
             == [(e["step"], e["tokens"], e["train_loss"]) for e in whole])
     # Another alpha is another run.
     result = run("train", "--resume", tmp_path / "part.last.safetensors", "--train-src", EN,
-                 "--train-tgt", DE, "--max-steps", "26", "--threads", "1", "--no-valid",
+                 "--train-tgt", DE, "--max-steps", str(steps + 2), "--threads", "1", "--no-valid",
                  "--out", tmp_path / "part.safetensors", "--spm-alpha", "0.3")
     assert result.returncode != 0 and "spm_alpha" in result.stderr.decode(), result.stderr
 
