@@ -27,7 +27,7 @@ attn_status attn_bundle_classify(attn_bundle *bundle, int64_t n, const int32_t *
     ATTN_CHECK_NOT_NULL(counts);
     ATTN_CHECK_NOT_NULL(probabilities);
     const attn_model_config *c = attn_bundle_config(bundle);
-    const int64_t limit = c->max_len - (c->pooling == ATTN_POOLING_CLS ? 1 : 0);
+    const int64_t limit = attn_bundle_source_limit(bundle);
     int64_t longest = 0;
     for (int64_t i = 0; i < n; i++) {
         ATTN_CHECK_ARG(ids[i] != NULL && counts[i] >= 1 && counts[i] <= limit,
