@@ -113,29 +113,46 @@ def test_viz_draws_the_pooling_and_refuses_the_encoder(model, tmp_path):
     assert "no self-attention" in message and "--kind pooling" in message, message
 
 
-def test_serve_classifies_and_shows_the_pooling(model):
+@pytest.fixture(scope="module")
+def server(model):
     from test_serve import Server
+    s = Server(model[0], "--max-batch", "8", "--max-wait", "30")
+    yield s
+    assert s.stop() == 0
+
+
+def test_serve_classifies_and_shows_the_pooling(model, server):
     out, _, _ = model
-    server = Server(out, "--max-batch", "8", "--max-wait", "30")
-    try:
-        texts = ["ddadd", "cbd", "ghe"]
-        status, answer = server.request("POST", "/v1/classify", {"text": texts})
-        assert status == 200, answer
-        expected = classify(out, texts)
-        assert [r["label"] for r in answer["results"]] == [e["label"] for e in expected]
-        status, pooling = server.request("POST", "/v1/attention", {"text": "ddadd"})
-        assert status == 200 and pooling["kind"] == "pooling", pooling
-        assert pooling["columns"] == list("ddadd")
-        weights = pooling["weights"][0]
-        assert max(range(5), key=lambda i: weights[i]) == 2, weights
-        status, answer = server.request("POST", "/v1/attention",
-                                        {"text": "ddadd", "kind": "encoder"})
-        assert status == 400 and "no self-attention" in answer["error"], answer
-        status, described = server.request("GET", "/v1/model")
-        assert status == 200 and described["architecture"] == "rnn_classifier"
-        assert described["classes"] == ["alpha", "bravo", "charlie", "none"]
-    finally:
-        assert server.stop() == 0
+    texts = ["ddadd", "cbd", "ghe"]
+    status, answer = server.request("POST", "/v1/classify", {"text": texts})
+    assert status == 200, answer
+    expected = classify(out, texts)
+    assert [r["label"] for r in answer["results"]] == [e["label"] for e in expected]
+    status, pooling = server.request("POST", "/v1/attention", {"text": "ddadd"})
+    assert status == 200 and pooling["kind"] == "pooling", pooling
+    assert pooling["columns"] == list("ddadd")
+    weights = pooling["weights"][0]
+    assert max(range(5), key=lambda i: weights[i]) == 2, weights
+    status, answer = server.request("POST", "/v1/attention",
+                                    {"text": "ddadd", "kind": "encoder"})
+    assert status == 400 and "no self-attention" in answer["error"], answer
+    status, described = server.request("GET", "/v1/model")
+    assert status == 200 and described["architecture"] == "rnn_classifier"
+    assert described["classes"] == ["alpha", "bravo", "charlie", "none"]
+
+
+def test_the_page_shows_the_pooling(server, tmp_path):
+    from test_serve_page import CHROMIUM, open_page
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    status, answer = server.request("POST", "/v1/attention", {"text": "dbdd"})
+    assert status == 200, answer
+    dom = open_page(tmp_path, server.port, text="dbdd", kind="pooling")
+    assert dom.state == "ready", dom.error
+    assert dom.translation == f"{answer['label']} ({answer['probability']:.2f})"
+    assert len(dom.cells) == 4
+    for (i, j), weight in dom.cells.items():
+        assert i == 0 and weight == pytest.approx(answer["weights"][0][j], abs=1e-5)
 
 
 def test_config_file_resume_and_bf16(data, tmp_path):
