@@ -2,7 +2,7 @@
  * attention): config JSON, parameter names, loss gradients against finite differences (GRU and
  * LSTM, bidirectional, padded batches, both poolings, dropout), the pooling weights and logits
  * against a double recomputation from the encoder's states, a saved and loaded model giving the
- * same logits, bf16 inference, and the calls a recurrent classifier refuses. Learnability is in
+ * same logits, bf16 and int8 inference, and the calls a recurrent classifier refuses. Learnability is in
  * tests/train/test_rnn_classifier_learn.c, PyTorch parity in
  * tests/python/test_rnn_classifier_torch.py. */
 #include "../autodiff/autodiff_testing.h"
@@ -350,6 +350,25 @@ static void test_save_and_load_classify_identically(void)
     float *low = logits_of(loaded, &n2);
     CHECK(test_max_abs_diff(before, low, n1) <= 0.05 * fmax(1.0, test_max_abs(before, n1)),
           "bf16 logits within %.3g of fp32's", test_max_abs_diff(before, low, n1));
+
+    /* int8 (attn quantize): its file gives the model that wrote it, bit for bit. */
+    CHECK_OK(attn_model_set_precision(m, ATTN_PRECISION_INT8));
+    const char *int8_path = test_scratch_path("rnn_classifier_int8.safetensors");
+    CHECK_OK(attn_model_save(m, int8_path, NULL, 0));
+    attn_model *int8 = NULL;
+    CHECK_OK(attn_model_load(int8_path, &int8));
+    if (int8 != NULL) {
+        size_t n3, n4;
+        float *written = logits_of(m, &n3), *read = logits_of(int8, &n4);
+        CHECK(attn_model_precision(int8) == ATTN_PRECISION_INT8 && n3 == n1 && n3 == n4 &&
+                  memcmp(written, read, n3 * sizeof(float)) == 0,
+              "an int8 file classifies as the model that wrote it");
+        CHECK(test_max_abs_diff(before, read, n1) <= 0.1 * fmax(1.0, test_max_abs(before, n1)),
+              "int8 logits within %.3g of fp32's", test_max_abs_diff(before, read, n1));
+        free(written);
+        free(read);
+        attn_model_destroy(int8);
+    }
     free(before);
     free(after);
     free(low);
