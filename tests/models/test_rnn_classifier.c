@@ -2,8 +2,8 @@
  * attention): config JSON, parameter names, loss gradients against finite differences (GRU and
  * LSTM, bidirectional, padded batches, both poolings, dropout), the pooling weights and logits
  * against a double recomputation from the encoder's states, a saved and loaded model giving the
- * same logits, bf16 and int8 inference, and the calls a recurrent classifier refuses. Learnability is in
- * tests/train/test_rnn_classifier_learn.c, PyTorch parity in
+ * same logits, bf16 and int8 inference, and the calls a recurrent classifier refuses.
+ * Learnability is in tests/train/test_rnn_classifier_learn.c, PyTorch parity in
  * tests/python/test_rnn_classifier_torch.py. */
 #include "../autodiff/autodiff_testing.h"
 #include "models_testing.h"
