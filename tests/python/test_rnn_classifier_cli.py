@@ -155,7 +155,7 @@ def test_the_page_shows_the_pooling(server, tmp_path):
         assert i == 0 and weight == pytest.approx(answer["weights"][0][j], abs=1e-5)
 
 
-def test_config_file_resume_and_bf16(data, tmp_path):
+def test_config_file_resume_bf16_and_ema(data, tmp_path):
     folder, _, _ = data
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"version": 1, "arch": "rnn_classifier", "cell": "lstm",
@@ -164,9 +164,9 @@ def test_config_file_resume_and_bf16(data, tmp_path):
     out = tmp_path / "lstm.safetensors"
     r = run("train", "--task", "classify", "--train", folder / "train.tsv", "--out", out,
             "--config", config, "--max-steps", 6, "--checkpoint-every", 3, "--no-valid",
-            "--threads", 2, "--precision", "bf16")
+            "--threads", 2, "--precision", "bf16", "--ema", "1e-3")
     assert r.returncode == 0, r.stderr
-    assert "precision bf16" in r.stderr, r.stderr
+    assert "precision bf16" in r.stderr and "moving average (ema 0.001)" in r.stderr, r.stderr
     written = json.loads(metadata(out)["attn_config"])
     assert written["cell"] == "lstm" and written["pooling"] == "mean"
     r = run("train", "--task", "classify", "--train", folder / "train.tsv", "--out", out,
