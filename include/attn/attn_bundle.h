@@ -11,9 +11,9 @@
  * batch of them (attn_decode) and attn_bundle_text turns a hypothesis back into text.
  * Generating (a language model): attn_bundle_encode_prompt, attn_bundle_generate (sampling,
  * attn_generate) and attn_bundle_generated_text; attn_bundle_score_text gives perplexity.
- * Classifying (arch transformer_classifier, whose file holds the source tokenizer and the
- * class names under ATTN_LABELS_KEY instead of a target tokenizer): attn_bundle_encode, then
- * attn_bundle_classify, and attn_bundle_classes names the classes.
+ * Classifying (arch transformer_classifier or rnn_classifier, whose file holds the source
+ * tokenizer and the class names under ATTN_LABELS_KEY instead of a target tokenizer):
+ * attn_bundle_encode, then attn_bundle_classify, and attn_bundle_classes names the classes.
  * A bundle owns one graph for its searches: use a bundle from one thread at a time.
  */
 #ifndef ATTN_BUNDLE_H

@@ -1,5 +1,5 @@
-"""A text classifier written by `attn train --task classify` (arch transformer_classifier),
-loaded once through libattn (attn_bundle.h): texts in, class probabilities out.
+"""A text classifier written by `attn train --task classify` (arch transformer_classifier, or
+rnn_classifier with --arch rnn), loaded once through libattn (attn_bundle.h): texts in, class probabilities out.
 
     from attn import Classifier
     with Classifier("clf.safetensors") as clf:

@@ -54,7 +54,7 @@ static attn_status read_tokenizers(const attn_tensor_file *file, const char *fn,
 {
     const attn_model_arch arch = attn_model_get_config(b->model)->arch;
     const int language_model = arch == ATTN_ARCH_TRANSFORMER_LM;
-    const int classifier = arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER;
+    const int classifier = attn_model_arch_is_classifier(arch);
     /* A masked language model reads and predicts source text: it has no target side. */
     const int source_only = classifier || arch == ATTN_ARCH_TRANSFORMER_MLM;
     for (int side = 0; side < 2; side++) {
@@ -183,9 +183,9 @@ static attn_status require_encoder_decoder(const attn_bundle *bundle, const char
     if (arch == ATTN_ARCH_TRANSFORMER || arch == ATTN_ARCH_RNN)
         return ATTN_OK;
     /* Say what the model is for, so that the reader knows which command takes it. */
-    const char *what = arch == ATTN_ARCH_TRANSFORMER_LM ? "a language model (attn generate)"
-                       : arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER ? "a classifier (attn classify)"
-                                                                  : "an encoder alone";
+    const char *what = arch == ATTN_ARCH_TRANSFORMER_LM      ? "a language model (attn generate)"
+                       : attn_model_arch_is_classifier(arch) ? "a classifier (attn classify)"
+                                                             : "an encoder alone";
     return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
                      "%s: %s is not an encoder-decoder model (arch transformer or rnn) but %s",
                      fn, bundle->name, what);

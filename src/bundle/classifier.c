@@ -9,10 +9,11 @@
 attn_status attn_bundle_check_classifier(const attn_bundle *bundle)
 {
     ATTN_CHECK_NOT_NULL(bundle);
-    if (attn_bundle_config(bundle)->arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER)
+    if (!attn_model_arch_is_classifier(attn_bundle_config(bundle)->arch))
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
                          "attn_bundle_check_classifier: %s is not a text classifier (arch "
-                         "transformer_classifier, written by 'attn train --task classify')",
+                         "transformer_classifier or rnn_classifier, written by 'attn train "
+                         "--task classify')",
                          attn_bundle_name(bundle));
     return ATTN_OK;
 }

@@ -35,8 +35,8 @@ static const int format_values[] = {0, 1};
 
 static const cli_option classify_options[] = {
     {CLI_OPTION("--model", CLI_STRING, FIELD(model), "FILE",
-                "a classifier (arch transformer_classifier) with its tokenizer and class names, "
-                "as 'attn train --task classify' writes it")},
+                "a classifier (arch transformer_classifier or rnn_classifier) with its tokenizer "
+                "and class names, as 'attn train --task classify' writes it")},
     {CLI_OPTION("--input", CLI_STRING, FIELD(input), "FILE",
                 "the texts, one per line [stdin]; a line 'label<TAB>text' (a training file) is "
                 "read as its text")},

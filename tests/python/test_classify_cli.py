@@ -283,9 +283,9 @@ def test_hostile_input_is_refused_with_the_line(tmp_path, model):
     assert "--tgt-tokens is not for --task classify" in refused(
         "train", "--task", "classify", "--train", train, "--out", tmp_path / "x.safetensors",
         "--tgt-tokens", "word", "--max-steps", 2)
-    assert "an RNN classifier is not there yet" in refused(
+    assert "--heads applies to --arch transformer only" in refused(
         "train", "--task", "classify", "--train", train, "--out", tmp_path / "x.safetensors",
-        "--arch", "rnn", "--max-steps", 2)
+        "--arch", "rnn", "--heads", 2, "--max-steps", 2)
     assert "--pooling is for --task classify" in refused(
         "train", "--train", train, "--out", tmp_path / "x.safetensors", "--pooling", "cls",
         "--max-steps", 2)
