@@ -88,7 +88,7 @@ run_one() {
     --log "$folder/train.jsonl" "$@" >"$folder/train.log" 2>&1 ||
     die "$name: training failed (see $folder/train.log)"
   "$attn" classify --model "$folder/model.safetensors" --input "$data/test.tsv" \
-    --threads "$threads" >"$folder/test.pred" || die "$name: attn classify failed"
+    --threads "$threads" --truncate >"$folder/test.pred" || die "$name: attn classify failed"
   printf '%s: %-14s ' "$recipe" "$name"
   "$python" "$tools" score --ref "$data/test.tsv" --hyp "$folder/test.pred" \
     --json "$folder/test.scores.json"

@@ -86,6 +86,8 @@ train_seconds=$(seconds_since "$start")
 classify_command=("$attn" classify --model "$out/model.safetensors" --input "$out/test.text")
 classify_help=$("$attn" classify --help 2>&1 || true)
 ! grep -q -- --threads <<<"$classify_help" || classify_command+=(--threads "$threads")
+# Every test text gets a label: one longer than the model reads keeps its first tokens.
+! grep -q -- --truncate <<<"$classify_help" || classify_command+=(--truncate)
 printf '%q ' "${classify_command[@]}" >>"$out/command.txt"
 printf '\n' >>"$out/command.txt"
 start=$(now)

@@ -11,9 +11,9 @@
  * batch of them (attn_decode) and attn_bundle_text turns a hypothesis back into text.
  * Generating (a language model): attn_bundle_encode_prompt, attn_bundle_generate (sampling,
  * attn_generate) and attn_bundle_generated_text; attn_bundle_score_text gives perplexity.
- * Classifying (arch transformer_classifier, whose file holds the source tokenizer and the
- * class names under ATTN_LABELS_KEY instead of a target tokenizer): attn_bundle_encode, then
- * attn_bundle_classify, and attn_bundle_classes names the classes.
+ * Classifying (arch transformer_classifier or rnn_classifier, whose file holds the source
+ * tokenizer and the class names under ATTN_LABELS_KEY instead of a target tokenizer):
+ * attn_bundle_encode, then attn_bundle_classify, and attn_bundle_classes names the classes.
  * A bundle owns one graph for its searches: use a bundle from one thread at a time.
  */
 #ifndef ATTN_BUNDLE_H
@@ -70,10 +70,21 @@ ATTN_API attn_status attn_bundle_check_encoder_decoder(const attn_bundle *bundle
 /* The source ids of text (malloc'ed in *ids, never NULL on success; *count of them, 0 for a
  * text of no tokens), as attn_tokenizer_encode gives them (no <s> or </s>). unknown, when
  * not NULL, receives how many of them are <unk> (tokens outside the source vocabulary).
- * ATTN_ERR_INVALID_ARGUMENT when there are more tokens than the model's max_len (the
- * message gives both). */
+ * ATTN_ERR_INVALID_ARGUMENT when there are more tokens than the model reads
+ * (attn_bundle_source_limit; the message gives both). */
 ATTN_API attn_status attn_bundle_encode(const attn_bundle *bundle, const char *text, int32_t **ids,
                                         int64_t *count, int64_t *unknown);
+
+/* attn_bundle_encode that keeps a text's first attn_bundle_source_limit ids instead of refusing
+ * a longer text; cut (NULL: not wanted) receives how many ids were left off. For classifiers,
+ * whose documents may run longer than any training line. */
+ATTN_API attn_status attn_bundle_encode_truncated(const attn_bundle *bundle, const char *text,
+                                                  int32_t **ids, int64_t *count, int64_t *unknown,
+                                                  int64_t *cut);
+
+/* How many source ids the model reads at most: max_len, less one under cls pooling (the
+ * classification token's place). 0 for NULL. */
+ATTN_API int64_t attn_bundle_source_limit(const attn_bundle *bundle);
 
 /* Searches n >= 1 sentences, ids[i] of counts[i] >= 1 source ids, with attn_decode and the
  * given options (NULL: attn_decode_default_options()). The model must be an encoder-decoder

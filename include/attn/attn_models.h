@@ -66,8 +66,13 @@ typedef enum attn_model_arch {
     ATTN_ARCH_TRANSFORMER_CLASSIFIER = 1, /* "transformer_classifier" */
     ATTN_ARCH_TRANSFORMER_LM = 2,         /* "transformer_lm" */
     ATTN_ARCH_RNN = 3,                    /* "rnn": see the RNN section below */
-    ATTN_ARCH_TRANSFORMER_MLM = 4         /* "transformer_mlm" */
+    ATTN_ARCH_TRANSFORMER_MLM = 4,        /* "transformer_mlm" */
+    ATTN_ARCH_RNN_CLASSIFIER = 5          /* "rnn_classifier": see the RNN section below */
 } attn_model_arch;
+
+/* Whether models of arch are text classifiers (transformer_classifier, rnn_classifier): a
+ * pooled encoder with a linear layer over num_classes, read by attn_bundle_classify. */
+ATTN_API int attn_model_arch_is_classifier(attn_model_arch arch);
 
 /* The decoder's attention in an "rnn" model (JSON names in quotes). */
 typedef enum attn_rnn_attention {
@@ -134,6 +139,9 @@ typedef enum attn_pooling {
  *   transformer_mlm:        encoder_layers, encoder_final_norm, src_vocab
  *   rnn:                    version, arch, dropout, src_vocab, tgt_vocab, max_len,
  *                           label_smoothing and the rnn fields (none of the "all" others)
+ *   rnn_classifier:         version, arch, dropout, src_vocab, num_classes, pooling, max_len,
+ *                           label_smoothing, cell, layers, hidden, embedding_dim,
+ *                           bidirectional
  * Fields an architecture does not have stay 0 in the struct and are rejected in JSON. */
 typedef struct attn_model_config {
     int version;                        /* ATTN_MODEL_CONFIG_VERSION */
@@ -185,7 +193,9 @@ typedef struct attn_model_config {
  * transformer's defaults.
  * rnn: Bahdanau's model at a smaller size: one layer of GRUs, 256 hidden units, 256-wide
  * embeddings and attention, bidirectional encoder, "bahdanau" attention, local "none",
- * window 10, no input feeding, no reversal, dropout 0.1, label smoothing 0, max_len 1024. */
+ * window 10, no input feeding, no reversal, dropout 0.1, label smoothing 0, max_len 1024.
+ * rnn_classifier: the same encoder (one bidirectional GRU layer, 256 hidden units, 256-wide
+ * embeddings), "attention" pooling, dropout 0.1, label smoothing 0, max_len 1024. */
 ATTN_API attn_model_config attn_model_config_default(attn_model_arch arch);
 /* Every constraint, with a message naming the field: sizes positive, num_heads divides
  * d_model, dropout and smoothing in range, shared embeddings need equal vocabularies,
@@ -530,6 +540,17 @@ ATTN_API attn_status attn_model_step_ensemble(attn_step_decoder *const *members,
  * etc. (nn.GRU / nn.LSTM); bridge.<k>.weight, bridge.<k>.bias (not with "none");
  * decoder.<k>.weight_ih etc. (nn.GRUCell / nn.LSTMCell); attention.* (attn_nn.h's additive
  * or Luong module); combine.weight (W_c, Luong); generator.weight, generator.bias.
+ *
+ * RNN text classifiers (arch "rnn_classifier"): Yang et al. 2016's word encoder and word
+ * attention. The encoder above (src_embed.weight, encoder.*; no reverse_source) gives the
+ * annotations h_t [B, S, A] of each text, pooled as the Transformer classifier pools its
+ * states (the same code and names, d_model read as A): "attention", u_t = tanh(W h_t + b),
+ * a_t = softmax_t(u_t . q) over the text's tokens (padding masked), pooled = sum_t a_t h_t
+ * (pooling.proj.weight [A, A], pooling.proj.bias [A], pooling.query [1, A]); or "mean", the
+ * mean of h_t over the text. "cls" is refused: a recurrent encoder has no token that reads the
+ * whole text in both directions. Then dropout and classifier.weight [num_classes, A],
+ * classifier.bias. It has no self-attention: attn_model_attention_weights refuses it, and
+ * attn_model_pooling_weights gives a_t.
  */
 
 #ifdef __cplusplus

@@ -1,5 +1,5 @@
-"""A text classifier written by `attn train --task classify` (arch transformer_classifier),
-loaded once through libattn (attn_bundle.h): texts in, class probabilities out.
+"""A text classifier written by `attn train --task classify` (arch transformer_classifier, or
+rnn_classifier with --arch rnn), loaded once through libattn (attn_bundle.h): texts in, class probabilities out.
 
     from attn import Classifier
     with Classifier("clf.safetensors") as clf:
@@ -11,8 +11,9 @@ loaded once through libattn (attn_bundle.h): texts in, class probabilities out.
 
 classify reads each text as `attn classify` reads a line (a "label<TAB>text" line as its text)
 and returns every class's probability, computed in batches of 64 as `attn classify` does.
-Failures raise ValueError (an empty text, one too long for the model, a file that is not a
-classifier) or RuntimeError with the library's message, which names the file.
+truncate=True keeps the first tokens of a text longer than the model reads, as `attn classify
+--truncate` does. Failures raise ValueError (an empty text, one too long for the model without
+truncate, a file that is not a classifier) or RuntimeError with the library's message, which names the file.
 """
 import ctypes
 import os
@@ -28,6 +29,10 @@ for _name, _restype, _argtypes in [
         ("attn_bundle_classes", ctypes.c_void_p, [ctypes.c_void_p]),
         ("attn_labels_count", ctypes.c_int64, [ctypes.c_void_p]),
         ("attn_labels_name", ctypes.c_char_p, [ctypes.c_void_p, ctypes.c_int64]),
+        ("attn_bundle_encode_truncated", ctypes.c_int,
+         [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(c_int32_p),
+          ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64),
+          ctypes.POINTER(ctypes.c_int64)]),
         ("attn_bundle_classify", ctypes.c_int,
          [ctypes.c_void_p, ctypes.c_int64, ctypes.POINTER(c_int32_p),
           ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_float)]),
@@ -64,21 +69,23 @@ class Classifier(OwnedHandle):
             raise ValueError("the classifier is closed")
         return self._handle
 
-    def classify(self, texts):
-        """Every class's probability for each text (a list of strings): a list of dicts."""
+    def classify(self, texts, truncate=False):
+        """Every class's probability for each text (a list of strings): a list of dicts.
+        truncate: read only the first tokens of a text too long for the model (else an error)."""
         if isinstance(texts, str):
             raise ValueError("texts: expected a list of strings, got one string")
-        encoded = [self._encode(i, text) for i, text in enumerate(texts)]
+        encoded = [self._encode(i, text, truncate) for i, text in enumerate(texts)]
         out = []
         for start in range(0, len(encoded), _BATCH):
             out.extend(self._classify_batch(encoded[start:start + _BATCH]))
         return out
 
-    def pooling(self, text):
+    def pooling(self, text, truncate=False):
         """Which tokens the pooling reads in text: (token, weight) pairs in the text's order, as
         `attn viz --kind pooling` draws them (attention pooling: the learned query's weights;
-        mean: 1/n each; cls: the classification token's last-layer attention)."""
-        ids = self._encode(0, text)
+        mean: 1/n each; cls: the classification token's last-layer attention); truncate as in
+        classify, the pairs then covering the tokens read."""
+        ids = self._encode(0, text, truncate)
         row = (ctypes.c_int32 * len(ids))(*ids)
         weights = (ctypes.c_float * len(ids))()
         tokens = (ctypes.c_char_p * len(ids))()
@@ -88,13 +95,15 @@ class Classifier(OwnedHandle):
         return [(tokens[i][:lib.attn_token_text_length(tokens[i])].decode("utf-8"), weights[i])
                 for i in range(len(ids))]
 
-    def _encode(self, index, text):
+    def _encode(self, index, text, truncate):
         if not isinstance(text, str):
             raise ValueError(f"texts[{index}]: expected a string, got {type(text).__name__}")
         text = text.split("\t", 1)[1] if "\t" in text else text
         ids, count = c_int32_p(), ctypes.c_int64()
-        check(lib.attn_bundle_encode(self._live(), text.encode("utf-8"), ctypes.byref(ids),
-                                     ctypes.byref(count), None), f"texts[{index}]")
+        encode = lib.attn_bundle_encode_truncated if truncate else lib.attn_bundle_encode
+        extra = (None,) if truncate else ()
+        check(encode(self._live(), text.encode("utf-8"), ctypes.byref(ids), ctypes.byref(count),
+                     None, *extra), f"texts[{index}]")
         ids = _take_ids(ids, count.value)
         if not ids:
             raise ValueError(f"texts[{index}]: no text to classify (no tokens)")

@@ -54,7 +54,7 @@ static attn_status read_tokenizers(const attn_tensor_file *file, const char *fn,
 {
     const attn_model_arch arch = attn_model_get_config(b->model)->arch;
     const int language_model = arch == ATTN_ARCH_TRANSFORMER_LM;
-    const int classifier = arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER;
+    const int classifier = attn_model_arch_is_classifier(arch);
     /* A masked language model reads and predicts source text: it has no target side. */
     const int source_only = classifier || arch == ATTN_ARCH_TRANSFORMER_MLM;
     for (int side = 0; side < 2; side++) {
@@ -183,9 +183,9 @@ static attn_status require_encoder_decoder(const attn_bundle *bundle, const char
     if (arch == ATTN_ARCH_TRANSFORMER || arch == ATTN_ARCH_RNN)
         return ATTN_OK;
     /* Say what the model is for, so that the reader knows which command takes it. */
-    const char *what = arch == ATTN_ARCH_TRANSFORMER_LM ? "a language model (attn generate)"
-                       : arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER ? "a classifier (attn classify)"
-                                                                  : "an encoder alone";
+    const char *what = arch == ATTN_ARCH_TRANSFORMER_LM      ? "a language model (attn generate)"
+                       : attn_model_arch_is_classifier(arch) ? "a classifier (attn classify)"
+                                                             : "an encoder alone";
     return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
                      "%s: %s is not an encoder-decoder model (arch transformer or rnn) but %s",
                      fn, bundle->name, what);
@@ -197,8 +197,11 @@ attn_status attn_bundle_check_encoder_decoder(const attn_bundle *bundle)
     return require_encoder_decoder(bundle, "attn_bundle_check_encoder_decoder");
 }
 
-attn_status attn_bundle_encode(const attn_bundle *bundle, const char *text, int32_t **ids,
-                               int64_t *count, int64_t *unknown)
+/* attn_bundle_encode and attn_bundle_encode_truncated: one tokenization, which refuses a text
+ * too long for the model or, with truncate, keeps its head (BERT's convention: a document's
+ * opening says most about what it is). */
+static attn_status encode_source(const attn_bundle *bundle, const char *text, int truncate,
+                                 int32_t **ids, int64_t *count, int64_t *unknown, int64_t *cut)
 {
     ATTN_CHECK_NOT_NULL(ids);
     *ids = NULL;
@@ -206,6 +209,8 @@ attn_status attn_bundle_encode(const attn_bundle *bundle, const char *text, int3
     *count = 0;
     if (unknown != NULL)
         *unknown = 0;
+    if (cut != NULL)
+        *cut = 0;
     ATTN_CHECK_NOT_NULL(bundle);
     ATTN_CHECK_NOT_NULL(text);
     ATTN_CHECK_ARG(bundle->tokenizers[ATTN_BUNDLE_SOURCE] != NULL,
@@ -213,23 +218,54 @@ attn_status attn_bundle_encode(const attn_bundle *bundle, const char *text, int3
                    "a prompt with attn_bundle_encode_prompt",
                    bundle->name);
     ATTN_TRY(attn_tokenizer_encode(bundle->tokenizers[ATTN_BUNDLE_SOURCE], text, ids, count));
-    const attn_model_config *c = attn_model_get_config(bundle->model);
-    /* A classification token takes one of the positions. */
-    const int cls =
-        c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER && c->pooling == ATTN_POOLING_CLS ? 1 : 0;
-    if (*count > c->max_len - cls) {
+    const int64_t limit = attn_bundle_source_limit(bundle);
+    if (*count > limit && !truncate) {
         const long long tokens = (long long)*count;
         free(*ids);
         *ids = NULL;
         *count = 0;
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
-                         "attn_bundle_encode: %lld tokens, above the model's max_len %lld%s",
-                         tokens, (long long)c->max_len,
-                         cls ? " less the classification token's place" : "");
+                         "attn_bundle_encode: %lld tokens, above the %lld the model reads "
+                         "(max_len %lld%s); shorten the text or keep its first %lld tokens "
+                         "(attn_bundle_encode_truncated)",
+                         tokens, (long long)limit, (long long)attn_bundle_config(bundle)->max_len,
+                         limit < attn_bundle_config(bundle)->max_len
+                             ? " less the classification token's place"
+                             : "",
+                         (long long)limit);
+    }
+    if (*count > limit) {
+        if (cut != NULL)
+            *cut = *count - limit;
+        *count = limit; /* the tail stays allocated: *ids is freed whole */
     }
     for (int64_t i = 0; i < *count && unknown != NULL; i++)
         *unknown += (*ids)[i] == ATTN_UNK_ID;
     return ATTN_OK;
+}
+
+int64_t attn_bundle_source_limit(const attn_bundle *bundle)
+{
+    if (bundle == NULL)
+        return 0;
+    const attn_model_config *c = attn_model_get_config(bundle->model);
+    /* A classification token takes one of the positions. */
+    const int cls =
+        c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER && c->pooling == ATTN_POOLING_CLS ? 1 : 0;
+    return c->max_len - cls;
+}
+
+attn_status attn_bundle_encode(const attn_bundle *bundle, const char *text, int32_t **ids,
+                               int64_t *count, int64_t *unknown)
+{
+    return encode_source(bundle, text, 0, ids, count, unknown, NULL);
+}
+
+attn_status attn_bundle_encode_truncated(const attn_bundle *bundle, const char *text,
+                                         int32_t **ids, int64_t *count, int64_t *unknown,
+                                         int64_t *cut)
+{
+    return encode_source(bundle, text, 1, ids, count, unknown, cut);
 }
 
 attn_status attn_bundle_decode(attn_bundle *bundle, int64_t n, const int32_t *const *ids,

@@ -9,10 +9,11 @@
 attn_status attn_bundle_check_classifier(const attn_bundle *bundle)
 {
     ATTN_CHECK_NOT_NULL(bundle);
-    if (attn_bundle_config(bundle)->arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER)
+    if (!attn_model_arch_is_classifier(attn_bundle_config(bundle)->arch))
         return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
                          "attn_bundle_check_classifier: %s is not a text classifier (arch "
-                         "transformer_classifier, written by 'attn train --task classify')",
+                         "transformer_classifier or rnn_classifier, written by 'attn train "
+                         "--task classify')",
                          attn_bundle_name(bundle));
     return ATTN_OK;
 }
@@ -27,7 +28,7 @@ attn_status attn_bundle_classify(attn_bundle *bundle, int64_t n, const int32_t *
     ATTN_CHECK_NOT_NULL(counts);
     ATTN_CHECK_NOT_NULL(probabilities);
     const attn_model_config *c = attn_bundle_config(bundle);
-    const int64_t limit = c->max_len - (c->pooling == ATTN_POOLING_CLS ? 1 : 0);
+    const int64_t limit = attn_bundle_source_limit(bundle);
     int64_t longest = 0;
     for (int64_t i = 0; i < n; i++) {
         ATTN_CHECK_ARG(ids[i] != NULL && counts[i] >= 1 && counts[i] <= limit,

@@ -19,7 +19,14 @@ typedef struct classify_args {
     const char *model, *input, *output, *precision;
     int64_t top_k, batch, threads;
     int format; /* 0 text, 1 json */
+    int truncate;
 } classify_args;
+
+/* What the lines had that the output does not show, reported once at the end. */
+typedef struct classify_counts {
+    int64_t unknown; /* tokens read as <unk> */
+    int64_t cut;     /* lines cut by --truncate */
+} classify_counts;
 
 #define FIELD(name) offsetof(classify_args, name)
 
@@ -28,8 +35,8 @@ static const int format_values[] = {0, 1};
 
 static const cli_option classify_options[] = {
     {CLI_OPTION("--model", CLI_STRING, FIELD(model), "FILE",
-                "a classifier (arch transformer_classifier) with its tokenizer and class names, "
-                "as 'attn train --task classify' writes it")},
+                "a classifier (arch transformer_classifier or rnn_classifier) with its tokenizer "
+                "and class names, as 'attn train --task classify' writes it")},
     {CLI_OPTION("--input", CLI_STRING, FIELD(input), "FILE",
                 "the texts, one per line [stdin]; a line 'label<TAB>text' (a training file) is "
                 "read as its text")},
@@ -42,6 +49,8 @@ static const cli_option classify_options[] = {
                 "text: label<TAB>probability; json: one object per line with the label, its "
                 "probability and every class's probability"),
      .choices = format_names, .choice_values = format_values, .show_default = 1},
+    {CLI_OPTION("--truncate", CLI_FLAG, FIELD(truncate), NULL,
+                "keep the first tokens of a line too long for the model instead of refusing it")},
     {CLI_OPTION("--batch", CLI_INT, FIELD(batch), "N", "lines classified together, at most"),
      .min = 1, .max = 1 << 20, .show_default = 1},
     {CLI_OPTION("--threads", CLI_INT, FIELD(threads), "N",
@@ -61,8 +70,9 @@ static const cli_command classify_command = {
     "pairs on the line); --format json writes {\"label\": ..., \"probability\": ...,\n"
     "\"probabilities\": {class: probability, ...}} per line. An input line 'label<TAB>text'\n"
     "is read as its text, so a labelled file classifies as it is (attn eval --metric\n"
-    "accuracy|f1 then compares the two). An empty line, or one too long for the model, is an\n"
-    "error naming the line; tokens outside the vocabulary are read as <unk> (counted).\n",
+    "accuracy|f1 then compares the two). An empty line is an error naming the line, and so is\n"
+    "one longer than the model reads (max_len tokens) unless --truncate keeps its first\n"
+    "tokens; tokens outside the vocabulary are read as <unk> (counted).\n",
     classify_options,
     N_CLASSIFY_OPTIONS,
     NULL};
@@ -150,7 +160,7 @@ static int write_text(FILE *out, const attn_labels *labels, const float *p, int6
 /* Classifies lines [first, first + n) and writes one output line each. */
 static int classify_batch(attn_bundle *bundle, const classify_args *a, const char *name,
                           const attn_lines *lines, int64_t first, int64_t n, FILE *out,
-                          int64_t *unknown)
+                          classify_counts *seen)
 {
     const attn_labels *labels = attn_bundle_classes(bundle);
     const int64_t classes = attn_labels_count(labels);
@@ -165,18 +175,26 @@ static int classify_batch(attn_bundle *bundle, const classify_args *a, const cha
     }
     for (int64_t i = 0; i < n && code == 0; i++) {
         const long long line = (long long)(first + i + 1);
-        int64_t line_unknown = 0;
-        if (attn_bundle_encode(bundle, text_of(lines->line[first + i]), &ids[i], &counts[i],
-                               &line_unknown) != ATTN_OK)
+        int64_t line_unknown = 0, cut = 0;
+        if (attn_bundle_encode_truncated(bundle, text_of(lines->line[first + i]), &ids[i],
+                                         &counts[i], &line_unknown, &cut) != ATTN_OK)
             code = cli_library_error_in("classify", "%s:%lld", name, line);
-        else if (counts[i] == 0) {
+        else if (cut > 0 && !a->truncate) {
+            fprintf(stderr,
+                    "attn classify: %s:%lld: the line is %lld tokens, above the %lld the model "
+                    "reads; shorten it, or pass --truncate to keep its first %lld tokens\n",
+                    name, line, (long long)(counts[i] + cut), (long long)counts[i],
+                    (long long)counts[i]);
+            code = 1;
+        } else if (counts[i] == 0) {
             fprintf(stderr,
                     "attn classify: %s:%lld: the line has no text to classify (no tokens); "
                     "remove it or give it text\n",
                     name, line);
             code = 1;
         }
-        *unknown += line_unknown;
+        seen->unknown += line_unknown;
+        seen->cut += cut > 0;
     }
     if (code == 0 && attn_bundle_classify(bundle, n, (const int32_t *const *)ids, counts,
                                           probabilities) != ATTN_OK)
@@ -277,18 +295,22 @@ int attn_cmd_classify(int argc, char **argv)
         code = 1;
     }
     const char *name = a.input != NULL ? a.input : "stdin";
-    int64_t unknown = 0;
+    classify_counts seen = {0, 0};
     for (int64_t first = 0; code == 0 && first < lines.count; first += a.batch) {
         const int64_t n = lines.count - first < a.batch ? lines.count - first : a.batch;
-        code = classify_batch(bundle, &a, name, &lines, first, n, out, &unknown);
+        code = classify_batch(bundle, &a, name, &lines, first, n, out, &seen);
     }
     if (code == 0 && fflush(out) != 0)
         code = write_failed();
-    if (code == 0 && unknown > 0)
+    if (code == 0 && seen.unknown > 0)
         fprintf(stderr,
                 "attn classify: warning: %lld token%s outside the model's vocabulary read as "
                 "<unk>\n",
-                (long long)unknown, unknown == 1 ? " was" : "s were");
+                (long long)seen.unknown, seen.unknown == 1 ? " was" : "s were");
+    if (code == 0 && seen.cut > 0)
+        fprintf(stderr, "attn classify: %lld line%s cut to the first %lld tokens (--truncate)\n",
+                (long long)seen.cut, seen.cut == 1 ? " was" : "s were",
+                (long long)attn_bundle_source_limit(bundle));
     if (out != NULL && out != stdout && fclose(out) != 0 && code == 0) {
         fprintf(stderr, "attn classify: --output %s: %s\n", a.output, strerror(errno));
         code = 1;

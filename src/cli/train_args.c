@@ -88,7 +88,8 @@ static const cli_option train_options[] = {
                 "the model file: the best validation loss's weights (the last without --valid)"),
      .group = GROUP_RUN},
     {CLI_OPTION("--arch", CLI_CHOICE, FIELD(arch), "transformer|rnn",
-                "architecture [transformer, or --config's]"),
+                "architecture [transformer, or --config's]; --task classify --arch rnn: a GRU or "
+                "LSTM encoder with attention pooling (Yang et al. 2016)"),
      .choices = arch_names, .choice_values = arch_values, .group = GROUP_MODEL},
     {CLI_OPTION("--src-tokens", CLI_STRING, FIELD(src_tokens), "char|word|bpe:N|spm:N|spm-bpe:N",
                 "source tokenizer, learned from the training sources (with --teacher: the "
@@ -151,8 +152,9 @@ static const cli_option train_options[] = {
      .group = GROUP_MODEL},
     {CLI_OPTION("--pooling", CLI_CHOICE, FIELD(pooling), "mean|cls|attention",
                 "--task classify: how the encoder's states become one vector: their mean, the "
-                "state of a classification token read first (BERT's [CLS]), or a learned query "
-                "attending over them (Yang et al. 2016) [mean]"),
+                "state of a classification token read first (BERT's [CLS]; not with --arch rnn), "
+                "or a learned query attending over them (Yang et al. 2016) [transformer: mean; "
+                "rnn: attention]"),
      .choices = pooling_names, .choice_values = pooling_values, .group = GROUP_MODEL},
     {CLI_OPTION("--cell", CLI_CHOICE, FIELD(cell), "gru|lstm", "rnn: recurrent cell [gru]"),
      .choices = cell_names, .choice_values = cell_values, .group = GROUP_MODEL},
@@ -355,8 +357,12 @@ static const cli_command train_command = {
     "  luong-concat   scores v.tanh(W [s_i; h_j])\n"
     "  none           no attention: the encoder's last state is the context of every\n"
     "                 step (Cho et al. 2014; with --reverse-source, Sutskever et al. 2014)\n"
-    "--config FILE.json gives the whole model (arch \"transformer\" or \"rnn\"); flags\n"
-    "of that architecture override it, flags of the other are an error.\n",
+    "--task classify --arch rnn is Yang et al.'s (2016) word encoder and attention: the\n"
+    "rnn's encoder (--cell, --layers, --hidden, --embedding-dim, bidirectional unless\n"
+    "--no-bidirectional) pooled by a learned query (--pooling attention) or the mean.\n"
+    "--config FILE.json gives the whole model (arch \"transformer\" or \"rnn\"; --task\n"
+    "classify: \"transformer_classifier\" or \"rnn_classifier\"); flags of that\n"
+    "architecture override it, flags of the other are an error.\n",
     train_options,
     N_TRAIN_OPTIONS,
     NULL};
@@ -470,10 +476,14 @@ static int check_encoder_args(const train_args *a)
             return train_usage_error("%s is not for --task %s (its data is --train FILE of %s, "
                                      "read with --src-tokens or --src-spm)",
                                      not_here[i], task, data);
-    if (a->arch == ATTN_ARCH_RNN)
-        return train_usage_error("--task %s trains a Transformer encoder; an RNN %s is not there "
-                                 "yet (leave out --arch rnn)",
-                                 task, classify ? "classifier" : "masked language model");
+    if (a->arch == ATTN_ARCH_RNN && !classify)
+        return train_usage_error("--task mlm trains a Transformer encoder; an RNN masked language "
+                                 "model is not there yet (leave out --arch rnn)");
+    if (a->arch == ATTN_ARCH_RNN && a->init != NULL)
+        return train_usage_error("--init %s starts a Transformer encoder (a masked language "
+                                 "model's); --arch rnn trains its recurrent encoder from scratch: "
+                                 "leave out --init, or --arch rnn to fine-tune the Transformer",
+                                 a->init);
     if (a->train == NULL)
         return train_usage_error("--task %s: give the %s as --train FILE", task, data);
     if (!classify && a->init != NULL)

@@ -67,6 +67,8 @@ static const char *what_it_holds(attn_model_arch arch)
         return "a causal language model (arch transformer_lm)";
     case ATTN_ARCH_RNN:
         return "an rnn encoder-decoder (arch rnn)";
+    case ATTN_ARCH_RNN_CLASSIFIER:
+        return "an rnn classifier (arch rnn_classifier)";
     case ATTN_ARCH_TRANSFORMER_MLM:
         break;
     }
@@ -291,8 +293,10 @@ int train_classify_prepare(const train_args *a, const attn_model_config *describ
     }
     if (code != 0)
         return code;
-    if (train_options_for_corpus(a, d->train, attn_model_get_config(*model)->d_model,
-                                 d->tokenizer_json, o) != ATTN_OK)
+    /* The Noam schedule scales by the model's width: the rnn's is its hidden size. */
+    const attn_model_config *built = attn_model_get_config(*model);
+    const int64_t width = built->arch == ATTN_ARCH_RNN_CLASSIFIER ? built->hidden : built->d_model;
+    if (train_options_for_corpus(a, d->train, width, d->tokenizer_json, o) != ATTN_OK)
         return library_failure();
     if (a->init != NULL) {
         fprintf(stderr, "attn train: the encoder and its tokenizer come from --init %s; %s\n",

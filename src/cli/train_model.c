@@ -65,10 +65,10 @@ static int read_config_file(const char *path, train_task task, attn_model_config
         fprintf(stderr, "attn train: --config %s: %s\n", path, attn_last_error());
         return 1;
     }
-    if (classify && config->arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER) {
+    if (classify && !attn_model_arch_is_classifier(config->arch)) {
         fprintf(stderr,
-                "attn train: --config %s: arch must be \"transformer_classifier\" for --task "
-                "classify\n",
+                "attn train: --config %s: arch must be \"transformer_classifier\" or "
+                "\"rnn_classifier\" for --task classify\n",
                 path);
         return 1;
     }
@@ -160,13 +160,18 @@ int train_describe_model(const train_args *a, attn_model_config *c)
         int code = read_config_file(a->config, (train_task)a->task, c);
         if (code != 0)
             return code;
-        const char *file_arch = c->arch == ATTN_ARCH_RNN ? "rnn" : "transformer";
-        if (!classify && !mlm && train_args_given(a, "--arch") && a->arch != (int)c->arch)
+        const int file_rnn = c->arch == ATTN_ARCH_RNN || c->arch == ATTN_ARCH_RNN_CLASSIFIER;
+        const char *file_arch = c->arch == ATTN_ARCH_RNN              ? "rnn"
+                                : c->arch == ATTN_ARCH_RNN_CLASSIFIER ? "rnn_classifier"
+                                : classify                            ? "transformer_classifier"
+                                                                      : "transformer";
+        if (!mlm && train_args_given(a, "--arch") && (a->arch == ATTN_ARCH_RNN) != file_rnn)
             return train_usage_error("--arch %s contradicts --config, whose arch is \"%s\"",
                                      a->arch == ATTN_ARCH_RNN ? "rnn" : "transformer", file_arch);
     } else if (classify) {
         /* The sizes the data gives (vocabulary, classes) stand at 1 until they are known. */
-        *c = attn_model_config_default(ATTN_ARCH_TRANSFORMER_CLASSIFIER);
+        *c = attn_model_config_default(a->arch == ATTN_ARCH_RNN ? ATTN_ARCH_RNN_CLASSIFIER
+                                                                : ATTN_ARCH_TRANSFORMER_CLASSIFIER);
         c->src_vocab = c->num_classes = 1;
     } else if (mlm) {
         *c = attn_model_config_default(ATTN_ARCH_TRANSFORMER_MLM);
@@ -175,20 +180,40 @@ int train_describe_model(const train_args *a, attn_model_config *c)
         *c = attn_model_config_default((attn_model_arch)a->arch);
         c->src_vocab = c->tgt_vocab = 1;
     }
-    const int rnn = c->arch == ATTN_ARCH_RNN;
-    static const char *const transformer_only[] = {"--d-model", "--heads", "--ffn"};
+    const int rnn_classifier = c->arch == ATTN_ARCH_RNN_CLASSIFIER;
+    const int rnn = c->arch == ATTN_ARCH_RNN || rnn_classifier;
+    /* The block options reach here only with --task classify (the others refuse them first). */
+    static const char *const transformer_only[] = {
+        "--d-model", "--heads", "--ffn", "--norm", "--ffn-kind", "--positions", "--no-bias"};
     static const char *const rnn_only[] = {
         "--cell",          "--hidden", "--embedding-dim", "--attention",        "--attention-dim",
         "--local",         "--window", "--bidirectional", "--no-bidirectional", "--input-feeding",
         "--reverse-source"};
+    /* The classifier has the encoder alone: no decoder to attend with. */
+    static const char *const decoder_only[] = {"--attention",     "--attention-dim",
+                                               "--local",         "--window",
+                                               "--input-feeding", "--reverse-source"};
     for (size_t i = 0; rnn && i < sizeof transformer_only / sizeof *transformer_only; i++)
         if (train_args_given(a, transformer_only[i]))
-            return train_usage_error("%s applies to --arch transformer only (the rnn's sizes "
-                                     "are --hidden, --embedding-dim and --attention-dim)",
-                                     transformer_only[i]);
+            return train_usage_error(
+                "%s applies to --arch transformer only (%s)", transformer_only[i],
+                i >= 3           ? "an rnn has no Transformer blocks to change"
+                : rnn_classifier ? "the rnn's sizes are --hidden, --embedding-dim and "
+                                   "--layers"
+                                 : "the rnn's sizes are --hidden, --embedding-dim and "
+                                   "--attention-dim");
     for (size_t i = 0; !rnn && i < sizeof rnn_only / sizeof *rnn_only; i++)
         if (train_args_given(a, rnn_only[i]))
             return train_usage_error("%s applies to --arch rnn only", rnn_only[i]);
+    for (size_t i = 0; rnn_classifier && i < sizeof decoder_only / sizeof *decoder_only; i++)
+        if (train_args_given(a, decoder_only[i]))
+            return train_usage_error("%s applies to the rnn encoder-decoder's decoder; the rnn "
+                                     "classifier is its encoder alone, pooled by --pooling",
+                                     decoder_only[i]);
+    if (rnn_classifier && train_args_given(a, "--pooling") && a->pooling == ATTN_POOLING_CLS)
+        return train_usage_error("--pooling cls needs --arch transformer: a recurrent encoder "
+                                 "has no token whose state has read the whole text both ways; "
+                                 "use --pooling attention (the default) or mean");
 
     if (!from_file || train_args_given(a, "--dropout"))
         c->dropout = a->dropout;
@@ -201,6 +226,8 @@ int train_describe_model(const train_args *a, attn_model_config *c)
         int code = describe_rnn(a, c);
         if (code != 0)
             return code;
+        if (rnn_classifier && train_args_given(a, "--pooling"))
+            c->pooling = (attn_pooling)a->pooling;
     } else {
         if (!from_file || train_args_given(a, "--layers")) {
             c->encoder_layers = a->layers;
@@ -277,10 +304,10 @@ int train_fit_encoder_to_data(const train_args *a, const attn_model_config *desc
     *c = *described;
     train_apply_block_options(a, c);
     c->src_vocab = vocabulary;
-    if (c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER)
+    const int classifier = attn_model_arch_is_classifier(c->arch);
+    if (classifier)
         c->num_classes = classes;
-    const int64_t needed =
-        longest + (c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER && c->pooling == ATTN_POOLING_CLS);
+    const int64_t needed = longest + (classifier && c->pooling == ATTN_POOLING_CLS);
     if (needed > c->max_len) {
         if (a->config != NULL) {
             fprintf(stderr,

@@ -738,6 +738,14 @@ static int draw_classifier(const viz_args *a, attn_bundle *bundle)
                 a->kind == ATTN_CROSS_ATTENTION ? "cross" : "self", a->model);
         return 2;
     }
+    if (!pooling && c->arch == ATTN_ARCH_RNN_CLASSIFIER) {
+        fprintf(stderr,
+                "attn viz: --kind encoder: %s is an rnn classifier, which has no self-attention "
+                "(its recurrent encoder reads the text in order; only its pooling attends): use "
+                "--kind pooling\n",
+                a->model);
+        return 2;
+    }
     if (pooling && a->layer_or_head_given) {
         fprintf(stderr, "attn viz: --layer and --head choose an attention map: the pooling is one "
                         "(use --kind encoder for the encoder's layers and heads)\n");
@@ -828,7 +836,7 @@ static int draw_model(const viz_args *a)
     if (attn_bundle_load(a->model, &bundle) != ATTN_OK)
         return fail();
     const attn_model_arch arch = attn_bundle_config(bundle)->arch;
-    if (arch == ATTN_ARCH_TRANSFORMER_LM || arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER) {
+    if (arch == ATTN_ARCH_TRANSFORMER_LM || attn_model_arch_is_classifier(arch)) {
         const int code = arch == ATTN_ARCH_TRANSFORMER_LM
                              ? draw_language_model(a, bundle, a->kind_given)
                              : draw_classifier(a, bundle);

@@ -58,6 +58,12 @@ static attn_status locate(const char *fn, const attn_model_config *c, attn_atten
     ATTN_CHECK_ARG(kind == ATTN_ENCODER_SELF_ATTENTION || kind == ATTN_DECODER_SELF_ATTENTION ||
                        kind == ATTN_CROSS_ATTENTION,
                    "%s: unknown attention kind %d", fn, (int)kind);
+    if (c->arch == ATTN_ARCH_RNN_CLASSIFIER)
+        return attn_fail(ATTN_ERR_UNSUPPORTED,
+                         "%s: an rnn classifier has no self-attention: its recurrent encoder "
+                         "reads the text in order, and only its pooling attends "
+                         "(attn_model_pooling_weights)",
+                         fn);
     if (c->arch == ATTN_ARCH_RNN)
         return attn_fail(ATTN_ERR_UNSUPPORTED,
                          "%s: an rnn model has no multi-head attention (its alignments come "
@@ -65,7 +71,7 @@ static attn_status locate(const char *fn, const attn_model_config *c, attn_atten
                          fn);
     const int has_encoder = c->arch != ATTN_ARCH_TRANSFORMER_LM;
     const int has_decoder =
-        c->arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER && c->arch != ATTN_ARCH_TRANSFORMER_MLM;
+        !attn_model_arch_is_classifier(c->arch) && c->arch != ATTN_ARCH_TRANSFORMER_MLM;
     const int has_cross = c->arch == ATTN_ARCH_TRANSFORMER;
     const int64_t encoder_layers = has_encoder ? c->encoder_layers : 0;
     ATTN_CHECK_ARG(kind != ATTN_ENCODER_SELF_ATTENTION || has_encoder,

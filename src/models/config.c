@@ -12,7 +12,7 @@
 /* ---- names of enumerations ---------------------------------------------------------- */
 
 static const char *const arch_names[] = {"transformer", "transformer_classifier", "transformer_lm",
-                                         "rnn", "transformer_mlm"};
+                                         "rnn",         "transformer_mlm",        "rnn_classifier"};
 static const char *const activation_names[] = {"relu", "gelu", "gelu_tanh"};
 static const char *const layout_names[] = {"interleaved", "concatenated"};
 static const char *const positions_names[] = {"sinusoidal", "learned", "rope"};
@@ -37,7 +37,10 @@ enum {
     ARCH_MLM = 1 << ATTN_ARCH_TRANSFORMER_MLM,
     ARCH_ALL = ARCH_TRANSFORMER | ARCH_CLASSIFIER | ARCH_LM | ARCH_MLM, /* the Transformer family */
     ARCH_ENCODER = ARCH_TRANSFORMER | ARCH_CLASSIFIER | ARCH_MLM,       /* with an encoder */
-    ARCH_RNN = 1 << ATTN_ARCH_RNN
+    ARCH_RNN = 1 << ATTN_ARCH_RNN,
+    ARCH_RNN_CLASSIFIER = 1 << ATTN_ARCH_RNN_CLASSIFIER,
+    ARCH_CLASSIFIERS = ARCH_CLASSIFIER | ARCH_RNN_CLASSIFIER,
+    ARCH_RECURRENT = ARCH_RNN | ARCH_RNN_CLASSIFIER /* the rnn encoder's fields */
 };
 
 typedef struct field_spec {
@@ -65,15 +68,15 @@ static const field_spec fields[] = {
     FIELD(ffn_dim, FIELD_INT, ARCH_ALL),
     FIELD(encoder_layers, FIELD_INT, ARCH_ENCODER),
     FIELD(decoder_layers, FIELD_INT, ARCH_TRANSFORMER | ARCH_LM),
-    FIELD(dropout, FIELD_NUMBER, ARCH_ALL | ARCH_RNN),
+    FIELD(dropout, FIELD_NUMBER, ARCH_ALL | ARCH_RECURRENT),
     ENUM_FIELD(activation, ARCH_ALL, activation_names),
     FIELD(norm_first, FIELD_BOOL, ARCH_ALL),
     FIELD(encoder_final_norm, FIELD_BOOL, ARCH_ENCODER),
     FIELD(decoder_final_norm, FIELD_BOOL, ARCH_TRANSFORMER | ARCH_LM),
-    FIELD(src_vocab, FIELD_INT, ARCH_ENCODER | ARCH_RNN),
+    FIELD(src_vocab, FIELD_INT, ARCH_ENCODER | ARCH_RECURRENT),
     FIELD(tgt_vocab, FIELD_INT, ARCH_TRANSFORMER | ARCH_LM | ARCH_RNN),
-    FIELD(num_classes, FIELD_INT, ARCH_CLASSIFIER),
-    ENUM_FIELD(pooling, ARCH_CLASSIFIER, pooling_names),
+    FIELD(num_classes, FIELD_INT, ARCH_CLASSIFIERS),
+    ENUM_FIELD(pooling, ARCH_CLASSIFIERS, pooling_names),
     FIELD(share_embeddings, FIELD_BOOL, ARCH_TRANSFORMER),
     FIELD(tie_output, FIELD_BOOL, ARCH_TRANSFORMER | ARCH_LM),
     FIELD(output_bias, FIELD_BOOL, ARCH_ALL),
@@ -84,15 +87,15 @@ static const field_spec fields[] = {
     ENUM_FIELD(norm, ARCH_ALL, norm_names),
     ENUM_FIELD(ffn, ARCH_ALL, ffn_names),
     FIELD(bias, FIELD_BOOL, ARCH_ALL),
-    FIELD(max_len, FIELD_INT, ARCH_ALL | ARCH_RNN),
+    FIELD(max_len, FIELD_INT, ARCH_ALL | ARCH_RECURRENT),
     FIELD(layer_norm_eps, FIELD_NUMBER, ARCH_ALL),
-    FIELD(label_smoothing, FIELD_NUMBER, ARCH_ALL | ARCH_RNN),
-    ENUM_FIELD(cell, ARCH_RNN, cell_names),
-    FIELD(layers, FIELD_INT, ARCH_RNN),
-    FIELD(hidden, FIELD_INT, ARCH_RNN),
-    FIELD(embedding_dim, FIELD_INT, ARCH_RNN),
+    FIELD(label_smoothing, FIELD_NUMBER, ARCH_ALL | ARCH_RECURRENT),
+    ENUM_FIELD(cell, ARCH_RECURRENT, cell_names),
+    FIELD(layers, FIELD_INT, ARCH_RECURRENT),
+    FIELD(hidden, FIELD_INT, ARCH_RECURRENT),
+    FIELD(embedding_dim, FIELD_INT, ARCH_RECURRENT),
     FIELD(attention_dim, FIELD_INT, ARCH_RNN),
-    FIELD(bidirectional, FIELD_BOOL, ARCH_RNN),
+    FIELD(bidirectional, FIELD_BOOL, ARCH_RECURRENT),
     ENUM_FIELD(attention, ARCH_RNN, attention_names),
     ENUM_FIELD(local, ARCH_RNN, local_names),
     FIELD(window, FIELD_INT, ARCH_RNN),
@@ -112,6 +115,17 @@ _Static_assert(sizeof(attn_rnn_cell) == sizeof(int) && sizeof(attn_rnn_attention
 static int has_field(const field_spec *f, attn_model_arch arch)
 {
     return (f->archs >> arch) & 1;
+}
+
+int attn_model_arch_is_classifier(attn_model_arch arch)
+{
+    return arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER || arch == ATTN_ARCH_RNN_CLASSIFIER;
+}
+
+/* The architectures built on the rnn encoder (rnn_config.c checks their fields). */
+static int is_recurrent(attn_model_arch arch)
+{
+    return arch == ATTN_ARCH_RNN || arch == ATTN_ARCH_RNN_CLASSIFIER;
 }
 
 static int64_t *int_at(attn_model_config *c, const field_spec *f)
@@ -135,8 +149,8 @@ attn_model_config attn_model_config_default(attn_model_arch arch)
     memset(&c, 0, sizeof c);
     if ((int)arch < 0 || (int)arch >= COUNT(arch_names))
         arch = ATTN_ARCH_TRANSFORMER;
-    if (arch == ATTN_ARCH_RNN)
-        return attn_rnn_config_default();
+    if (is_recurrent(arch))
+        return attn_rnn_config_default(arch);
     c.version = ATTN_MODEL_CONFIG_VERSION;
     c.arch = arch;
     c.d_model = 512;
@@ -219,14 +233,14 @@ attn_status attn_model_config_validate(const attn_model_config *config)
             int v = *small_at(&c, f);
             ATTN_CHECK_ARG(v >= 0 && v < f->n_names, "%s: unknown %s %d", fn, f->name, v);
             /* The first name is the value an architecture without the field holds. */
-            if (!present && f->archs == ARCH_CLASSIFIER)
+            if (!present && f->archs == ARCH_CLASSIFIERS)
                 ATTN_CHECK_ARG(v == 0, "%s: %s does not apply to %s and must be \"%s\"", fn,
                                f->name, arch_names[arch], f->names[0]);
             break;
         }
         }
     }
-    if (arch == ATTN_ARCH_RNN)
+    if (is_recurrent(arch))
         ATTN_TRY(attn_rnn_config_validate(fn, &c));
     else
         ATTN_CHECK_ARG(c.d_model % c.num_heads == 0,
@@ -234,16 +248,17 @@ attn_status attn_model_config_validate(const attn_model_config *config)
                        (long long)c.num_heads, (long long)c.d_model);
     ATTN_CHECK_ARG(c.dropout >= 0.0 && c.dropout < 1.0, "%s: dropout must be in [0, 1), got %g", fn,
                    c.dropout);
-    ATTN_CHECK_ARG(arch == ATTN_ARCH_RNN || (c.layer_norm_eps > 0.0 && c.layer_norm_eps < 1.0),
+    ATTN_CHECK_ARG(is_recurrent(arch) || (c.layer_norm_eps > 0.0 && c.layer_norm_eps < 1.0),
                    "%s: layer_norm_eps must be in (0, 1), got %g", fn, c.layer_norm_eps);
-    if (arch != ATTN_ARCH_RNN) {
+    if (!is_recurrent(arch)) {
         ATTN_CHECK_ARG(c.rope_base > 0.0, "%s: rope_base must be > 0, got %g", fn, c.rope_base);
         ATTN_CHECK_ARG(c.positions != ATTN_POSITIONS_ROPE || (c.d_model / c.num_heads) % 2 == 0,
                        "%s: positions \"rope\" turns pairs of features, so the head size "
                        "d_model / num_heads = %lld must be even",
                        fn, (long long)(c.d_model / c.num_heads));
     } else {
-        ATTN_CHECK_ARG(c.rope_base == 0.0, "%s: rope_base does not apply to rnn and must be 0", fn);
+        ATTN_CHECK_ARG(c.rope_base == 0.0, "%s: rope_base does not apply to %s and must be 0", fn,
+                       arch_names[arch]);
     }
     ATTN_CHECK_ARG(c.label_smoothing >= 0.0 && c.label_smoothing <= 1.0,
                    "%s: label_smoothing must be in [0, 1], got %g", fn, c.label_smoothing);

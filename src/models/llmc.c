@@ -307,6 +307,7 @@ static attn_status check_representable(const char *fn, const char *name, const a
                          : c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER
                              ? "\"transformer_classifier\""
                          : c->arch == ATTN_ARCH_TRANSFORMER_MLM ? "\"transformer_mlm\""
+                         : c->arch == ATTN_ARCH_RNN_CLASSIFIER  ? "\"rnn_classifier\""
                                                                 : "\"rnn\"");
     if (c->positions != ATTN_POSITIONS_LEARNED)
         add_difference(differences, size, &n, "positions",

@@ -1,5 +1,6 @@
 /* The Transformer family: encoder-decoder, encoder-only classifier and decoder-only language
- * model, built from the nn layers; saving and loading with the config in the metadata. */
+ * model, built from the nn layers; the classifiers' pooled head (over a Transformer's or an
+ * rnn encoder's states); saving and loading with the config in the metadata. */
 #include "core/internal.h"
 #include "attn/attn_models.h"
 #include "models/models_internal.h"
@@ -70,6 +71,25 @@ static attn_status register_learned_positions(attn_model *m, const char *name,
                            &table->weight);
 }
 
+/* The classifiers' head over states of width `width`: attention pooling's W, b and q (with
+ * pooling "attention"), then the linear layer to the classes. */
+static attn_status register_classifier_head(attn_model *m, int64_t width, int output_bias)
+{
+    const attn_model_config *c = &m->config;
+    if (c->pooling == ATTN_POOLING_ATTENTION) {
+        ATTN_TRY(
+            attn_nn_linear_register(&m->pool_proj, m->params, "pooling.proj", width, width, 1));
+        /* As additive attention's v: U(-1/sqrt(d), 1/sqrt(d)), so the first scores are
+         * of order one whatever the width. */
+        const int64_t query_shape[2] = {1, width};
+        ATTN_TRY(attn_params_add(m->params, "pooling.query", 2, query_shape,
+                                 attn_init_uniform((float)(1.0 / sqrt((double)width))),
+                                 &m->pool_query));
+    }
+    return attn_nn_linear_register(&m->classifier, m->params, "classifier", width, c->num_classes,
+                                   output_bias);
+}
+
 static attn_status build(attn_model *m)
 {
     const attn_model_config *c = &m->config;
@@ -97,7 +117,13 @@ static attn_status build(attn_model *m)
                                             c->d_model));
         break;
     case ATTN_ARCH_RNN:
-        return attn_rnn_model_build(c, m->params, &m->rnn);
+        ATTN_TRY(attn_rnn_model_build(c, m->params, &m->rnn));
+        return attn_params_finalize(m->params);
+    case ATTN_ARCH_RNN_CLASSIFIER:
+        /* Yang et al.'s classifier has a bias everywhere, as the rnn's layers have. */
+        ATTN_TRY(attn_rnn_model_build(c, m->params, &m->rnn));
+        ATTN_TRY(register_classifier_head(m, attn_rnn_model_annotation_dim(m->rnn), 1));
+        return attn_params_finalize(m->params);
     }
     if (c->positions == ATTN_POSITIONS_LEARNED) {
         if (c->arch == ATTN_ARCH_TRANSFORMER) {
@@ -121,19 +147,8 @@ static attn_status build(attn_model *m)
                                   !c->bias,
                                   c->positions == ATTN_POSITIONS_ROPE ? c->rope_base : 0.0};
     ATTN_TRY(register_stack(m, &block));
-    if (c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER && c->pooling == ATTN_POOLING_ATTENTION) {
-        ATTN_TRY(attn_nn_linear_register(&m->pool_proj, m->params, "pooling.proj", c->d_model,
-                                         c->d_model, 1));
-        /* As additive attention's v: U(-1/sqrt(d), 1/sqrt(d)), so the first scores are
-         * of order one whatever the width. */
-        const int64_t query_shape[2] = {1, c->d_model};
-        ATTN_TRY(attn_params_add(m->params, "pooling.query", 2, query_shape,
-                                 attn_init_uniform((float)(1.0 / sqrt((double)c->d_model))),
-                                 &m->pool_query));
-    }
     if (c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER) {
-        ATTN_TRY(attn_nn_linear_register(&m->classifier, m->params, "classifier", c->d_model,
-                                         c->num_classes, c->output_bias));
+        ATTN_TRY(register_classifier_head(m, c->d_model, c->output_bias));
     } else if (c->arch == ATTN_ARCH_TRANSFORMER_MLM) {
         /* Tied, as BERT's: the encoder keeps no weight that only pretraining uses, but the
          * bias (a classifier started from this model takes every other parameter). */
@@ -529,8 +544,7 @@ static attn_status decode(const char *fn, attn_model *model, attn_graph *graph, 
                           int64_t ids_stride, const int32_t *lengths, attn_var **logits)
 {
     const attn_model_config *c = &model->config;
-    ATTN_CHECK_ARG(c->arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER &&
-                       c->arch != ATTN_ARCH_TRANSFORMER_MLM,
+    ATTN_CHECK_ARG(!attn_model_arch_is_classifier(c->arch) && c->arch != ATTN_ARCH_TRANSFORMER_MLM,
                    "%s: a classifier or masked language model has no decoder", fn);
     ATTN_CHECK_ARG(size >= 0, "%s: negative batch size %lld", fn, (long long)size);
     ATTN_CHECK_ARG(len >= 0 && len <= c->max_len,
@@ -608,7 +622,7 @@ static attn_status check_batch(const char *fn, const attn_model *model,
                        fn);
         return ATTN_OK;
     }
-    if (c->arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER) {
+    if (!attn_model_arch_is_classifier(c->arch)) {
         ATTN_CHECK_ARG(batch->tgt_len >= 1 && batch->tgt_len - 1 <= c->max_len,
                        "%s: tgt_len %lld is outside [1, max_len + 1 = %lld]", fn,
                        (long long)batch->tgt_len, (long long)(c->max_len + 1));
@@ -630,7 +644,7 @@ static attn_status check_batch(const char *fn, const attn_model *model,
     return ATTN_OK;
 }
 
-/* The classifier's sentence vectors [size, d_model]: the encoder over the batch's sources
+/* The classifier's sentence vectors [size, width]: the encoder over the batch's sources
  * (after a classification token with pooling "cls"), pooled as the config says. weights (NULL:
  * not wanted) gets attention pooling's weights [size, src_len] (NULL for the other poolings). */
 static attn_status pool(const char *fn, attn_model *model, attn_graph *graph,
@@ -691,10 +705,11 @@ static attn_status forward_logits(const char *fn, attn_model *model, attn_graph 
 {
     const attn_model_config *c = &model->config;
     attn_var *memory = NULL;
-    if (c->arch != ATTN_ARCH_TRANSFORMER_LM && c->arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER)
+    const int classifier = attn_model_arch_is_classifier(c->arch);
+    if (c->arch != ATTN_ARCH_TRANSFORMER_LM && !classifier)
         ATTN_TRY(encode(fn, model, graph, batch->size, batch->src_len, batch->src,
                         batch->src_lengths, &memory));
-    if (c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER) {
+    if (classifier) {
         attn_var *pooled;
         ATTN_TRY(pool(fn, model, graph, batch, &pooled, NULL));
         ATTN_TRY(attn_op_dropout(graph, pooled, (float)c->dropout, &pooled));
@@ -764,8 +779,10 @@ attn_status attn_model_pooling_weights(attn_model *model, attn_graph *graph, con
     ATTN_CHECK_NOT_NULL(weights);
     ATTN_TRY(check_graph(fn, model, graph));
     const attn_model_config *c = &model->config;
-    ATTN_CHECK_ARG(c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER,
-                   "%s: only a classifier (arch transformer_classifier) pools its encoder", fn);
+    ATTN_CHECK_ARG(attn_model_arch_is_classifier(c->arch),
+                   "%s: only a classifier (arch transformer_classifier or rnn_classifier) pools "
+                   "its encoder",
+                   fn);
     const int64_t limit = c->max_len - (c->pooling == ATTN_POOLING_CLS ? 1 : 0);
     ATTN_CHECK_ARG(src_len >= 1 && src_len <= limit, "%s: the text has %lld tokens; give 1 to %lld",
                    fn, (long long)src_len, (long long)limit);
@@ -830,7 +847,7 @@ static attn_status forward_loss(const char *fn, attn_model *model, attn_graph *g
     ATTN_TRY(check_graph(fn, model, graph));
     ATTN_TRY(check_batch(fn, model, batch, 1));
     const attn_model_config *c = &model->config;
-    const int classifier = c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER;
+    const int classifier = attn_model_arch_is_classifier(c->arch);
     if (classifier)
         for (int64_t b = 0; b < batch->size; b++)
             ATTN_CHECK_ARG(batch->labels[b] >= 0 && batch->labels[b] < c->num_classes,

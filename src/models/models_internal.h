@@ -32,7 +32,8 @@ struct attn_model {
      * u_t = tanh(W h_t + b), and the query q [1, d_model]. */
     attn_nn_linear pool_proj;
     attn_param_id pool_query;
-    attn_rnn_model *rnn; /* arch "rnn": its modules (rnn_model.c); NULL otherwise */
+    attn_rnn_model *rnn; /* arch "rnn" and "rnn_classifier": its modules (rnn_model.c); NULL
+                          * otherwise */
     /* bf16 / int8 (quantized.c): the stored matrix of each parameter id (packed NULL for the
      * parameters kept in fp32); NULL in an fp32 model. */
     attn_precision precision;
@@ -78,12 +79,15 @@ ATTN_INTERNAL const float *attn_model_position_rows(const attn_model *m, int sou
 ATTN_INTERNAL attn_status attn_model_norm_rows(const attn_model *m, const attn_nn_layer_norm *norm,
                                                int64_t rows, const float *x, float *y);
 
-/* rnn_config.c: the "rnn" defaults, and the constraints between the rnn fields (each
- * field's own range is checked by the table in config.c). fn names the caller. */
-ATTN_INTERNAL attn_model_config attn_rnn_config_default(void);
+/* rnn_config.c: the defaults of arch "rnn" or "rnn_classifier", and the constraints between
+ * their fields (each field's own range is checked by the table in config.c). fn names the
+ * caller. */
+ATTN_INTERNAL attn_model_config attn_rnn_config_default(attn_model_arch arch);
 ATTN_INTERNAL attn_status attn_rnn_config_validate(const char *fn, const attn_model_config *c);
 
-/* rnn_model.c: registers the modules' parameters in store and finalises it. */
+/* rnn_model.c: registers the modules' parameters in store: an "rnn" model's all, an
+ * "rnn_classifier"'s embedding and encoder (model.c adds its head). The store is not
+ * finalised. */
 ATTN_INTERNAL attn_status attn_rnn_model_build(const attn_model_config *config, attn_params *store,
                                                attn_rnn_model **out);
 /* NULL is ignored. */
@@ -99,7 +103,10 @@ ATTN_INTERNAL attn_status attn_rnn_model_decode(const char *fn, const attn_rnn_m
                                                 int64_t len, const int32_t *ids, int64_t ids_stride,
                                                 const int32_t *lengths, attn_var **logits);
 
-/* model.c: a model's RNN part, NULL unless its arch is "rnn". */
+/* rnn_model.c: the width A of the encoder's annotations (2 * hidden or hidden). */
+ATTN_INTERNAL int64_t attn_rnn_model_annotation_dim(const attn_rnn_model *m);
+
+/* model.c: a model's RNN part, NULL unless its arch is "rnn" or "rnn_classifier". */
 ATTN_INTERNAL attn_rnn_model *attn_model_rnn_part(attn_model *model);
 
 #endif /* ATTN_MODELS_INTERNAL_H */

@@ -1,14 +1,15 @@
-/* The "rnn" architecture's defaults and the constraints between its fields. */
+/* The defaults of the architectures on the rnn encoder ("rnn", "rnn_classifier") and the
+ * constraints between their fields. */
 #include "models/models_internal.h"
 
 #include <string.h>
 
-attn_model_config attn_rnn_config_default(void)
+attn_model_config attn_rnn_config_default(attn_model_arch arch)
 {
     attn_model_config c;
     memset(&c, 0, sizeof c);
     c.version = ATTN_MODEL_CONFIG_VERSION;
-    c.arch = ATTN_ARCH_RNN;
+    c.arch = arch;
     c.dropout = 0.1;
     c.max_len = 1024;
     c.cell = ATTN_RNN_GRU;
@@ -20,6 +21,12 @@ attn_model_config attn_rnn_config_default(void)
     c.attention = ATTN_RNN_BAHDANAU;
     c.local = ATTN_RNN_GLOBAL;
     c.window = 10;
+    if (arch == ATTN_ARCH_RNN_CLASSIFIER) {
+        /* No decoder: its fields stay 0. Yang et al.'s word attention pools the states. */
+        c.attention_dim = 0;
+        c.window = 0;
+        c.pooling = ATTN_POOLING_ATTENTION;
+    }
     return c;
 }
 
@@ -32,6 +39,11 @@ attn_status attn_rnn_config_validate(const char *fn, const attn_model_config *c)
 {
     ATTN_CHECK_ARG(c->layers <= 1024, "%s: layers must be in [1, 1024], got %lld", fn,
                    (long long)c->layers);
+    ATTN_CHECK_ARG(c->arch != ATTN_ARCH_RNN_CLASSIFIER || c->pooling != ATTN_POOLING_CLS,
+                   "%s: pooling \"cls\" does not apply to rnn_classifier: a recurrent encoder has "
+                   "no token whose state has read the whole text both ways (use \"attention\" "
+                   "or \"mean\")",
+                   fn);
     ATTN_CHECK_ARG(c->attention != ATTN_RNN_LUONG_DOT || !c->bidirectional,
                    "%s: attention \"luong-dot\" scores s . h_j and needs annotations of the "
                    "decoder's size: a bidirectional encoder's are 2 * hidden (use "

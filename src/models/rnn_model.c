@@ -1,7 +1,8 @@
 /* RNN encoder-decoders: Bahdanau attention, Luong attention (dot, general, concat; global,
  * local-m, local-p; input feeding) and the attention-less baseline, as attn_models.h's RNN
- * section describes. The encoder is one node per layer; the decoder a few nodes per step,
- * its step outputs stacked so that the output projection is one GEMM over every step. */
+ * section describes, and the encoder of the RNN classifier (whose head model.c builds). The encoder
+ * is one node per layer; the decoder a few nodes per step, its step outputs stacked so that the
+ * output projection is one GEMM over every step. */
 #include "models/rnn_internal.h"
 
 #include <stdio.h>
@@ -39,6 +40,16 @@ static attn_status register_embedding(attn_nn_embedding *m, attn_params *store, 
     return attn_params_add(store, name, 2, shape, attn_init_normal(1.0f), &m->weight);
 }
 
+static attn_status register_encoder(attn_rnn_model *m, attn_params *store)
+{
+    const attn_model_config *c = &m->config;
+    for (int64_t k = 0; k < c->layers; k++)
+        ATTN_TRY(attn_nn_rnn_layer_register(&m->encoder[k], store, "encoder", c->cell, k,
+                                            k == 0 ? c->embedding_dim : m->annotation_dim,
+                                            c->hidden, c->bidirectional));
+    return ATTN_OK;
+}
+
 static attn_status register_modules(attn_rnn_model *m, attn_params *store)
 {
     const attn_model_config *c = &m->config;
@@ -48,6 +59,13 @@ static attn_status register_modules(attn_rnn_model *m, attn_params *store)
     const int none = c->attention == ATTN_RNN_NO_ATTENTION, luong = is_luong(c->attention);
     m->annotation_dim = annotations;
     m->encoder = calloc((size_t)layers, sizeof *m->encoder);
+    if (c->arch == ATTN_ARCH_RNN_CLASSIFIER) {
+        /* The encoder alone, under the encoder-decoder's names. */
+        if (m->encoder == NULL)
+            return attn_fail(ATTN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        ATTN_TRY(register_embedding(&m->src_embed, store, "src_embed.weight", c->src_vocab, embed));
+        return register_encoder(m, store);
+    }
     m->decoder = calloc((size_t)layers, sizeof *m->decoder);
     m->bridge = none ? NULL : calloc((size_t)layers, sizeof *m->bridge);
     if (m->encoder == NULL || m->decoder == NULL || (!none && m->bridge == NULL))
@@ -55,10 +73,7 @@ static attn_status register_modules(attn_rnn_model *m, attn_params *store)
 
     ATTN_TRY(register_embedding(&m->src_embed, store, "src_embed.weight", c->src_vocab, embed));
     ATTN_TRY(register_embedding(&m->tgt_embed, store, "tgt_embed.weight", c->tgt_vocab, embed));
-    for (int64_t k = 0; k < layers; k++)
-        ATTN_TRY(attn_nn_rnn_layer_register(&m->encoder[k], store, "encoder", c->cell, k,
-                                            k == 0 ? embed : annotations, hidden,
-                                            c->bidirectional));
+    ATTN_TRY(register_encoder(m, store));
     /* What step i's first cell reads besides y_{i-1}: the context (Bahdanau's c_i, or u),
      * or Luong's h~_{i-1}. */
     const int64_t context = c->attention == ATTN_RNN_BAHDANAU ? annotations : none ? hidden : 0;
@@ -88,7 +103,7 @@ static attn_status register_modules(attn_rnn_model *m, attn_params *store)
         ATTN_TRY(attn_nn_linear_register(&m->generator, store, "generator",
                                          hidden + embed + context, c->tgt_vocab, 1));
     }
-    return attn_params_finalize(store);
+    return ATTN_OK;
 }
 
 attn_status attn_rnn_model_build(const attn_model_config *config, attn_params *store,
@@ -100,6 +115,11 @@ attn_status attn_rnn_model_build(const attn_model_config *config, attn_params *s
     (*out)->config = *config;
     /* On failure the caller's attn_model_destroy frees what was built. */
     return register_modules(*out, store);
+}
+
+int64_t attn_rnn_model_annotation_dim(const attn_rnn_model *m)
+{
+    return m->annotation_dim;
 }
 
 void attn_rnn_model_free(attn_rnn_model *m)

@@ -18,8 +18,7 @@ attn_status attn_model_step_start(attn_model *model, attn_graph *graph, attn_var
                    "%s: the graph was not created for this model's parameters", fn);
     ATTN_CHECK_ARG(!attn_graph_is_recording(graph),
                    "%s: step decoding is inference; turn the graph's recording off", fn);
-    ATTN_CHECK_ARG(c->arch != ATTN_ARCH_TRANSFORMER_CLASSIFIER &&
-                       c->arch != ATTN_ARCH_TRANSFORMER_MLM,
+    ATTN_CHECK_ARG(!attn_model_arch_is_classifier(c->arch) && c->arch != ATTN_ARCH_TRANSFORMER_MLM,
                    "%s: a classifier or masked language model has no decoder", fn);
     ATTN_CHECK_ARG(max_rows >= 0, "%s: max_rows must be >= 0, got %lld", fn, (long long)max_rows);
     ATTN_CHECK_ARG(max_steps >= 1, "%s: max_steps must be >= 1, got %lld", fn,

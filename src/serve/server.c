@@ -974,6 +974,12 @@ static void answer_classifier_attention(attn_server *s, request *r)
         return;
     }
     const int pooling = r->kind == POOLING_KIND;
+    if (!pooling && config->arch == ATTN_ARCH_RNN_CLASSIFIER) {
+        request_set_error(r, HTTP_BAD_REQUEST,
+                          "an rnn classifier has no self-attention (its recurrent encoder reads "
+                          "the text in order; only its pooling attends): \"kind\" \"pooling\"");
+        return;
+    }
     const int64_t layers = config->encoder_layers, heads = config->num_heads;
     const int64_t layer = r->layer < 0 ? layers - 1 : r->layer;
     if (!pooling && map_choice_refused(r, layer, layers, heads, "layers"))
@@ -1041,8 +1047,7 @@ static void *worker_main(void *arg)
     attn_server *s = arg;
     request *pending = NULL, *pending_tail = NULL; /* the worker's own list, oldest first */
     const int language_model = attn_bundle_config(s->bundle)->arch == ATTN_ARCH_TRANSFORMER_LM;
-    const int classifier =
-        attn_bundle_config(s->bundle)->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER;
+    const int classifier = attn_model_arch_is_classifier(attn_bundle_config(s->bundle)->arch);
     pthread_mutex_lock(&s->lock);
     for (;;) {
         /* Take the connections' new requests; encode them outside the lock. */
@@ -1430,9 +1435,9 @@ static request *parse_attention(attn_server *s, const char *body, size_t length,
     const cJSON *head = cJSON_GetObjectItemCaseSensitive(json, "head");
     int64_t beam = 5, layer = -1, head_index = -1;
     const attn_model_arch arch = attn_bundle_config(s->bundle)->arch;
-    int64_t kind_index = arch == ATTN_ARCH_TRANSFORMER_LM           ? ATTN_DECODER_SELF_ATTENTION
-                         : arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER ? POOLING_KIND
-                                                                    : ATTN_CROSS_ATTENTION;
+    int64_t kind_index = arch == ATTN_ARCH_TRANSFORMER_LM      ? ATTN_DECODER_SELF_ATTENTION
+                         : attn_model_arch_is_classifier(arch) ? POOLING_KIND
+                                                               : ATTN_CROSS_ATTENTION;
     if (kind != NULL) {
         kind_index = -1;
         for (int64_t k = 0; k < 4 && cJSON_IsString(kind); k++)
@@ -1705,7 +1710,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *connection, cons
         /* Each kind of model answers one of the three tasks (and /v1/attention). */
         const attn_model_arch arch = attn_bundle_config(s->bundle)->arch;
         const int language_model = arch == ATTN_ARCH_TRANSFORMER_LM;
-        const int classifier = arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER;
+        const int classifier = attn_model_arch_is_classifier(arch);
         if (!attention && language_model && !generate)
             return respond_error(connection, HTTP_BAD_REQUEST,
                                  "this model is a language model, which continues text: POST "
@@ -1830,7 +1835,7 @@ static attn_status describe_model(attn_server *s)
     } else
         cJSON_AddItemToObject(json, "source_tokenizer",
                               tokenizer_json(attn_bundle_tokenizer(s->bundle, ATTN_BUNDLE_SOURCE)));
-    if (model_config->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER) {
+    if (attn_model_arch_is_classifier(model_config->arch)) {
         /* A classifier has no target tokens: its outputs are the classes. */
         const attn_labels *classes = attn_bundle_classes(s->bundle);
         cJSON *names = cJSON_AddArrayToObject(json, "classes");
@@ -1881,7 +1886,7 @@ attn_status attn_server_start(attn_bundle *bundle, const attn_server_options *op
     ATTN_CHECK_ARG(o->max_body_bytes >= 1 && o->max_sentences >= 1 && o->connection_timeout >= 1,
                    "attn_server_start: the limits must be positive");
     const attn_model_arch arch = attn_bundle_config(bundle)->arch;
-    attn_status status = arch == ATTN_ARCH_TRANSFORMER_LM || arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER
+    attn_status status = arch == ATTN_ARCH_TRANSFORMER_LM || attn_model_arch_is_classifier(arch)
                              ? ATTN_OK
                              : attn_bundle_check_encoder_decoder(bundle);
     if (status != ATTN_OK)

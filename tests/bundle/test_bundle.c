@@ -309,8 +309,24 @@ static void test_encode(void)
 
     CHECK_FAILS(attn_bundle_encode(bundle, "abcabcabcabca", &ids, &count, &unknown),
                 ATTN_ERR_INVALID_ARGUMENT);
-    check_message("13 tokens, above the model's max_len 12");
+    check_message("13 tokens, above the 12 the model reads (max_len 12)");
     CHECK(ids == NULL && count == 0, "nothing on failure");
+    CHECK(attn_bundle_source_limit(bundle) == 12, "a translator reads max_len source ids");
+
+    /* Truncated: the head's ids, exactly as the head alone encodes, and the count cut. */
+    int32_t *head = NULL;
+    int64_t head_count = 0, cut = -1;
+    CHECK_OK(attn_bundle_encode_truncated(bundle, "abcabcabcabzbzz", &ids, &count, &unknown, &cut));
+    CHECK_OK(attn_bundle_encode(bundle, "abcabcabcabz", &head, &head_count, NULL));
+    CHECK(count == 12 && head_count == 12 && cut == 3, "12 ids kept, 3 cut (%lld, %lld)",
+          (long long)count, (long long)cut);
+    CHECK(memcmp(ids, head, 12 * sizeof *ids) == 0, "the kept ids are the head's");
+    CHECK(unknown == 1, "only the kept ids' <unk> count (%lld)", (long long)unknown);
+    free(ids);
+    free(head);
+    CHECK_OK(attn_bundle_encode_truncated(bundle, "abc", &ids, &count, NULL, &cut));
+    CHECK(count == 3 && cut == 0, "a short text is not cut");
+    free(ids);
 
     const char *labels[3];
     const int32_t some[3] = {ATTN_BOS_ID, 4, 1000};

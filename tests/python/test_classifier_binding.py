@@ -1,6 +1,7 @@
 """attn.Classifier: a classifier file from Python gives `attn classify --format json`'s
 probabilities for the same lines, names its classes, and refuses what it cannot classify."""
 import json
+import re
 import subprocess
 
 import pytest
@@ -42,6 +43,28 @@ def test_probabilities_are_attn_classify_s(model):
         for label in clf.labels:
             assert abs(row[label] - line["probabilities"][label]) < 1e-6
         assert abs(sum(row.values()) - 1.0) < 1e-5
+
+
+def test_truncate_keeps_the_head(model):
+    with attn.Classifier(model) as clf:
+        with pytest.raises(ValueError, match="attn_bundle_encode_truncated"):
+            clf.classify(["a" * 10000])
+        limit = int(re.search(r"above the (\d+) the model reads",
+                              str(_refusal(clf, "a" * 10000))).group(1))
+        head = "c" * (limit - 1) + "a"
+        cut = clf.classify([head + "b" * 5000], truncate=True)[0]
+        assert cut == clf.classify([head])[0]
+        # The tail decides nothing, but the head does: a text cut one token later differs.
+        assert cut != clf.classify([head[1:] + "b" * 5000], truncate=True)[0]
+        assert [t for t, _ in clf.pooling(head + "b" * 5000, truncate=True)] == list(head)
+
+
+def _refusal(clf, text):
+    try:
+        clf.classify([text])
+    except ValueError as error:
+        return error
+    raise AssertionError("a text longer than the model reads was classified")
 
 
 def test_refusals(model, tmp_path):

@@ -133,6 +133,20 @@ def test_classify_prints_labels_and_probabilities(data, model):
     assert empty.returncode == 0 and empty.stdout == ""
 
 
+def test_truncate_reads_the_head_of_a_long_line_and_says_so(model):
+    out = model[0]
+    too_long = refused("classify", "--model", out, stdin="d" * 5000 + "\n")
+    limit = int(re.search(r"above the (\d+) the model reads", too_long).group(1))
+    head = "d" * (limit - 1) + "a"  # the last letter read decides: alpha
+    cut = run("classify", "--model", out, "--truncate", "--format", "json",
+              stdin=f"{head}{'b' * 3000}\nbad\n")
+    assert cut.returncode == 0, cut.stderr
+    assert "1 line was cut to the first %d tokens" % limit in cut.stderr
+    whole = run("classify", "--model", out, "--format", "json", stdin=f"{head}\nbad\n")
+    assert cut.stdout == whole.stdout
+    assert json.loads(cut.stdout.splitlines()[0])["label"] == "alpha"
+
+
 def test_eval_scores_predictions(data, model, tmp_path):
     folder, _, valid = data
     out, _, _ = model
@@ -269,9 +283,9 @@ def test_hostile_input_is_refused_with_the_line(tmp_path, model):
     assert "--tgt-tokens is not for --task classify" in refused(
         "train", "--task", "classify", "--train", train, "--out", tmp_path / "x.safetensors",
         "--tgt-tokens", "word", "--max-steps", 2)
-    assert "an RNN classifier is not there yet" in refused(
+    assert "--heads applies to --arch transformer only" in refused(
         "train", "--task", "classify", "--train", train, "--out", tmp_path / "x.safetensors",
-        "--arch", "rnn", "--max-steps", 2)
+        "--arch", "rnn", "--heads", 2, "--max-steps", 2)
     assert "--pooling is for --task classify" in refused(
         "train", "--train", train, "--out", tmp_path / "x.safetensors", "--pooling", "cls",
         "--max-steps", 2)
@@ -286,7 +300,8 @@ def test_hostile_input_is_refused_with_the_line(tmp_path, model):
     # classify: an empty line, a line too long, a missing model, bad options.
     assert "stdin:2: the line has no text to classify" in refused(
         "classify", "--model", out, stdin="abc\n\nbcd\n")
-    assert "stdin:1" in refused("classify", "--model", out, stdin="a" * 5000 + "\n")
+    too_long = refused("classify", "--model", out, stdin="a" * 5000 + "\n")
+    assert "stdin:1: the line is 5000 tokens" in too_long and "--truncate" in too_long
     refused("classify", "--model", tmp_path / "missing.safetensors", stdin="abc\n")
     assert "--top-k is for text output" in refused("classify", "--model", out, "--format", "json",
                                                    "--top-k", 2, stdin="abc\n")

@@ -113,6 +113,27 @@ def test_two_ranks_equal_one_process_accumulating_two(tmp_path, reverse_tsv, mod
 
 
 @needs_mpi
+def test_an_rnn_classifier_on_two_ranks_equals_one_process_accumulating_two(tmp_path):
+    """--task classify --arch rnn over mpirun: the same weights, to the bit."""
+    rng = random.Random(6)
+    words = ["".join(rng.choice("abcdefghij") for _ in range(rng.randint(3, 8)))
+             for _ in range(1500)]
+    labelled = tmp_path / "labelled.tsv"
+    labelled.write_text("".join(f"{'a' in w}\t{w}\n" for w in words), encoding="utf-8")
+    flags = ["--task", "classify", "--arch", "rnn", "--cell", "lstm", "--hidden", "16",
+             "--embedding-dim", "8"]
+    shared, alone = tmp_path / "shared.safetensors", tmp_path / "alone.safetensors"
+    two = mpirun(2, *common(labelled, shared, steps=20), *flags)
+    assert two.returncode == 0, two.stderr.decode()
+    one = run(*common(labelled, alone, steps=20), *flags, "--accumulate", 2)
+    assert one.returncode == 0, one.stderr.decode()
+    a, b = tensors(shared), tensors(alone)
+    assert a.keys() == b.keys() and "pooling.query" in a
+    for name in a:
+        assert a[name].tobytes() == b[name].tobytes(), name
+
+
+@needs_mpi
 @pytest.mark.parametrize("ranks", [3, 4])
 def test_more_ranks_come_close_to_one_process_accumulating_as_many(tmp_path, reverse_tsv, ranks):
     """N gradients are summed in the order Open MPI's all-reduce picks (docs/distributed.md),

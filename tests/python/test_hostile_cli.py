@@ -456,3 +456,29 @@ def test_bad_classifier_viz_and_pretraining_input(work, tmp_path):
                         "--out", tmp_path / "c2.safetensors", "--max-steps", "2", "--no-valid",
                         "--threads", "2"])
     assert not (tmp_path / "c2.safetensors").exists()
+
+
+RNN_CLASSIFIER_REFUSALS = [
+    (["--pooling", "cls"], "--pooling cls needs --arch transformer"),
+    (["--init", "MODEL"], "--arch rnn trains its recurrent encoder from scratch"),
+    (["--heads", "2"], "--heads applies to --arch transformer only"),
+    (["--window", "3"], "the rnn classifier is its encoder alone"),
+]
+
+
+@pytest.mark.parametrize("extra, says", RNN_CLASSIFIER_REFUSALS, ids=lambda a: str(a))
+def test_rnn_classifier_refuses_what_does_not_apply(work, tmp_path, extra, says):
+    """--task classify --arch rnn with a flag of the Transformer or of the rnn's decoder, a
+    classification token or a pretrained Transformer encoder: refused, saying why, nothing
+    written."""
+    labelled = tmp_path / "labelled.tsv"
+    labelled.write_text("".join(f"{'yes' if 'a' in w else 'no'}\t{w}\n"
+                                for w in work["train"].read_text().split()[::2]),
+                        encoding="utf-8")
+    extra = [work["model"] if value == "MODEL" else value for value in extra]
+    out = tmp_path / "clf.safetensors"
+    message = assert_refused(["train", "--task", "classify", "--arch", "rnn", "--train", labelled,
+                              "--out", out, "--max-steps", "2", "--no-valid", "--threads", "2",
+                              *extra])
+    assert says in message, message
+    assert not out.exists()

@@ -11,7 +11,10 @@ let model = null;
 let continued = null; // the prompt whose continuation is shown (a language model)
 
 const isLanguageModel = () => model.architecture === "transformer_lm";
-const isClassifier = () => model.architecture === "transformer_classifier";
+const isClassifier = () => model.architecture === "transformer_classifier" ||
+                           model.architecture === "rnn_classifier";
+// An rnn classifier's only attention is its pooling: its encoder is recurrent.
+const isRnnClassifier = () => model.architecture === "rnn_classifier";
 
 // Blues: white at weight 0 to dark blue at 1.
 function colour(weight) {
@@ -197,16 +200,22 @@ function showAsClassifier() {
   const c = model.config;
   const classes = model.classes.length <= 6 ? model.classes.join(", ")
                                             : `${model.classes.slice(0, 6).join(", ")}, …`;
+  const encoder = isRnnClassifier()
+    ? `${c.layers} ${c.bidirectional ? "bidirectional " : ""}${c.cell} layers of ${c.hidden}`
+    : `${c.encoder_layers} layers, ${c.num_heads} heads`;
   $("model-summary").textContent =
     `${model.architecture}, ${model.parameters.toLocaleString("en")} parameters, ` +
     `${model.source_tokenizer.kind} tokens, ${model.classes.length} classes (${classes}), ` +
-    `${model.precision}, ${c.encoder_layers} layers, ${c.num_heads} heads, ${c.pooling} pooling`;
+    `${model.precision}, ${encoder}, ${c.pooling} pooling`;
   $("text-label").textContent = "Text";
   $("text").placeholder = "type a text to classify";
   $("go").textContent = "Classify";
   $("result-title").textContent = "Class";
-  $("kind").replaceChildren(new Option("pooling (which tokens the class reads)", "pooling"),
-                            new Option("encoder self-attention (token → token)", "encoder"));
+  const kinds = [new Option("pooling (which tokens the class reads)", "pooling")];
+  if (!isRnnClassifier()) {
+    kinds.push(new Option("encoder self-attention (token → token)", "encoder"));
+  }
+  $("kind").replaceChildren(...kinds);
   $("kind").value = "pooling";
   document.title = "attn: classifier";
 }
@@ -226,7 +235,8 @@ async function start() {
     (c.arch === "transformer" ? `, ${c.encoder_layers} + ${c.decoder_layers} layers, ` +
                                 `${c.num_heads} heads` : "");
   const params = new URLSearchParams(location.search);
-  const kinds = isClassifier() ? ["pooling", "encoder"] : ["cross", "self", "encoder"];
+  const kinds = isRnnClassifier() ? ["pooling"]
+              : isClassifier() ? ["pooling", "encoder"] : ["cross", "self", "encoder"];
   if (kinds.includes(params.get("kind")) && !isLanguageModel()) {
     $("kind").value = params.get("kind");
   }
