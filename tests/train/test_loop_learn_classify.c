@@ -1,9 +1,12 @@
-/* Learnability of a classifier through the training loop, for each pooling: labelled lines
+/* Learnability of a classifier through the training loop, for each pooling of the Transformer
+ * classifier and each cell of the RNN one (arch "rnn_classifier"): labelled lines
  * (label<TAB>text, read by attn_corpus_read_labelled) of three classes a single letter decides
- * ("a" anywhere, else "b" anywhere, else neither), a tiny Transformer classifier trained by
- * attn_trainer on them, and its held-out accuracy from attn_trainer_evaluate, which must be
- * far above chance (1/3). Also: the loss reported is per line, and the held-out accuracy is
- * the share of lines whose arg-max is their label (checked against the model directly). */
+ * ("a" anywhere, else "b" anywhere, else neither), a tiny model trained by attn_trainer on them,
+ * and its held-out accuracy from attn_trainer_evaluate, which must be far above chance (1/3).
+ * Also: the loss reported is per line, the held-out accuracy is the share of lines whose arg-max
+ * is their label (checked against the model directly), and, for the RNN's attention pooling,
+ * Yang et al.'s reading of it: on the held-out lines one letter decides (one "a", or no "a" and
+ * one "b"), the largest pooling weight falls on that letter. */
 #include "harness.h"
 
 #include <stdlib.h>
@@ -36,7 +39,57 @@ static const char *write_lines(const char *name, int64_t n, uint64_t seed)
     return path;
 }
 
-static void learn(attn_pooling pooling, const char *what)
+static int count_of(const char *text, char letter)
+{
+    int n = 0;
+    for (; *text != '\0'; text++)
+        n += *text == letter;
+    return n;
+}
+
+/* The letter that decides text's class when exactly one letter does, else 0. */
+static char deciding_letter(const char *text)
+{
+    if (count_of(text, 'a') == 1)
+        return 'a';
+    if (count_of(text, 'a') == 0 && count_of(text, 'b') == 1)
+        return 'b';
+    return 0;
+}
+
+/* On the held-out lines one letter decides, the largest pooling weight is on that letter. */
+static void check_pooling_reads_the_deciding_letter(attn_model *model, const attn_corpus *valid,
+                                                    const char *what)
+{
+    attn_graph *graph = NULL;
+    CHECK_OK(attn_graph_create(attn_model_params(model), &graph));
+    int64_t decided = 0, on_the_letter = 0;
+    const char *const *texts = attn_corpus_sources(valid);
+    for (int64_t i = 0; i < attn_corpus_size(valid); i++) {
+        const char letter = deciding_letter(texts[i]);
+        const int32_t *ids;
+        int64_t n;
+        CHECK_OK(attn_corpus_source_ids(valid, i, &ids, &n));
+        if (letter == 0 || n != (int64_t)strlen(texts[i]))
+            continue;
+        float weights[MAX_LETTERS];
+        CHECK_OK(attn_model_pooling_weights(model, graph, ids, n, weights));
+        int64_t best = 0;
+        for (int64_t t = 1; t < n; t++)
+            best = weights[t] > weights[best] ? t : best;
+        decided++;
+        on_the_letter += texts[i][best] == letter;
+    }
+    printf("%s: the largest pooling weight on the deciding letter in %lld of %lld lines\n", what,
+           (long long)on_the_letter, (long long)decided);
+    CHECK(decided >= 50 && on_the_letter >= 0.9 * (double)decided,
+          "%s: the pooling reads the deciding letter (%lld of %lld lines)", what,
+          (long long)on_the_letter, (long long)decided);
+    attn_graph_destroy(graph);
+}
+
+/* Trains c (its vocabulary and classes filled in here) at peak rate lr for steps updates. */
+static void learn(attn_model_config c, double lr, int64_t steps, const char *what)
 {
     attn_corpus *train = NULL, *valid = NULL;
     CHECK_OK(attn_corpus_read_labelled(write_lines("train.tsv", TRAIN_LINES, 1), &train));
@@ -51,18 +104,8 @@ static void learn(attn_pooling pooling, const char *what)
     CHECK_OK(attn_corpus_encode_labelled(train, tokenizer, labels));
     CHECK_OK(attn_corpus_encode_labelled(valid, tokenizer, labels));
 
-    attn_model_config c = attn_model_config_default(ATTN_ARCH_TRANSFORMER_CLASSIFIER);
-    c.d_model = 32;
-    c.num_heads = 4;
-    c.ffn_dim = 64;
-    c.encoder_layers = 1;
-    c.dropout = 0.0;
-    c.label_smoothing = 0.0;
-    c.max_len = 32;
-    c.norm_first = 1;
     c.src_vocab = attn_vocab_size(attn_tokenizer_vocab(tokenizer));
     c.num_classes = attn_labels_count(labels);
-    c.pooling = pooling;
     attn_model *model = NULL;
     CHECK_OK(attn_model_create(&c, &model));
     CHECK_OK(attn_model_init(model, 3));
@@ -71,11 +114,11 @@ static void learn(attn_pooling pooling, const char *what)
     attn_trainer_options o = attn_trainer_default_options();
     o.batch_tokens = 512;
     o.schedule.kind = ATTN_LR_COSINE;
-    o.schedule.lr = 3e-3;
+    o.schedule.lr = lr;
     o.schedule.warmup_steps = 30;
-    o.schedule.total_steps = 400;
+    o.schedule.total_steps = steps;
     o.max_epochs = 0;
-    o.max_steps = 400;
+    o.max_steps = steps;
     attn_trainer *trainer = NULL;
     CHECK_OK(attn_trainer_create(&trainable, train, valid, &o, &trainer));
     CHECK_OK(attn_trainer_run(trainer));
@@ -112,6 +155,8 @@ static void learn(attn_pooling pooling, const char *what)
           accuracy);
     attn_batcher_destroy(batches);
     attn_graph_destroy(graph);
+    if (c.arch == ATTN_ARCH_RNN_CLASSIFIER)
+        check_pooling_reads_the_deciding_letter(model, valid, what);
     attn_trainer_destroy(trainer);
     attn_model_destroy(model);
     attn_tokenizer_destroy(tokenizer);
@@ -120,19 +165,59 @@ static void learn(attn_pooling pooling, const char *what)
     attn_corpus_destroy(valid);
 }
 
+/* A tiny Transformer classifier with the given pooling. */
+static attn_model_config transformer(attn_pooling pooling)
+{
+    attn_model_config c = attn_model_config_default(ATTN_ARCH_TRANSFORMER_CLASSIFIER);
+    c.d_model = 32;
+    c.num_heads = 4;
+    c.ffn_dim = 64;
+    c.encoder_layers = 1;
+    c.dropout = 0.0;
+    c.label_smoothing = 0.0;
+    c.max_len = 32;
+    c.norm_first = 1;
+    c.pooling = pooling;
+    return c;
+}
+
+/* A small bidirectional RNN classifier with attention pooling. */
+static attn_model_config rnn(attn_rnn_cell cell)
+{
+    attn_model_config c = attn_model_config_default(ATTN_ARCH_RNN_CLASSIFIER);
+    c.cell = cell;
+    c.hidden = 24;
+    c.embedding_dim = 16;
+    c.layers = 1;
+    c.dropout = 0.0;
+    c.label_smoothing = 0.0;
+    c.max_len = 32;
+    return c;
+}
+
 static void test_mean_pooling_learns(void)
 {
-    learn(ATTN_POOLING_MEAN, "mean");
+    learn(transformer(ATTN_POOLING_MEAN), 3e-3, 400, "mean");
 }
 
 static void test_cls_pooling_learns(void)
 {
-    learn(ATTN_POOLING_CLS, "cls");
+    learn(transformer(ATTN_POOLING_CLS), 3e-3, 400, "cls");
 }
 
 static void test_attention_pooling_learns(void)
 {
-    learn(ATTN_POOLING_ATTENTION, "attention");
+    learn(transformer(ATTN_POOLING_ATTENTION), 3e-3, 400, "attention");
+}
+
+static void test_gru_classifier_learns(void)
+{
+    learn(rnn(ATTN_RNN_GRU), 1e-2, 300, "GRU");
+}
+
+static void test_lstm_classifier_learns(void)
+{
+    learn(rnn(ATTN_RNN_LSTM), 1e-2, 300, "LSTM");
 }
 
 int main(void)
@@ -140,5 +225,7 @@ int main(void)
     RUN_TEST(test_mean_pooling_learns);
     RUN_TEST(test_cls_pooling_learns);
     RUN_TEST(test_attention_pooling_learns);
+    RUN_TEST(test_gru_classifier_learns);
+    RUN_TEST(test_lstm_classifier_learns);
     return test_summary();
 }
