@@ -35,3 +35,24 @@ def rng():
 @pytest.fixture
 def assert_close():
     return _assert_close
+
+
+def _check_loss_and_gradients(torch_model, model, batch):
+    """attn's loss and every parameter's gradient against the PyTorch twin's (float64), for the
+    parity tests whose twins have .loss(batch) and .attn_parameters() and whose models have
+    .loss_and_grads(batch)."""
+    torch_model.zero_grad()
+    expected = torch_model.loss(batch)
+    expected.backward()
+    loss, grads = model.loss_and_grads(batch)
+    assert abs(loss - expected.item()) <= 1e-5 * max(1.0, abs(expected.item()))
+    named = torch_model.attn_parameters()
+    assert sorted(grads) == sorted(named)
+    for name, parameter in named.items():
+        # float32 against float64: measured within 1e-6 of each tensor's largest gradient.
+        _assert_close(grads[name], parameter.grad.numpy(), name, rtol=1e-5)
+
+
+@pytest.fixture
+def check_loss_and_gradients():
+    return _check_loss_and_gradients

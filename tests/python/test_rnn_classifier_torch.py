@@ -125,17 +125,8 @@ def test_logits_match(case):
     assert np.max(np.abs(logits - expected)) <= 1e-5 * max(1.0, np.max(np.abs(expected)))
 
 
-def test_loss_and_gradients_match(case, assert_close):
-    torch_model, model, batch = case
-    torch_model.zero_grad()
-    expected = torch_model.loss(batch)
-    expected.backward()
-    loss, grads = model.loss_and_grads(batch)
-    assert abs(loss - expected.item()) <= 1e-5 * max(1.0, abs(expected.item()))
-    named = torch_model.attn_parameters()
-    assert sorted(grads) == sorted(named)
-    for name, parameter in named.items():
-        assert_close(grads[name], parameter.grad.numpy(), name, rtol=1e-5)
+def test_loss_and_gradients_match(case, check_loss_and_gradients):
+    check_loss_and_gradients(*case)
 
 
 def test_mixed_precision_loss_is_close(case):

@@ -60,17 +60,8 @@ def test_logits_match(case):
     assert np.max(np.abs(logits[real] - expected[real])) <= 1e-5 * scale
 
 
-def test_loss_and_gradients_match(case, assert_close):
-    torch_model, model, batch = case
-    torch_model.zero_grad()
-    expected_loss = torch_model.loss(batch)
-    expected_loss.backward()
-    loss, grads = model.loss_and_grads(batch)
-    assert abs(loss - expected_loss.item()) <= 1e-5 * max(1.0, abs(expected_loss.item()))
-    named = torch_model.attn_parameters()
-    assert sorted(grads) == sorted(named)
-    for name, parameter in named.items():
-        assert_close(grads[name], parameter.grad.numpy(), name, rtol=1e-5)
+def test_loss_and_gradients_match(case, check_loss_and_gradients):
+    check_loss_and_gradients(*case)
 
 
 def test_a_missing_direction_is_named(tmp_path):
