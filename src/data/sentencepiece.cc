@@ -306,6 +306,22 @@ void spm_special_ids(const spm_processor *processor, int32_t *unk, int32_t *bos,
     *pad = processor->model.pad_id();
 }
 
+/* The pieces as a malloc'ed int32 array the C side owns (one spare element: never NULL). */
+static spm_result hand_over(const std::vector<int> &pieces, int32_t **ids, int64_t *count,
+                            char *error, size_t error_size)
+{
+    int32_t *copy = static_cast<int32_t *>(std::malloc((pieces.size() + 1) * sizeof *copy));
+    if (copy == nullptr) {
+        set_error(error, error_size, "out of memory");
+        return SPM_ERR_MEMORY;
+    }
+    for (size_t i = 0; i < pieces.size(); i++)
+        copy[i] = pieces[i];
+    *ids = copy;
+    *count = static_cast<int64_t>(pieces.size());
+    return SPM_OK;
+}
+
 spm_result spm_encode(const spm_processor *processor, const char *text, size_t size, int32_t **ids,
                       int64_t *count, char *error, size_t error_size)
 {
@@ -318,16 +334,7 @@ spm_result spm_encode(const spm_processor *processor, const char *text, size_t s
             set_error(error, error_size, readable(status, "libsentencepiece failed"));
             return SPM_ERR_FORMAT;
         }
-        int32_t *copy = static_cast<int32_t *>(std::malloc((pieces.size() + 1) * sizeof *copy));
-        if (copy == nullptr) {
-            set_error(error, error_size, "out of memory");
-            return SPM_ERR_MEMORY;
-        }
-        for (size_t i = 0; i < pieces.size(); i++)
-            copy[i] = pieces[i];
-        *ids = copy;
-        *count = static_cast<int64_t>(pieces.size());
-        return SPM_OK;
+        return hand_over(pieces, ids, count, error, error_size);
     });
 }
 
@@ -348,16 +355,7 @@ spm_result spm_sample_encode(const spm_processor *processor, const char *text, s
             set_error(error, error_size, readable(status, "libsentencepiece failed"));
             return SPM_ERR_FORMAT;
         }
-        int32_t *copy = static_cast<int32_t *>(std::malloc((pieces.size() + 1) * sizeof *copy));
-        if (copy == nullptr) {
-            set_error(error, error_size, "out of memory");
-            return SPM_ERR_MEMORY;
-        }
-        for (size_t i = 0; i < pieces.size(); i++)
-            copy[i] = pieces[i];
-        *ids = copy;
-        *count = static_cast<int64_t>(pieces.size());
-        return SPM_OK;
+        return hand_over(pieces, ids, count, error, error_size);
     });
 }
 
