@@ -57,4 +57,21 @@ static inline float *logits_and_grads(attn_model *m, const attn_model_batch *bat
     return out;
 }
 
+/* A model's loss on a fixed batch, as the finite-difference gradient checks (ad_problem's
+ * build) want it: leaves unused, the parameters being the model's own. The dropout seed is
+ * fixed so that every evaluation of a training-mode loss drops the same units. */
+typedef struct model_ctx {
+    attn_model *model;
+    attn_model_batch batch;
+} model_ctx;
+
+static inline attn_var *build_loss(attn_graph *g, attn_var **leaves, void *raw)
+{
+    (void)leaves;
+    model_ctx *c = raw;
+    attn_graph_set_dropout_seed(g, 7, 0);
+    attn_var *loss;
+    return attn_model_forward_loss(c->model, g, &c->batch, &loss) == ATTN_OK ? loss : NULL;
+}
+
 #endif /* ATTN_TEST_MODELS_TESTING_H */

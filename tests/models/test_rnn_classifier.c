@@ -173,20 +173,6 @@ static void test_parameter_names(void)
 
 /* ---- gradients --------------------------------------------------------------------------- */
 
-typedef struct model_ctx {
-    attn_model *model;
-    attn_model_batch batch;
-} model_ctx;
-
-static attn_var *build_loss(attn_graph *g, attn_var **leaves, void *raw)
-{
-    (void)leaves;
-    model_ctx *c = raw;
-    attn_graph_set_dropout_seed(g, 7, 0);
-    attn_var *loss;
-    return attn_model_forward_loss(c->model, g, &c->batch, &loss) == ATTN_OK ? loss : NULL;
-}
-
 static void check_gradients(const char *what, attn_model_config c, int training)
 {
     attn_model *m = new_model(&c, 3, 0.5f);

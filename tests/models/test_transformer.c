@@ -205,19 +205,6 @@ static void test_parameter_names(void)
 
 /* ---- gradients ----------------------------------------------------------------------------- */
 
-typedef struct model_ctx {
-    attn_model *model;
-    attn_model_batch batch;
-} model_ctx;
-
-static attn_var *build_loss(attn_graph *g, attn_var **leaves, void *raw)
-{
-    (void)leaves;
-    model_ctx *c = raw;
-    attn_var *loss;
-    return attn_model_forward_loss(c->model, g, &c->batch, &loss) == ATTN_OK ? loss : NULL;
-}
-
 /* Values U(-0.4, 0.4) everywhere (nonzero biases, uneven norms) for gradient checks. */
 static void randomise(attn_model *m, uint64_t seed)
 {
