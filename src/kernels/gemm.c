@@ -180,9 +180,11 @@ const char *attn_gemm_backend(void)
     case ATTN_ISA_AVX2:
         return "built-in avx2";
     case ATTN_ISA_NEON:
-    case ATTN_ISA_NEON_DOTPROD:
-    case ATTN_ISA_NEON_BF16:
         return "built-in neon";
+    case ATTN_ISA_NEON_DOTPROD:
+        return "built-in neon-dotprod";
+    case ATTN_ISA_NEON_BF16:
+        return "built-in neon-bf16";
     default:
         return "built-in portable";
     }
