@@ -63,18 +63,25 @@ ATTN_API int attn_get_num_threads(void);
 /* Every kernel has a plain scalar reference (written for clarity, in double precision
  * internally) and optimized versions (tiled, threaded, SIMD). By default the best version
  * the CPU supports runs; tests and benchmarks select others to compare. The environment
- * variable ATTN_ISA (reference|portable|avx2|avx512 on x86-64, reference|portable|neon on
- * AArch64) sets the initial choice. */
+ * variable ATTN_ISA (reference|portable|avx2|avx512 on x86-64,
+ * reference|portable|neon|neon-dotprod|neon-bf16 on AArch64) sets the initial choice.
+ * On x86-64 the int8 and bf16 products come with avx512 when the CPU has VNNI and AVX512_BF16;
+ * on AArch64 they are levels of their own above neon, so each can be forced and compared. */
 typedef enum attn_isa {
     ATTN_ISA_AUTO = -1,
     ATTN_ISA_REFERENCE = 0, /* scalar textbook loops: the ground truth */
     ATTN_ISA_PORTABLE = 1,  /* tiled, threaded plain C */
     ATTN_ISA_AVX2 = 2,      /* AVX2 + FMA */
     ATTN_ISA_AVX512 = 3,    /* AVX-512F/BW/DQ/VL */
-    ATTN_ISA_NEON = 4       /* AArch64 Advanced SIMD (ASIMD), 4 float lanes */
+    ATTN_ISA_NEON = 4,      /* AArch64 Advanced SIMD (ASIMD), 4 float lanes */
+    /* neon, and int8 products by SDOT (FEAT_DotProd; SMMLA for pairs of rows where the CPU
+     * also has FEAT_I8MM) */
+    ATTN_ISA_NEON_DOTPROD = 5,
+    /* neon-dotprod, and bf16 products by BFDOT (FEAT_BF16) */
+    ATTN_ISA_NEON_BF16 = 6
 } attn_isa;
 /* The last value of attn_isa, for loops over every instruction set. */
-#define ATTN_ISA_LAST ATTN_ISA_NEON
+#define ATTN_ISA_LAST ATTN_ISA_NEON_BF16
 
 /* Fails with ATTN_ERR_UNSUPPORTED if the CPU lacks the instruction set. */
 ATTN_API attn_status attn_set_isa(attn_isa isa);
@@ -110,8 +117,9 @@ ATTN_API const char *attn_precision_name(attn_precision precision);
 ATTN_API attn_status attn_precision_parse(const char *name, attn_precision *precision);
 /* 1 when this CPU has the instructions that make the precision fast (fp32: always; bf16:
  * AVX512_BF16; int8: AVX512_VNNI) and the selected instruction set is avx512; 0 when the
- * library emulates them (same results, slower). auto: 0. On AArch64 always 0 for bf16 and
- * int8 as yet: the NEON path has no BFDOT or SDOT kernels, whatever the CPU reports. */
+ * library emulates them (same results, slower). auto: 0. On AArch64: int8 under
+ * neon-dotprod and neon-bf16, bf16 under neon-bf16 (which the CPU must support to be
+ * selected). */
 ATTN_API int attn_precision_native(attn_precision precision);
 /* The one decision of ATTN_PRECISION_AUTO: bf16 where attn_precision_native(bf16) (under the
  * instruction set selected now, so ATTN_ISA=avx2 gives fp32), fp32 elsewhere, where emulated
@@ -119,8 +127,8 @@ ATTN_API int attn_precision_native(attn_precision precision);
  * asks for it. Any other precision is returned unchanged. */
 ATTN_API attn_precision attn_precision_resolve(attn_precision precision);
 /* The instructions that make a precision native on this build's architecture, for messages:
- * bf16 "AVX512_BF16", int8 "AVX512_VNNI" on x86-64; "BF16", "dot product" on AArch64; "" for
- * fp32 and auto. */
+ * bf16 "AVX512_BF16", int8 "AVX512_VNNI" on x86-64; "BFDOT", "SDOT" (or "SDOT, SMMLA" on a
+ * CPU with I8MM) on AArch64; "" for fp32 and auto. */
 ATTN_API const char *attn_precision_instructions(attn_precision precision);
 
 /* Checks ATTN_NUM_THREADS and ATTN_ISA: ATTN_ERR_INVALID_ARGUMENT for a value that is not a

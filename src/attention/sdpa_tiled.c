@@ -58,6 +58,8 @@ const sdpa_kernels *attn_sdpa_kernels_for(attn_isa isa)
         return &attn_sdpa_kernels_avx512;
 #elif defined(ATTN_HAVE_NEON_KERNELS)
     case ATTN_ISA_NEON:
+    case ATTN_ISA_NEON_DOTPROD:
+    case ATTN_ISA_NEON_BF16:
         return &attn_sdpa_kernels_neon;
 #endif
     default:

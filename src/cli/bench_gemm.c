@@ -130,9 +130,10 @@ typedef struct bench_gemm_args {
     int64_t threads, reps;
 } bench_gemm_args;
 
-static const char *const isa_names[] = {"reference", "portable", "avx2", "avx512", "neon", NULL};
+static const char *const isa_names[] = {"reference", "portable",     "avx2",      "avx512",
+                                         "neon",      "neon-dotprod", "neon-bf16", NULL};
 static const int isa_values[] = {ATTN_ISA_REFERENCE, ATTN_ISA_PORTABLE, ATTN_ISA_AVX2,
-                                 ATTN_ISA_AVX512, ATTN_ISA_NEON};
+                                 ATTN_ISA_AVX512, ATTN_ISA_NEON, ATTN_ISA_NEON_DOTPROD, ATTN_ISA_NEON_BF16};
 
 static const char *const precision_names[] = {"fp32", "bf16", NULL};
 static const int precision_values[] = {ATTN_PRECISION_FP32, ATTN_PRECISION_BF16};

@@ -33,7 +33,7 @@ int attn_cmd_info(int argc, char **argv)
                : "built without SentencePiece; install libsentencepiece-dev and rebuild");
     printf("CPU features: %s\n", attn_cpu_features());
     for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_LAST; isa++)
-        printf("  %-9s %s\n", attn_isa_name((attn_isa)isa),
+        printf("  %-12s %s\n", attn_isa_name((attn_isa)isa),
                attn_isa_supported((attn_isa)isa) ? "supported" : "not supported");
     /* Under the instruction set selected now (ATTN_ISA), as every command would run. */
     char text[128];

@@ -33,23 +33,39 @@ int attn_isa_supported(attn_isa isa)
                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
                __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     case ATTN_ISA_NEON:
+    case ATTN_ISA_NEON_DOTPROD:
+    case ATTN_ISA_NEON_BF16:
         return 0;
 #elif defined(ATTN_HAVE_NEON_KERNELS)
     case ATTN_ISA_AVX2:
     case ATTN_ISA_AVX512:
         return 0;
-    case ATTN_ISA_NEON:
-        /* ASIMD is part of the AArch64 base architecture, but Linux still reports it: a
-         * kernel that disabled it (no FP/SIMD context switching) leaves the portable path. */
 #if defined(__linux__)
+    /* ASIMD is part of the AArch64 base architecture, but Linux still reports it: a kernel
+     * that disabled it (no FP/SIMD context switching) leaves the portable path. Each level
+     * above neon needs the one below it, so a forced level never runs on a CPU missing an
+     * instruction of a lower one. */
+    case ATTN_ISA_NEON:
         return (getauxval(AT_HWCAP) & ARM_HWCAP_ASIMD) != 0;
+    case ATTN_ISA_NEON_DOTPROD:
+        return attn_isa_supported(ATTN_ISA_NEON) && (getauxval(AT_HWCAP) & ARM_HWCAP_ASIMDDP) != 0;
+    case ATTN_ISA_NEON_BF16:
+        return attn_isa_supported(ATTN_ISA_NEON_DOTPROD) &&
+               (getauxval(AT_HWCAP2) & ARM_HWCAP2_BF16) != 0;
 #else
+    /* Without the auxiliary vector only the base architecture can be assumed. */
+    case ATTN_ISA_NEON:
         return 1;
+    case ATTN_ISA_NEON_DOTPROD:
+    case ATTN_ISA_NEON_BF16:
+        return 0;
 #endif
 #else
     case ATTN_ISA_AVX2:
     case ATTN_ISA_AVX512:
     case ATTN_ISA_NEON:
+    case ATTN_ISA_NEON_DOTPROD:
+    case ATTN_ISA_NEON_BF16:
         return 0;
 #endif
     }
@@ -71,6 +87,10 @@ const char *attn_isa_name(attn_isa isa)
         return "avx512";
     case ATTN_ISA_NEON:
         return "neon";
+    case ATTN_ISA_NEON_DOTPROD:
+        return "neon-dotprod";
+    case ATTN_ISA_NEON_BF16:
+        return "neon-bf16";
     }
     return "unknown";
 }
@@ -105,8 +125,21 @@ const char *attn_cpu_features(void)
     return features;
 }
 
+int attn_cpu_has_arm_i8mm(void)
+{
+#if defined(ATTN_HAVE_NEON_KERNELS) && defined(__linux__)
+    return (getauxval(AT_HWCAP2) & ARM_HWCAP2_I8MM) != 0;
+#else
+    return 0;
+#endif
+}
+
 static attn_isa best_supported(void)
 {
+    if (attn_isa_supported(ATTN_ISA_NEON_BF16))
+        return ATTN_ISA_NEON_BF16;
+    if (attn_isa_supported(ATTN_ISA_NEON_DOTPROD))
+        return ATTN_ISA_NEON_DOTPROD;
     if (attn_isa_supported(ATTN_ISA_NEON))
         return ATTN_ISA_NEON;
     if (attn_isa_supported(ATTN_ISA_AVX512))
@@ -138,7 +171,7 @@ static attn_status check_isa_variable(void)
     const char *env = getenv("ATTN_ISA");
     if (env == NULL || *env == '\0')
         return ATTN_OK;
-    char supported[64] = "";
+    char supported[96] = "";
     for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_LAST; isa++)
         if (attn_isa_supported((attn_isa)isa))
             snprintf(supported + strlen(supported), sizeof supported - strlen(supported), "%s%s",

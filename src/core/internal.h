@@ -80,6 +80,16 @@ ATTN_INTERNAL attn_isa attn_active_isa(void);
 /* The best instruction set this CPU supports (what ATTN_ISA_AUTO selects). */
 ATTN_INTERNAL attn_isa attn_best_isa(void);
 
+/* neon-dotprod and neon-bf16 are neon with more products native (int8, bf16): every float
+ * kernel runs its neon version under all three. */
+static inline int attn_isa_is_neon(attn_isa isa)
+{
+    return isa == ATTN_ISA_NEON || isa == ATTN_ISA_NEON_DOTPROD || isa == ATTN_ISA_NEON_BF16;
+}
+/* Whether the CPU has FEAT_I8MM (SMMLA), which neon-dotprod uses for pairs of rows when
+ * present: a choice inside the path, as AVX512_VNNI is inside avx512, not a path of its own. */
+ATTN_INTERNAL int attn_cpu_has_arm_i8mm(void);
+
 /* Which optimized versions this build has: CMakeLists.txt compiles the *_avx2.c and *_avx512*.c
  * files only for x86-64 and the *_neon.c files only for AArch64, so a dispatch site names a
  * version only where it exists. ATTN_FOR_ISA(isa, name, fallback) is the version of a kernel
@@ -91,7 +101,7 @@ ATTN_INTERNAL attn_isa attn_best_isa(void);
     ((isa) == ATTN_ISA_AVX512 ? name##_avx512 : (isa) == ATTN_ISA_AVX2 ? name##_avx2 : (fallback))
 #elif defined(__aarch64__)
 #define ATTN_HAVE_NEON_KERNELS 1
-#define ATTN_FOR_ISA(isa, name, fallback) ((isa) == ATTN_ISA_NEON ? name##_neon : (fallback))
+#define ATTN_FOR_ISA(isa, name, fallback) (attn_isa_is_neon(isa) ? name##_neon : (fallback))
 #else
 #define ATTN_FOR_ISA(isa, name, fallback) ((void)(isa), (fallback))
 #endif

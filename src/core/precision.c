@@ -46,6 +46,13 @@ int attn_precision_native(attn_precision precision)
         return __builtin_cpu_supports("avx512bf16");
     if (precision == ATTN_PRECISION_INT8)
         return __builtin_cpu_supports("avx512vnni");
+#elif defined(__aarch64__)
+    /* The path can only be selected where the CPU has its instructions (attn_isa_supported). */
+    const attn_isa isa = attn_get_isa();
+    if (precision == ATTN_PRECISION_BF16)
+        return isa == ATTN_ISA_NEON_BF16;
+    if (precision == ATTN_PRECISION_INT8)
+        return isa == ATTN_ISA_NEON_DOTPROD || isa == ATTN_ISA_NEON_BF16;
 #endif
     return 0;
 }
@@ -61,9 +68,9 @@ const char *attn_precision_instructions(attn_precision precision)
 {
 #if defined(__aarch64__)
     if (precision == ATTN_PRECISION_BF16)
-        return "BF16";
+        return "BFDOT";
     if (precision == ATTN_PRECISION_INT8)
-        return "dot product";
+        return attn_cpu_has_arm_i8mm() ? "SDOT, SMMLA" : "SDOT";
 #else
     if (precision == ATTN_PRECISION_BF16)
         return "AVX512_BF16";

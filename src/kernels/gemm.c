@@ -61,6 +61,8 @@ static const gemm_kernel_info *kernel_for(attn_isa isa)
         return &attn_gemm_avx2_kernel;
 #elif defined(ATTN_HAVE_NEON_KERNELS)
     case ATTN_ISA_NEON:
+    case ATTN_ISA_NEON_DOTPROD:
+    case ATTN_ISA_NEON_BF16:
         return &attn_gemm_neon_kernel;
 #endif
     default:
@@ -68,14 +70,18 @@ static const gemm_kernel_info *kernel_for(attn_isa isa)
     }
 }
 
-/* The built-in kernel for the optimized instruction set and precision: vdpbf16ps for bf16
- * where the CPU has it, else the instruction set's float kernel (which emulates bf16). */
+/* The built-in kernel for the optimized instruction set and precision: vdpbf16ps (x86) or
+ * BFDOT (neon-bf16) for bf16 where the CPU has it, else the instruction set's float kernel
+ * (which emulates bf16). */
 static const gemm_kernel_info *kernel_for_precision(attn_isa isa, attn_precision precision)
 {
 #if defined(ATTN_HAVE_X86_KERNELS)
     if (precision == ATTN_PRECISION_BF16 && isa == ATTN_ISA_AVX512 &&
         attn_precision_native(precision))
         return &attn_gemm_avx512bf16_kernel;
+#elif defined(ATTN_HAVE_NEON_KERNELS)
+    if (precision == ATTN_PRECISION_BF16 && isa == ATTN_ISA_NEON_BF16)
+        return &attn_gemm_neonbf16_kernel;
 #else
     (void)precision;
 #endif
@@ -175,6 +181,10 @@ const char *attn_gemm_backend(void)
         return "built-in avx2";
     case ATTN_ISA_NEON:
         return "built-in neon";
+    case ATTN_ISA_NEON_DOTPROD:
+        return "built-in neon-dotprod";
+    case ATTN_ISA_NEON_BF16:
+        return "built-in neon-bf16";
     default:
         return "built-in portable";
     }

@@ -65,6 +65,8 @@ ATTN_INTERNAL extern const gemm_kernel_info attn_gemm_avx2_kernel;
 ATTN_INTERNAL extern const gemm_kernel_info attn_gemm_avx512_kernel;
 /* 8 x 12 tiles of AArch64 NEON (gemm_neon.c). */
 ATTN_INTERNAL extern const gemm_kernel_info attn_gemm_neon_kernel;
+/* BFDOT on 8 x 12 tiles (gemm_neonbf16.c); only under neon-bf16. */
+ATTN_INTERNAL extern const gemm_kernel_info attn_gemm_neonbf16_kernel;
 /* vdpbf16ps on 14 x 32 tiles (gemm_avx512bf16.c); only where the CPU has AVX512_BF16. */
 ATTN_INTERNAL extern const gemm_kernel_info attn_gemm_avx512bf16_kernel;
 

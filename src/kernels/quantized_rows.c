@@ -295,6 +295,10 @@ int attn_quantized_native(attn_precision precision)
         return __builtin_cpu_supports("avx512vnni");
     if (precision == ATTN_PRECISION_BF16)
         return __builtin_cpu_supports("avx512bf16");
+#elif defined(__aarch64__)
+    /* The ARM paths are levels of ATTN_ISA: selected only where the CPU has them. */
+    if (precision == ATTN_PRECISION_INT8 || precision == ATTN_PRECISION_BF16)
+        return attn_precision_native(precision);
 #else
     (void)precision;
 #endif
@@ -309,6 +313,12 @@ static quantized_tile_fn tile_kernel(attn_precision precision)
     if (attn_quantized_native(precision))
         return precision == ATTN_PRECISION_INT8 ? attn_int8_tile_avx512vnni
                                                 : attn_bf16_tile_avx512bf16;
+#elif defined(__aarch64__)
+    if (attn_quantized_native(precision)) {
+        if (precision == ATTN_PRECISION_BF16)
+            return attn_bf16_tile_neonbf16;
+        return attn_cpu_has_arm_i8mm() ? attn_int8_tile_neoni8mm : attn_int8_tile_neondot;
+    }
 #else
     (void)precision;
 #endif

@@ -74,7 +74,8 @@ ATTN_INTERNAL size_t attn_quantized_linear_scratch_bytes(int64_t rows,
  * a row's results never depend on the other rows or the thread count. */
 ATTN_INTERNAL void attn_quantized_linear(const quantized_linear_args *a);
 /* 1 when the active instruction set runs m's products in hardware (AVX512_VNNI for int8,
- * AVX512_BF16 for bf16), 0 when they are emulated. */
+ * AVX512_BF16 for bf16; on AArch64 SDOT under neon-dotprod and neon-bf16, BFDOT under
+ * neon-bf16), 0 when they are emulated. */
 ATTN_INTERNAL int attn_quantized_native(attn_precision precision);
 
 /* The converted activations handed to a tile kernel: packed rows of groups. */
@@ -125,5 +126,20 @@ ATTN_INTERNAL void attn_int8_tile_avx512vnni(const attn_quantized_matrix *w,
 ATTN_INTERNAL void attn_bf16_tile_avx512bf16(const attn_quantized_matrix *w,
                                              const quantized_rows *x, int64_t rows, int64_t tile,
                                              const float *b, float *y, int64_t ldy);
+/* AArch64: int8 by SDOT (quantized_rows_neondot.c; rows [row_begin, row_end) for the SMMLA
+ * kernel's odd last row), by SMMLA for pairs of rows (quantized_rows_neoni8mm.c), bf16 by
+ * BFDOT (quantized_rows_neonbf16.c). */
+ATTN_INTERNAL void attn_int8_rows_neondot(const attn_quantized_matrix *w, const quantized_rows *x,
+                                          int64_t row_begin, int64_t row_end, int64_t tile,
+                                          const float *b, float *y, int64_t ldy);
+ATTN_INTERNAL void attn_int8_tile_neondot(const attn_quantized_matrix *w, const quantized_rows *x,
+                                          int64_t rows, int64_t tile, const float *b, float *y,
+                                          int64_t ldy);
+ATTN_INTERNAL void attn_int8_tile_neoni8mm(const attn_quantized_matrix *w,
+                                           const quantized_rows *x, int64_t rows, int64_t tile,
+                                           const float *b, float *y, int64_t ldy);
+ATTN_INTERNAL void attn_bf16_tile_neonbf16(const attn_quantized_matrix *w,
+                                           const quantized_rows *x, int64_t rows, int64_t tile,
+                                           const float *b, float *y, int64_t ldy);
 
 #endif /* ATTN_KERNELS_QUANTIZED_ROWS_H */

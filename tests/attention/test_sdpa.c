@@ -525,7 +525,7 @@ static void compare_with_reference(int64_t batch, int64_t heads, int64_t len_q, 
 }
 
 static const attn_isa all_isas[] = {ATTN_ISA_REFERENCE, ATTN_ISA_PORTABLE, ATTN_ISA_AVX2,
-                                    ATTN_ISA_AVX512, ATTN_ISA_NEON};
+                                    ATTN_ISA_AVX512, ATTN_ISA_NEON, ATTN_ISA_NEON_DOTPROD, ATTN_ISA_NEON_BF16};
 #define ISA_COUNT ((int)(sizeof all_isas / sizeof all_isas[0]))
 
 static void test_every_isa_matches_reference_over_sizes(void)

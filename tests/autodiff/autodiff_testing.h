@@ -314,7 +314,7 @@ static inline void ad_check_cases_across_isas(ad_op_case *cases, int n, uint64_t
 {
     CHECK_OK(attn_set_num_threads(2));
     const attn_isa isas[] = {ATTN_ISA_PORTABLE, ATTN_ISA_AVX2, ATTN_ISA_AVX512,
-                             ATTN_ISA_NEON};
+                             ATTN_ISA_NEON, ATTN_ISA_NEON_DOTPROD, ATTN_ISA_NEON_BF16};
     for (int i = 0; i < n; i++) {
         ad_fill_leaves(&cases[i], seed + 13 * (uint64_t)i);
         int64_t count;

@@ -57,6 +57,31 @@ static void test_isa_selection(void)
     CHECK_FAILS(attn_set_isa((attn_isa)42), ATTN_ERR_INVALID_ARGUMENT);
 }
 
+/* The ARM paths are levels: each needs the one below it, a path the CPU lacks is refused, and
+ * auto picks the highest the CPU has (on x86 none of them is supported). */
+static void test_arm_levels_nest(void)
+{
+    const attn_isa levels[] = {ATTN_ISA_NEON, ATTN_ISA_NEON_DOTPROD, ATTN_ISA_NEON_BF16};
+    attn_isa highest = ATTN_ISA_AUTO;
+    for (int i = 0; i < 3; i++) {
+        if (attn_isa_supported(levels[i])) {
+            highest = levels[i];
+            if (i > 0)
+                CHECK(attn_isa_supported(levels[i - 1]), "%s without %s",
+                      attn_isa_name(levels[i]), attn_isa_name(levels[i - 1]));
+        } else {
+            CHECK_FAILS(attn_set_isa(levels[i]), ATTN_ERR_UNSUPPORTED);
+        }
+    }
+    if (highest != ATTN_ISA_AUTO)
+        CHECK(attn_best_isa() == highest, "auto is the highest ARM level here, %s, not %s",
+              attn_isa_name(highest), attn_isa_name(attn_best_isa()));
+    printf("  ARM levels here: neon %d, neon-dotprod %d, neon-bf16 %d\n",
+           attn_isa_supported(ATTN_ISA_NEON), attn_isa_supported(ATTN_ISA_NEON_DOTPROD),
+           attn_isa_supported(ATTN_ISA_NEON_BF16));
+    CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
+}
+
 static void test_rng_is_seeded_and_uniform(void)
 {
     attn_rng a, b;
@@ -169,9 +194,17 @@ static void test_precision_auto_follows_the_selected_isa(void)
         CHECK(chosen == expected, "%s: auto resolves to %s, expected %s",
               attn_isa_name((attn_isa)isa), attn_precision_name(chosen),
               attn_precision_name(expected));
-        if (isa != ATTN_ISA_AVX512)
+        if (isa != ATTN_ISA_AVX512 && isa != ATTN_ISA_NEON_BF16)
             CHECK(chosen == ATTN_PRECISION_FP32, "%s has no bf16 instructions: auto is fp32",
                   attn_isa_name((attn_isa)isa));
+        /* The ARM levels are selectable only where the CPU has their instructions, and each
+         * runs its products natively: neon none, neon-dotprod int8, neon-bf16 int8 and bf16. */
+        if (isa == ATTN_ISA_NEON || isa == ATTN_ISA_NEON_DOTPROD || isa == ATTN_ISA_NEON_BF16) {
+            CHECK(attn_precision_native(ATTN_PRECISION_INT8) == (isa != ATTN_ISA_NEON),
+                  "%s: int8 native exactly above neon", attn_isa_name((attn_isa)isa));
+            CHECK(chosen == (isa == ATTN_ISA_NEON_BF16 ? ATTN_PRECISION_BF16 : ATTN_PRECISION_FP32),
+                  "%s: auto is bf16 exactly on neon-bf16", attn_isa_name((attn_isa)isa));
+        }
         const attn_precision explicit_ones[] = {ATTN_PRECISION_FP32, ATTN_PRECISION_BF16,
                                                 ATTN_PRECISION_INT8};
         for (int i = 0; i < 3; i++)
@@ -192,6 +225,7 @@ int main(void)
     RUN_TEST(test_threads_are_settable);
     RUN_TEST(test_parallel_for_covers_each_index_once);
     RUN_TEST(test_isa_selection);
+    RUN_TEST(test_arm_levels_nest);
     RUN_TEST(test_rng_is_seeded_and_uniform);
     RUN_TEST(test_tensor_views);
     RUN_TEST(test_arena_reuses_memory);

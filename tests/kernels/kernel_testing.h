@@ -14,7 +14,7 @@
  *   for (int k = 0; k < TEST_ISA_COUNT; k++) { if (!test_use_isa(test_isas[k])) continue; ... }
  * and end with attn_set_isa(ATTN_ISA_AUTO). */
 static const attn_isa test_isas[] = {ATTN_ISA_REFERENCE, ATTN_ISA_PORTABLE, ATTN_ISA_AVX2,
-                                     ATTN_ISA_AVX512, ATTN_ISA_NEON};
+                                     ATTN_ISA_AVX512, ATTN_ISA_NEON, ATTN_ISA_NEON_DOTPROD, ATTN_ISA_NEON_BF16};
 #define TEST_ISA_COUNT ((int)(sizeof test_isas / sizeof test_isas[0]))
 
 /* Selects isa if this CPU has it and ATTN_ISA allows it (test_isa_wanted). */

@@ -127,7 +127,7 @@ static int matches_exact(const gemm_case *t, const gemm_data *d, const float *c,
 }
 
 static const attn_isa all_isas[] = {ATTN_ISA_REFERENCE, ATTN_ISA_PORTABLE, ATTN_ISA_AVX2,
-                                    ATTN_ISA_AVX512, ATTN_ISA_NEON};
+                                    ATTN_ISA_AVX512, ATTN_ISA_NEON, ATTN_ISA_NEON_DOTPROD, ATTN_ISA_NEON_BF16};
 #define ISA_COUNT (sizeof all_isas / sizeof all_isas[0])
 
 static void check_case_on_every_isa(const gemm_case *t, uint64_t seed)

@@ -1,5 +1,6 @@
 /* The low-precision linear layers of inference (src/kernels/quantized_rows.h): int8 gives the
- * same bits on every instruction set (reference, emulation, AVX512_VNNI) and stays within the
+ * same bits on every instruction set (reference, emulation, AVX512_VNNI, SDOT, SMMLA; the
+ * row counts give SMMLA's pairs an odd row and in counts an odd group) and stays within the
  * quantization bound of the float64 product; bf16 meets FlashAttention's rule (error against
  * float64 at most twice that of a naive fp32 sum of the same bf16 operands) on every
  * instruction set; rows and threads do not change a row's bits. */
@@ -219,6 +220,13 @@ static void test_rows_and_threads_independent(void)
     for (int k = 0; k < TEST_ISA_COUNT; k++) {
         if (!test_use_isa(test_isas[k]))
             continue;
+        /* The ARM levels exist to run these products natively: one that fell back to the
+         * emulation would pass every other check here. */
+        if (test_isas[k] == ATTN_ISA_NEON_DOTPROD || test_isas[k] == ATTN_ISA_NEON_BF16)
+            CHECK(attn_quantized_native(ATTN_PRECISION_INT8) &&
+                      attn_quantized_native(ATTN_PRECISION_BF16) ==
+                          (test_isas[k] == ATTN_ISA_NEON_BF16),
+                  "%s runs int8 (and on neon-bf16 bf16) natively", attn_isa_name(test_isas[k]));
         for (int pi = 0; pi < 2; pi++) {
             problem many = make_problem(7, 300, 900, 1, 9);
             problem one = make_problem(1, 300, 900, 1, 9);

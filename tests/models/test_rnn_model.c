@@ -291,7 +291,7 @@ static void test_every_isa_matches_the_reference(void)
         for (size_t j = 0; j < count; j++)
             as_double[j] = reference[j];
         const attn_isa isas[] = {ATTN_ISA_PORTABLE, ATTN_ISA_AVX2, ATTN_ISA_AVX512,
-                                 ATTN_ISA_NEON};
+                                 ATTN_ISA_NEON, ATTN_ISA_NEON_DOTPROD, ATTN_ISA_NEON_BF16};
         for (int k = 0; k < (int)(sizeof isas / sizeof isas[0]); k++) {
             if (!attn_isa_supported(isas[k]))
                 continue;

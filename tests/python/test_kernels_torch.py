@@ -10,7 +10,8 @@ from attn._lib import lib
 
 torch.set_num_threads(1)  # one pool on two cores: see the design notes on thread fights
 
-ISAS = [(code, name) for code, name in enumerate(["reference", "portable", "avx2", "avx512", "neon"])
+ISAS = [(code, name) for code, name in enumerate(["reference", "portable", "avx2", "avx512", "neon",
+                                                  "neon-dotprod", "neon-bf16"])
         if lib.attn_isa_supported(code)]
 
 

@@ -14,7 +14,8 @@ import torch
 import attn.optim as optim
 from attn._lib import lib
 
-ISAS = {"reference": 0, "portable": 1, "avx2": 2, "avx512": 3, "neon": 4}
+ISAS = {"reference": 0, "portable": 1, "avx2": 2, "avx512": 3, "neon": 4, "neon-dotprod": 5,
+        "neon-bf16": 6}
 SHAPES = [(7, 5), (5,), (13,), (3, 4, 2), (1,), (129,)]
 NO_DECAY = {1, 4}  # indices into SHAPES treated like biases / norm gains
 

@@ -106,7 +106,7 @@ def test_unknown_command_and_benchmark():
     (["bench", "decode"], "--batch", "1, 64 or both"),
     (["bench", "decode"], "--min-seconds", "a number in [0.001, 600]"),
     (["bench", "generate"], "--batch", "1, 32 or both"),
-    (["bench", "gemm"], "--isa", "reference, portable, avx2, avx512 or neon"),
+    (["bench", "gemm"], "--isa", "reference, portable, avx2, avx512, neon, neon-dotprod or neon-bf16"),
 ])
 def test_missing_value_says_what_the_option_takes(args, option, what):
     usage_error(run(*args, option), f"{option} needs a value: {what}")

@@ -24,6 +24,9 @@ static inline int test_isa_wanted(attn_isa isa)
     return attn_isa_supported(isa);
 }
 
+/* test_summary's exit status when ATTN_ISA names a path this CPU lacks (CTest: skipped). */
+#define TEST_SKIPPED 77
+
 extern int test_checks_failed;
 extern int test_checks_passed;
 

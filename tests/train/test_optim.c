@@ -7,7 +7,7 @@
 #include <string.h>
 
 static const attn_isa all_isas[] = {ATTN_ISA_REFERENCE, ATTN_ISA_PORTABLE, ATTN_ISA_AVX2,
-                                    ATTN_ISA_AVX512, ATTN_ISA_NEON};
+                                    ATTN_ISA_AVX512, ATTN_ISA_NEON, ATTN_ISA_NEON_DOTPROD, ATTN_ISA_NEON_BF16};
 #define NUM_ISAS (sizeof all_isas / sizeof all_isas[0])
 
 static const int64_t sizes[] = {1, 3, 17, 129, 1000, 40007};

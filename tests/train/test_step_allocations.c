@@ -153,7 +153,7 @@ static void test_transformer_steps_allocate_nothing(void)
     config.src_vocab = config.tgt_vocab = VOCAB;
     config.max_len = 16;
     const attn_isa isas[] = {ATTN_ISA_PORTABLE, ATTN_ISA_AVX2, ATTN_ISA_AVX512,
-                             ATTN_ISA_NEON};
+                             ATTN_ISA_NEON, ATTN_ISA_NEON_DOTPROD, ATTN_ISA_NEON_BF16};
     for (int threads = 1; threads <= 2; threads++) {
         CHECK_OK(attn_set_num_threads(threads));
         for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
