@@ -408,7 +408,7 @@ static attn_status read_options(const json_reader *r, const cJSON *root, attn_tr
     double nbest;
     ATTN_TRY(read_number_or(r, options, "spm_nbest", -1.0, &nbest));
     if (!(nbest == -1.0 ||
-          (nbest >= 2.0 && nbest <= ATTN_SPM_MAX_NBEST && nbest == (int64_t)nbest)))
+          (nbest >= 2.0 && nbest <= ATTN_SPM_MAX_NBEST && nbest == floor(nbest))))
         return attn_fail(ATTN_ERR_FORMAT,
                          "%s: %s: training state field \"spm_nbest\" must be -1 or a whole "
                          "number in [2, %d], got %g",
