@@ -197,6 +197,10 @@ typedef struct attn_model_config {
  * rnn_classifier: the same encoder (one bidirectional GRU layer, 256 hidden units, 256-wide
  * embeddings), "attention" pooling, dropout 0.1, label smoothing 0, max_len 1024. */
 ATTN_API attn_model_config attn_model_config_default(attn_model_arch arch);
+/* How many source tokens a model of config c reads at most: max_len, less the classification
+ * token's place under a Transformer classifier's cls pooling. */
+ATTN_API int64_t attn_model_config_source_limit(const attn_model_config *c);
+
 /* Every constraint, with a message naming the field: sizes positive, num_heads divides
  * d_model, dropout and smoothing in range, shared embeddings need equal vocabularies,
  * fields of other architectures 0, version supported. */

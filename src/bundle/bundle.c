@@ -248,11 +248,7 @@ int64_t attn_bundle_source_limit(const attn_bundle *bundle)
 {
     if (bundle == NULL)
         return 0;
-    const attn_model_config *c = attn_model_get_config(bundle->model);
-    /* A classification token takes one of the positions. */
-    const int cls =
-        c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER && c->pooling == ATTN_POOLING_CLS ? 1 : 0;
-    return c->max_len - cls;
+    return attn_model_config_source_limit(attn_model_get_config(bundle->model));
 }
 
 attn_status attn_bundle_encode(const attn_bundle *bundle, const char *text, int32_t **ids,

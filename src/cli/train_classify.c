@@ -269,7 +269,7 @@ int train_classify_prepare(const train_args *a, const attn_model_config *describ
 
     if (resume_file != NULL) {
         const attn_model_config *c = attn_model_get_config(*model);
-        const int64_t reach = c->max_len - (c->pooling == ATTN_POOLING_CLS ? 1 : 0);
+        const int64_t reach = attn_model_config_source_limit(c);
         if (longest > reach) {
             fprintf(stderr,
                     "attn train: a text has %lld tokens, above the checkpoint model's reach "

@@ -122,6 +122,13 @@ int attn_model_arch_is_classifier(attn_model_arch arch)
     return arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER || arch == ATTN_ARCH_RNN_CLASSIFIER;
 }
 
+int64_t attn_model_config_source_limit(const attn_model_config *c)
+{
+    const int cls =
+        c->arch == ATTN_ARCH_TRANSFORMER_CLASSIFIER && c->pooling == ATTN_POOLING_CLS ? 1 : 0;
+    return c->max_len - cls;
+}
+
 /* The architectures built on the rnn encoder (rnn_config.c checks their fields). */
 static int is_recurrent(attn_model_arch arch)
 {

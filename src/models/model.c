@@ -783,7 +783,7 @@ attn_status attn_model_pooling_weights(attn_model *model, attn_graph *graph, con
                    "%s: only a classifier (arch transformer_classifier or rnn_classifier) pools "
                    "its encoder",
                    fn);
-    const int64_t limit = c->max_len - (c->pooling == ATTN_POOLING_CLS ? 1 : 0);
+    const int64_t limit = attn_model_config_source_limit(c);
     ATTN_CHECK_ARG(src_len >= 1 && src_len <= limit, "%s: the text has %lld tokens; give 1 to %lld",
                    fn, (long long)src_len, (long long)limit);
     if (c->pooling == ATTN_POOLING_MEAN) {
