@@ -1,6 +1,6 @@
 #!/bin/sh
 # Benchmarks, one section each: attn's own benchmark beside its PyTorch counterpart.
-# usage: [BENCH_SECTIONS="attention train decode gemm"] scripts/bench.sh <build-dir> [--quick]
+# usage: [BENCH_SECTIONS="attention train decode gemm"] [BENCH_ISA=avx2] scripts/bench.sh <build-dir> [--quick]
 # Timings are medians and only indicative on a shared machine; nothing here fails on speed.
 set -eu
 
@@ -10,6 +10,31 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 python=/usr/bin/python3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+
+# BENCH_ISA=avx2 races both programs on AVX2 and FMA alone, as on a machine without AVX-512
+# (AMD Zen 2/3, Intel Haswell to Comet Lake): attn on its avx2 path, PyTorch with ATen's kernels,
+# OpenBLAS and oneDNN held to the same instructions. attn's emulated bf16 rows are left out
+# there (auto is fp32 on that path); PyTorch keeps every setting, so its best is still taken.
+bench_isa=${BENCH_ISA:-}
+attn_precisions_attention="fp32 bf16"
+attn_precisions_train="fp32 bf16"
+attn_precisions_decode="fp32 bf16 int8"
+case "$bench_isa" in
+    "") ;;
+    avx2)
+        export ATTN_ISA=avx2 ATEN_CPU_CAPABILITY=avx2 OPENBLAS_CORETYPE=Haswell DNNL_MAX_CPU_ISA=AVX2
+        attn_precisions_attention="fp32"
+        attn_precisions_train="fp32"
+        attn_precisions_decode="fp32 int8"
+        ;;
+    *) echo "bench: BENCH_ISA=$bench_isa is not one this script restricts; use avx2 or leave it unset" >&2
+       exit 2 ;;
+esac
+
+# Every figure names its processor and the paths that made it.
+echo "bench: CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)" \
+    "($(nproc) cores)"
+"$build/attn" info | sed -n -e 's/^/bench: attn: /' -e '/ISA\|^bench: attn: bf16\|int8:\|default precision/p'
 
 # PyTorch at its best here: Debian's torch calls the system libblas.so.3, which is the slow
 # reference BLAS unless OpenBLAS is installed (apt-get install libopenblas0-pthread), and
@@ -23,6 +48,23 @@ if ! ls /usr/lib/x86_64-linux-gnu/libopenblas*.so* /usr/lib/x86_64-linux-gnu/ope
     echo "bench: ratio below flatters attn; apt-get install libopenblas0-pthread for a fair race."
 fi
 
+echo "bench: PyTorch: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-auto}" \
+    "ATEN_CPU_CAPABILITY=${ATEN_CPU_CAPABILITY:-auto} DNNL_MAX_CPU_ISA=${DNNL_MAX_CPU_ISA:-auto}"
+
+# One PyTorch setting, named: its JSON joins $torch_runs, or, where the setting cannot run on
+# this machine, a note says so and the race goes on without it (oneDNN has no bf16 kernels
+# below AVX-512, so PyTorch's bf16 autocast fails under BENCH_ISA=avx2, as it would on a
+# machine without AVX-512).
+torch_try() {
+    name=$1
+    shift
+    if "$@" >"$work/torch_$name.json" 2>"$work/torch_$name.err"; then
+        torch_runs="$torch_runs $work/torch_$name.json"
+    else
+        echo "bench: PyTorch's $name setting failed here, left out: $(tail -n 1 "$work/torch_$name.err")"
+    fi
+}
+
 # Scaled dot-product attention against PyTorch's bmm -> softmax -> bmm, attn in fp32 and in bf16.
 # PyTorch runs in three settings: its default threading, OMP_WAIT_POLICY=PASSIVE on every core
 # (its default here can be a single thread), and bf16 autocast (plus its fused
@@ -30,32 +72,31 @@ fi
 # compared with the best of them.
 section_attention() {
     echo "== attention"
-    "$build/attn" bench attention --json $quick --precision fp32 >"$work/attn_attention.json"
-    "$build/attn" bench attention --json $quick --precision bf16 >"$work/attn_attention_bf16.json"
-    "$python" "$root/bench/torch_attention.py" $quick >"$work/torch_attention_default.json"
-    OMP_WAIT_POLICY=PASSIVE "$python" "$root/bench/torch_attention.py" $quick \
-        --threads "$(nproc)" >"$work/torch_attention_passive.json"
-    "$python" "$root/bench/torch_attention.py" $quick --autocast bf16 \
-        >"$work/torch_attention_autocast.json"
-    OMP_WAIT_POLICY=PASSIVE "$python" "$root/bench/torch_attention.py" $quick --autocast bf16 \
-        --threads "$(nproc)" >"$work/torch_attention_autocast_passive.json"
-    "$python" "$root/bench/torch_attention.py" $quick --autocast bf16 --threads "$(nproc)" \
-        >"$work/torch_attention_autocast_all_cores.json"
-    torch_runs="$work/torch_attention_default.json $work/torch_attention_passive.json"
-    torch_runs="$torch_runs $work/torch_attention_autocast.json"
-    torch_runs="$torch_runs $work/torch_attention_autocast_passive.json"
-    torch_runs="$torch_runs $work/torch_attention_autocast_all_cores.json"
+    attn_runs=""
+    for precision in $attn_precisions_attention; do
+        "$build/attn" bench attention --json $quick --precision $precision \
+            >"$work/attn_attention_$precision.json"
+        attn_runs="$attn_runs $work/attn_attention_$precision.json"
+    done
+    torch_runs=""
+    torch=$root/bench/torch_attention.py
+    torch_try attention_default "$python" "$torch" $quick
+    torch_try attention_passive env OMP_WAIT_POLICY=PASSIVE "$python" "$torch" $quick \
+        --threads "$(nproc)"
+    torch_try attention_autocast "$python" "$torch" $quick --autocast bf16
+    torch_try attention_autocast_passive env OMP_WAIT_POLICY=PASSIVE "$python" "$torch" $quick \
+        --autocast bf16 --threads "$(nproc)"
+    torch_try attention_autocast_all_cores "$python" "$torch" $quick --autocast bf16 \
+        --threads "$(nproc)"
     if "$python" -c "import sys, torch.nn.functional as F
 sys.exit(0 if hasattr(F, 'scaled_dot_product_attention') else 1)"; then
         for autocast in off bf16; do
-            "$python" "$root/bench/torch_attention.py" $quick --fused --autocast $autocast \
-                >"$work/torch_attention_fused_$autocast.json"
-            torch_runs="$torch_runs $work/torch_attention_fused_$autocast.json"
+            torch_try "attention_fused_$autocast" "$python" "$torch" $quick --fused \
+                --autocast $autocast
         done
     fi
     # shellcheck disable=SC2086 # the list of files splits on purpose
-    "$python" "$root/bench/torch_attention.py" --report "$work/attn_attention.json" \
-        "$work/attn_attention_bf16.json" $torch_runs
+    "$python" "$torch" --report $attn_runs $torch_runs
 }
 
 # Matrix multiplication: attn's GEMM (best ISA) against torch.mm (better threading setting).
@@ -76,45 +117,45 @@ section_decode() {
     echo "== decode"
     torch_quick=""
     if [ -n "$quick" ]; then torch_quick="--reps 3 --min-seconds 0.2"; fi
-    for precision in fp32 bf16 int8; do
+    for precision in $attn_precisions_decode; do
         "$build/attn" bench decode --json $quick --precision $precision
     done >"$work/attn_decode.json"
-    "$python" "$root/bench/torch_decode.py" --json $torch_quick >"$work/torch_decode_default.json"
-    OMP_WAIT_POLICY=PASSIVE "$python" "$root/bench/torch_decode.py" --json $torch_quick \
-        --threads "$(nproc)" >"$work/torch_decode_passive.json"
-    "$python" "$root/bench/torch_decode.py" --json $torch_quick --precision bf16 \
-        >"$work/torch_decode_bf16.json"
-    OMP_WAIT_POLICY=PASSIVE "$python" "$root/bench/torch_decode.py" --json $torch_quick \
-        --precision bf16 --threads "$(nproc)" >"$work/torch_decode_bf16_passive.json"
-    "$python" "$root/bench/torch_decode.py" --report "$work/attn_decode.json" \
-        "$work/torch_decode_default.json" "$work/torch_decode_passive.json" \
-        "$work/torch_decode_bf16.json" "$work/torch_decode_bf16_passive.json"
+    torch_runs=""
+    torch=$root/bench/torch_decode.py
+    torch_try decode_default "$python" "$torch" --json $torch_quick
+    torch_try decode_passive env OMP_WAIT_POLICY=PASSIVE "$python" "$torch" --json $torch_quick \
+        --threads "$(nproc)"
+    torch_try decode_bf16 "$python" "$torch" --json $torch_quick --precision bf16
+    torch_try decode_bf16_passive env OMP_WAIT_POLICY=PASSIVE "$python" "$torch" --json \
+        $torch_quick --precision bf16 --threads "$(nproc)"
+    # shellcheck disable=SC2086 # the list of files splits on purpose
+    "$python" "$torch" --report "$work/attn_decode.json" $torch_runs
 }
 
 # Transformer training steps (forward, backward, Adam) on the issue's SMALL and BASE shapes,
 # attn in fp32 and in bf16 (mixed precision), PyTorch's nn.Transformer with its default
 # threading and with OMP_WAIT_POLICY=PASSIVE on every core, each without and with bf16
-# autocast; every attn row's ratio is to the best of the four.
+# autocast; every attn row's ratio is to the best of them.
 section_train() {
     echo "== train"
     steps=""
     if [ -n "$quick" ]; then steps="--steps 3"; fi
-    "$build/attn" bench train --json $steps --precision fp32 >"$work/attn_train.json"
-    "$build/attn" bench train --json $steps --precision bf16 >>"$work/attn_train.json"
-    "$python" "$root/bench/torch_train.py" --json $steps >"$work/torch_train_default.json"
-    OMP_WAIT_POLICY=PASSIVE "$python" "$root/bench/torch_train.py" --json $steps \
-        --threads "$(nproc)" >"$work/torch_train_passive.json"
-    "$python" "$root/bench/torch_train.py" --json $steps --autocast bf16 \
-        >"$work/torch_train_autocast.json"
-    OMP_WAIT_POLICY=PASSIVE "$python" "$root/bench/torch_train.py" --json $steps --autocast bf16 \
-        --threads "$(nproc)" >"$work/torch_train_autocast_passive.json"
+    for precision in $attn_precisions_train; do
+        "$build/attn" bench train --json $steps --precision $precision
+    done >"$work/attn_train.json"
+    torch_runs=""
+    torch=$root/bench/torch_train.py
+    torch_try train_default "$python" "$torch" --json $steps
+    torch_try train_passive env OMP_WAIT_POLICY=PASSIVE "$python" "$torch" --json $steps \
+        --threads "$(nproc)"
+    torch_try train_autocast "$python" "$torch" --json $steps --autocast bf16
+    torch_try train_autocast_passive env OMP_WAIT_POLICY=PASSIVE "$python" "$torch" --json \
+        $steps --autocast bf16 --threads "$(nproc)"
     # autocast's best here (bench/torch_train.py --sweep, 26 Nov 2026): default policy, every core
-    "$python" "$root/bench/torch_train.py" --json $steps --autocast bf16 --threads "$(nproc)" \
-        >"$work/torch_train_autocast_all_cores.json"
-    "$python" "$root/bench/torch_train.py" --report "$work/attn_train.json" \
-        "$work/torch_train_default.json" "$work/torch_train_passive.json" \
-        "$work/torch_train_autocast.json" "$work/torch_train_autocast_passive.json" \
-        "$work/torch_train_autocast_all_cores.json"
+    torch_try train_autocast_all_cores "$python" "$torch" --json $steps --autocast bf16 \
+        --threads "$(nproc)"
+    # shellcheck disable=SC2086 # the list of files splits on purpose
+    "$python" "$torch" --report "$work/attn_train.json" $torch_runs
 }
 
 # BENCH_SECTIONS="attention decode" runs only those sections, in that order.
