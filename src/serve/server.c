@@ -59,7 +59,8 @@ typedef struct request {
     int attention;         /* POST /v1/attention: one text, its maps in results[0] */
     int kind;              /* attn_attention_kind, or POOLING_KIND (a classifier) */
     int64_t layer, head; /* -1: the last layer; -1: the mean of the heads */
-    int truncate;        /* generate: cut a prompt too long for the context to its last tokens */
+    int truncate;        /* generate: cut a prompt too long for the context to its last tokens;
+                          * classify: read a text too long for the model as its first tokens */
     int stream;          /* generate: answer one JSON line per token as they come */
     int pooling;         /* classify: each answer with its tokens and their pooling weights */
     continuation *continuations; /* generate: [n] (worker) */
@@ -195,11 +196,28 @@ static int encode_request(attn_server *s, request *r)
         request_fail(s, r, HTTP_INTERNAL_ERROR, "out of memory");
         return 1;
     }
+    const int classify = r->job.task == SERVE_CLASSIFY;
     for (int64_t i = 0; i < r->n; i++) {
-        if (attn_bundle_encode(s->bundle, r->texts[i], &r->ids[i], &r->counts[i], NULL) !=
-            ATTN_OK) {
+        /* A classifier reads every text through the truncating encoder so that a text too long
+         * is refused with this endpoint's remedy rather than the library's. */
+        int64_t cut = 0;
+        const attn_status status =
+            classify ? attn_bundle_encode_truncated(s->bundle, r->texts[i], &r->ids[i],
+                                                    &r->counts[i], NULL, &cut)
+                     : attn_bundle_encode(s->bundle, r->texts[i], &r->ids[i], &r->counts[i], NULL);
+        if (status != ATTN_OK) {
             char message[sizeof r->error];
             snprintf(message, sizeof message, "text[%lld]: %s", (long long)i, attn_last_error());
+            request_fail(s, r, HTTP_BAD_REQUEST, message);
+            return 1;
+        }
+        if (cut > 0 && !r->truncate) {
+            char message[sizeof r->error];
+            snprintf(message, sizeof message,
+                     "text[%lld] has %lld tokens, above the %lld the model reads; shorten it, "
+                     "or send \"truncate\": true to classify its first %lld tokens",
+                     (long long)i, (long long)(r->counts[i] + cut), (long long)r->counts[i],
+                     (long long)r->counts[i]);
             request_fail(s, r, HTTP_BAD_REQUEST, message);
             return 1;
         }
@@ -207,7 +225,7 @@ static int encode_request(attn_server *s, request *r)
             r->decode_order[r->job.decodable++] = i;
             continue;
         }
-        if (r->job.task == SERVE_CLASSIFY) {
+        if (classify) {
             char message[64];
             snprintf(message, sizeof message, "text[%lld] has no tokens to classify",
                      (long long)i);
@@ -1321,21 +1339,23 @@ static int bool_field(const cJSON *json, const char *name, int *value, refusal *
     return 0;
 }
 
-/* POST /v1/classify: {"text": [...], "pooling"}. */
+/* POST /v1/classify: {"text": [...], "pooling", "truncate"}. */
 static request *parse_classify(attn_server *s, const char *body, size_t length, refusal *why)
 {
-    static const char *const fields[] = {"text", "pooling", NULL};
-    cJSON *json = parse_body(body, length, fields, "text, pooling", why);
+    static const char *const fields[] = {"text", "pooling", "truncate", NULL};
+    cJSON *json = parse_body(body, length, fields, "text, pooling, truncate", why);
     if (json == NULL)
         return NULL;
     request *r = NULL;
     const cJSON *text = cJSON_GetObjectItemCaseSensitive(json, "text");
-    int pooling = 0;
+    int pooling = 0, truncate = 0;
     const int64_t n = texts_in(s, text, why);
     if (n >= 0 && bool_field(json, "pooling", &pooling, why) == 0 &&
+        bool_field(json, "truncate", &truncate, why) == 0 &&
         (r = request_create(n, why)) != NULL) {
         r->job.task = SERVE_CLASSIFY;
         r->pooling = pooling;
+        r->truncate = truncate;
         r = take_texts(r, text, why);
     }
     cJSON_Delete(json);

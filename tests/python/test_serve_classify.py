@@ -128,6 +128,30 @@ def test_refusals_name_the_problem(server):
     assert model["architecture"] == "transformer_classifier" and "target_tokenizer" not in model
 
 
+def test_a_text_too_long_is_refused_or_read_as_its_head(server):
+    status, model = server.request("GET", "/v1/model")
+    limit = model["config"]["max_len"]  # attention pooling: no classification token's place
+    head = "dj" * (limit // 2)
+    long = head + "aa" * limit
+    status, answer = server.request("POST", "/v1/classify", {"text": ["abc", long]})
+    assert status == 400, answer
+    assert answer["error"] == (f"text[1] has {3 * limit} tokens, above the {limit} the model "
+                               f"reads; shorten it, or send \"truncate\": true to classify its "
+                               f"first {limit} tokens")
+    status, cut = server.request("POST", "/v1/classify",
+                                 {"text": [long], "truncate": True, "pooling": True})
+    assert status == 200, cut
+    status, alone = server.request("POST", "/v1/classify", {"text": [head], "pooling": True})
+    assert status == 200, alone
+    # the head decides: the tail's letter (which would say "alpha") is never read
+    assert cut["results"][0]["tokens"] == list(head)
+    assert cut["results"][0]["label"] == alone["results"][0]["label"]
+    assert cut["results"][0]["probabilities"] == pytest.approx(
+        alone["results"][0]["probabilities"], abs=1e-6)
+    status, answer = server.request("POST", "/v1/classify", {"text": ["abc"], "truncate": 1})
+    assert status == 400 and "\"truncate\" must be true or false" in answer["error"]
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
 def test_the_page_shows_the_class_and_the_pooling(server, tmp_path):
     status, answer = server.request("POST", "/v1/attention", {"text": "dbdd"})
