@@ -40,7 +40,9 @@ static const gemm_shape shapes[] = {
     {"reference", ATTN_NO_TRANS, ATTN_NO_TRANS, 192, 192, 192, 1, 0},
 };
 
-static const attn_isa isas[] = {ATTN_ISA_AVX512, ATTN_ISA_AVX2, ATTN_ISA_NEON, ATTN_ISA_PORTABLE,
+/* Every path, fastest first: each column is one the CPU supports (or --isa's). */
+static const attn_isa isas[] = {ATTN_ISA_AVX512,       ATTN_ISA_AVX2,        ATTN_ISA_NEON_BF16,
+                                ATTN_ISA_NEON_DOTPROD, ATTN_ISA_NEON,        ATTN_ISA_PORTABLE,
                                 ATTN_ISA_REFERENCE};
 #define ISA_COUNT (sizeof isas / sizeof isas[0])
 
