@@ -5,13 +5,14 @@
  * AVX-512 (sdpa_bf16_emulated_avx2.c, _avx512.c), whose compilers vectorise the same loops
  * wider. They define first:
  *   BF16_EMULATED_NAME         the sdpa_bf16_kernels table to define
- *   BF16_EMULATED_BLOCK_COLS   columns of the register block (one or two vectors) */
+ *   BF16_EMULATED_BLOCK_COLS   columns of the register block (one or two vectors)
+ * and may define BF16_NATIVE_GEMM, a gemm of the hardware's own (sdpa_neonbf16.c's BFDOT),
+ * which then replaces the emulated one while the rounding, packing and softmax stay these. */
 #include "attention/sdpa_internal.h"
 
 #include <math.h>
 
-enum { BLOCK_ROWS = 4, BLOCK_COLS = BF16_EMULATED_BLOCK_COLS };
-
+#ifndef BF16_NATIVE_GEMM
 static float low_half(sdpa_bf16_pair pair)
 {
     return attn_bf16_to_float((uint16_t)(pair & 0xffffu));
@@ -21,6 +22,8 @@ static float high_half(sdpa_bf16_pair pair)
 {
     return attn_bf16_to_float((uint16_t)(pair >> 16));
 }
+
+enum { BLOCK_ROWS = 4, BLOCK_COLS = BF16_EMULATED_BLOCK_COLS };
 
 static void emulated_block(int64_t rows, int64_t width, int64_t pairs, const sdpa_bf16_pair *a,
                            int64_t a_row_stride, int64_t a_inner_stride, const sdpa_bf16_pair *b,
@@ -69,6 +72,8 @@ static void emulated_gemm(int64_t m, int64_t n, int64_t pairs, const sdpa_bf16_p
                            row_scale != NULL ? row_scale + r0 : NULL);
     }
 }
+#define BF16_NATIVE_GEMM emulated_gemm
+#endif
 
 static void emulated_pack(const float *src, int64_t row_stride, int64_t col_stride, int64_t rows,
                           int64_t cols, sdpa_bf16_pair *dst, int64_t dst_row_stride,
@@ -141,5 +146,5 @@ static void emulated_softmax_grad_rows(const float *scores, const float *grad, i
     }
 }
 
-const sdpa_bf16_kernels BF16_EMULATED_NAME = {emulated_gemm, emulated_pack,
+const sdpa_bf16_kernels BF16_EMULATED_NAME = {BF16_NATIVE_GEMM, emulated_pack,
                                               emulated_softmax_columns, emulated_softmax_grad_rows};

@@ -144,18 +144,20 @@ typedef struct sdpa_bf16_kernels {
 #define SDPA_LOG2E 1.44269504088896341f
 #define SDPA_LN2 0.693147180559945309f
 
-/* The same rounding in plain C (correct on every CPU; also compiled for AVX2 and AVX-512)
- * and with AVX512_BF16. */
+/* The same rounding in plain C (correct on every CPU; also compiled for AVX2 and AVX-512),
+ * with AVX512_BF16, and with BFDOT's products (neon-bf16). */
 ATTN_INTERNAL extern const sdpa_bf16_kernels attn_sdpa_bf16_kernels_emulated;
 #if defined(__x86_64__) || defined(__i386__)
 ATTN_INTERNAL extern const sdpa_bf16_kernels attn_sdpa_bf16_kernels_emulated_avx2;
 ATTN_INTERNAL extern const sdpa_bf16_kernels attn_sdpa_bf16_kernels_emulated_avx512;
 ATTN_INTERNAL extern const sdpa_bf16_kernels attn_sdpa_bf16_kernels_avx512bf16;
+#elif defined(__aarch64__)
+ATTN_INTERNAL extern const sdpa_bf16_kernels attn_sdpa_bf16_kernels_neonbf16;
 #endif
 
-/* The bf16 kernels the tiled algorithm runs on the selected instruction set: vdpbf16ps where
- * attn_precision_native(ATTN_PRECISION_BF16), the emulation compiled for the instruction set
- * otherwise. */
+/* The bf16 kernels the tiled algorithm runs on the selected instruction set: vdpbf16ps or
+ * BFDOT where attn_precision_native(ATTN_PRECISION_BF16), the emulation compiled for the
+ * instruction set otherwise. */
 ATTN_INTERNAL const sdpa_bf16_kernels *attn_sdpa_bf16_kernels_for(attn_isa isa);
 
 ATTN_INTERNAL extern const sdpa_kernels attn_sdpa_kernels_portable;

@@ -76,6 +76,9 @@ const sdpa_bf16_kernels *attn_sdpa_bf16_kernels_for(attn_isa isa)
         return &attn_sdpa_bf16_kernels_emulated_avx512;
     if (isa == ATTN_ISA_AVX2)
         return &attn_sdpa_bf16_kernels_emulated_avx2;
+#elif defined(ATTN_HAVE_NEON_KERNELS)
+    if (isa == ATTN_ISA_NEON_BF16)
+        return &attn_sdpa_bf16_kernels_neonbf16;
 #endif
     (void)isa;
     return &attn_sdpa_bf16_kernels_emulated;
