@@ -47,15 +47,9 @@ static void emulated_block(int64_t rows, int64_t width, int64_t pairs, const sdp
                 acc[r][x] += a_low * b_low[x] + a_high * b_high[x];
         }
     }
-    for (int64_t r = 0; r < rows; r++) {
-        float *c_row = c + r * ldc;
-        for (int64_t x = 0; x < width; x++) {
-            const float product = alpha * acc[r][x];
-            c_row[x] = mode == SDPA_GEMM_STORE ? product
-                       : mode == SDPA_GEMM_ADD ? c_row[x] + product
-                                               : c_row[x] * row_scale[r] + product;
-        }
-    }
+    for (int64_t r = 0; r < rows; r++)
+        sdpa_bf16_combine_row(c + r * ldc, acc[r], width, alpha, mode,
+                              row_scale != NULL ? row_scale[r] : 0.0f);
 }
 
 static void emulated_gemm(int64_t m, int64_t n, int64_t pairs, const sdpa_bf16_pair *a,

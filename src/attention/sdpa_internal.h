@@ -140,6 +140,19 @@ typedef struct sdpa_bf16_kernels {
                               sdpa_bf16_pair *grad_rows, int64_t grad_rows_stride);
 } sdpa_bf16_kernels;
 
+/* How the bf16 kernels without a vector epilogue combine a row of sums with C: alpha * sum,
+ * stored, added, or added to C scaled by the row's row_scale (SDPA_GEMM_SCALE_ROWS). */
+static inline void sdpa_bf16_combine_row(float *c_row, const float *sums, int64_t width,
+                                         float alpha, sdpa_gemm_mode mode, float row_scale)
+{
+    for (int64_t x = 0; x < width; x++) {
+        const float product = alpha * sums[x];
+        c_row[x] = mode == SDPA_GEMM_STORE ? product
+                   : mode == SDPA_GEMM_ADD ? c_row[x] + product
+                                           : c_row[x] * row_scale + product;
+    }
+}
+
 /* log2(e) and ln(2) in float: the bf16 kernels' scores are in base 2. */
 #define SDPA_LOG2E 1.44269504088896341f
 #define SDPA_LN2 0.693147180559945309f

@@ -55,13 +55,8 @@ bfdot_block(int64_t rows, int64_t width, int64_t pairs, const sdpa_bf16_pair *a,
         float sums[NEON_BF16_COLS];
         vst1q_f32(sums, acc[r][0]);
         vst1q_f32(sums + 4, acc[r][1]);
-        float *c_row = c + r * ldc;
-        for (int64_t x = 0; x < width; x++) {
-            const float product = alpha * sums[x];
-            c_row[x] = mode == SDPA_GEMM_STORE ? product
-                       : mode == SDPA_GEMM_ADD ? c_row[x] + product
-                                               : c_row[x] * row_scale[r] + product;
-        }
+        sdpa_bf16_combine_row(c + r * ldc, sums, width, alpha, mode,
+                              row_scale != NULL ? row_scale[r] : 0.0f);
     }
 }
 
