@@ -65,6 +65,23 @@ torch_try() {
     fi
 }
 
+# PyTorch's four usual settings of one script (its arguments after the first two): its default
+# threading and OMP_WAIT_POLICY=PASSIVE on every core, each in fp32 and with the script's bf16
+# flag ($2: "--autocast bf16", or decoding's "--precision bf16"); the JSONs are named after $1.
+torch_settings() {
+    # (sh has no locals: torch_try's own variable is "name")
+    setting=$1
+    bf16=$2
+    shift 2
+    torch_try "${setting}_default" "$python" "$@"
+    torch_try "${setting}_passive" env OMP_WAIT_POLICY=PASSIVE "$python" "$@" --threads "$(nproc)"
+    # shellcheck disable=SC2086 # the flag and its value split on purpose
+    torch_try "${setting}_autocast" "$python" "$@" $bf16
+    # shellcheck disable=SC2086
+    torch_try "${setting}_autocast_passive" env OMP_WAIT_POLICY=PASSIVE "$python" "$@" $bf16 \
+        --threads "$(nproc)"
+}
+
 # Scaled dot-product attention against PyTorch's bmm -> softmax -> bmm, attn in fp32 and in bf16.
 # PyTorch runs in three settings: its default threading, OMP_WAIT_POLICY=PASSIVE on every core
 # (its default here can be a single thread), and bf16 autocast (plus its fused
@@ -80,12 +97,7 @@ section_attention() {
     done
     torch_runs=""
     torch=$root/bench/torch_attention.py
-    torch_try attention_default "$python" "$torch" $quick
-    torch_try attention_passive env OMP_WAIT_POLICY=PASSIVE "$python" "$torch" $quick \
-        --threads "$(nproc)"
-    torch_try attention_autocast "$python" "$torch" $quick --autocast bf16
-    torch_try attention_autocast_passive env OMP_WAIT_POLICY=PASSIVE "$python" "$torch" $quick \
-        --autocast bf16 --threads "$(nproc)"
+    torch_settings attention "--autocast bf16" "$torch" $quick
     torch_try attention_autocast_all_cores "$python" "$torch" $quick --autocast bf16 \
         --threads "$(nproc)"
     if "$python" -c "import sys, torch.nn.functional as F
@@ -122,12 +134,7 @@ section_decode() {
     done >"$work/attn_decode.json"
     torch_runs=""
     torch=$root/bench/torch_decode.py
-    torch_try decode_default "$python" "$torch" --json $torch_quick
-    torch_try decode_passive env OMP_WAIT_POLICY=PASSIVE "$python" "$torch" --json $torch_quick \
-        --threads "$(nproc)"
-    torch_try decode_bf16 "$python" "$torch" --json $torch_quick --precision bf16
-    torch_try decode_bf16_passive env OMP_WAIT_POLICY=PASSIVE "$python" "$torch" --json \
-        $torch_quick --precision bf16 --threads "$(nproc)"
+    torch_settings decode "--precision bf16" "$torch" --json $torch_quick
     # shellcheck disable=SC2086 # the list of files splits on purpose
     "$python" "$torch" --report "$work/attn_decode.json" $torch_runs
 }
@@ -145,12 +152,7 @@ section_train() {
     done >"$work/attn_train.json"
     torch_runs=""
     torch=$root/bench/torch_train.py
-    torch_try train_default "$python" "$torch" --json $steps
-    torch_try train_passive env OMP_WAIT_POLICY=PASSIVE "$python" "$torch" --json $steps \
-        --threads "$(nproc)"
-    torch_try train_autocast "$python" "$torch" --json $steps --autocast bf16
-    torch_try train_autocast_passive env OMP_WAIT_POLICY=PASSIVE "$python" "$torch" --json \
-        $steps --autocast bf16 --threads "$(nproc)"
+    torch_settings train "--autocast bf16" "$torch" --json $steps
     # autocast's best here (bench/torch_train.py --sweep, 26 Nov 2026): default policy, every core
     torch_try train_autocast_all_cores "$python" "$torch" --json $steps --autocast bf16 \
         --threads "$(nproc)"
