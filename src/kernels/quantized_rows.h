@@ -86,22 +86,35 @@ typedef struct quantized_rows {
 } quantized_rows;
 
 /* Outputs [o0, o0 + count) of one row from its exact integer sums: every path ends here,
- * so they agree to the bit. */
+ * so they agree to the bit. One loop with and one without a bias: a single loop testing b
+ * for each output became a masked load of b, which at b NULL (GPT-2's tied output layer)
+ * addresses no memory under a zero mask, and AMD's Zen takes a slow assist for each (two
+ * thirds of that layer's time). */
 static inline void attn_int8_finish(const attn_quantized_matrix *w, const int32_t *sums,
                                     float x_scale, int32_t x_zero, const float *b, int64_t o0,
                                     int64_t count, float *y)
 {
-    for (int64_t j = 0; j < count; j++) {
-        const int32_t exact = sums[j] - x_zero * w->row_sum[o0 + j];
-        y[o0 + j] = (float)exact * (x_scale * w->scale[o0 + j]) + (b != NULL ? b[o0 + j] : 0.0f);
-    }
+    if (b != NULL)
+        for (int64_t j = 0; j < count; j++) {
+            const int32_t exact = sums[j] - x_zero * w->row_sum[o0 + j];
+            y[o0 + j] = (float)exact * (x_scale * w->scale[o0 + j]) + b[o0 + j];
+        }
+    else
+        for (int64_t j = 0; j < count; j++) {
+            const int32_t exact = sums[j] - x_zero * w->row_sum[o0 + j];
+            y[o0 + j] = (float)exact * (x_scale * w->scale[o0 + j]) + 0.0f;
+        }
 }
 
 static inline void attn_bf16_finish(const float *sums, const float *b, int64_t o0, int64_t count,
                                     float *y)
 {
-    for (int64_t j = 0; j < count; j++)
-        y[o0 + j] = sums[j] + (b != NULL ? b[o0 + j] : 0.0f);
+    if (b != NULL)
+        for (int64_t j = 0; j < count; j++)
+            y[o0 + j] = sums[j] + b[o0 + j];
+    else
+        for (int64_t j = 0; j < count; j++)
+            y[o0 + j] = sums[j] + 0.0f;
 }
 
 /* The activation encoding of a row from its smallest value (<= 0) and largest magnitude:
