@@ -43,7 +43,8 @@ static inline __attribute__((always_inline)) void int8_rows(const attn_quantized
      * them; carried from one chunk to the next and added at the end. */
     int32_t halves[ROWS_PER_PASS][2 * QUANTIZED_TILE];
     uint64_t widened[CHUNK_GROUPS][ROWS_PER_PASS];
-    for (int64_t g0 = 0; g0 < w->groups; g0 += CHUNK_GROUPS) {
+    /* at least one chunk, so a layer without inputs sums to zero */
+    for (int64_t g0 = 0; g0 == 0 || g0 < w->groups; g0 += CHUNK_GROUPS) {
         const int64_t count = chunk_of(w->groups, g0);
         for (int64_t g = 0; g < count; g++)
             _Pragma("GCC unroll 4") for (int r = 0; r < n; r++) widened[g][r] =
@@ -101,7 +102,8 @@ static inline __attribute__((always_inline)) void bf16_rows(const attn_quantized
     /* a group's odd input, then its even one: the order of the sums */
     float widened[CHUNK_GROUPS][ROWS_PER_PASS][2];
     const __m256i high_half = _mm256_set1_epi32((int)0xffff0000u);
-    for (int64_t g0 = 0; g0 < w->groups; g0 += CHUNK_GROUPS) {
+    /* at least one chunk, so a layer without inputs sums to zero */
+    for (int64_t g0 = 0; g0 == 0 || g0 < w->groups; g0 += CHUNK_GROUPS) {
         const int64_t count = chunk_of(w->groups, g0);
         for (int64_t g = 0; g < count; g++)
             _Pragma("GCC unroll 4") for (int r = 0; r < n; r++)

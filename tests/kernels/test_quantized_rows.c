@@ -1,9 +1,10 @@
 /* The low-precision linear layers of inference (src/kernels/quantized_rows.h): int8 gives the
- * same bits on every instruction set (reference, emulation, AVX512_VNNI, SDOT, SMMLA; the
- * row counts give SMMLA's pairs an odd row and in counts an odd group) and stays within the
- * quantization bound of the float64 product; bf16 meets FlashAttention's rule (error against
- * float64 at most twice that of a naive fp32 sum of the same bf16 operands) on every
- * instruction set; rows and threads do not change a row's bits. */
+ * same bits on every instruction set (reference, emulation in C or AVX2, AVX512_VNNI, SDOT,
+ * SMMLA; the row counts give SMMLA's pairs an odd row and in counts an odd group) and stays
+ * within the quantization bound of the float64 product; bf16 meets FlashAttention's rule
+ * (error against float64 at most twice that of a naive fp32 sum of the same bf16 operands) on
+ * every instruction set, and its AVX2 emulation gives the C emulation's bits; rows and
+ * threads do not change a row's bits. */
 #include "kernel_testing.h"
 #include "kernels/quantized_rows.h"
 
