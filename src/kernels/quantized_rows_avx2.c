@@ -11,8 +11,8 @@
  * input, then the even one): a product of two bf16 values is exact in fp32 only while it stays
  * in fp32's normal range, and outside it an FMA would round differently from the emulation.
  *
- * A pass takes four rows over the 64 outputs of a tile, eight or sixteen outputs at a time, so
- * each weight vector loaded serves four rows. The rows' groups are first widened into a small
+ * A pass takes four rows over the 64 outputs of a tile, eight outputs at a time for int8 and
+ * sixteen to sixty-four for bf16, so each weight vector loaded serves four rows. The rows' groups are first widened into a small
  * buffer, a chunk of groups at a time, so the inner loop only broadcasts. */
 #include "kernels/quantized_rows.h"
 
@@ -112,37 +112,33 @@ static inline __attribute__((always_inline)) void bf16_rows(const attn_quantized
                 widened[g][r][0] = attn_bf16_to_float((uint16_t)(word >> 16));
                 widened[g][r][1] = attn_bf16_to_float((uint16_t)word);
             }
-        /* sixteen outputs: two vectors of eight */
-        for (int o = 0; o < QUANTIZED_TILE; o += 16) {
-            __m256 acc[ROWS_PER_PASS][2];
+        /* Each output's sum is a chain of dependent adds, so a pass keeps eight chains in
+         * flight whatever its row count: sixty-four outputs for one row, thirty-two for two,
+         * sixteen for three or four. */
+        const int vectors = n == 1 ? 8 : n == 2 ? 4 : 2;
+        for (int o = 0; o < QUANTIZED_TILE; o += 8 * vectors) {
+            __m256 acc[ROWS_PER_PASS][8];
             _Pragma("GCC unroll 4") for (int r = 0; r < n; r++)
-            {
-                acc[r][0] = g0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(sums[r] + o);
-                acc[r][1] = g0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(sums[r] + o + 8);
-            }
+                _Pragma("GCC unroll 8") for (int v = 0; v < vectors; v++) acc[r][v] =
+                    g0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(sums[r] + o + 8 * v);
             const uint32_t *wg = packed + g0 * QUANTIZED_TILE + o;
-            for (int64_t g = 0; g < count; g++, wg += QUANTIZED_TILE) {
-                const __m256i w0 = _mm256_loadu_si256((const __m256i *)wg);
-                const __m256i w1 = _mm256_loadu_si256((const __m256i *)(wg + 8));
-                const __m256 odd0 = _mm256_castsi256_ps(_mm256_and_si256(w0, high_half));
-                const __m256 odd1 = _mm256_castsi256_ps(_mm256_and_si256(w1, high_half));
-                const __m256 even0 = _mm256_castsi256_ps(_mm256_slli_epi32(w0, 16));
-                const __m256 even1 = _mm256_castsi256_ps(_mm256_slli_epi32(w1, 16));
-                _Pragma("GCC unroll 4") for (int r = 0; r < n; r++)
+            for (int64_t g = 0; g < count; g++, wg += QUANTIZED_TILE)
+                _Pragma("GCC unroll 8") for (int v = 0; v < vectors; v++)
                 {
-                    const __m256 x1 = _mm256_broadcast_ss(&widened[g][r][0]);
-                    acc[r][0] = _mm256_add_ps(acc[r][0], _mm256_mul_ps(x1, odd0));
-                    acc[r][1] = _mm256_add_ps(acc[r][1], _mm256_mul_ps(x1, odd1));
-                    const __m256 x0 = _mm256_broadcast_ss(&widened[g][r][1]);
-                    acc[r][0] = _mm256_add_ps(acc[r][0], _mm256_mul_ps(x0, even0));
-                    acc[r][1] = _mm256_add_ps(acc[r][1], _mm256_mul_ps(x0, even1));
+                    const __m256i wv = _mm256_loadu_si256((const __m256i *)(wg + 8 * v));
+                    const __m256 odd = _mm256_castsi256_ps(_mm256_and_si256(wv, high_half));
+                    const __m256 even = _mm256_castsi256_ps(_mm256_slli_epi32(wv, 16));
+                    _Pragma("GCC unroll 4") for (int r = 0; r < n; r++)
+                    {
+                        acc[r][v] = _mm256_add_ps(
+                            acc[r][v], _mm256_mul_ps(_mm256_broadcast_ss(&widened[g][r][0]), odd));
+                        acc[r][v] = _mm256_add_ps(
+                            acc[r][v], _mm256_mul_ps(_mm256_broadcast_ss(&widened[g][r][1]), even));
+                    }
                 }
-            }
             _Pragma("GCC unroll 4") for (int r = 0; r < n; r++)
-            {
-                _mm256_storeu_ps(sums[r] + o, acc[r][0]);
-                _mm256_storeu_ps(sums[r] + o + 8, acc[r][1]);
-            }
+                _Pragma("GCC unroll 8") for (int v = 0; v < vectors; v++)
+                    _mm256_storeu_ps(sums[r] + o + 8 * v, acc[r][v]);
         }
     }
     const int64_t o0 = tile * QUANTIZED_TILE;
