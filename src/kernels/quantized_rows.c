@@ -181,8 +181,8 @@ static scratch_layout layout_of(void *scratch, int64_t rows, const attn_quantize
 }
 
 /* Row r of x as bytes (see quantized_rows.h for the choice of zero and scale); the AVX-512
- * version (attn_int8_quantize_row_avx512vnni) gives the same bytes: the extremes are exact in
- * any order and the rest is element-wise. */
+ * and AVX2 versions (attn_int8_quantize_row_avx512vnni, _avx2) give the same bytes: the
+ * extremes are exact in any order and the rest is element-wise. */
 static void quantize_row(const float *x, int64_t in, int64_t groups, uint32_t *packed, float *scale,
                          int32_t *zero)
 {
@@ -313,6 +313,8 @@ static quantized_tile_fn tile_kernel(attn_precision precision)
     if (attn_quantized_native(precision))
         return precision == ATTN_PRECISION_INT8 ? attn_int8_tile_avx512vnni
                                                 : attn_bf16_tile_avx512bf16;
+    if (attn_active_isa() == ATTN_ISA_AVX2 || attn_active_isa() == ATTN_ISA_AVX512)
+        return precision == ATTN_PRECISION_INT8 ? attn_int8_tile_avx2 : attn_bf16_tile_avx2;
 #elif defined(__aarch64__)
     if (attn_quantized_native(precision)) {
         if (precision == ATTN_PRECISION_BF16)
@@ -325,10 +327,25 @@ static quantized_tile_fn tile_kernel(attn_precision precision)
     return emulated_tile;
 }
 
+typedef void (*quantize_row_fn)(const float *x, int64_t in, int64_t groups, uint32_t *packed,
+                                float *scale, int32_t *zero);
+
+/* The same bytes on every path (see quantize_row). */
+static quantize_row_fn row_quantizer(void)
+{
+#if defined(__x86_64__)
+    if (attn_quantized_native(ATTN_PRECISION_INT8))
+        return attn_int8_quantize_row_avx512vnni;
+    if (attn_active_isa() == ATTN_ISA_AVX2 || attn_active_isa() == ATTN_ISA_AVX512)
+        return attn_int8_quantize_row_avx2;
+#endif
+    return quantize_row;
+}
+
 typedef struct convert_job {
     const quantized_linear_args *args;
     const scratch_layout *s;
-    int native;
+    quantize_row_fn quantize;
 } convert_job;
 
 static void convert_range(void *ctx, int64_t begin, int64_t end, int thread_index)
@@ -342,13 +359,8 @@ static void convert_range(void *ctx, int64_t begin, int64_t end, int thread_inde
         uint32_t *packed = job->s->x + r * w->groups;
         if (w->precision == ATTN_PRECISION_BF16)
             round_row(x, w->in, w->groups, packed);
-#if defined(__x86_64__)
-        else if (job->native)
-            attn_int8_quantize_row_avx512vnni(x, w->in, w->groups, packed, &job->s->x_scale[r],
-                                              &job->s->x_zero[r]);
-#endif
         else
-            quantize_row(x, w->in, w->groups, packed, &job->s->x_scale[r], &job->s->x_zero[r]);
+            job->quantize(x, w->in, w->groups, packed, &job->s->x_scale[r], &job->s->x_zero[r]);
     }
 }
 
@@ -375,8 +387,7 @@ void attn_quantized_linear(const quantized_linear_args *a)
 {
     const attn_quantized_matrix *w = a->w;
     const scratch_layout s = layout_of(a->scratch, a->rows, w);
-    const convert_job convert = {
-        a, &s, attn_active_isa() != ATTN_ISA_REFERENCE && attn_quantized_native(w->precision)};
+    const convert_job convert = {a, &s, row_quantizer()};
     attn_parallel_for(a->rows, QUANTIZED_MIN_CONVERT_PER_THREAD / w->in + 1, convert_range,
                       (void *)&convert);
     const quantized_rows rows = {s.x, s.x_scale, s.x_zero};

@@ -128,6 +128,8 @@ static inline int32_t attn_int8_row_scale(float lowest, float largest, float *sc
 
 ATTN_INTERNAL void attn_int8_quantize_row_avx512vnni(const float *x, int64_t in, int64_t groups,
                                                      uint32_t *packed, float *scale, int32_t *zero);
+ATTN_INTERNAL void attn_int8_quantize_row_avx2(const float *x, int64_t in, int64_t groups,
+                                               uint32_t *packed, float *scale, int32_t *zero);
 
 /* One tile of 64 outputs for every row, written to y [rows, out] (row stride ldy). */
 typedef void (*quantized_tile_fn)(const attn_quantized_matrix *w, const quantized_rows *x,
@@ -139,6 +141,13 @@ ATTN_INTERNAL void attn_int8_tile_avx512vnni(const attn_quantized_matrix *w,
 ATTN_INTERNAL void attn_bf16_tile_avx512bf16(const attn_quantized_matrix *w,
                                              const quantized_rows *x, int64_t rows, int64_t tile,
                                              const float *b, float *y, int64_t ldy);
+/* The portable emulation's bits on AVX2 (quantized_rows_avx2.c), where neither is native. */
+ATTN_INTERNAL void attn_int8_tile_avx2(const attn_quantized_matrix *w, const quantized_rows *x,
+                                       int64_t rows, int64_t tile, const float *b, float *y,
+                                       int64_t ldy);
+ATTN_INTERNAL void attn_bf16_tile_avx2(const attn_quantized_matrix *w, const quantized_rows *x,
+                                       int64_t rows, int64_t tile, const float *b, float *y,
+                                       int64_t ldy);
 /* AArch64: int8 by SDOT (quantized_rows_neondot.c; rows [row_begin, row_end) for the SMMLA
  * kernel's odd last row), by SMMLA for pairs of rows (quantized_rows_neoni8mm.c), bf16 by
  * BFDOT (quantized_rows_neonbf16.c). */

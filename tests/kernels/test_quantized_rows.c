@@ -1,9 +1,10 @@
 /* The low-precision linear layers of inference (src/kernels/quantized_rows.h): int8 gives the
- * same bits on every instruction set (reference, emulation, AVX512_VNNI, SDOT, SMMLA; the
- * row counts give SMMLA's pairs an odd row and in counts an odd group) and stays within the
- * quantization bound of the float64 product; bf16 meets FlashAttention's rule (error against
- * float64 at most twice that of a naive fp32 sum of the same bf16 operands) on every
- * instruction set; rows and threads do not change a row's bits. */
+ * same bits on every instruction set (reference, emulation in C or AVX2, AVX512_VNNI, SDOT,
+ * SMMLA; the row counts give SMMLA's pairs an odd row and in counts an odd group) and stays
+ * within the quantization bound of the float64 product; bf16 meets FlashAttention's rule
+ * (error against float64 at most twice that of a naive fp32 sum of the same bf16 operands) on
+ * every instruction set, and its AVX2 emulation gives the C emulation's bits; rows and
+ * threads do not change a row's bits. */
 #include "kernel_testing.h"
 #include "kernels/quantized_rows.h"
 
@@ -256,11 +257,62 @@ static void test_rows_and_threads_independent(void)
     CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
 }
 
+/* Where the products are not native, AVX2 and AVX-512 run a vectorised emulation: the
+ * portable emulation's bits, int8 and bf16, for every row count from 1 to 70 (the passes of
+ * four rows and each remainder), in counts off the groups, the vectors and the chunks of
+ * groups, and a part of the tile. Row 5 and output 0 are scaled by 1e-20, so their bf16
+ * products fall below fp32's normal range, where an FMA would round them differently. */
+static void test_vectorised_emulation_bits(void)
+{
+    static const attn_precision precisions[] = {ATTN_PRECISION_INT8, ATTN_PRECISION_BF16};
+    static const int64_t ins[] = {1, 3, 6, 129, 1031};
+    static const int64_t outs[] = {1, 70, 130};
+    static const attn_isa vectorised[] = {ATTN_ISA_AVX2, ATTN_ISA_AVX512};
+    enum { MOST_ROWS = 70 };
+    for (int pi = 0; pi < 2; pi++)
+        for (int ii = 0; ii < COUNT(ins); ii++)
+            for (int oi = 0; oi < COUNT(outs); oi++) {
+                problem p = make_problem(MOST_ROWS, ins[ii], outs[oi], (ii + oi) % 2,
+                                         (uint64_t)(13 * ii + oi + 100 * pi));
+                for (int64_t i = 0; i < p.in; i++) {
+                    p.x[5 * p.ldx + i] *= 1e-20f;
+                    p.w[i] *= 1e-20f;
+                }
+                attn_quantized_matrix m;
+                CHECK_OK(attn_quantized_matrix_create("test", precisions[pi], p.out, p.in, p.w,
+                                                      &m));
+                CHECK_OK(attn_set_isa(ATTN_ISA_PORTABLE));
+                run(&p, &m);
+                float *emulated = test_floats((size_t)(p.rows * p.ldy));
+                memcpy(emulated, p.y, sizeof(float) * (size_t)(p.rows * p.ldy));
+                for (int k = 0; k < COUNT(vectorised); k++) {
+                    if (!test_use_isa(vectorised[k]) ||
+                        attn_quantized_native(precisions[pi]))
+                        continue;
+                    int same = 1;
+                    for (p.rows = 1; p.rows <= MOST_ROWS && same; p.rows++) {
+                        memset(p.y, 0, sizeof(float) * (size_t)(MOST_ROWS * p.ldy));
+                        run(&p, &m);
+                        same = test_same_bits(emulated, p.y, (size_t)(p.rows * p.ldy));
+                    }
+                    CHECK(same, "%s %s in %lld out %lld: the emulation's bits (first off at %lld rows)",
+                          attn_precision_name(precisions[pi]), attn_isa_name(vectorised[k]),
+                          (long long)p.in, (long long)p.out, (long long)(p.rows - 1));
+                    p.rows = MOST_ROWS;
+                }
+                free(emulated);
+                attn_quantized_matrix_free(&m);
+                free_problem(&p);
+            }
+    CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
+}
+
 int main(void)
 {
     RUN_TEST(test_int8_exact_and_bounded);
     RUN_TEST(test_bf16_flash_attention_rule);
     RUN_TEST(test_stored_values_round_trip);
     RUN_TEST(test_rows_and_threads_independent);
+    RUN_TEST(test_vectorised_emulation_bits);
     return test_summary();
 }
