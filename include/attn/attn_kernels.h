@@ -93,6 +93,10 @@ ATTN_API attn_status attn_log_softmax_forward(int64_t rows, int64_t cols, const 
 ATTN_API attn_status attn_log_softmax_backward(int64_t rows, int64_t cols, const float *y,
                                                const float *dy, float *dx);
 
+/* The index of the largest of x[0, n), the lowest on ties; a NaN is never the largest unless
+ * it is x[0]. -1 for n < 1. The one arg-max of greedy decoding, classifiers and benchmarks. */
+ATTN_API int64_t attn_argmax(int64_t n, const float *x);
+
 /* ---- cross-entropy from logits, with label smoothing and an ignore index --------------- */
 
 /* As torch.nn.functional.cross_entropy(logits, targets, ignore_index=ignore_index,

@@ -146,11 +146,7 @@ static attn_status decode_batch(decode_run *r)
     for (int t = 0; t < TOKENS && status == ATTN_OK && r->beam == 1; t++) {
         status = attn_model_step(d, r->ids, r->logits, NULL);
         for (int64_t b = 0; b < r->batch && status == ATTN_OK; b++) {
-            const float *row = r->logits + b * VOCAB;
-            int32_t best = 0;
-            for (int32_t v = 1; v < VOCAB; v++)
-                if (row[v] > row[best])
-                    best = v;
+            const int32_t best = (int32_t)attn_argmax(VOCAB, r->logits + b * VOCAB);
             r->ids[b] = best;
             r->out[b * TOKENS + t] = best;
         }

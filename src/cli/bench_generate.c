@@ -164,34 +164,6 @@ typedef struct generate_run {
     int64_t vocab;
 } generate_run;
 
-/* The lowest id of the largest logit, as attn_generate's greedy choice (sample.c). A block
- * of sixteen is looked into only when one of them beats the best so far, which the compiler
- * tests with vector compares: the plain loop, which reloads row[best] and branches on every
- * logit, took 7 ms of a 43 ms batch-32 step (32 rows of 50257). */
-static int32_t arg_max(const float *row, int64_t count)
-{
-    int64_t best = 0, v = 1;
-    float best_value = row[0];
-    for (; v + 16 <= count; v += 16) {
-        int beats = 0;
-        for (int l = 0; l < 16; l++)
-            beats |= row[v + l] > best_value;
-        if (!beats)
-            continue;
-        for (int l = 0; l < 16; l++)
-            if (row[v + l] > best_value) {
-                best_value = row[v + l];
-                best = v + l;
-            }
-    }
-    for (; v < count; v++)
-        if (row[v] > best_value) {
-            best_value = row[v];
-            best = v;
-        }
-    return (int32_t)best;
-}
-
 /* One repetition: prefill seconds and generation seconds. */
 static attn_status generate_once(generate_run *r, double *prefill_s, double *generate_s)
 {
@@ -206,7 +178,7 @@ static attn_status generate_once(generate_run *r, double *prefill_s, double *gen
     /* The prompt's last step gave the first new token's logits; each step after feeds one. */
     for (int64_t t = 0; t < r->new_tokens && status == ATTN_OK; t++) {
         for (int64_t b = 0; b < r->batch; b++)
-            r->ids[b] = arg_max(r->logits + b * r->vocab, r->vocab);
+            r->ids[b] = (int32_t)attn_argmax(r->vocab, r->logits + b * r->vocab);
         if (t + 1 < r->new_tokens)
             status = attn_model_step(d, r->ids, r->logits, NULL);
     }

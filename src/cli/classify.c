@@ -201,9 +201,7 @@ static int classify_batch(attn_bundle *bundle, const classify_args *a, const cha
         code = cli_library_error("classify");
     for (int64_t i = 0; i < n && code == 0; i++) {
         const float *p = probabilities + i * classes;
-        int64_t best = 0;
-        for (int64_t k = 1; k < classes; k++)
-            best = p[k] > p[best] ? k : best;
+        const int64_t best = attn_argmax(classes, p);
         code = a->format == 1 ? write_json(out, labels, p, best)
                               : write_text(out, labels, p, a->top_k, order);
     }

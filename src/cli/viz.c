@@ -634,10 +634,7 @@ static int predicted_class(attn_bundle *bundle, const int32_t *ids, int64_t coun
         free(probabilities);
         return fail();
     }
-    int64_t best = 0;
-    for (int64_t k = 1; k < n; k++)
-        if (probabilities[k] > probabilities[best])
-            best = k;
+    const int64_t best = attn_argmax(n, probabilities);
     snprintf(label, size, "%s (%.2f)", attn_labels_name(classes, best), probabilities[best]);
     free(probabilities);
     return 0;

@@ -97,32 +97,6 @@ static double uniform_double(attn_rng *rng)
     return (double)(attn_rng_next_u64(rng) >> 11) * 0x1p-53;
 }
 
-/* The lowest id of the largest logit. A block of sixteen is looked into only when one of
- * them beats the best so far, which the compiler tests with vector compares (the plain loop
- * reloads logits[best] and branches on every logit: 5x slower over GPT-2's 50257). */
-static int32_t arg_max(const float *logits, int64_t vocab)
-{
-    int64_t best = 0, v = 1;
-    float best_value = logits[0];
-    for (; v + 16 <= vocab; v += 16) {
-        int beats = 0;
-        for (int l = 0; l < 16; l++)
-            beats |= logits[v + l] > best_value;
-        if (!beats)
-            continue;
-        for (int l = 0; l < 16; l++)
-            if (logits[v + l] > best_value) {
-                best_value = logits[v + l];
-                best = v + l;
-            }
-    }
-    for (; v < vocab; v++)
-        if (logits[v] > best_value) {
-            best_value = logits[v];
-            best = v;
-        }
-    return (int32_t)best;
-}
 
 /* One token from one row's logits [vocab] under options; candidates [vocab] is scratch. */
 static attn_status draw_token(const float *logits, int64_t vocab,
@@ -141,7 +115,7 @@ static attn_status draw_token(const float *logits, int64_t vocab,
         return attn_fail(ATTN_ERR_INTERNAL,
                          "attn_generate: the model's largest logit is %g, not a distribution", max);
     if (options->greedy) {
-        *token = arg_max(logits, vocab);
+        *token = (int32_t)attn_argmax(vocab, logits);
         return ATTN_OK;
     }
     for (int64_t v = 0; v < vocab; v++)

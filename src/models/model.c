@@ -823,11 +823,7 @@ static void count_predictions(const float *logits, int64_t rows, int64_t classes
     for (int64_t r = 0; r < rows; r++) {
         if (labels[r] == -1)
             continue;
-        const float *row = logits + r * classes;
-        int64_t best = 0;
-        for (int64_t v = 1; v < classes; v++)
-            if (row[v] > row[best])
-                best = v;
+        const int64_t best = attn_argmax(classes, logits + r * classes);
         counted++;
         right += best == labels[r];
     }

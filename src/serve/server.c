@@ -330,16 +330,6 @@ static cJSON *sentence_result(const attn_server *s, const request *r,
     return answer;
 }
 
-/* The first of the most probable of n >= 1 classes. */
-static int64_t most_probable(const float *probabilities, int64_t n)
-{
-    int64_t best = 0;
-    for (int64_t k = 1; k < n; k++)
-        if (probabilities[k] > probabilities[best])
-            best = k;
-    return best;
-}
-
 /* A classified text's answer: its class, that class's probability and every class's; with
  * "pooling", its tokens and the weight the pooling gives each. NULL, with *failure saying why,
  * when out of memory or when the pooling fails. */
@@ -349,7 +339,7 @@ static cJSON *class_result(attn_server *s, const request *r, int64_t text,
     *failure = "out of memory writing the answer";
     const attn_labels *classes = attn_bundle_classes(s->bundle);
     const int64_t n = attn_labels_count(classes);
-    const int64_t best = most_probable(probabilities, n);
+    const int64_t best = attn_argmax(n, probabilities);
     cJSON *answer = cJSON_CreateObject();
     cJSON *all = cJSON_CreateObject();
     int ok = answer != NULL && all != NULL &&
@@ -1039,7 +1029,7 @@ static void answer_classifier_attention(attn_server *s, request *r)
     }
     if (!pooling)
         chosen_head(r, maps, heads, cells, weights);
-    const int64_t best = most_probable(probabilities, classes);
+    const int64_t best = attn_argmax(classes, probabilities);
     const char *label = attn_labels_name(attn_bundle_classes(s->bundle), best);
     cJSON_AddStringToObject(answer, "label", label);
     cJSON_AddNumberToObject(answer, "probability", probabilities[best]);
