@@ -137,14 +137,16 @@ def test_truncate_reads_the_head_of_a_long_line_and_says_so(model):
     out = model[0]
     too_long = refused("classify", "--model", out, stdin="d" * 5000 + "\n")
     limit = int(re.search(r"above the (\d+) the model reads", too_long).group(1))
-    head = "d" * (limit - 1) + "a"  # the last letter read decides: alpha
+    head = "d" * (limit - 1) + "a"
     cut = run("classify", "--model", out, "--truncate", "--format", "json",
               stdin=f"{head}{'b' * 3000}\nbad\n")
     assert cut.returncode == 0, cut.stderr
     assert "1 line was cut to the first %d tokens" % limit in cut.stderr
     whole = run("classify", "--model", out, "--format", "json", stdin=f"{head}\nbad\n")
+    # Every probability equals the head's alone: the tail is never read. (Which class a model
+    # trained on lines of 3-12 letters gives a line of hundreds is not this test's business:
+    # asserting it made the test depend on an 8-second training run under load.)
     assert cut.stdout == whole.stdout
-    assert json.loads(cut.stdout.splitlines()[0])["label"] == "alpha"
 
 
 def test_eval_scores_predictions(data, model, tmp_path):
