@@ -26,6 +26,7 @@ static void test_random_rows_of_every_length(void)
     for (int64_t i = 0; i < LONGEST; i++)
         x[i] = (float)i;
     CHECK(attn_argmax(LONGEST, x) == LONGEST - 1, "a rising row ends on its last");
+    free(x);
 }
 
 static void test_the_largest_at_every_place(void)
