@@ -18,6 +18,9 @@
 #               hour (28.03 against 27.28, docs/results.md); elsewhere emulated bf16 trains no
 #               faster than fp32, so auto is fp32 there. scores.json records the one used
 #   TIME_LIMIT  seconds of training (default 3600, the documented budget)
+#   TOKENS      the tokenizer of both sides (default bpe:8000, attn's BPE; spm-bpe:8000 and
+#               spm:8000 learn SentencePiece's BPE and unigram models: docs/results.md compares
+#               the three)
 #   OUT         the run folder (default runs/bible-es-en, or runs/bible-es-en-rnn for rnn)
 #   BUILD       the build folder holding attn (default build; built when attn is missing)
 #   THREADS     threads for training and decoding (default 0: ATTN_NUM_THREADS or all cores)
@@ -39,6 +42,7 @@ build=${BUILD:-$repo/build}
 threads=${THREADS:-0}
 beam=${BEAM:-5}
 decode_batch=${DECODE_BATCH:-32}
+token_kind=${TOKENS:-bpe:8000}
 data=${1:-$repo/../shared/data/bible}
 
 die() { printf '%s: %s\n' "$recipe" "$*" >&2; exit 1; }
@@ -52,6 +56,8 @@ case $precision in
   auto | fp32 | bf16) ;;
   *) die "PRECISION must be auto, fp32 or bf16, not '$precision'" ;;
 esac
+[[ $token_kind =~ ^(bpe|spm|spm-bpe):[0-9]+$ ]] ||
+  die "TOKENS must be bpe:N, spm:N or spm-bpe:N, not '$token_kind'"
 [[ $time_limit =~ ^[0-9]+$ && $time_limit -gt 0 ]] ||
   die "TIME_LIMIT must be a positive number of seconds, not '$time_limit'"
 [ $# -le 1 ] || die "usage: recipes/$recipe.sh [DATA_DIR]"
@@ -66,7 +72,7 @@ if [ ! -x "$attn" ]; then
   make -C "$repo" --no-print-directory BUILD="$build" build >/dev/null || die "build failed"
 fi
 
-# Both: byte-pair encoding with 8000 merges per language, learned from the training side
+# Both: byte-pair encoding with 8000 merges per language (TOKENS), learned from the training side
 # (about 28,500 verses), mixed case as the texts are.
 # Transformer: 3+3 layers of width 256, 4 heads, FFN 1024, dropout 0.1 and label smoothing
 # 0.1: the base model at the size an hour on two cores can train for several epochs. Batches
@@ -75,7 +81,7 @@ fi
 # clock), which ends a run of an hour lower than the inverse square root's slow decay.
 # RNN: Luong's global attention ("general" score, input feeding) over a 2-layer bidirectional
 # LSTM encoder, 2-layer LSTM decoder, 256 units.
-tokens=(--src-tokens bpe:8000 --tgt-tokens bpe:8000)
+tokens=(--src-tokens "$token_kind" --tgt-tokens "$token_kind")
 case $arch in
   transformer)
     model_flags=(--layers 3 --d-model 256 --heads 4 --ffn 1024 --dropout 0.1 --label-smoothing 0.1)
@@ -115,8 +121,8 @@ printf '\n' >>"$out/command.txt"
 bleu=$("$attn" eval --metric bleu --score-only --ref "$data/test.en" --hyp "$out/test.hyp")
 chrf=$("$attn" eval --metric chrf --score-only --ref "$data/test.en" --hyp "$out/test.hyp")
 steps=$(awk -F'"step":' 'END { split($2, a, /[,}]/); print a[1] }' "$out/train.jsonl")
-printf '{"recipe":"%s","arch":"%s","precision":"%s","data":"%s","time_limit":%s,"steps":%s,"decoding":"%s","threads":%s,"bleu":%s,"chrf":%s}\n' \
-  "$recipe" "$arch" "$used_precision" "$data" "$time_limit" "${steps:-0}" "$decoding" "$threads" \
+printf '{"recipe":"%s","arch":"%s","tokens":"%s","precision":"%s","data":"%s","time_limit":%s,"steps":%s,"decoding":"%s","threads":%s,"bleu":%s,"chrf":%s}\n' \
+  "$recipe" "$arch" "$token_kind" "$used_precision" "$data" "$time_limit" "${steps:-0}" "$decoding" "$threads" \
   "$bleu" "$chrf" \
   >"$out/scores.json"
 printf '%s: wrote %s/{model.safetensors,train.jsonl,train.log,test.hyp,scores.txt,scores.json,command.txt}\n' \
