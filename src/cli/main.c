@@ -37,7 +37,8 @@ static void print_usage(FILE *out)
         fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\n'attn <command> --help' describes a command's options.\n"
                  "Environment: ATTN_NUM_THREADS (threads), ATTN_ISA "
-                 "(reference|portable|avx2|avx512, on ARM reference|portable|neon).\n");
+                 "(reference|portable|avx2|avx512; on ARM\n"
+                 "reference|portable|neon|neon-dotprod|neon-bf16).\n");
 }
 
 int main(int argc, char **argv)
