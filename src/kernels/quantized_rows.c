@@ -305,6 +305,22 @@ int attn_quantized_native(attn_precision precision)
     return 0;
 }
 
+/* Products the path lacks natively run in vectors (quantized_rows_avx2.c, quantized_rows_neon.c)
+ * on every path but reference and portable: the one choice of the emulation for the tiles and
+ * the rows' conversion. */
+static int emulated_in_vectors(void)
+{
+    const attn_isa isa = attn_active_isa();
+#if defined(__x86_64__)
+    return isa == ATTN_ISA_AVX2 || isa == ATTN_ISA_AVX512;
+#elif defined(__aarch64__)
+    return isa == ATTN_ISA_NEON || isa == ATTN_ISA_NEON_DOTPROD || isa == ATTN_ISA_NEON_BF16;
+#else
+    (void)isa;
+    return 0;
+#endif
+}
+
 static quantized_tile_fn tile_kernel(attn_precision precision)
 {
     if (attn_active_isa() == ATTN_ISA_REFERENCE)
@@ -313,7 +329,7 @@ static quantized_tile_fn tile_kernel(attn_precision precision)
     if (attn_quantized_native(precision))
         return precision == ATTN_PRECISION_INT8 ? attn_int8_tile_avx512vnni
                                                 : attn_bf16_tile_avx512bf16;
-    if (attn_active_isa() == ATTN_ISA_AVX2 || attn_active_isa() == ATTN_ISA_AVX512)
+    if (emulated_in_vectors())
         return precision == ATTN_PRECISION_INT8 ? attn_int8_tile_avx2 : attn_bf16_tile_avx2;
 #elif defined(__aarch64__)
     if (attn_quantized_native(precision)) {
@@ -321,6 +337,8 @@ static quantized_tile_fn tile_kernel(attn_precision precision)
             return attn_bf16_tile_neonbf16;
         return attn_cpu_has_arm_i8mm() ? attn_int8_tile_neoni8mm : attn_int8_tile_neondot;
     }
+    if (emulated_in_vectors())
+        return precision == ATTN_PRECISION_INT8 ? attn_int8_tile_neon : attn_bf16_tile_neon;
 #else
     (void)precision;
 #endif
@@ -336,7 +354,7 @@ static quantize_row_fn row_quantizer(void)
 #if defined(__x86_64__)
     if (attn_quantized_native(ATTN_PRECISION_INT8))
         return attn_int8_quantize_row_avx512vnni;
-    if (attn_active_isa() == ATTN_ISA_AVX2 || attn_active_isa() == ATTN_ISA_AVX512)
+    if (emulated_in_vectors())
         return attn_int8_quantize_row_avx2;
 #endif
     return quantize_row;

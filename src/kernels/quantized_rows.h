@@ -126,6 +126,30 @@ static inline int32_t attn_int8_row_scale(float lowest, float largest, float *sc
     return unsigned_row ? 0 : 128;
 }
 
+/* The passes of a tile kernel over its rows (AVX2, AVX-512, NEON): QUANTIZED_ROWS_PER_PASS rows at a time, then
+ * the remainder with a constant row count for each size, so the loops over rows in rows_fn (the
+ * including file's always-inline (w, x, r0, n, tile, b, y, ldy)) unroll. */
+enum { QUANTIZED_ROWS_PER_PASS = 4 };
+#define QUANTIZED_ROW_PASSES(rows_fn, w, x, rows, tile, b, y, ldy)                                \
+    do {                                                                                          \
+        int64_t pass_row = 0;                                                                     \
+        for (; pass_row + QUANTIZED_ROWS_PER_PASS <= (rows); pass_row += QUANTIZED_ROWS_PER_PASS) \
+            rows_fn(w, x, pass_row, QUANTIZED_ROWS_PER_PASS, tile, b, y, ldy);                    \
+        switch ((rows) - pass_row) {                                                              \
+        case 3:                                                                                   \
+            rows_fn(w, x, pass_row, 3, tile, b, y, ldy);                                          \
+            break;                                                                                \
+        case 2:                                                                                   \
+            rows_fn(w, x, pass_row, 2, tile, b, y, ldy);                                          \
+            break;                                                                                \
+        case 1:                                                                                   \
+            rows_fn(w, x, pass_row, 1, tile, b, y, ldy);                                          \
+            break;                                                                                \
+        default:                                                                                  \
+            break;                                                                                \
+        }                                                                                         \
+    } while (0)
+
 ATTN_INTERNAL void attn_int8_quantize_row_avx512vnni(const float *x, int64_t in, int64_t groups,
                                                      uint32_t *packed, float *scale, int32_t *zero);
 ATTN_INTERNAL void attn_int8_quantize_row_avx2(const float *x, int64_t in, int64_t groups,
@@ -146,6 +170,14 @@ ATTN_INTERNAL void attn_int8_tile_avx2(const attn_quantized_matrix *w, const qua
                                        int64_t rows, int64_t tile, const float *b, float *y,
                                        int64_t ldy);
 ATTN_INTERNAL void attn_bf16_tile_avx2(const attn_quantized_matrix *w, const quantized_rows *x,
+                                       int64_t rows, int64_t tile, const float *b, float *y,
+                                       int64_t ldy);
+/* The portable emulation's bits on AArch64's base Advanced SIMD (quantized_rows_neon.c), where
+ * the level has neither the dot product nor BF16 (int8) or not BF16 (bf16). */
+ATTN_INTERNAL void attn_int8_tile_neon(const attn_quantized_matrix *w, const quantized_rows *x,
+                                       int64_t rows, int64_t tile, const float *b, float *y,
+                                       int64_t ldy);
+ATTN_INTERNAL void attn_bf16_tile_neon(const attn_quantized_matrix *w, const quantized_rows *x,
                                        int64_t rows, int64_t tile, const float *b, float *y,
                                        int64_t ldy);
 /* AArch64: int8 by SDOT (quantized_rows_neondot.c; rows [row_begin, row_end) for the SMMLA

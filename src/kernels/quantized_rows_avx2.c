@@ -18,7 +18,7 @@
 
 #include <immintrin.h>
 
-enum { ROWS_PER_PASS = 4, CHUNK_GROUPS = 128 };
+enum { CHUNK_GROUPS = 128 };
 
 /* The four bytes of a group as four int16 lanes, little-endian in 64 bits. */
 static inline uint64_t widen_group(uint32_t word)
@@ -41,8 +41,8 @@ static inline __attribute__((always_inline)) void int8_rows(const attn_quantized
     const uint32_t *rows = x->x + r0 * w->groups;
     /* Each output's sum in two halves (inputs 0-1 and 2-3 of its groups), as vpmaddwd leaves
      * them; carried from one chunk to the next and added at the end. */
-    int32_t halves[ROWS_PER_PASS][2 * QUANTIZED_TILE];
-    uint64_t widened[CHUNK_GROUPS][ROWS_PER_PASS];
+    int32_t halves[QUANTIZED_ROWS_PER_PASS][2 * QUANTIZED_TILE];
+    uint64_t widened[CHUNK_GROUPS][QUANTIZED_ROWS_PER_PASS];
     /* at least one chunk, so a layer without inputs sums to zero */
     for (int64_t g0 = 0; g0 == 0 || g0 < w->groups; g0 += CHUNK_GROUPS) {
         const int64_t count = chunk_of(w->groups, g0);
@@ -51,7 +51,7 @@ static inline __attribute__((always_inline)) void int8_rows(const attn_quantized
                 widen_group(rows[r * w->groups + g0 + g]);
         /* eight outputs: two vectors of four outputs by their group's four inputs */
         for (int o = 0; o < QUANTIZED_TILE; o += 8) {
-            __m256i acc[ROWS_PER_PASS][2];
+            __m256i acc[QUANTIZED_ROWS_PER_PASS][2];
             _Pragma("GCC unroll 4") for (int r = 0; r < n; r++)
             {
                 acc[r][0] = g0 == 0 ? _mm256_setzero_si256()
@@ -98,9 +98,9 @@ static inline __attribute__((always_inline)) void bf16_rows(const attn_quantized
 {
     const uint32_t *packed = w->packed + tile * w->groups * QUANTIZED_TILE;
     const uint32_t *rows = x->x + r0 * w->groups;
-    float sums[ROWS_PER_PASS][QUANTIZED_TILE];
+    float sums[QUANTIZED_ROWS_PER_PASS][QUANTIZED_TILE];
     /* a group's odd input, then its even one: the order of the sums */
-    float widened[CHUNK_GROUPS][ROWS_PER_PASS][2];
+    float widened[CHUNK_GROUPS][QUANTIZED_ROWS_PER_PASS][2];
     const __m256i high_half = _mm256_set1_epi32((int)0xffff0000u);
     /* at least one chunk, so a layer without inputs sums to zero */
     for (int64_t g0 = 0; g0 == 0 || g0 < w->groups; g0 += CHUNK_GROUPS) {
@@ -117,7 +117,7 @@ static inline __attribute__((always_inline)) void bf16_rows(const attn_quantized
          * sixteen for three or four. */
         const int vectors = n == 1 ? 8 : n == 2 ? 4 : 2;
         for (int o = 0; o < QUANTIZED_TILE; o += 8 * vectors) {
-            __m256 acc[ROWS_PER_PASS][8];
+            __m256 acc[QUANTIZED_ROWS_PER_PASS][8];
             _Pragma("GCC unroll 4") for (int r = 0; r < n; r++)
                 _Pragma("GCC unroll 8") for (int v = 0; v < vectors; v++) acc[r][v] =
                     g0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(sums[r] + o + 8 * v);
@@ -150,44 +150,13 @@ static inline __attribute__((always_inline)) void bf16_rows(const attn_quantized
 void attn_int8_tile_avx2(const attn_quantized_matrix *w, const quantized_rows *x, int64_t rows,
                          int64_t tile, const float *b, float *y, int64_t ldy)
 {
-    int64_t r = 0;
-    for (; r + ROWS_PER_PASS <= rows; r += ROWS_PER_PASS)
-        int8_rows(w, x, r, ROWS_PER_PASS, tile, b, y, ldy);
-    /* a constant row count for each remainder, so the loops over rows unroll */
-    switch (rows - r) {
-    case 3:
-        int8_rows(w, x, r, 3, tile, b, y, ldy);
-        break;
-    case 2:
-        int8_rows(w, x, r, 2, tile, b, y, ldy);
-        break;
-    case 1:
-        int8_rows(w, x, r, 1, tile, b, y, ldy);
-        break;
-    default:
-        break;
-    }
+    QUANTIZED_ROW_PASSES(int8_rows, w, x, rows, tile, b, y, ldy);
 }
 
 void attn_bf16_tile_avx2(const attn_quantized_matrix *w, const quantized_rows *x, int64_t rows,
                          int64_t tile, const float *b, float *y, int64_t ldy)
 {
-    int64_t r = 0;
-    for (; r + ROWS_PER_PASS <= rows; r += ROWS_PER_PASS)
-        bf16_rows(w, x, r, ROWS_PER_PASS, tile, b, y, ldy);
-    switch (rows - r) {
-    case 3:
-        bf16_rows(w, x, r, 3, tile, b, y, ldy);
-        break;
-    case 2:
-        bf16_rows(w, x, r, 2, tile, b, y, ldy);
-        break;
-    case 1:
-        bf16_rows(w, x, r, 1, tile, b, y, ldy);
-        break;
-    default:
-        break;
-    }
+    QUANTIZED_ROW_PASSES(bf16_rows, w, x, rows, tile, b, y, ldy);
 }
 
 /* The first n (1 to 8) of x's floats, zero past them. */

@@ -5,8 +5,8 @@
 
 #include <immintrin.h>
 
-/* Rows per pass over the tile, as in the int8 tile: 4n accumulators. */
-enum { ROWS_PER_PASS = 4, VECTORS = QUANTIZED_TILE / 16 };
+/* The tile's four vectors of outputs, as in the int8 tile: 4n accumulators for n rows. */
+enum { VECTORS = QUANTIZED_TILE / 16 };
 
 static inline __attribute__((always_inline)) void bf16_rows(const attn_quantized_matrix *w,
                                                             const quantized_rows *x, int64_t r0,
@@ -14,7 +14,7 @@ static inline __attribute__((always_inline)) void bf16_rows(const attn_quantized
                                                             const float *b, float *y, int64_t ldy)
 {
     const uint32_t *packed = w->packed + tile * w->groups * QUANTIZED_TILE;
-    __m512 acc[ROWS_PER_PASS][VECTORS];
+    __m512 acc[QUANTIZED_ROWS_PER_PASS][VECTORS];
     _Pragma("GCC unroll 4") for (int r = 0; r < n; r++)
         _Pragma("GCC unroll 4") for (int v = 0; v < VECTORS; v++) acc[r][v] = _mm512_setzero_ps();
     const uint32_t *rows = x->x + r0 * w->groups;
@@ -43,20 +43,5 @@ static inline __attribute__((always_inline)) void bf16_rows(const attn_quantized
 void attn_bf16_tile_avx512bf16(const attn_quantized_matrix *w, const quantized_rows *x,
                                int64_t rows, int64_t tile, const float *b, float *y, int64_t ldy)
 {
-    int64_t r = 0;
-    for (; r + ROWS_PER_PASS <= rows; r += ROWS_PER_PASS)
-        bf16_rows(w, x, r, ROWS_PER_PASS, tile, b, y, ldy);
-    switch (rows - r) {
-    case 3:
-        bf16_rows(w, x, r, 3, tile, b, y, ldy);
-        break;
-    case 2:
-        bf16_rows(w, x, r, 2, tile, b, y, ldy);
-        break;
-    case 1:
-        bf16_rows(w, x, r, 1, tile, b, y, ldy);
-        break;
-    default:
-        break;
-    }
+    QUANTIZED_ROW_PASSES(bf16_rows, w, x, rows, tile, b, y, ldy);
 }

@@ -5,9 +5,9 @@
 
 #include <immintrin.h>
 
-/* Rows per pass over the tile: n rows by the tile's four vectors of outputs keep 4n
+/* The tile's four vectors of outputs: a pass of n rows keeps 4n
  * accumulators, 16 of the 32 registers at four rows. */
-enum { ROWS_PER_PASS = 4, VECTORS = QUANTIZED_TILE / 16 };
+enum { VECTORS = QUANTIZED_TILE / 16 };
 
 static inline __attribute__((always_inline)) void int8_rows(const attn_quantized_matrix *w,
                                                             const quantized_rows *x, int64_t r0,
@@ -15,7 +15,7 @@ static inline __attribute__((always_inline)) void int8_rows(const attn_quantized
                                                             const float *b, float *y, int64_t ldy)
 {
     const uint32_t *packed = w->packed + tile * w->groups * QUANTIZED_TILE;
-    __m512i acc[ROWS_PER_PASS][VECTORS];
+    __m512i acc[QUANTIZED_ROWS_PER_PASS][VECTORS];
     _Pragma("GCC unroll 4") for (int r = 0; r < n; r++)
         _Pragma("GCC unroll 4") for (int v = 0; v < VECTORS; v++) acc[r][v] =
             _mm512_setzero_si512();
@@ -79,21 +79,5 @@ void attn_int8_quantize_row_avx512vnni(const float *x, int64_t in, int64_t group
 void attn_int8_tile_avx512vnni(const attn_quantized_matrix *w, const quantized_rows *x,
                                int64_t rows, int64_t tile, const float *b, float *y, int64_t ldy)
 {
-    int64_t r = 0;
-    for (; r + ROWS_PER_PASS <= rows; r += ROWS_PER_PASS)
-        int8_rows(w, x, r, ROWS_PER_PASS, tile, b, y, ldy);
-    /* a constant row count for each remainder, so the loops over rows unroll */
-    switch (rows - r) {
-    case 3:
-        int8_rows(w, x, r, 3, tile, b, y, ldy);
-        break;
-    case 2:
-        int8_rows(w, x, r, 2, tile, b, y, ldy);
-        break;
-    case 1:
-        int8_rows(w, x, r, 1, tile, b, y, ldy);
-        break;
-    default:
-        break;
-    }
+    QUANTIZED_ROW_PASSES(int8_rows, w, x, rows, tile, b, y, ldy);
 }

@@ -3,7 +3,7 @@
  * SMMLA; the row counts give SMMLA's pairs an odd row and in counts an odd group) and stays
  * within the quantization bound of the float64 product; bf16 meets FlashAttention's rule
  * (error against float64 at most twice that of a naive fp32 sum of the same bf16 operands) on
- * every instruction set, and its AVX2 emulation gives the C emulation's bits; rows and
+ * every instruction set, and its AVX2 and NEON emulations give the C emulation's bits; rows and
  * threads do not change a row's bits. */
 #include "kernel_testing.h"
 #include "kernels/quantized_rows.h"
@@ -257,17 +257,18 @@ static void test_rows_and_threads_independent(void)
     CHECK_OK(attn_set_isa(ATTN_ISA_AUTO));
 }
 
-/* Where the products are not native, AVX2 and AVX-512 run a vectorised emulation: the
- * portable emulation's bits, int8 and bf16, for every row count from 1 to 70 (the passes of
- * four rows and each remainder), in counts off the groups, the vectors and the chunks of
- * groups, and a part of the tile. Row 5 and output 0 are scaled by 1e-20, so their bf16
+/* Where the products are not native, AVX2, AVX-512 and the NEON levels run a vectorised
+ * emulation: the portable emulation's bits, int8 and bf16, for every row count from 1 to 70
+ * (the passes of four rows and each remainder), in counts off the groups, the vectors and the
+ * chunks of groups, and a part of the tile. Row 5 and output 0 are scaled by 1e-20, so their bf16
  * products fall below fp32's normal range, where an FMA would round them differently. */
 static void test_vectorised_emulation_bits(void)
 {
     static const attn_precision precisions[] = {ATTN_PRECISION_INT8, ATTN_PRECISION_BF16};
     static const int64_t ins[] = {1, 3, 6, 129, 1031};
     static const int64_t outs[] = {1, 70, 130};
-    static const attn_isa vectorised[] = {ATTN_ISA_AVX2, ATTN_ISA_AVX512};
+    static const attn_isa vectorised[] = {ATTN_ISA_AVX2, ATTN_ISA_AVX512, ATTN_ISA_NEON,
+                                           ATTN_ISA_NEON_DOTPROD, ATTN_ISA_NEON_BF16};
     enum { MOST_ROWS = 70 };
     for (int pi = 0; pi < 2; pi++)
         for (int ii = 0; ii < COUNT(ins); ii++)
