@@ -212,17 +212,11 @@ static void round_row(const float *x, int64_t in, int64_t groups, uint32_t *pack
 
 /* ---- reference and emulation --------------------------------------------------------------- */
 
-static int64_t tile_width(const attn_quantized_matrix *w, int64_t tile)
-{
-    const int64_t left = w->out - tile * QUANTIZED_TILE;
-    return left < QUANTIZED_TILE ? left : QUANTIZED_TILE;
-}
-
 /* The textbook sums over the stored values: int64 for int8, double over the bf16 values. */
 static void reference_tile(const attn_quantized_matrix *w, const quantized_rows *x, int64_t rows,
                            int64_t tile, const float *b, float *y, int64_t ldy)
 {
-    const int64_t o0 = tile * QUANTIZED_TILE, width = tile_width(w, tile);
+    const int64_t o0 = tile * QUANTIZED_TILE, width = attn_quantized_tile_width(w, tile);
     for (int64_t r = 0; r < rows; r++) {
         const uint32_t *row = x->x + r * w->groups;
         if (w->precision == ATTN_PRECISION_INT8) {
@@ -253,7 +247,7 @@ static void reference_tile(const attn_quantized_matrix *w, const quantized_rows 
 static void emulated_tile(const attn_quantized_matrix *w, const quantized_rows *x, int64_t rows,
                           int64_t tile, const float *b, float *y, int64_t ldy)
 {
-    const int64_t o0 = tile * QUANTIZED_TILE, width = tile_width(w, tile);
+    const int64_t o0 = tile * QUANTIZED_TILE, width = attn_quantized_tile_width(w, tile);
     const uint32_t *packed = w->packed + tile * w->groups * QUANTIZED_TILE;
     for (int64_t r = 0; r < rows; r++) {
         const uint32_t *row = x->x + r * w->groups;

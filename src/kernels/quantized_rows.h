@@ -126,9 +126,17 @@ static inline int32_t attn_int8_row_scale(float lowest, float largest, float *sc
     return unsigned_row ? 0 : 128;
 }
 
-/* The passes of a tile kernel over its rows (AVX2, AVX-512, NEON): QUANTIZED_ROWS_PER_PASS rows at a time, then
- * the remainder with a constant row count for each size, so the loops over rows in rows_fn (the
- * including file's always-inline (w, x, r0, n, tile, b, y, ldy)) unroll. */
+/* Outputs of tile `tile` that exist: QUANTIZED_TILE, or fewer in the last tile. */
+static inline int64_t attn_quantized_tile_width(const attn_quantized_matrix *w, int64_t tile)
+{
+    const int64_t left = w->out - tile * QUANTIZED_TILE;
+    return left < QUANTIZED_TILE ? left : QUANTIZED_TILE;
+}
+
+/* The passes of a tile kernel over its rows (AVX2, AVX-512, NEON): QUANTIZED_ROWS_PER_PASS
+ * rows at a time, then the remainder with a constant row count for each size, so the loops
+ * over rows in rows_fn (the including file's always-inline (w, x, r0, n, tile, b, y, ldy))
+ * unroll. */
 enum { QUANTIZED_ROWS_PER_PASS = 4 };
 #define QUANTIZED_ROW_PASSES(rows_fn, w, x, rows, tile, b, y, ldy)                                \
     do {                                                                                          \

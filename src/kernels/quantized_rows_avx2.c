@@ -80,7 +80,7 @@ static inline __attribute__((always_inline)) void int8_rows(const attn_quantized
         }
     }
     const int64_t o0 = tile * QUANTIZED_TILE;
-    const int64_t width = w->out - o0 < QUANTIZED_TILE ? w->out - o0 : QUANTIZED_TILE;
+    const int64_t width = attn_quantized_tile_width(w, tile);
     _Pragma("GCC unroll 4") for (int r = 0; r < n; r++)
     {
         int32_t sums[QUANTIZED_TILE];
@@ -142,7 +142,7 @@ static inline __attribute__((always_inline)) void bf16_rows(const attn_quantized
         }
     }
     const int64_t o0 = tile * QUANTIZED_TILE;
-    const int64_t width = w->out - o0 < QUANTIZED_TILE ? w->out - o0 : QUANTIZED_TILE;
+    const int64_t width = attn_quantized_tile_width(w, tile);
     _Pragma("GCC unroll 4") for (int r = 0; r < n; r++)
         attn_bf16_finish(sums[r], b, o0, width, y + (r0 + r) * ldy);
 }

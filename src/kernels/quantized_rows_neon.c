@@ -71,7 +71,7 @@ static inline __attribute__((always_inline)) void int8_rows(const attn_quantized
                 vst1q_s32(sums[r] + c + v * VECTOR_OUTPUTS, acc[r][v]);
     }
     const int64_t o0 = tile * QUANTIZED_TILE;
-    const int64_t width = w->out - o0 < QUANTIZED_TILE ? w->out - o0 : QUANTIZED_TILE;
+    const int64_t width = attn_quantized_tile_width(w, tile);
     _Pragma("GCC unroll 4") for (int r = 0; r < n; r++)
         attn_int8_finish(w, sums[r], x->x_scale[r0 + r], x->x_zero[r0 + r], b, o0, width,
                          y + (r0 + r) * ldy);
@@ -119,7 +119,7 @@ static inline __attribute__((always_inline)) void bf16_rows(const attn_quantized
                 vst1q_f32(sums[r] + c + v * VECTOR_OUTPUTS, acc[r][v]);
     }
     const int64_t o0 = tile * QUANTIZED_TILE;
-    const int64_t width = w->out - o0 < QUANTIZED_TILE ? w->out - o0 : QUANTIZED_TILE;
+    const int64_t width = attn_quantized_tile_width(w, tile);
     _Pragma("GCC unroll 4") for (int r = 0; r < n; r++)
         attn_bf16_finish(sums[r], b, o0, width, y + (r0 + r) * ldy);
 }

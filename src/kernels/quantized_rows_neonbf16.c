@@ -83,7 +83,7 @@ void attn_bf16_tile_neonbf16(const attn_quantized_matrix *w, const quantized_row
                              int64_t rows, int64_t tile, const float *b, float *y, int64_t ldy)
 {
     const int64_t o0 = tile * QUANTIZED_TILE;
-    const int64_t width = w->out - o0 < QUANTIZED_TILE ? w->out - o0 : QUANTIZED_TILE;
+    const int64_t width = attn_quantized_tile_width(w, tile);
     const uint32_t *tile_words = w->packed + tile * w->groups * QUANTIZED_TILE;
     int64_t r = 0;
     for (; r + BLOCK_ROWS <= rows; r += BLOCK_ROWS)

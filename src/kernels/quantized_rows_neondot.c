@@ -99,7 +99,7 @@ void attn_int8_rows_neondot(const attn_quantized_matrix *w, const quantized_rows
                             float *y, int64_t ldy)
 {
     const int64_t o0 = tile * QUANTIZED_TILE;
-    const int64_t width = w->out - o0 < QUANTIZED_TILE ? w->out - o0 : QUANTIZED_TILE;
+    const int64_t width = attn_quantized_tile_width(w, tile);
     const uint32_t *tile_words = w->packed + tile * w->groups * QUANTIZED_TILE;
     int64_t r = row_begin;
     for (; r + BLOCK_ROWS <= row_end; r += BLOCK_ROWS)

@@ -93,7 +93,7 @@ void attn_int8_tile_neoni8mm(const attn_quantized_matrix *w, const quantized_row
                              int64_t rows, int64_t tile, const float *b, float *y, int64_t ldy)
 {
     const int64_t o0 = tile * QUANTIZED_TILE;
-    const int64_t width = w->out - o0 < QUANTIZED_TILE ? w->out - o0 : QUANTIZED_TILE;
+    const int64_t width = attn_quantized_tile_width(w, tile);
     const uint32_t *tile_words = w->packed + tile * w->groups * QUANTIZED_TILE;
     const int64_t paired_rows = rows & ~(int64_t)1;
     for (int64_t r = 0; r < paired_rows; r += 2 * PAIRS_PER_BLOCK) {
