@@ -18,7 +18,7 @@
 #   valid = Esther, Lamentations, Romans, Philippians, Titus, James           (983 verses)
 #
 # Environment:
-#   TOKENS      char (default) or bpe:N (e.g. bpe:4000, merges learned from the training
+#   TOKENS      char (default) or bpe:N (e.g. bpe:4000: SentencePiece's BPE, N merges learned from the training
 #               text); bits per character are counted on the same characters either way
 #   PRECISION   auto (default), bf16 or fp32: attn's products (--precision; auto is bf16
 #               where the processor multiplies bf16 natively, else fp32); PyTorch takes its

@@ -100,21 +100,20 @@ typedef enum attn_tokenizer_kind {
     /* Tokens separated by ASCII whitespace (space, \t, \n, \v, \f, \r); decode joins them
      * with single spaces. For G2P targets: "HH AH L OW". */
     ATTN_TOKENIZER_WORD = 1,
-    /* Byte-pair encoding (Sennrich et al. 2016, as in subword-nmt). Text is split into words
-     * on ASCII whitespace; each word starts as its code points, the last one marked as ending
-     * the word by a "</w>" suffix ("low" -> l o w</w>). Learning repeatedly merges the most
-     * frequent adjacent pair of symbols (counted over the training words, weighted by how
-     * often each word occurs), ties going to the bytewise smallest (left, right) pair, until
-     * bpe_merges merges are made or no pair occurs twice. Encoding applies the learned merges
-     * to each word in the order they were learned. Decode joins the symbols of a word and
-     * separates words with single spaces. The vocabulary holds every symbol learning made (the
-     * characters seen and each merge's result), counted when they were made. A word that
-     * itself contains the text "</w>" is not restored exactly. */
+    /* attn's own byte-pair encoding of earlier versions (Sennrich et al. 2016, as in
+     * subword-nmt), read from the model files it made and no longer learned: "bpe:N" now
+     * learns SentencePiece's BPE (ATTN_TOKENIZER_SPM), which scored 5.8 BLEU more on the
+     * Bible (docs/results.md), and attn_tokenizer_train refuses this kind
+     * (ATTN_ERR_UNSUPPORTED). Text is split into words on ASCII whitespace; each word starts
+     * as its code points, the last one marked as ending the word by a "</w>" suffix ("low" ->
+     * l o w</w>), and the model's merges apply to it in the order they were learned. Decode
+     * joins the symbols of a word and separates words with single spaces. A word that itself
+     * contains the text "</w>" is not restored exactly. */
     ATTN_TOKENIZER_BPE = 2,
     /* SentencePiece (libsentencepiece; needs a build with it, else ATTN_ERR_UNSUPPORTED): a
      * user's .model file read by attn_tokenizer_from_spm_model, or a unigram or BPE model
-     * learned from the text (spm_vocab_size, spm_bpe) with NFKC normalisation, all characters
-     * of a small alphabet (coverage 1.0; 0.9995 above 1000 characters) and byte fallback when
+     * learned from the text (spm_vocab_size pieces, or a BPE of bpe_merges merges) with NFKC
+     * normalisation, all characters of a small alphabet (coverage 1.0; 0.9995 above 1000 characters) and byte fallback when
      * the vocabulary has at least 1024 pieces (or byte_fallback asks). Encoding and decoding
      * are libsentencepiece's own, so ids and text equal spm_encode's and spm_decode's.
      * Ids: attn id = model id + offset. The offset is 0 when the model's <pad>, <s>, </s>,
@@ -127,20 +126,25 @@ typedef enum attn_tokenizer_kind {
     ATTN_TOKENIZER_SPM = 3
 } attn_tokenizer_kind;
 
-/* For BPE, symbols that min_count or max_vocab leave out still come out of the merges and
- * then encode as <unk>. */
 typedef struct attn_tokenizer_config {
     attn_tokenizer_kind kind;
-    int64_t bpe_merges; /* BPE: most merges to learn, in [1, 2^31); ignored otherwise */
-    int64_t min_count;  /* vocabulary: tokens seen fewer times become <unk> (<= 1 keeps all) */
-    int64_t max_vocab;  /* vocabulary: at most this many ids, specials included, in [4, 2^31)
-                           (0: no limit) */
-    /* char and bpe: nothing is <unk>. The vocabulary also holds the 256 byte tokens "<0x00>"
-     * ... "<0xFF>" (and, for bpe, "</w>", which ends a word spelled in bytes), and a
-     * character or piece the vocabulary lacks is encoded as its UTF-8 bytes; decoding puts
-     * the bytes back (a sequence that is not UTF-8, which a sampling model may produce, reads
-     * as U+FFFD, as does a line break spelled in bytes, which no line of text holds). Language
-     * models use it; 0 keeps <unk> (attn_tokenizer_config_parse's). */
+    /* spm with spm_bpe: the merges to make, in [1, 2^31), on top of the specials, the
+     * alphabet (a space counting as SentencePiece's U+2581) and the 256 bytes when byte
+     * fallback is on; spm_vocab_size is then 0, and becomes the pieces that makes (exactly N
+     * merges when SentencePiece's normalisation leaves the alphabet as it is and the text has
+     * pairs enough). 0: spm_vocab_size gives the size. (The bpe kind's JSON records it too.) */
+    int64_t bpe_merges;
+    int64_t min_count; /* char and word vocabularies: tokens seen fewer times become <unk>
+                          (<= 1 keeps all) */
+    int64_t max_vocab; /* char and word vocabularies: at most this many ids, specials included,
+                          in [4, 2^31) (0: no limit) */
+    /* Nothing is <unk>. char: the vocabulary also holds the 256 byte tokens "<0x00>" ...
+     * "<0xFF>", and a character the vocabulary lacks is encoded as its UTF-8 bytes; decoding
+     * puts the bytes back (a sequence that is not UTF-8, which a sampling model may produce,
+     * reads as U+FFFD, as does a line break spelled in bytes, which no line of text holds).
+     * spm: SentencePiece learns the byte pieces and does the same. Language models use it. 0
+     * (attn_tokenizer_config_parse's) keeps <unk>, except in SentencePiece models of 1024
+     * pieces or more, which always hold the bytes. */
     int byte_fallback;
     /* spm: the pieces to learn, specials included, in [8, 2^31) (fewer may come out of a small
      * text), and 1 for SentencePiece's BPE, 0 for its unigram model. min_count and max_vocab do
@@ -149,13 +153,14 @@ typedef struct attn_tokenizer_config {
     int spm_bpe;
 } attn_tokenizer_config;
 
-/* Parses "char", "word", "bpe:N" (N merges), "spm:N" (a unigram model of N pieces) or
- * "spm-bpe:N" (SentencePiece's BPE, N pieces) into a config with min_count 1, max_vocab 0. */
+/* Parses "char", "word", "bpe:N" (SentencePiece's BPE, N merges), "spm:N" (its unigram model,
+ * N pieces) or "spm-bpe:N" (its BPE, N pieces, as spm_train's vocab_size counts them) into a
+ * config with min_count 1, max_vocab 0. */
 ATTN_API attn_status attn_tokenizer_config_parse(const char *spec, attn_tokenizer_config *out);
 
 typedef struct attn_tokenizer attn_tokenizer;
 
-/* Learns a tokenizer (its vocabulary, and for BPE its merges) from n lines of training text. */
+/* Learns a tokenizer (its vocabulary, or SentencePiece's model) from n lines of training text. */
 ATTN_API attn_status attn_tokenizer_train(const attn_tokenizer_config *config,
                                           const char *const *lines, int64_t n,
                                           attn_tokenizer **out);
@@ -174,13 +179,13 @@ ATTN_API attn_tokenizer_kind attn_tokenizer_get_kind(const attn_tokenizer *token
 /* "char", "word", "bpe" or "spm", as the tokenizer JSON spells them ("unknown" for
  * any other value). */
 ATTN_API const char *attn_tokenizer_kind_name(attn_tokenizer_kind kind);
-/* A BPE vocabulary marks the last piece of each word with this suffix ("low</w>"). */
+/* The bpe kind's vocabulary marks the last piece of each word with this suffix ("low</w>"). */
 #define ATTN_BPE_END_OF_WORD "</w>"
 /* The length of a token's text without the end-of-word suffix: what a reader should see of it
  * (pictures, word-level alignments). Equals strlen(token) for tokens that do not end a BPE word. */
 ATTN_API size_t attn_token_text_length(const char *token);
 ATTN_API const attn_vocab *attn_tokenizer_vocab(const attn_tokenizer *tokenizer);
-/* BPE: number of merges learned (may be fewer than asked); 0 for other kinds. */
+/* The bpe kind (attn's earlier BPE): its number of merges; 0 for other kinds. */
 ATTN_API int64_t attn_tokenizer_num_merges(const attn_tokenizer *tokenizer);
 /* Merge i (0-based, in learning order) as its left and right symbol strings; the result is
  * their concatenation. Pointers into the tokenizer. */

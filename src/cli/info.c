@@ -29,8 +29,9 @@ int attn_cmd_info(int argc, char **argv)
         printf("distributed training: %s\n", attn_distributed_description());
     printf("SentencePiece: %s\n",
            attn_tokenizer_spm_available()
-               ? "built in (spm:N, spm-bpe:N, --src-spm/--tgt-spm FILE.model)"
-               : "built without SentencePiece; install libsentencepiece-dev and rebuild");
+               ? "built in (bpe:N, spm:N, spm-bpe:N, --src-spm/--tgt-spm FILE.model)"
+               : "built without SentencePiece, so without bpe:N, spm:N and spm-bpe:N; install "
+                 "libsentencepiece-dev and rebuild");
     printf("CPU features: %s\n", attn_cpu_features());
     for (int isa = ATTN_ISA_REFERENCE; isa <= ATTN_ISA_LAST; isa++)
         printf("  %-12s %s\n", attn_isa_name((attn_isa)isa),

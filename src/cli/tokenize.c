@@ -30,7 +30,7 @@ static const cli_option tokenize_options[] = {
                 "the token file to write (llm.c's format, for attn train --train-tokens)")},
     {CLI_OPTION("--vocab", CLI_STRING, FIELD(vocab), "char|word|bpe:N|spm:N|spm-bpe:N",
                 "learn a new tokenizer from the text, as attn train --task lm --tgt-tokens does "
-                "(char and bpe with the byte fallback) [char]")},
+                "(with the byte fallback, but for word) [char]")},
     {CLI_OPTION("--save-tokenizer", CLI_STRING, FIELD(save_tokenizer), "FILE.json",
                 "where to write the tokenizer, for attn train --tokenizer and further attn "
                 "tokenize --tokenizer [with --vocab: --out's name with .tokenizer.json for .bin]")},
@@ -274,21 +274,24 @@ static int check_args(const tokenize_args *a, const char *save)
     return CLI_GO_ON;
 }
 
-/* A vocabulary the file's uint16 tokens cannot hold, refused before the text is written. */
-static int check_vocabulary_fits(const attn_tokenizer *tokenizer, const char *origin)
+/* A vocabulary the file's uint16 tokens cannot hold, refused before the text is written;
+ * learned names the --vocab spec it came from (NULL for a tokenizer read from a file). */
+static int check_vocabulary_fits(const attn_tokenizer *tokenizer, const char *origin,
+                                 const char *learned)
 {
     const int64_t ids = attn_vocab_size(attn_tokenizer_vocab(tokenizer));
     if (ids <= 65536)
         return 0;
+    const int subwords = learned != NULL && (strncmp(learned, "bpe:", 4) == 0 ||
+                                             strncmp(learned, "spm", 3) == 0);
     fprintf(stderr,
             "attn tokenize: %s has %lld ids, but an llm.c token file holds ids below 65536 "
             "(uint16): %s\n",
             origin, (long long)ids,
-            attn_tokenizer_get_kind(tokenizer) == ATTN_TOKENIZER_BPE
-                ? "learn fewer merges (a smaller N in --vocab bpe:N), or train on the text "
-                  "itself (attn train --task lm --train)"
-                : "train on the text itself (attn train --task lm --train), whose ids are not "
-                  "limited");
+            subwords ? "learn a smaller vocabulary (a smaller N in --vocab), or train on the "
+                       "text itself (attn train --task lm --train)"
+                     : "train on the text itself (attn train --task lm --train), whose ids are "
+                       "not limited");
     return 1;
 }
 
@@ -330,6 +333,7 @@ int attn_cmd_tokenize(int argc, char **argv)
     attn_tokenizer *tokenizer = NULL;
     held_text held = {0};
     text_source source = {.paths = paths, .n_paths = n_paths};
+    const int learned = a.tokenizer == NULL && a.model == NULL && a.spm == NULL;
     if (a.tokenizer != NULL)
         code = lm_tokenizer_load("tokenize", "--tokenizer", a.tokenizer, &tokenizer);
     else if (a.model != NULL)
@@ -349,7 +353,8 @@ int attn_cmd_tokenize(int argc, char **argv)
         code = check_vocabulary_fits(tokenizer, a.tokenizer != NULL ? a.tokenizer
                                                 : a.model != NULL   ? a.model
                                                 : a.spm != NULL     ? a.spm
-                                                                    : "the learned tokenizer");
+                                                                    : "the learned tokenizer",
+                                     learned ? (a.vocab != NULL ? a.vocab : "char") : NULL);
 
     /* The tokenizer first, so that one that cannot be written leaves no token file behind. */
     if (code == 0 && save != NULL && attn_tokenizer_save(tokenizer, save) != ATTN_OK)

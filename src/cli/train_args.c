@@ -93,8 +93,8 @@ static const cli_option train_options[] = {
      .choices = arch_names, .choice_values = arch_values, .group = GROUP_MODEL},
     {CLI_OPTION("--src-tokens", CLI_STRING, FIELD(src_tokens), "char|word|bpe:N|spm:N|spm-bpe:N",
                 "source tokenizer, learned from the training sources (with --teacher: the "
-                "teachers'); bpe:N makes N merges, spm:N and spm-bpe:N learn SentencePiece's "
-                "unigram or BPE model of N pieces [char]"),
+                "teachers'); SentencePiece learns bpe:N, its BPE of N merges, spm:N, its "
+                "unigram model of N pieces, and spm-bpe:N, its BPE of N pieces [char]"),
      .group = GROUP_MODEL},
     {CLI_OPTION("--tgt-tokens", CLI_STRING, FIELD(tgt_tokens), "char|word|bpe:N|spm:N|spm-bpe:N",
                 "target tokenizer, learned from the training targets (with --teacher: the "
@@ -265,7 +265,7 @@ static const cli_option train_options[] = {
                 "cross-entropy against the teachers [0.5]"),
      .group = GROUP_TRAINING},
     {CLI_OPTION("--spm-alpha", CLI_NUMBER, FIELD(spm_alpha), "A",
-                "subword regularisation for SentencePiece tokenizers (spm:N, spm-bpe:N, "
+                "subword regularisation for SentencePiece tokenizers (bpe:N, spm:N, spm-bpe:N, "
                 "--src-spm/--tgt-spm; every such side): each epoch trains on a segmentation of "
                 "each sentence sampled anew from (--seed, epoch, line), A in (0, 1]: a unigram "
                 "model's inverse temperature (0.1-0.5 usual; smaller samples more freely), a BPE "
@@ -511,7 +511,7 @@ static int check_encoder_args(const train_args *a)
 /* Whether a tokenizer flag asks for SentencePiece. */
 static int asks_spm(const char *tokens, const char *spm_file)
 {
-    return spm_file != NULL || strncmp(tokens, "spm", 3) == 0;
+    return spm_file != NULL || strncmp(tokens, "spm", 3) == 0 || strncmp(tokens, "bpe:", 4) == 0;
 }
 
 /* --spm-alpha and --spm-nbest. Sides whose tokenizer comes from a checkpoint, teachers or
@@ -544,12 +544,12 @@ static int check_subword_sampling(const train_args *a)
         if (pairs)
             return train_usage_error("--spm-alpha samples SentencePiece segmentations, but the "
                                      "source tokens are %s and the target tokens %s: give "
-                                     "spm:N, spm-bpe:N or --src-spm/--tgt-spm FILE.model on a "
-                                     "side",
+                                     "bpe:N, spm:N, spm-bpe:N or --src-spm/--tgt-spm FILE.model "
+                                     "on a side",
                                      a->src_tokens, a->tgt_tokens);
         return train_usage_error("--spm-alpha samples SentencePiece segmentations, but the "
-                                 "tokens are %s: give --src-tokens spm:N or spm-bpe:N, or "
-                                 "--src-spm FILE.model",
+                                 "tokens are %s: give --src-tokens bpe:N, spm:N or spm-bpe:N, "
+                                 "or --src-spm FILE.model",
                                  a->src_tokens);
     }
     return 0;

@@ -108,7 +108,6 @@ ATTN_INTERNAL attn_status vocab_from_cjson(const char *fn, const cJSON *json, at
 /* Parses NUL-terminated JSON (nothing may follow it); ATTN_ERR_FORMAT names fn and the byte. */
 ATTN_INTERNAL attn_status json_parse(const char *fn, const char *json, cJSON **out);
 
-/* BPE merges and the symbols they make, shared by learning (bpe.c) and the tokenizer. */
 /* Byte fallback (attn_tokenizer_config.byte_fallback): the ids of the 256 byte tokens
  * "<0x00>" ... "<0xFF>" that spell, as UTF-8 bytes, whatever the vocabulary lacks, and of the
  * "</w>" token that ends a BPE word spelled so (-1: none). */
@@ -118,6 +117,7 @@ typedef struct byte_fallback {
     int32_t word_end_id;
 } byte_fallback;
 
+/* The merges of attn's own BPE of earlier versions, as its model files list them (bpe.c). */
 typedef struct bpe_model {
     strtab symbols;      /* every symbol: characters seen, merge results */
     int32_t *merge_left; /* [num_merges] symbol ids */
@@ -131,10 +131,6 @@ typedef struct bpe_model {
     int32_t *symbol_to_vocab; /* [symbols.count] vocabulary id of each symbol */
 } bpe_model;
 
-/* Learns merges from the words of lines and builds the vocabulary of all symbols made. */
-ATTN_INTERNAL attn_status bpe_learn(const char *const *lines, int64_t n_lines, int64_t max_merges,
-                                    int64_t min_count, int64_t max_vocab, bpe_model *model,
-                                    attn_vocab **vocab);
 /* Adds merge (left, right) (strings) as the next rank. */
 ATTN_INTERNAL attn_status bpe_add_merge(bpe_model *model, const char *left, size_t left_size,
                                         const char *right, size_t right_size);
@@ -166,6 +162,9 @@ ATTN_INTERNAL void encode_cache_free(encode_cache *cache);
  * <pad>, <s>, </s>, <unk> already have attn's ids 0..3 (as every model attn learns does), else
  * ATTN_NUM_SPECIAL_IDS, so that attn's four specials come first. */
 typedef struct spm_processor spm_processor;
+/* Whether text[0, size) is the start of a UTF-8 character whose other bytes have not come. */
+ATTN_INTERNAL int utf8_unfinished_character(const unsigned char *text, size_t size);
+
 typedef struct spm_tokenizer {
     spm_processor *processor;
     char *model;
@@ -179,8 +178,10 @@ typedef struct spm_tokenizer {
 ATTN_INTERNAL attn_status spm_tokenizer_from_model(const char *fn, const char *name,
                                                    const void *bytes, size_t size,
                                                    spm_tokenizer *out, attn_vocab **vocab);
-/* Learns a model (config->spm_vocab_size pieces, unigram or BPE) from n lines of valid UTF-8. */
-ATTN_INTERNAL attn_status spm_tokenizer_learn(const char *fn, const attn_tokenizer_config *config,
+/* Learns a model (config->spm_vocab_size pieces, unigram or BPE, or a BPE of config->bpe_merges
+ * merges) from n lines of valid UTF-8; sets config->spm_vocab_size to the pieces asked of
+ * SentencePiece. */
+ATTN_INTERNAL attn_status spm_tokenizer_learn(const char *fn, attn_tokenizer_config *config,
                                               const char *const *lines, int64_t n,
                                               spm_tokenizer *out, attn_vocab **vocab);
 ATTN_INTERNAL attn_status spm_tokenizer_encode_append(const spm_tokenizer *spm, const char *text,

@@ -1,5 +1,6 @@
-/* Tokenizers: characters, whitespace-separated words, BPE, SentencePiece (its own file,
- * tokenizer_spm.c). Training, encoding, decoding and the JSON form a checkpoint carries. */
+/* Tokenizers: characters, whitespace-separated words, SentencePiece (its own file,
+ * tokenizer_spm.c; it learns every BPE) and the BPE of attn's earlier model files (bpe.c).
+ * Training, encoding, decoding and the JSON form a checkpoint carries. */
 #include "data/data_internal.h"
 
 #include <errno.h>
@@ -48,7 +49,7 @@ static attn_status link_byte_fallback(const char *fn, attn_tokenizer *tokenizer)
     return ATTN_OK;
 }
 
-/* Appends the byte tokens (and bpe's lone "</w>") to a vocabulary just learned. */
+/* Appends the byte tokens to a character vocabulary just learned. */
 static attn_status add_byte_tokens(attn_tokenizer *tokenizer)
 {
     strtab *tokens = &tokenizer->vocab->tokens;
@@ -57,12 +58,6 @@ static attn_status add_byte_tokens(attn_tokenizer *tokenizer)
         int32_t id;
         snprintf(name, sizeof name, BYTE_TOKEN_FORMAT, b);
         ATTN_TRY(strtab_intern(tokens, name, strlen(name), &id, NULL));
-    }
-    if (tokenizer->config.kind == ATTN_TOKENIZER_BPE) {
-        int32_t id;
-        ATTN_TRY(strtab_intern(tokens, END_OF_WORD, END_OF_WORD_SIZE, &id, NULL));
-        /* The new tokens become symbols the encoder can map. */
-        ATTN_TRY(bpe_link_vocab(&tokenizer->bpe, tokenizer->vocab));
     }
     return ATTN_OK;
 }
@@ -120,7 +115,8 @@ attn_status attn_tokenizer_config_parse(const char *spec, attn_tokenizer_config 
                        "attn_tokenizer_config_parse: '%s': expected bpe:N with N a positive "
                        "number of merges",
                        spec);
-        config.kind = ATTN_TOKENIZER_BPE;
+        config.kind = ATTN_TOKENIZER_SPM;
+        config.spm_bpe = 1;
         config.bpe_merges = merges;
     } else if (strncmp(spec, "spm:", 4) == 0 || strncmp(spec, "spm-bpe:", 8) == 0) {
         const int bpe = spec[3] == '-';
@@ -155,15 +151,19 @@ static attn_status check_config(const char *fn, const attn_tokenizer_config *con
     ATTN_CHECK_ARG(config->kind == ATTN_TOKENIZER_CHAR || config->kind == ATTN_TOKENIZER_WORD ||
                        config->kind == ATTN_TOKENIZER_BPE || config->kind == ATTN_TOKENIZER_SPM,
                    "%s: unknown tokenizer kind %d", fn, (int)config->kind);
-    ATTN_CHECK_ARG(
-        config->kind != ATTN_TOKENIZER_SPM ||
-            (config->spm_vocab_size >= SPM_MIN_PIECES && config->spm_vocab_size < INT32_MAX),
-        "%s: spm_vocab_size must be in [%d, 2^31), got %lld", fn, SPM_MIN_PIECES,
-        (long long)config->spm_vocab_size);
-    ATTN_CHECK_ARG(config->kind != ATTN_TOKENIZER_BPE ||
-                       (config->bpe_merges > 0 && config->bpe_merges < INT32_MAX),
-                   "%s: bpe_merges must be positive (and below 2^31), got %lld", fn,
-                   (long long)config->bpe_merges);
+    /* A learned BPE's size is its pieces or its merges on top of the alphabet, not both. */
+    const int by_merges = config->spm_bpe && config->bpe_merges != 0;
+    ATTN_CHECK_ARG(config->kind != ATTN_TOKENIZER_SPM || !by_merges ||
+                       (config->bpe_merges > 0 && config->bpe_merges < INT32_MAX &&
+                        config->spm_vocab_size == 0),
+                   "%s: SentencePiece's BPE takes bpe_merges (in [1, 2^31)) or spm_vocab_size, "
+                   "not both; got bpe_merges %lld and spm_vocab_size %lld",
+                   fn, (long long)config->bpe_merges, (long long)config->spm_vocab_size);
+    ATTN_CHECK_ARG(config->kind != ATTN_TOKENIZER_SPM || by_merges ||
+                       (config->spm_vocab_size >= SPM_MIN_PIECES &&
+                        config->spm_vocab_size < INT32_MAX),
+                   "%s: spm_vocab_size must be in [%d, 2^31), got %lld", fn, SPM_MIN_PIECES,
+                   (long long)config->spm_vocab_size);
     ATTN_CHECK_ARG(config->max_vocab == 0 || (config->max_vocab >= ATTN_NUM_SPECIAL_IDS &&
                                               config->max_vocab <= INT32_MAX),
                    "%s: max_vocab must be 0 (no limit) or in [%d, 2^31), got %lld", fn,
@@ -244,6 +244,12 @@ attn_status attn_tokenizer_train(const attn_tokenizer_config *config, const char
     *out = NULL;
     ATTN_CHECK_NOT_NULL(config);
     ATTN_TRY(check_config(fn, config));
+    if (config->kind == ATTN_TOKENIZER_BPE)
+        return attn_fail(ATTN_ERR_UNSUPPORTED,
+                         "%s: attn's own BPE only reads the model files it made: a BPE is learned "
+                         "by SentencePiece (kind ATTN_TOKENIZER_SPM with spm_bpe set, as "
+                         "attn_tokenizer_config_parse makes of \"bpe:N\")",
+                         fn);
     ATTN_CHECK_ARG(n > 0, "%s: need at least one line of training text, got n = %lld", fn,
                    (long long)n);
     ATTN_CHECK_NOT_NULL(lines);
@@ -262,14 +268,13 @@ attn_status attn_tokenizer_train(const attn_tokenizer_config *config, const char
     tokenizer->config = *config;
     attn_status status;
     if (config->kind == ATTN_TOKENIZER_SPM) {
-        /* libsentencepiece spells missing characters in bytes itself, when its model has them. */
-        status = spm_tokenizer_learn(fn, config, lines, n, &tokenizer->spm, &tokenizer->vocab);
+        /* libsentencepiece spells missing characters in bytes itself, when its model has them.
+         * The pieces a BPE of bpe_merges merges needs become the config's spm_vocab_size, as
+         * its JSON records. */
+        status = spm_tokenizer_learn(fn, &tokenizer->config, lines, n, &tokenizer->spm,
+                                     &tokenizer->vocab);
     } else {
-        if (config->kind == ATTN_TOKENIZER_BPE)
-            status = bpe_learn(lines, n, config->bpe_merges, config->min_count, config->max_vocab,
-                               &tokenizer->bpe, &tokenizer->vocab);
-        else
-            status = train_counted(config, lines, n, &tokenizer->vocab);
+        status = train_counted(config, lines, n, &tokenizer->vocab);
         if (status == ATTN_OK && config->byte_fallback)
             status = add_byte_tokens(tokenizer);
         if (status == ATTN_OK)
@@ -531,8 +536,7 @@ attn_status attn_tokenizer_encode_sampled(const attn_tokenizer *tokenizer, const
 
 /* ---- decoding --------------------------------------------------------------------------- */
 
-/* Whether text[0, size) is the start of a UTF-8 character whose other bytes have not come. */
-static int unfinished_character(const unsigned char *text, size_t size)
+int utf8_unfinished_character(const unsigned char *text, size_t size)
 {
     const unsigned char lead = text[0];
     const size_t needed = lead >= 0xC2 && lead <= 0xDF   ? 2
@@ -569,7 +573,7 @@ static attn_status replace_invalid_utf8(byte_buffer *buf)
     for (size_t pos = 0; pos < buf->size && status == ATTN_OK;) {
         const unsigned char *at = (const unsigned char *)buf->data + pos;
         size_t length = utf8_sequence_length(at, buf->size - pos);
-        if (length == 0 && unfinished_character(at, buf->size - pos))
+        if (length == 0 && utf8_unfinished_character(at, buf->size - pos))
             break;
         if (length == 0) {
             status = byte_buffer_append(&clean, "\xEF\xBF\xBD", 3);

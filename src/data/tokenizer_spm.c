@@ -3,6 +3,7 @@
 #include "data/data_internal.h"
 #include "data/sentencepiece.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,21 +118,30 @@ attn_status spm_tokenizer_from_model(const char *fn, const char *name, const voi
     return status;
 }
 
-/* Distinct code points in the text, counted up to `limit`. */
+/* SentencePiece's word boundary, U+2581: it replaces every space and starts every line. */
+#define SPM_SPACE "\xE2\x96\x81"
+
+/* Distinct characters of the text as SentencePiece's alphabet holds them (a space as its
+ * U+2581, which every line starts with), counted up to `limit`. */
 static int64_t distinct_characters(const char *const *lines, int64_t n, int64_t limit)
 {
     strtab seen = {0};
     int64_t count = 0;
+    int32_t id;
+    int added = 0;
+    if (strtab_intern(&seen, SPM_SPACE, strlen(SPM_SPACE), &id, &added) != ATTN_OK)
+        count = limit; /* out of memory: a large alphabet is the safe guess */
+    count += added;
     for (int64_t i = 0; i < n && count < limit; i++) {
         const char *text = lines[i];
         const size_t size = strlen(text);
         for (size_t pos = 0; pos < size && count < limit;) {
             const size_t length =
                 utf8_sequence_length((const unsigned char *)text + pos, size - pos);
-            int32_t id;
-            int added = 0;
-            if (length == 0 || strtab_intern(&seen, text + pos, length, &id, &added) != ATTN_OK) {
-                /* Out of memory: count no further; a large alphabet is the safe guess. */
+            const int space = length == 1 && text[pos] == ' ';
+            if (length == 0 || strtab_intern(&seen, space ? SPM_SPACE : text + pos,
+                                             space ? strlen(SPM_SPACE) : length, &id,
+                                             &added) != ATTN_OK) {
                 count = limit;
                 break;
             }
@@ -152,18 +162,40 @@ static int64_t distinct_characters(const char *const *lines, int64_t n, int64_t 
  * (or when asked, as a language model does); below, a character the model lacks is <unk>. */
 #define BYTE_FALLBACK_MIN_VOCAB (4 * 256)
 
-attn_status spm_tokenizer_learn(const char *fn, const attn_tokenizer_config *config,
+attn_status spm_tokenizer_learn(const char *fn, attn_tokenizer_config *config,
                                 const char *const *lines, int64_t n, spm_tokenizer *out,
                                 attn_vocab **vocab)
 {
     memset(out, 0, sizeof *out);
     *vocab = NULL;
+    if (!spm_available())
+        return attn_fail(ATTN_ERR_UNSUPPORTED,
+                         "%s: bpe:N, spm:N and spm-bpe:N are learned by SentencePiece, and this "
+                         "build is without it: install libsentencepiece-dev and rebuild attn, or "
+                         "use char or word tokens",
+                         fn);
+    const int64_t alphabet = distinct_characters(lines, n, INT32_MAX);
+    int64_t vocab_size = config->spm_vocab_size;
+    int with_bytes = config->byte_fallback;
+    if (config->spm_bpe && config->bpe_merges > 0) {
+        /* SentencePiece's BPE holds the specials, the alphabet, the bytes if any, then one
+         * piece per merge: bpe:N makes N merges, as attn's own BPE did. */
+        vocab_size = ATTN_NUM_SPECIAL_IDS + alphabet + config->bpe_merges;
+        with_bytes = with_bytes || vocab_size + 256 >= BYTE_FALLBACK_MIN_VOCAB;
+        vocab_size += with_bytes ? 256 : 0;
+        if (vocab_size >= INT32_MAX)
+            return attn_fail(ATTN_ERR_INVALID_ARGUMENT,
+                             "%s: %lld merges on an alphabet of %lld characters make too many "
+                             "pieces: ask for fewer merges",
+                             fn, (long long)config->bpe_merges, (long long)alphabet);
+    } else {
+        with_bytes = with_bytes || vocab_size >= BYTE_FALLBACK_MIN_VOCAB;
+    }
     spm_train_options options = {
         .bpe = config->spm_bpe,
-        .vocab_size = config->spm_vocab_size,
-        .character_coverage =
-            distinct_characters(lines, n, LARGE_ALPHABET + 1) > LARGE_ALPHABET ? 0.9995 : 1.0,
-        .byte_fallback = config->byte_fallback || config->spm_vocab_size >= BYTE_FALLBACK_MIN_VOCAB,
+        .vocab_size = vocab_size,
+        .character_coverage = alphabet > LARGE_ALPHABET ? 0.9995 : 1.0,
+        .byte_fallback = with_bytes,
         .pad_id = ATTN_PAD_ID,
         .bos_id = ATTN_BOS_ID,
         .eos_id = ATTN_EOS_ID,
@@ -174,9 +206,12 @@ attn_status spm_tokenizer_learn(const char *fn, const attn_tokenizer_config *con
         fn, "learning a SentencePiece model", "failed",
         spm_train(lines, n, &options, &out->model, &out->model_size, error, sizeof error), error));
     const attn_status status = attach(fn, "the model learned", out, vocab);
-    if (status != ATTN_OK)
+    if (status != ATTN_OK) {
         spm_tokenizer_free(out);
-    return status;
+        return status;
+    }
+    config->spm_vocab_size = vocab_size;
+    return ATTN_OK;
 }
 
 /* The model's ids (malloc'ed by the shim, freed here) as attn's, appended. */
@@ -238,6 +273,28 @@ static attn_status replace_line_breaks(const char *decoded, char **text)
     return ATTN_OK;
 }
 
+/* How many of the last pieces are byte pieces spelling a character whose last bytes have not
+ * come yet: left out, as attn's own byte fallback leaves them, so the text of a growing
+ * sequence of ids only ever grows at its end (libsentencepiece would give U+FFFD, and then a
+ * stream would have printed it). */
+static int64_t unfinished_tail(const spm_tokenizer *spm, const int32_t *pieces, int64_t count)
+{
+    unsigned char bytes[3];
+    int64_t run = 0;
+    while (run < 3 && run < count &&
+           spm_piece_kind_of(spm->processor, pieces[count - 1 - run]) == SPM_PIECE_BYTE) {
+        unsigned value = 0;
+        if (sscanf(spm_piece(spm->processor, pieces[count - 1 - run]), "<0x%2X>", &value) != 1)
+            break;
+        bytes[2 - run] = (unsigned char)value;
+        run++;
+    }
+    for (int64_t t = 1; t <= run; t++)
+        if (utf8_unfinished_character(bytes + 3 - t, (size_t)t))
+            return t;
+    return 0;
+}
+
 attn_status spm_tokenizer_decode(const spm_tokenizer *spm, const int32_t *ids, int64_t n_ids,
                                  char **text)
 {
@@ -253,6 +310,7 @@ attn_status spm_tokenizer_decode(const spm_tokenizer *spm, const int32_t *ids, i
         if (kind != SPM_PIECE_CONTROL && kind != SPM_PIECE_UNKNOWN)
             pieces[count++] = id;
     }
+    count -= unfinished_tail(spm, pieces, count);
     char error[512] = "";
     char *decoded = NULL;
     attn_status status =

@@ -239,7 +239,7 @@ static void test_token_file_written_from_text_equals_the_stream(void)
     const char *lines[] = {"the cat", "", "sat on the mat", "\xC3\xA9t\xC3\xA9"};
     attn_tokenizer_config config;
     attn_tokenizer *tokenizer = NULL;
-    CHECK_OK(attn_tokenizer_config_parse("bpe:5", &config));
+    CHECK_OK(attn_tokenizer_config_parse("char", &config));
     config.byte_fallback = 1;
     CHECK_OK(attn_tokenizer_train(&config, lines, 3, &tokenizer)); /* not the last line */
     attn_token_stream *expected = NULL;
@@ -301,7 +301,7 @@ static void test_tokenizer_file_round_trip_and_refusals(void)
     const char *lines[] = {"low lower lowest", "newer newest"};
     attn_tokenizer_config config;
     attn_tokenizer *tokenizer = NULL, *back = NULL;
-    CHECK_OK(attn_tokenizer_config_parse("bpe:8", &config));
+    CHECK_OK(attn_tokenizer_config_parse("char", &config));
     config.byte_fallback = 1;
     CHECK_OK(attn_tokenizer_train(&config, lines, 2, &tokenizer));
     const char *path = test_write_scratch_text("tokenizer.json", "");

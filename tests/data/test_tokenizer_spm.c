@@ -45,6 +45,10 @@ static void test_config_parse(void)
     CHECK_OK(attn_tokenizer_config_parse("spm-bpe:500", &config));
     CHECK(config.kind == ATTN_TOKENIZER_SPM && config.spm_vocab_size == 500 && config.spm_bpe,
           "spm-bpe:500");
+    CHECK_OK(attn_tokenizer_config_parse("bpe:300", &config));
+    CHECK(config.kind == ATTN_TOKENIZER_SPM && config.spm_bpe && config.bpe_merges == 300 &&
+              config.spm_vocab_size == 0,
+          "bpe:300: SentencePiece's BPE, counted in merges");
     static const char *bad[] = {"spm", "spm:", "spm:7", "spm:-5", "spm-bpe:x", "spm-bpe",
                                 "spm:99999999999", "spm-unigram:10"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
@@ -56,10 +60,14 @@ static void test_without_the_library(void)
 {
     attn_tokenizer_config config;
     attn_tokenizer *tokenizer = NULL;
-    CHECK_OK(attn_tokenizer_config_parse("spm:50", &config));
-    CHECK_FAILS(attn_tokenizer_train(&config, lines, N_LINES, &tokenizer), ATTN_ERR_UNSUPPORTED);
-    CHECK(message_has("built without SentencePiece", "install libsentencepiece-dev"), "%s",
-          attn_last_error());
+    static const char *learned[] = {"spm:50", "spm-bpe:50", "bpe:20"};
+    for (int k = 0; k < 3; k++) {
+        CHECK_OK(attn_tokenizer_config_parse(learned[k], &config));
+        CHECK_FAILS(attn_tokenizer_train(&config, lines, N_LINES, &tokenizer),
+                    ATTN_ERR_UNSUPPORTED);
+        CHECK(message_has("bpe:N, spm:N and spm-bpe:N", "install libsentencepiece-dev"), "%s",
+              attn_last_error());
+    }
     size_t size = 0;
     char *model = seed_model("unigram_identity.model", &size);
     CHECK_FAILS(attn_tokenizer_from_spm_model(model, size, &tokenizer), ATTN_ERR_UNSUPPORTED);
@@ -167,6 +175,62 @@ static void test_learned_unigram(void)
 static void test_learned_bpe(void)
 {
     test_learned(1);
+}
+
+/* The alphabet as SentencePiece's BPE holds it: the lines' characters, the space as U+2581. */
+static int64_t alphabet_of_lines(void)
+{
+    int seen[256] = {0};
+    int64_t count = 0;
+    for (int64_t i = 0; i < N_LINES; i++)
+        for (const char *c = lines[i]; *c != '\0'; c++)
+            if (*c != ' ' && !seen[(unsigned char)*c]++)
+                count++;
+    return count + 1;
+}
+
+/* bpe:N makes N merges on top of the specials, the alphabet and the bytes if any, as attn's
+ * own BPE did; the pieces it asked for are what the JSON records. */
+static void test_bpe_counts_merges(void)
+{
+    const int64_t alphabet = alphabet_of_lines();
+    for (int bytes = 0; bytes < 2; bytes++) {
+        attn_tokenizer_config config;
+        attn_tokenizer *tokenizer = NULL;
+        CHECK_OK(attn_tokenizer_config_parse("bpe:40", &config));
+        config.byte_fallback = bytes;
+        CHECK_OK(attn_tokenizer_train(&config, lines, N_LINES, &tokenizer));
+        if (tokenizer == NULL)
+            continue;
+        const attn_vocab *vocab = attn_tokenizer_vocab(tokenizer);
+        const int64_t expected = ATTN_NUM_SPECIAL_IDS + alphabet + 40 + (bytes ? 256 : 0);
+        CHECK(attn_vocab_size(vocab) == expected,
+              "byte fallback %d: %lld pieces, expected 4 specials + %lld characters + 40 merges "
+              "%s",
+              bytes, (long long)attn_vocab_size(vocab), (long long)alphabet,
+              bytes ? "+ 256 bytes" : "");
+        CHECK((attn_vocab_id(vocab, "<0xFF>") >= ATTN_NUM_SPECIAL_IDS) == bytes,
+              "the byte pieces are there exactly when asked");
+        CHECK(attn_tokenizer_num_merges(tokenizer) == 0, "no merges of attn's earlier BPE");
+        check_round_trips(tokenizer);
+        char *json = NULL;
+        CHECK_OK(attn_tokenizer_to_json(tokenizer, &json));
+        char field[64];
+        snprintf(field, sizeof field, "\"spm_vocab_size\":%lld", (long long)expected);
+        CHECK(json != NULL && strstr(json, field) != NULL && strstr(json, "\"spm_type\":\"bpe\""),
+              "the JSON records the pieces asked for: %s", field);
+        free(json);
+        attn_tokenizer_destroy(tokenizer);
+    }
+    /* 768 pieces or more get the bytes without asking, as spm-bpe:N of 1024 or more does. */
+    attn_tokenizer_config config;
+    attn_tokenizer *tokenizer = NULL;
+    CHECK_OK(attn_tokenizer_config_parse("bpe:800", &config));
+    CHECK_OK(attn_tokenizer_train(&config, lines, N_LINES, &tokenizer));
+    if (tokenizer != NULL)
+        CHECK(attn_vocab_id(attn_tokenizer_vocab(tokenizer), "<0x00>") >= ATTN_NUM_SPECIAL_IDS,
+              "bytes in a large vocabulary");
+    attn_tokenizer_destroy(tokenizer);
 }
 
 static void test_users_model_is_shifted_past_the_specials(void)
@@ -517,6 +581,7 @@ int main(void)
     }
     RUN_TEST(test_learned_unigram);
     RUN_TEST(test_learned_bpe);
+    RUN_TEST(test_bpe_counts_merges);
     RUN_TEST(test_users_model_is_shifted_past_the_specials);
     RUN_TEST(test_sampling_unigram);
     RUN_TEST(test_sampling_bpe);

@@ -2,8 +2,8 @@
  * byte-order mark on the first line and a trailing "\r", refuse a line that attn_utf8_valid
  * rejects (translate stops there), then attn_tokenizer_encode the line with the model's
  * source tokenizer; the output side decodes ids with attn_tokenizer_decode. Here the line is
- * encoded with a character, a word and a BPE tokenizer trained once on a fixed text, and the
- * ids decoded again. The same input also goes through attn_lines_parse (how eval reads files),
+ * encoded with a character, a word and (in a build with SentencePiece) a BPE tokenizer trained
+ * once on a fixed text, and the ids decoded again. The same input also goes through attn_lines_parse (how eval reads files),
  * which must split it into the same lines. */
 #include "attn/attn.h"
 #include "harness_support.h"
@@ -33,7 +33,7 @@ static int make_tokenizers(void)
         return 1;
     const char *specs[N_TOKENIZERS] = {"char", "word", "bpe:40"};
     const int64_t n = (int64_t)(sizeof training_text / sizeof training_text[0]);
-    for (int i = 0; i < N_TOKENIZERS; i++) {
+    for (int i = 0; i < (attn_tokenizer_spm_available() ? N_TOKENIZERS : N_TOKENIZERS - 1); i++) {
         attn_tokenizer_config config;
         FUZZ_CHECK(attn_tokenizer_config_parse(specs[i], &config) == ATTN_OK);
         if (attn_tokenizer_train(&config, training_text, n, &tokenizers[i]) != ATTN_OK) {
@@ -48,7 +48,7 @@ static int make_tokenizers(void)
 
 static void translate_line(const char *line)
 {
-    for (int t = 0; t < N_TOKENIZERS; t++) {
+    for (int t = 0; t < N_TOKENIZERS && tokenizers[t] != NULL; t++) {
         int32_t *ids = NULL;
         int64_t n = 0;
         FUZZ_CHECK(attn_tokenizer_encode(tokenizers[t], line, &ids, &n) == ATTN_OK);

@@ -203,7 +203,7 @@ def test_health_model_and_unknown_paths(server):
     assert model["architecture"] == "transformer" and model["precision"] == auto_precision()
     assert model["config"]["d_model"] == 32 and model["parameters"] > 0
     assert model["source_tokenizer"]["vocab_size"] > 8
-    assert model["target_tokenizer"]["kind"] in ("char", "word", "bpe")
+    assert model["target_tokenizer"]["kind"] in ("char", "word", "bpe", "spm")
     assert server.request("GET", "/v1/nothing")[0] == 404
     assert server.request("GET", "/v1/translate")[0] == 405
 

@@ -207,18 +207,19 @@ def test_tsv_and_marian_formats(models):
 
 
 def words_of(tokens, kind):
-    """The word of each token, as the Moses alignment merges them: BPE pieces up to the one
-    ending in </w>, characters between spaces, word tokens each."""
+    """The word of each token, as the Moses alignment merges them: BPE pieces (SentencePiece's)
+    from one starting with its space mark U+2581 to the next, characters between spaces, word
+    tokens each."""
     word, words, inside = [], -1, False
     for token in tokens:
         if kind == "char" and token.isspace():
             word.append(None)
             inside = False
             continue
-        if not inside or kind == "word":
+        if not inside or kind == "word" or (kind == "bpe" and token.startswith("\u2581")):
             words += 1
         word.append(words)
-        inside = kind == "char" or (kind == "bpe" and not token.endswith("</w>"))
+        inside = kind in ("char", "bpe")
     return word
 
 
