@@ -193,6 +193,19 @@ static inline vd vd_fmadd(vd a, vd b, vd c)
     return _mm512_fmadd_pd(a, b, c);
 }
 
+/* bf16 values (the top halves of floats, as bf16.h stores them) widened to floats: exact. */
+static inline vf vf_load_bf16(const uint16_t *p)
+{
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+}
+/* The first n < SIMD_LANES bf16 values of p; the other lanes hold 0. */
+static inline vf vf_load_bf16_part(const uint16_t *p, int64_t n)
+{
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(simd_first_lanes(n), p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+}
+
 #elif defined(__AVX2__) && defined(__FMA__)
 
 #define SIMD_ISA avx2
@@ -357,6 +370,22 @@ static inline vd vd_load_floats(const float *p)
 static inline vd vd_fmadd(vd a, vd b, vd c)
 {
     return _mm256_fmadd_pd(a, b, c);
+}
+
+/* bf16 values (the top halves of floats, as bf16.h stores them) widened to floats: exact. */
+static inline vf vf_load_bf16(const uint16_t *p)
+{
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+/* The first n < SIMD_LANES bf16 values of p; the other lanes hold 0. Through a buffer, so no
+ * byte past p[n - 1] is read. */
+static inline vf vf_load_bf16_part(const uint16_t *p, int64_t n)
+{
+    uint16_t lanes[SIMD_LANES] = {0};
+    for (int64_t l = 0; l < n; l++)
+        lanes[l] = p[l];
+    return vf_load_bf16(lanes);
 }
 
 #elif defined(__aarch64__) && defined(__ARM_NEON)
@@ -529,6 +558,20 @@ static inline vd vd_load_floats(const float *p)
 static inline vd vd_fmadd(vd a, vd b, vd c)
 {
     return vfmaq_f64(c, a, b);
+}
+
+/* bf16 values (the top halves of floats, as bf16.h stores them) widened to floats: exact. */
+static inline vf vf_load_bf16(const uint16_t *p)
+{
+    return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));
+}
+/* The first n < SIMD_LANES bf16 values of p; the other lanes hold 0. */
+static inline vf vf_load_bf16_part(const uint16_t *p, int64_t n)
+{
+    uint16_t lanes[SIMD_LANES] = {0};
+    for (int64_t l = 0; l < n; l++)
+        lanes[l] = p[l];
+    return vf_load_bf16(lanes);
 }
 
 #else

@@ -9,11 +9,15 @@
 #include "core/internal.h"
 
 /* Where one layer's keys and values of a row are: slab slab_of_row[r] of pool, at offset;
- * head h's keys at + h * head_stride ([count][d_head]), its values value_offset further. */
+ * head h's keys at + h * head_stride ([count][d_head]), its values value_offset further.
+ * Offsets count elements: floats, or bf16 values (bf16.h's uint16_t) when bf16 is set, as a
+ * bf16 or int8 model's cache holds them (half the bytes a step reads; the products round
+ * their operands to bf16 or coarser anyway). */
 typedef struct kv_cache_view {
-    const float *pool;
+    const void *pool;
+    int bf16;
     const int64_t *slab_of_row;
-    int64_t slab_floats, offset, head_stride, value_offset;
+    int64_t slab_elements, offset, head_stride, value_offset;
     int64_t count;         /* keys of every row, unless counts */
     const int32_t *counts; /* per row (source lengths), or NULL */
 } kv_cache_view;
@@ -33,11 +37,15 @@ typedef struct step_attention {
     int64_t out_stride;
 } step_attention;
 
-/* One (row, head). */
+/* One (row, head); the _bf16 versions read a bf16 cache. */
 typedef void (*step_attend_fn)(const step_attention *a, int64_t row, int64_t head);
 ATTN_INTERNAL void attn_step_attend_avx2(const step_attention *a, int64_t row, int64_t head);
 ATTN_INTERNAL void attn_step_attend_avx512(const step_attention *a, int64_t row, int64_t head);
 ATTN_INTERNAL void attn_step_attend_neon(const step_attention *a, int64_t row, int64_t head);
+ATTN_INTERNAL void attn_step_attend_bf16_avx2(const step_attention *a, int64_t row, int64_t head);
+ATTN_INTERNAL void attn_step_attend_bf16_avx512(const step_attention *a, int64_t row,
+                                                int64_t head);
+ATTN_INTERNAL void attn_step_attend_bf16_neon(const step_attention *a, int64_t row, int64_t head);
 
 /* Every (row, head) of rows rows; keys_hint (the typical key count) decides how many threads
  * are worth waking. Each (row, head) is computed by one thread in a fixed order, so results
@@ -50,10 +58,10 @@ static inline int64_t attn_step_key_count(const kv_cache_view *kv, int64_t row)
     return kv->counts != NULL ? kv->counts[row] : kv->count;
 }
 
-static inline const float *attn_step_keys(const step_attention *a, int64_t row, int64_t head)
+/* The element index in the pool of (row, head)'s first key. */
+static inline int64_t attn_step_keys_at(const step_attention *a, int64_t row, int64_t head)
 {
-    return a->kv.pool + a->kv.slab_of_row[row] * a->kv.slab_floats + a->kv.offset +
-           head * a->kv.head_stride;
+    return a->kv.slab_of_row[row] * a->kv.slab_elements + a->kv.offset + head * a->kv.head_stride;
 }
 
 #endif /* ATTN_STEP_ATTENTION_H */

@@ -1,6 +1,7 @@
 /* The step decoder's single-query attention (step_attention.h) on SIMD vectors, compiled by
- * step_attention_avx2.c and step_attention_avx512.c. A head's last d_head % SIMD_LANES
- * features go through a zero-filled partial vector, in the same accumulator as the others. */
+ * step_attention_avx2.c, step_attention_avx512.c and step_attention_neon.c, over a cache of
+ * floats or of bf16 values. A head's last d_head % SIMD_LANES features go through a
+ * zero-filled partial vector, in the same accumulator as the others. */
 #include "kernels/simd.h"
 #include "models/step_attention.h"
 
@@ -8,24 +9,40 @@
 
 enum { PV_VECTORS = 4 };
 
-void SIMD_NAME(attn_step_attend)(const step_attention *a, int64_t r, int64_t h)
+/* Vector loads of the cache, floats or bf16 (bf16 is a constant in each caller, so each
+ * version compiles to its own loads alone). */
+static inline vf kv_load(const void *pool, int bf16, int64_t at)
+{
+    return bf16 ? vf_load_bf16((const uint16_t *)pool + at) : vf_load((const float *)pool + at);
+}
+
+static inline vf kv_load_upto(const void *pool, int bf16, int64_t at, int64_t k)
+{
+    if (k == SIMD_LANES)
+        return kv_load(pool, bf16, at);
+    return bf16 ? vf_load_bf16_part((const uint16_t *)pool + at, k)
+                : vf_load_part((const float *)pool + at, k, 0.0f);
+}
+
+static inline __attribute__((always_inline)) void attend(const step_attention *a, int64_t r,
+                                                         int64_t h, const int bf16)
 {
     const int64_t dh = a->d_head, n = attn_step_key_count(&a->kv, r);
     const int64_t full = dh - dh % SIMD_LANES, tail = dh - full;
     const float *q = a->q + r * a->q_stride + h * dh;
-    const float *keys = attn_step_keys(a, r, h);
-    const float *values = keys + a->kv.value_offset;
+    const void *pool = a->kv.pool;
+    const int64_t keys = attn_step_keys_at(a, r, h), values = keys + a->kv.value_offset;
     float *p = a->probs + r * a->probs_row_stride + h * a->probs_head_stride;
     float *out = a->out + r * a->out_stride + h * dh;
     float max = -INFINITY;
     for (int64_t j = 0; j < n; j++) {
-        const float *k = keys + j * dh;
+        const int64_t k = keys + j * dh;
         vf acc = vf_zero();
         for (int64_t i = 0; i < full; i += SIMD_LANES)
-            acc = vf_fmadd(vf_load(q + i), vf_load(k + i), acc);
+            acc = vf_fmadd(vf_load(q + i), kv_load(pool, bf16, k + i), acc);
         if (tail)
-            acc = vf_fmadd(vf_load_part(q + full, tail, 0.0f), vf_load_part(k + full, tail, 0.0f),
-                           acc);
+            acc = vf_fmadd(vf_load_part(q + full, tail, 0.0f),
+                           kv_load_upto(pool, bf16, k + full, tail), acc);
         p[j] = vf_sum(acc) * a->scale;
         max = p[j] > max ? p[j] : max;
     }
@@ -52,16 +69,17 @@ void SIMD_NAME(attn_step_attend)(const step_attention *a, int64_t r, int64_t h)
         if (lanes[PV_VECTORS - 1] == SIMD_LANES) {
             for (int64_t j = 0; j < n; j++) {
                 const vf pj = vf_set(p[j]);
-                const float *v = values + j * dh + i0;
+                const int64_t v = values + j * dh + i0;
                 for (int c = 0; c < PV_VECTORS; c++)
-                    acc[c] = vf_fmadd(pj, vf_load(v + c * SIMD_LANES), acc[c]);
+                    acc[c] = vf_fmadd(pj, kv_load(pool, bf16, v + c * SIMD_LANES), acc[c]);
             }
         } else {
             for (int64_t j = 0; j < n; j++) {
                 const vf pj = vf_set(p[j]);
-                const float *v = values + j * dh + i0;
+                const int64_t v = values + j * dh + i0;
                 for (int c = 0; c < PV_VECTORS && lanes[c] > 0; c++)
-                    acc[c] = vf_fmadd(pj, vf_load_upto(v + c * SIMD_LANES, lanes[c]), acc[c]);
+                    acc[c] = vf_fmadd(pj, kv_load_upto(pool, bf16, v + c * SIMD_LANES, lanes[c]),
+                                      acc[c]);
             }
         }
         for (int c = 0; c < PV_VECTORS && lanes[c] > 0; c++)
@@ -69,4 +87,14 @@ void SIMD_NAME(attn_step_attend)(const step_attention *a, int64_t r, int64_t h)
     }
     for (int64_t j = n; j < a->probs_fill; j++)
         p[j] = 0.0f;
+}
+
+void SIMD_NAME(attn_step_attend)(const step_attention *a, int64_t r, int64_t h)
+{
+    attend(a, r, h, 0);
+}
+
+void SIMD_NAME(attn_step_attend_bf16)(const step_attention *a, int64_t r, int64_t h)
+{
+    attend(a, r, h, 1);
 }

@@ -25,6 +25,8 @@
 #include "models/step_attention.h"
 #include "models/step_linear.h"
 
+#include "kernels/bf16.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,15 +66,20 @@ typedef struct transformer_step_decoder {
     float final_norm_eps;
     linear_weights generator;
     float *transposed; /* the w_t copies, one block */
+    /* The caches hold bf16 values (kv_bf16: a bf16 or int8 model, whose products round their
+     * operands to bf16 or coarser anyway; a large batch's step then reads half the bytes) or
+     * floats; slab sizes and offsets count elements. */
+    int kv_bf16;
+    size_t kv_bytes; /* of an element */
     /* Self-attention keys and values: max_rows slabs of [layers][2][heads][max_steps][d_head]
      * (keys, then values, of each layer). */
-    float *self_pool;
+    void *self_pool;
     int64_t self_slab;
     int64_t *self_slab_of_row, *self_slab_spare; /* [max_rows] */
     unsigned char *claimed;                      /* select: slabs given out [max_rows] */
     /* Cross-attention keys and values, one slab of [layers][2][heads][src_len][d_head] per
      * source sentence. */
-    float *cross_pool;
+    void *cross_pool;
     int64_t cross_slab;
     int64_t *cross_slab_of_row, *cross_slab_spare; /* [max_rows] */
     int32_t *src_length_of_row, *src_length_spare; /* [max_rows] */
@@ -175,17 +182,42 @@ static attn_status close_sublayer(transformer_step_decoder *d, const layer_weigh
 static kv_cache_view self_cache_view(const transformer_step_decoder *d, int64_t layer)
 {
     const int64_t head_stride = d->base.max_steps * d->d_head;
-    return (kv_cache_view){
-        d->self_pool, d->self_slab_of_row,    d->self_slab,      layer * 2 * d->heads * head_stride,
-        head_stride,  d->heads * head_stride, d->base.steps + 1, NULL};
+    return (kv_cache_view){d->self_pool,
+                           d->kv_bf16,
+                           d->self_slab_of_row,
+                           d->self_slab,
+                           layer * 2 * d->heads * head_stride,
+                           head_stride,
+                           d->heads * head_stride,
+                           d->base.steps + 1,
+                           NULL};
 }
 
 static kv_cache_view cross_cache_view(const transformer_step_decoder *d, int64_t layer)
 {
     const int64_t head_stride = d->base.src_len * d->d_head;
-    return (kv_cache_view){
-        d->cross_pool, d->cross_slab_of_row,   d->cross_slab,   layer * 2 * d->heads * head_stride,
-        head_stride,   d->heads * head_stride, d->base.src_len, d->src_length_of_row};
+    return (kv_cache_view){d->cross_pool,
+                           d->kv_bf16,
+                           d->cross_slab_of_row,
+                           d->cross_slab,
+                           layer * 2 * d->heads * head_stride,
+                           head_stride,
+                           d->heads * head_stride,
+                           d->base.src_len,
+                           d->src_length_of_row};
+}
+
+/* n values of x into the cache at element at, rounded to bf16 in a bf16 cache. */
+static void store_kv(const transformer_step_decoder *d, void *pool, int64_t at, const float *x,
+                     int64_t n)
+{
+    if (!d->kv_bf16) {
+        memcpy((float *)pool + at, x, (size_t)n * sizeof(float));
+        return;
+    }
+    uint16_t *to = (uint16_t *)pool + at;
+    for (int64_t i = 0; i < n; i++)
+        to[i] = attn_bf16_from_float(x[i]);
 }
 
 /* The pass's positions steps .. steps + positions - 1 of every row: each position's keys and
@@ -209,12 +241,12 @@ static attn_status self_attention(transformer_step_decoder *d, int64_t layer,
             ATTN_TRY(attn_rope_rotate(qkv + E, n, 1, t, 3 * E, d->heads, dh, d->rope_base, 0));
         }
         for (int64_t r = 0; r < n; r++) {
-            float *slab = d->self_pool + d->self_slab_of_row[r] * d->self_slab + kv.offset;
+            const int64_t slab = d->self_slab_of_row[r] * d->self_slab + kv.offset;
             for (int64_t h = 0; h < d->heads; h++) {
-                float *key = slab + h * kv.head_stride + t * dh;
-                memcpy(key, qkv + r * 3 * E + E + h * dh, (size_t)dh * sizeof(float));
-                memcpy(key + kv.value_offset, qkv + r * 3 * E + 2 * E + h * dh,
-                       (size_t)dh * sizeof(float));
+                const int64_t key = slab + h * kv.head_stride + t * dh;
+                store_kv(d, d->self_pool, key, qkv + r * 3 * E + E + h * dh, dh);
+                store_kv(d, d->self_pool, key + kv.value_offset, qkv + r * 3 * E + 2 * E + h * dh,
+                         dh);
             }
         }
         kv.count = t + 1;
@@ -491,17 +523,23 @@ static attn_status transpose_weights(const char *fn, transformer_step_decoder *d
 
 /* count floats (at least one, so that empty batches need no special case), 64-byte aligned;
  * *fits is cleared on overflow or when the allocation fails. */
-static float *alloc_floats(int64_t a, int64_t b, int *fits)
+/* a x b elements of the given size; *fits becomes 0 when they cannot be had. */
+static void *alloc_elements(int64_t a, int64_t b, size_t bytes, int *fits)
 {
     size_t count;
-    if (!attn_mul_size((size_t)a, (size_t)b, &count) || count > SIZE_MAX / sizeof(float) / 2) {
+    if (!attn_mul_size((size_t)a, (size_t)b, &count) || count > SIZE_MAX / bytes / 2) {
         *fits = 0;
         return NULL;
     }
-    float *p = attn_aligned_alloc((count > 0 ? count : 1) * sizeof(float));
+    void *p = attn_aligned_alloc((count > 0 ? count : 1) * bytes);
     if (p == NULL)
         *fits = 0;
     return p;
+}
+
+static float *alloc_floats(int64_t a, int64_t b, int *fits)
+{
+    return alloc_elements(a, b, sizeof(float), fits);
 }
 
 /* A prefill's rows x positions a pass at least (transformer_prefill): enough to read each
@@ -517,8 +555,9 @@ static attn_status allocate(const char *fn, transformer_step_decoder *d, int64_t
     d->self_slab = d->n_layers * 2 * d->heads * d->base.max_steps * d->d_head;
     d->cross_slab = d->n_layers * 2 * d->heads * d->base.src_len * d->d_head;
     d->probs_len = d->base.max_steps > d->base.src_len ? d->base.max_steps : d->base.src_len;
-    d->self_pool = alloc_floats(max_rows, d->self_slab, &fits);
-    d->cross_pool = d->has_cross ? alloc_floats(sentences, d->cross_slab, &fits) : NULL;
+    d->self_pool = alloc_elements(max_rows, d->self_slab, d->kv_bytes, &fits);
+    d->cross_pool =
+        d->has_cross ? alloc_elements(sentences, d->cross_slab, d->kv_bytes, &fits) : NULL;
     d->x = alloc_floats(rows, E, &fits);
     d->normed = alloc_floats(rows, E, &fits);
     d->sub = alloc_floats(rows, E, &fits);
@@ -544,9 +583,9 @@ static attn_status allocate(const char *fn, transformer_step_decoder *d, int64_t
         d->src_length_of_row == NULL || d->src_length_spare == NULL || d->claimed == NULL)
         return attn_fail(ATTN_ERR_OUT_OF_MEMORY,
                          "%s: out of memory for %lld rows of %lld steps (the key/value cache "
-                         "takes %lld floats per row)",
+                         "takes %lld bytes per row)",
                          fn, (long long)rows, (long long)d->base.max_steps,
-                         (long long)d->self_slab);
+                         (long long)(d->self_slab * (int64_t)d->kv_bytes));
     return ATTN_OK;
 }
 
@@ -582,11 +621,11 @@ static attn_status project_memory(const char *fn, transformer_step_decoder *d, c
         for (int64_t b = 0; b < sentences && status == ATTN_OK; b++)
             for (int64_t h = 0; h < H; h++)
                 for (int64_t s = 0; s < S; s++) {
-                    float *key = d->cross_pool + b * d->cross_slab + view.offset +
-                                 h * view.head_stride + s * dh;
+                    const int64_t key =
+                        b * d->cross_slab + view.offset + h * view.head_stride + s * dh;
                     const float *row = kv + (b * S + s) * 2 * E;
-                    memcpy(key, row + h * dh, (size_t)dh * sizeof(float));
-                    memcpy(key + view.value_offset, row + E + h * dh, (size_t)dh * sizeof(float));
+                    store_kv(d, d->cross_pool, key, row + h * dh, dh);
+                    store_kv(d, d->cross_pool, key + view.value_offset, row + E + h * dh, dh);
                 }
     }
     attn_aligned_free(scratch);
@@ -675,6 +714,8 @@ static attn_status transformer_start(const char *fn, transformer_step_decoder *d
     d->rope_base = c->positions == ATTN_POSITIONS_ROPE ? c->rope_base : 0.0;
     d->embed_scale = attn_model_embedding_scale(c);
     d->attn_scale = (float)(1.0 / sqrt((double)d->d_head));
+    d->kv_bf16 = attn_model_precision(m) != ATTN_PRECISION_FP32;
+    d->kv_bytes = d->kv_bf16 ? sizeof(uint16_t) : sizeof(float);
     ATTN_TRY(allocate(fn, d, sentences));
     gather_weights(d, m);
     ATTN_TRY(allocate_quantized_scratch(fn, d));
@@ -692,12 +733,13 @@ static attn_status transformer_start(const char *fn, transformer_step_decoder *d
 
 static void copy_history(transformer_step_decoder *d, int64_t to, int64_t from)
 {
+    const size_t bytes = d->kv_bytes;
     const int64_t prefix = d->base.steps * d->d_head, per_head = d->base.max_steps * d->d_head;
-    const float *source = d->self_pool + from * d->self_slab;
-    float *target = d->self_pool + to * d->self_slab;
+    const char *source = (const char *)d->self_pool + (size_t)(from * d->self_slab) * bytes;
+    char *target = (char *)d->self_pool + (size_t)(to * d->self_slab) * bytes;
     for (int64_t block = 0; block < d->n_layers * 2 * d->heads; block++)
-        memcpy(target + block * per_head, source + block * per_head,
-               (size_t)prefix * sizeof(float));
+        memcpy(target + (size_t)(block * per_head) * bytes,
+               source + (size_t)(block * per_head) * bytes, (size_t)prefix * bytes);
 }
 
 static void swap_indices(int64_t **a, int64_t **b)
