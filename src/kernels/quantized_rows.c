@@ -180,9 +180,9 @@ static scratch_layout layout_of(void *scratch, int64_t rows, const attn_quantize
     return s;
 }
 
-/* Row r of x as bytes (see quantized_rows.h for the choice of zero and scale); the AVX-512
- * and AVX2 versions (attn_int8_quantize_row_avx512vnni, _avx2) give the same bytes: the
- * extremes are exact in any order and the rest is element-wise. */
+/* Row r of x as bytes (see quantized_rows.h for the choice of zero and scale); the AVX-512,
+ * AVX2 and NEON versions (attn_int8_quantize_row_avx512vnni, _avx2, _neon) give the same
+ * bytes: the extremes are exact in any order and the rest is element-wise. */
 static void quantize_row(const float *x, int64_t in, int64_t groups, uint32_t *packed, float *scale,
                          int32_t *zero)
 {
@@ -350,6 +350,9 @@ static quantize_row_fn row_quantizer(void)
         return attn_int8_quantize_row_avx512vnni;
     if (emulated_in_vectors())
         return attn_int8_quantize_row_avx2;
+#elif defined(__aarch64__)
+    if (emulated_in_vectors())
+        return attn_int8_quantize_row_neon;
 #endif
     return quantize_row;
 }

@@ -162,6 +162,8 @@ ATTN_INTERNAL void attn_int8_quantize_row_avx512vnni(const float *x, int64_t in,
                                                      uint32_t *packed, float *scale, int32_t *zero);
 ATTN_INTERNAL void attn_int8_quantize_row_avx2(const float *x, int64_t in, int64_t groups,
                                                uint32_t *packed, float *scale, int32_t *zero);
+ATTN_INTERNAL void attn_int8_quantize_row_neon(const float *x, int64_t in, int64_t groups,
+                                               uint32_t *packed, float *scale, int32_t *zero);
 
 /* One tile of 64 outputs for every row, written to y [rows, out] (row stride ldy). */
 typedef void (*quantized_tile_fn)(const attn_quantized_matrix *w, const quantized_rows *x,

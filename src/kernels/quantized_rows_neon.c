@@ -18,6 +18,7 @@
 #include "kernels/quantized_rows.h"
 
 #include <arm_neon.h>
+#include <string.h>
 
 enum { PASS_OUTPUTS = 16, VECTOR_OUTPUTS = 4 };
 
@@ -134,4 +135,76 @@ void attn_bf16_tile_neon(const attn_quantized_matrix *w, const quantized_rows *x
                          int64_t tile, const float *b, float *y, int64_t ldy)
 {
     QUANTIZED_ROW_PASSES(bf16_rows, w, x, rows, tile, b, y, ldy);
+}
+
+/* The first n (0 to 4) of x's floats, zero past them (nothing past x[n - 1] is read). */
+static inline float32x4_t load_first(const float *x, int64_t n)
+{
+    float lanes[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t l = 0; l < n; l++)
+        lanes[l] = x[l];
+    return vld1q_f32(lanes);
+}
+
+static inline float32x4_t load_upto(const float *x, int64_t n)
+{
+    return n >= 4 ? vld1q_f32(x) : load_first(x, n);
+}
+
+/* x < y ? x : y and the like as the scalar conditional gives them, NaN operands included
+ * (a compare with a NaN is false), where vminq and vmaxq would return the NaN. */
+static inline float32x4_t select_less(float32x4_t x, float32x4_t y)
+{
+    return vbslq_f32(vcltq_f32(x, y), x, y);
+}
+
+static inline float32x4_t select_greater(float32x4_t x, float32x4_t y)
+{
+    return vbslq_f32(vcgtq_f32(x, y), x, y);
+}
+
+/* quantize_row of quantized_rows.c, eight floats at a time, with the same bytes: the extremes
+ * are exact in any order (the zeros past the row's end change neither, as both start at
+ * zero), every comparison is the scalar one, vrndnq rounds to nearest even as nearbyintf does
+ * by default, and vcvtq then keeps the low byte of the same int32 (a NaN converts to 0 in
+ * both). */
+void attn_int8_quantize_row_neon(const float *x, int64_t in, int64_t groups, uint32_t *packed,
+                                 float *scale, int32_t *zero)
+{
+    float32x4_t lowest = vdupq_n_f32(0.0f), largest = vdupq_n_f32(0.0f);
+    for (int64_t i = 0; i < in; i += 4) {
+        const float32x4_t v = load_upto(x + i, in - i);
+        lowest = select_less(v, lowest);
+        largest = select_greater(vabsq_f32(v), largest);
+    }
+    float lanes_lowest[4], lanes_largest[4];
+    vst1q_f32(lanes_lowest, lowest);
+    vst1q_f32(lanes_largest, largest);
+    float row_lowest = 0.0f, row_largest = 0.0f;
+    for (int k = 0; k < 4; k++) {
+        row_lowest = lanes_lowest[k] < row_lowest ? lanes_lowest[k] : row_lowest;
+        row_largest = lanes_largest[k] > row_largest ? lanes_largest[k] : row_largest;
+    }
+    *zero = attn_int8_row_scale(row_lowest, row_largest, scale);
+    const float levels = *zero ? 127.0f : 255.0f;
+    const float32x4_t inverse = vdupq_n_f32(1.0f / *scale), high = vdupq_n_f32(levels),
+                      low = vdupq_n_f32(-levels);
+    const int32x4_t shift = vdupq_n_s32(*zero);
+    uint8_t *bytes = (uint8_t *)packed;
+    for (int64_t i = 0; i < in; i += 8) {
+        int32x4_t q[2];
+        for (int h = 0; h < 2; h++) {
+            const float32x4_t v = load_upto(x + i + 4 * h, in - i - 4 * h);
+            float32x4_t r = vrndnq_f32(vmulq_f32(v, inverse));
+            r = vbslq_f32(vcgtq_f32(r, high), high, r);
+            r = vbslq_f32(vcltq_f32(r, low), low, r);
+            q[h] = vaddq_s32(vcvtq_s32_f32(r), shift);
+        }
+        const uint16x8_t halves = vcombine_u16(vmovn_u32(vreinterpretq_u32_s32(q[0])),
+                                               vmovn_u32(vreinterpretq_u32_s32(q[1])));
+        uint8_t eight[8];
+        vst1_u8(eight, vmovn_u16(halves));
+        memcpy(bytes + i, eight, (size_t)(in - i >= 8 ? 8 : in - i));
+    }
+    memset(bytes + in, 0, (size_t)(groups * 4 - in));
 }
