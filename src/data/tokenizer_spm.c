@@ -174,10 +174,14 @@ attn_status spm_tokenizer_learn(const char *fn, attn_tokenizer_config *config,
                          "build is without it: install libsentencepiece-dev and rebuild attn, or "
                          "use char or word tokens",
                          fn);
-    const int64_t alphabet = distinct_characters(lines, n, INT32_MAX);
+    /* A BPE sized in merges needs the whole alphabet; otherwise it only decides the
+     * coverage, and counting past LARGE_ALPHABET would read the whole text for nothing. */
+    const int by_merges = config->spm_bpe && config->bpe_merges > 0;
+    const int64_t alphabet =
+        distinct_characters(lines, n, by_merges ? INT32_MAX : LARGE_ALPHABET + 1);
     int64_t vocab_size = config->spm_vocab_size;
     int with_bytes = config->byte_fallback;
-    if (config->spm_bpe && config->bpe_merges > 0) {
+    if (by_merges) {
         /* SentencePiece's BPE holds the specials, the alphabet, the bytes if any, then one
          * piece per merge: bpe:N makes N merges, as attn's own BPE did. */
         vocab_size = ATTN_NUM_SPECIAL_IDS + alphabet + config->bpe_merges;
